@@ -1,0 +1,191 @@
+"""Fabric controller: topology from a description, proxy ARP, proactive ECMP-like
+unicast routes, port-statistics polling, and a JSON REST API.
+
+Launch::
+
+    ryu-manager --ofp-tcp-listen-port 6653 --wsapi-port 8080 apps.fabric_controller
+
+then hand it the fabric (experiments/testbed.py does this for you)::
+
+    python -m mininet_topos.spineleaf 8 8 2 --bw 20 > fabric.json
+    curl -X PUT --data @fabric.json http://127.0.0.1:8080/fabric/topology
+
+REST: GET/PUT /fabric/topology, GET /fabric/links. Decisions come from the pure
+modules fabric_view, unicast_routes and link_load; this app only turns events
+into calls and decisions into the messages of openflow_builders.
+"""
+
+from collections import defaultdict
+
+from ryu.app.wsgi import ControllerBase, WSGIApplication, route
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.lib import hub
+from ryu.ofproto import ofproto_v1_3
+
+from apps import openflow_builders as of
+from apps.arp_responder import arp_reply
+from apps.fabric_view import FabricError, FabricView
+from apps.link_load import PortRates, link_report
+from apps.rest_json import RequestError, error_response, json_response, read_json_body
+from apps.unicast_routes import unicast_rules
+
+STATS_INTERVAL_S = 1.0
+REST_APP_KEY = "fabric_controller"
+
+
+class FabricController(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.view = None
+        self.rules_by_switch = {}
+        self.datapaths = {}
+        self.synced_dpids = set()
+        self.barrier_xids = {}
+        self.rates = PortRates()
+        kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self})
+        self.stats_thread = hub.spawn(self._poll_port_stats)
+
+    # --- fabric description -------------------------------------------------
+
+    def load_fabric(self, description):
+        """Adopt a new description (FabricError if invalid; then nothing changes)."""
+        view = FabricView(description)
+        rules_by_switch = defaultdict(list)
+        for rule in unicast_rules(view):
+            rules_by_switch[rule.switch].append(rule)
+        self.view, self.rules_by_switch = view, rules_by_switch
+        self.synced_dpids.clear()
+        self.logger.info("fabric loaded: %d switches, %d hosts, %d unicast rules",
+                         len(view.switches), len(view.hosts),
+                         sum(map(len, rules_by_switch.values())))
+        for datapath in list(self.datapaths.values()):
+            self._install_fabric(datapath)
+
+    def _install_fabric(self, datapath):
+        if self.view is None:
+            self.logger.info("dpid %#x connected; waiting for PUT /fabric/topology", datapath.id)
+            return
+        switch = self.view.switch_by_dpid.get(datapath.id)
+        if switch is None:
+            self.logger.warning("dpid %#x is not in the fabric description; leaving it alone",
+                                datapath.id)
+            return
+        messages = of.fabric_flows(datapath, self.view.host_ports(switch),
+                                   self.rules_by_switch.get(switch, []))
+        for message in messages:
+            datapath.send_msg(message)
+        barrier = of.barrier_request(datapath)
+        datapath.set_xid(barrier)
+        self.barrier_xids[datapath.id] = barrier.xid
+        datapath.send_msg(barrier)
+        self.logger.info("%s (dpid %#x): sent %d flow mods", switch, datapath.id, len(messages))
+
+    def topology_report(self):
+        """The description, each switch marked connected/synced, plus unknown connected dpids."""
+        if self.view is None:
+            report = {"switches": [], "links": [], "hosts": []}
+        else:
+            report = self.view.to_description()
+        known = set()
+        for switch in report["switches"]:
+            known.add(switch["dpid"])
+            switch["connected"] = switch["dpid"] in self.datapaths
+            switch["synced"] = switch["dpid"] in self.synced_dpids
+        report["unknown_dpids"] = sorted(set(self.datapaths) - known)
+        return report
+
+    def links_report(self):
+        links = [] if self.view is None else link_report(self.view, self.rates)
+        return {"interval_s": STATS_INTERVAL_S, "links": links}
+
+    # --- OpenFlow events ----------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _switch_features(self, ev):
+        datapath = ev.msg.datapath
+        self.datapaths[datapath.id] = datapath
+        self._install_fabric(datapath)
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _switch_gone(self, ev):
+        dpid = ev.datapath.id
+        if dpid is not None and self.datapaths.get(dpid) is ev.datapath:
+            del self.datapaths[dpid]
+            self.synced_dpids.discard(dpid)
+            self.rates.forget(dpid)
+            self.logger.info("dpid %#x disconnected", dpid)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev):
+        dpid = ev.msg.datapath.id
+        if self.barrier_xids.get(dpid) == ev.msg.xid:
+            del self.barrier_xids[dpid]
+            self.synced_dpids.add(dpid)
+            self.logger.info("dpid %#x: fabric flows confirmed", dpid)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        msg = ev.msg
+        self.logger.error("dpid %#x rejected a message: type=%d code=%d",
+                          msg.datapath.id, msg.type, msg.code)
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        msg = ev.msg
+        if self.view is None:
+            return
+        reply = arp_reply(self.view, msg.data)
+        if reply is not None:
+            in_port = msg.match["in_port"]
+            msg.datapath.send_msg(of.packet_out(msg.datapath, in_port, reply))
+            self.logger.debug("dpid %#x port %d: answered ARP", msg.datapath.id, in_port)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _port_stats(self, ev):
+        dpid = ev.msg.datapath.id
+        max_port = ev.msg.datapath.ofproto.OFPP_MAX
+        for stat in ev.msg.body:
+            if stat.port_no > max_port:
+                continue
+            age_s = stat.duration_sec + stat.duration_nsec * 1e-9
+            self.rates.update(dpid, stat.port_no, "tx", stat.tx_bytes, age_s)
+            self.rates.update(dpid, stat.port_no, "rx", stat.rx_bytes, age_s)
+
+    def _poll_port_stats(self):
+        while True:
+            for datapath in list(self.datapaths.values()):
+                datapath.send_msg(of.port_stats_request(datapath))
+            hub.sleep(STATS_INTERVAL_S)
+
+
+class FabricRestApi(ControllerBase):
+    """GET/PUT /fabric/topology and GET /fabric/links."""
+
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.fabric = data[REST_APP_KEY]
+
+    @route("fabric", "/fabric/topology", methods=["GET"])
+    def get_topology(self, req, **_kwargs):
+        return json_response(self.fabric.topology_report())
+
+    @route("fabric", "/fabric/topology", methods=["PUT"])
+    def put_topology(self, req, **_kwargs):
+        try:
+            description = read_json_body(req)
+            try:
+                self.fabric.load_fabric(description)
+            except FabricError as error:
+                raise RequestError(400, "invalid fabric description: %s" % error) from None
+        except RequestError as error:
+            return error_response(error)
+        return json_response(self.fabric.topology_report())
+
+    @route("fabric", "/fabric/links", methods=["GET"])
+    def get_links(self, req, **_kwargs):
+        return json_response(self.fabric.links_report())

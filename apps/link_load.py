@@ -1,0 +1,59 @@
+"""Per-link rates and utilization from polled port counters.
+
+Switches report cumulative byte counters per port together with how long the
+port has existed; the difference between two polls over the difference in
+port age is the rate over the last interval, measured by the switch's clock
+rather than by when the reply reached the controller.
+"""
+
+
+class PortRates:
+    """Bit rates per (dpid, port, direction) from successive cumulative counters."""
+
+    def __init__(self):
+        self._last = {}
+        self._rate_bps = {}
+
+    def update(self, dpid, port, direction, byte_count, port_age_s):
+        """Record a counter sample; direction is "tx" or "rx"."""
+        key = (dpid, port, direction)
+        previous = self._last.get(key)
+        self._last[key] = (byte_count, port_age_s)
+        if previous is None:
+            return
+        bytes_before, age_before = previous
+        if byte_count < bytes_before or port_age_s <= age_before:
+            self._rate_bps.pop(key, None)  # port was reset: start over
+            return
+        self._rate_bps[key] = 8.0 * (byte_count - bytes_before) / (port_age_s - age_before)
+
+    def rate_bps(self, dpid, port, direction):
+        """The last measured rate, or None before two samples."""
+        return self._rate_bps.get((dpid, port, direction))
+
+    def forget(self, dpid):
+        for table in (self._last, self._rate_bps):
+            for key in [k for k in table if k[0] == dpid]:
+                del table[key]
+
+
+def link_report(view, rates):
+    """One dict per directed link: endpoints, capacity, current rate and utilization.
+
+    A link leaving a switch is measured by that port's tx counter; a link
+    leaving a host by the rx counter of the switch port it enters.
+    """
+    report = []
+    for tail, head, data in view.links():
+        if view.is_switch(tail):
+            rate = rates.rate_bps(view.dpid(tail), data["port"], "tx")
+        else:
+            rate = rates.rate_bps(view.dpid(head), view.out_port(head, tail), "rx")
+        rate_mbps = None if rate is None else rate / 1e6
+        report.append({
+            "src": tail, "src_port": data["port"], "dst": head,
+            "dst_port": view.out_port(head, tail), "kind": data["kind"],
+            "capacity_mbps": data["capacity_mbps"], "rate_mbps": rate_mbps,
+            "utilization": None if rate_mbps is None else rate_mbps / data["capacity_mbps"],
+        })
+    return report

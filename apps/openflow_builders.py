@@ -1,0 +1,74 @@
+"""OpenFlow 1.3 messages for the fabric: decisions in, messages out.
+
+Every function takes the datapath (for its ofproto and parser) and returns
+message objects without sending them, so the app stays a thin sender and the
+messages can be inspected in tests. Each app owns a cookie, so one app can
+replace its own flows without touching another's.
+"""
+
+FABRIC_COOKIE = 0x5346_0000_0000_0001
+ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+
+PRIORITY_ARP = 300
+PRIORITY_PAIR_ROUTE = 200
+PRIORITY_DST_ROUTE = 100
+
+ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_ARP = 0x0806
+
+
+def flow_add(datapath, cookie, priority, match, actions):
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    instructions = [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)]
+    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, priority=priority, match=match,
+                             instructions=instructions, command=ofproto.OFPFC_ADD)
+
+
+def delete_flows(datapath, cookie):
+    """Delete every flow carrying `cookie`, in all tables."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, cookie_mask=ALL_COOKIE_BITS,
+                             table_id=ofproto.OFPTT_ALL, command=ofproto.OFPFC_DELETE,
+                             out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY)
+
+
+def arp_to_controller(datapath, in_port):
+    """ARP arriving from a host port goes to the controller, which answers it: no flooding."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_ARP)
+    actions = [parser.OFPActionOutput(ofproto.OFPP_CONTROLLER, ofproto.OFPCML_NO_BUFFER)]
+    return flow_add(datapath, FABRIC_COOKIE, PRIORITY_ARP, match, actions)
+
+
+def route_flow(datapath, rule):
+    """The flow for one unicast_routes.ForwardingRule."""
+    parser = datapath.ofproto_parser
+    fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": rule.dst_ip}
+    priority = PRIORITY_DST_ROUTE
+    if rule.src_ip is not None:
+        fields["ipv4_src"] = rule.src_ip
+        priority = PRIORITY_PAIR_ROUTE
+    return flow_add(datapath, FABRIC_COOKIE, priority, parser.OFPMatch(**fields),
+                    [parser.OFPActionOutput(rule.out_port)])
+
+
+def fabric_flows(datapath, host_ports, rules):
+    """Replace the fabric's flows on one switch: delete its old ones, add ARP trapping and routes."""
+    return ([delete_flows(datapath, FABRIC_COOKIE)]
+            + [arp_to_controller(datapath, port) for port in host_ports]
+            + [route_flow(datapath, rule) for rule in rules])
+
+
+def packet_out(datapath, out_port, data):
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPPacketOut(datapath=datapath, buffer_id=ofproto.OFP_NO_BUFFER,
+                               in_port=ofproto.OFPP_CONTROLLER,
+                               actions=[parser.OFPActionOutput(out_port)], data=data)
+
+
+def port_stats_request(datapath):
+    return datapath.ofproto_parser.OFPPortStatsRequest(datapath, 0, datapath.ofproto.OFPP_ANY)
+
+
+def barrier_request(datapath):
+    return datapath.ofproto_parser.OFPBarrierRequest(datapath)

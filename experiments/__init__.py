@@ -1,0 +1,1 @@
+"""Testbeds, traffic generators and experiment runners for syncfabric."""

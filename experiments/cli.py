@@ -1,0 +1,23 @@
+"""Command-line conventions shared by the experiment scripts."""
+
+import argparse
+import sys
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message):
+        sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
+        sys.exit(2)
+
+
+def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw=20.0):
+    """The spine-leaf flags every experiment takes."""
+    parser.add_argument("--spines", type=int, default=spines, help="number of spine switches")
+    parser.add_argument("--leaves", type=int, default=leaves, help="number of leaf switches")
+    parser.add_argument("--hosts-per-leaf", type=int, default=hosts_per_leaf,
+                        help="hosts under each leaf")
+    parser.add_argument("--bw", type=float, default=bw, help="link rate, Mbit/s")
+    parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
+    parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")

@@ -1,0 +1,44 @@
+"""A small JSON client for the controller's REST API (stdlib only, usable inside Mininet hosts)."""
+
+import json
+import urllib.error
+import urllib.request
+
+
+class ControllerHttpError(RuntimeError):
+    """The controller answered with an error status; `status` and `body` say which."""
+
+    def __init__(self, status, body):
+        super().__init__("HTTP %d: %s" % (status, body.get("error", body) if isinstance(body, dict)
+                                          else body))
+        self.status = status
+        self.body = body
+
+
+class ControllerClient:
+    def __init__(self, base_url, timeout_s=10.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def request(self, method, path, body=None, raw_body=None):
+        """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
+        data = raw_body if raw_body is not None else (
+            None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                return json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as error:
+            payload = error.read()
+            try:
+                payload = json.loads(payload)
+            except ValueError:
+                payload = payload.decode(errors="replace")
+            raise ControllerHttpError(error.code, payload) from None
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def put(self, path, body):
+        return self.request("PUT", path, body)

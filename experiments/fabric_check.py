@@ -1,0 +1,70 @@
+"""Bring up a spine-leaf fabric under our controller and check it end to end.
+
+Prints one JSON object: switches (connected and synced), links (inter-switch
+cables), hosts, ping_loss_pct (all ordered pairs), tcp_mbps (iperf3 TCP between
+the first host of the first and of the last leaf), link_mbps and tcp_ratio.
+
+    python -m experiments.fabric_check --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20
+"""
+
+import json
+import sys
+
+from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
+from experiments.testbed import Testbed
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.fabric_check", description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser)
+    parser.add_argument("--tcp-seconds", type=int, default=5, help="iperf3 duration")
+    return parser.parse_args(argv)
+
+
+def tcp_pair(leaves, hosts_per_leaf):
+    """First host of the first leaf and of the last leaf (two hosts of one leaf if only one)."""
+    if leaves > 1:
+        return "h1", "h%d" % ((leaves - 1) * hosts_per_leaf + 1)
+    return ("h1", "h2") if hosts_per_leaf > 1 else None
+
+
+def check(args):
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
+                         hosts_per_leaf=args.hosts_per_leaf, bw=args.bw)
+    print("bringing up %dx%d spine-leaf, %d hosts per leaf, %g Mbit/s ..."
+          % (args.spines, args.leaves, args.hosts_per_leaf, args.bw), file=sys.stderr)
+    with Testbed(topo, of_port=args.of_port, rest_port=args.rest_port) as bed:
+        report = bed.client.get("/fabric/topology")
+        print("pinging all host pairs ...", file=sys.stderr)
+        loss = ping_all_loss_pct(bed.net)
+        pair = tcp_pair(args.leaves, args.hosts_per_leaf)
+        tcp_mbps = None
+        if pair is not None:
+            print("TCP %s -> %s for %d s ..." % (*pair, args.tcp_seconds), file=sys.stderr)
+            tcp_mbps = tcp_throughput_mbps(bed.host(pair[0]), bed.host(pair[1]), args.tcp_seconds)
+    return {
+        "switches": sum(s["connected"] and s["synced"] for s in report["switches"]),
+        "links": len(report["links"]),
+        "hosts": len(report["hosts"]),
+        "ping_loss_pct": loss,
+        "tcp_pair": pair,
+        "tcp_mbps": None if tcp_mbps is None else round(tcp_mbps, 2),
+        "link_mbps": args.bw,
+        "tcp_ratio": None if tcp_mbps is None else round(tcp_mbps / args.bw, 3),
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        result = check(args)
+    except (PlatformError, ValueError) as error:
+        sys.exit("error: %s" % error)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""A testbed: ryu-manager running our apps plus a Mininet fabric, up and down together.
+
+    with Testbed(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=1, bw=20)) as bed:
+        bed.net.pingAll()
+        bed.client.get("/fabric/links")
+
+Start-up checks root, OVS, leftover bridges and both ports first and fails
+with a one-line PlatformError; whatever had started by a failure is torn
+down again, so nothing (bridges, hosts, controller) is left behind.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from experiments.controller_client import ControllerClient
+from mininet_topos.description import describe
+from mininet_topos.platform_net import PlatformError, check_bridges_free, check_ovs_running, start_network
+
+DEFAULT_APPS = ("apps.fabric_controller",)
+DEFAULT_OF_PORT = 6653
+DEFAULT_REST_PORT = 8080
+
+
+def check_port_free(port, purpose):
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("0.0.0.0", port))
+    except OSError:
+        raise PlatformError("%s port %d is already in use (another controller running?)"
+                            % (purpose, port)) from None
+    finally:
+        probe.close()
+
+
+def ryu_manager_command():
+    beside_python = Path(sys.executable).parent / "ryu-manager"
+    return str(beside_python) if beside_python.exists() else "ryu-manager"
+
+
+class Testbed:
+    def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
+                 rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0):
+        self.topo = topo
+        self.apps = tuple(apps)
+        self.of_port = of_port
+        self.rest_port = rest_port
+        self.ready_timeout_s = ready_timeout_s
+        self.log_path = log_path or tempfile.mkstemp(prefix="syncfabric-ryu-", suffix=".log")[1]
+        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port)
+        self.controller = None
+        self.net = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.stop()
+
+    def start(self):
+        if os.geteuid() != 0:
+            raise PlatformError("Mininet needs root")
+        check_ovs_running()
+        check_bridges_free(self.topo)
+        check_port_free(self.of_port, "OpenFlow")
+        check_port_free(self.rest_port, "REST")
+        try:
+            self._start_controller()
+            self.net = start_network(self.topo, self.of_port)
+            self.client.put("/fabric/topology", describe(self.topo))
+            self._wait_until_synced()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+        if self.controller is not None:
+            self.controller.terminate()
+            try:
+                self.controller.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.controller.kill()
+                self.controller.wait()
+            self.controller = None
+
+    def host(self, name):
+        return self.net.get(name)
+
+    def controller_log(self):
+        return Path(self.log_path).read_text(errors="replace")
+
+    def _start_controller(self):
+        command = [ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
+                   "--ofp-tcp-listen-port", str(self.of_port),
+                   "--wsapi-host", "127.0.0.1", "--wsapi-port", str(self.rest_port), *self.apps]
+        with open(self.log_path, "w") as log:
+            self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_for(self._controller_answers, "the controller's REST API to answer")
+
+    def _controller_answers(self):
+        if self.controller.poll() is not None:
+            lines = self.controller_log().strip().splitlines() or ["(no output)"]
+            raise PlatformError("ryu-manager exited with %d: %s"
+                                % (self.controller.returncode, lines[-1]))
+        try:
+            self.client.get("/fabric/topology")
+            return True
+        except OSError:
+            return False
+
+    def _wait_until_synced(self):
+        def all_synced():
+            switches = self.client.get("/fabric/topology")["switches"]
+            return switches and all(s["synced"] for s in switches)
+        self._wait_for(all_synced, "every switch to connect and confirm its flows")
+
+    def _wait_for(self, condition, what):
+        deadline = time.monotonic() + self.ready_timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                raise PlatformError("timed out after %.0f s waiting for %s (controller log: %s)"
+                                    % (self.ready_timeout_s, what, self.log_path))
+            time.sleep(0.25)
