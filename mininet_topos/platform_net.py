@@ -36,7 +36,8 @@ class ShapedIntf(TCIntf):
 
 class ShapedLink(Link):
     def __init__(self, node1, node2, **params):
-        super().__init__(node1, node2, intf=ShapedIntf, **params)
+        params["intf"] = ShapedIntf  # Mininet.addLink passes its default interface class
+        super().__init__(node1, node2, **params)
 
 
 class PlatformError(RuntimeError):
