@@ -1,18 +1,18 @@
 """Unicast IPv4 routes over a multipath fabric, as per-switch forwarding rules.
 
-Each ordered host pair follows one shortest switch path. Among the k
-equal-cost paths (sorted), the pair (src, dst) takes number
-(src's rank + dst's rank among all hosts) mod k: a Latin square, so one
-host's destinations, one host's sources, a leaf's uplinks and its downlinks
-all spread over the spines, and the same fabric always yields the same
-paths: ECMP's spreading, with paths the controller knows.
+Each ordered host pair follows one shortest switch path. Pairs are taken in
+a fixed order and each takes the equal-cost path whose busiest link carries
+the fewest pairs so far (ties: fewest in total, then the first path in sorted
+order). So a leaf's uplinks and downlinks carry equally many pairs, and the
+same fabric always yields the same paths: ECMP's spreading, with paths the
+controller knows.
 
 Rules match the destination only where every source agrees on the next hop
 at that switch (e.g. on spines and at the destination leaf) and
 source+destination elsewhere, which keeps tables small.
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
@@ -33,16 +33,23 @@ def host_pair_paths(view):
     hosts = view.hosts
     switch_of = {h: view.attachment(h)[0] for h in hosts}
     candidates = {}
+    pairs_on_link = Counter()
     paths = {}
-    for dst_rank, dst in enumerate(hosts):
-        for src_rank, src in enumerate(hosts):
+    for src in hosts:
+        for dst in hosts:
             if src == dst:
                 continue
             ends = (switch_of[src], switch_of[dst])
             if ends not in candidates:
                 candidates[ends] = sorted(nx.all_shortest_paths(view.switch_graph, *ends))
-            choices = candidates[ends]
-            paths[src, dst] = choices[(src_rank + dst_rank) % len(choices)]
+
+            def crowding(path):
+                loads = [pairs_on_link[link] for link in zip(path, path[1:])]
+                return (max(loads, default=0), sum(loads))
+
+            path = min(candidates[ends], key=crowding)
+            pairs_on_link.update(zip(path, path[1:]))
+            paths[src, dst] = path
     return paths
 
 

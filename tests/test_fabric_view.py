@@ -1,0 +1,56 @@
+import copy
+
+import pytest
+
+from apps.fabric_view import FabricError, FabricView
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
+
+DESCRIPTION = describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=1, bw=20))
+
+
+def test_view_has_both_directions_of_every_cable():
+    view = FabricView(DESCRIPTION)
+    assert view.switches == ["spine1", "spine2", "leaf1", "leaf2"]
+    assert view.hosts == ["h1", "h2"]
+    assert view.graph.number_of_edges() == 2 * (4 + 2)
+    assert view.out_port("leaf2", "spine1") == 1 and view.out_port("spine1", "leaf2") == 2
+    assert view.attachment("h2") == ("leaf2", 3)
+    assert view.host_ports("leaf1") == [3]
+    assert view.host_by_ip["10.0.0.2"] == "h2"
+    assert view.switch_by_dpid[0x2001] == "leaf1"
+
+
+def test_description_round_trips():
+    assert FabricView(DESCRIPTION).to_description() == {
+        "switches": sorted(DESCRIPTION["switches"], key=lambda s: s["dpid"]),
+        "links": sorted(DESCRIPTION["links"], key=lambda l: (l["a"], l["b"])),
+        "hosts": DESCRIPTION["hosts"]}
+
+
+def broken(change):
+    description = copy.deepcopy(DESCRIPTION)
+    change(description)
+    return description
+
+
+@pytest.mark.parametrize("description, message", [
+    ([], "must be a JSON object"),
+    ({"switches": []}, "needs a 'links' list"),
+    (broken(lambda d: d["switches"][0].pop("dpid")), "missing 'dpid'"),
+    (broken(lambda d: d["switches"][1].update(dpid=d["switches"][0]["dpid"])), "duplicate dpid"),
+    (broken(lambda d: d["switches"][0].update(dpid=0)), "dpid must be"),
+    (broken(lambda d: d["links"][0].update(b="nowhere")), "unknown switch 'nowhere'"),
+    (broken(lambda d: d["links"][0].update(a_port=0)), "positive port"),
+    (broken(lambda d: d["links"][0].update(capacity_mbps=-1)), "capacity_mbps must be positive"),
+    (broken(lambda d: d["links"][0].update(capacity_mbps="fast")), "'capacity_mbps' must be"),
+    (broken(lambda d: d["links"][1].update(a_port=d["links"][0]["a_port"])), "used twice"),
+    (broken(lambda d: d["hosts"][0].update(ip="10.0.0.300")), "not an IPv4 address"),
+    (broken(lambda d: d["hosts"][0].update(mac="zz")), "not a MAC address"),
+    (broken(lambda d: d["hosts"][1].update(ip=d["hosts"][0]["ip"])), "duplicate IP"),
+    (broken(lambda d: d["hosts"][0].update(name="leaf1")), "duplicate node name"),
+    (broken(lambda d: d.update(links=[])), "not connected"),
+])
+def test_bad_descriptions_say_why(description, message):
+    with pytest.raises(FabricError, match=message):
+        FabricView(description)
