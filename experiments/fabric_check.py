@@ -12,7 +12,7 @@ import sys
 
 from experiments.cli import ArgumentParser, fabric_arguments
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
-from experiments.testbed import Testbed
+from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
@@ -31,19 +31,21 @@ def tcp_pair(leaves, hosts_per_leaf):
     return ("h1", "h2") if hosts_per_leaf > 1 else None
 
 
+def say(step):
+    print("fabric_check: %s ..." % step, file=sys.stderr, flush=True)
+
+
 def check(args):
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
                          hosts_per_leaf=args.hosts_per_leaf, bw=args.bw)
-    print("bringing up %dx%d spine-leaf, %d hosts per leaf, %g Mbit/s ..."
-          % (args.spines, args.leaves, args.hosts_per_leaf, args.bw), file=sys.stderr)
-    with Testbed(topo, of_port=args.of_port, rest_port=args.rest_port) as bed:
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
         report = bed.client.get("/fabric/topology")
-        print("pinging all host pairs ...", file=sys.stderr)
+        say("pinging all host pairs")
         loss = ping_all_loss_pct(bed.net)
         pair = tcp_pair(args.leaves, args.hosts_per_leaf)
         tcp_mbps = None
         if pair is not None:
-            print("TCP %s -> %s for %d s ..." % (*pair, args.tcp_seconds), file=sys.stderr)
+            say("TCP %s -> %s for %d s" % (*pair, args.tcp_seconds))
             tcp_mbps = tcp_throughput_mbps(bed.host(pair[0]), bed.host(pair[1]), args.tcp_seconds)
     return {
         "switches": sum(s["connected"] and s["synced"] for s in report["switches"]),

@@ -1,11 +1,11 @@
 """A testbed: ryu-manager running our apps plus a Mininet fabric, up and down together.
 
-    with Testbed(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=1, bw=20)) as bed:
+    with FabricTestbed(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=1, bw=20)) as bed:
         bed.net.pingAll()
         bed.client.get("/fabric/links")
 
 Start-up checks root, OVS, leftover bridges and both ports first and fails
-with a one-line PlatformError; whatever had started by a failure is torn
+with a one-line PlatformError (only then does it report progress); whatever had started by a failure is torn
 down again, so nothing (bridges, hosts, controller) is left behind.
 """
 
@@ -43,10 +43,12 @@ def ryu_manager_command():
     return str(beside_python) if beside_python.exists() else "ryu-manager"
 
 
-class Testbed:
+class FabricTestbed:
     def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
-                 rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0):
+                 rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0,
+                 progress=lambda step: None):
         self.topo = topo
+        self.progress = progress
         self.apps = tuple(apps)
         self.of_port = of_port
         self.rest_port = rest_port
@@ -71,9 +73,13 @@ class Testbed:
         check_port_free(self.of_port, "OpenFlow")
         check_port_free(self.rest_port, "REST")
         try:
+            self.progress("starting ryu-manager (%s), log in %s" % (" ".join(self.apps), self.log_path))
             self._start_controller()
+            self.progress("building the fabric: %d switches, %d hosts"
+                          % (len(self.topo.switches()), len(self.topo.hosts())))
             self.net = start_network(self.topo, self.of_port)
             self.client.put("/fabric/topology", describe(self.topo))
+            self.progress("waiting for every switch to connect and confirm its flows")
             self._wait_until_synced()
         except BaseException:
             self.stop()

@@ -13,3 +13,21 @@ def spine_leaf_view(spines, leaves, hosts_per_leaf, bw=20):
 @pytest.fixture
 def view_4x4():
     return spine_leaf_view(4, 4, 2)
+
+
+def require_root():
+    import os
+    if os.geteuid() != 0:
+        pytest.skip("integration tests need root (Mininet); run `make test` as root")
+
+
+def bridges():
+    import subprocess
+    return set(subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def controllers_on_port(of_port):
+    import subprocess
+    listing = subprocess.run(["pgrep", "-af", "ryu-manager"], capture_output=True, text=True).stdout
+    return [line for line in listing.splitlines() if "--ofp-tcp-listen-port %d " % of_port in line]
