@@ -82,3 +82,17 @@ def test_small_fabric_check_reports_a_healthy_fabric():
     assert report["tcp_mbps"] >= 0.8 * report["link_mbps"]
     assert not bridges() & {"spine1", "leaf1", "leaf2"}
     assert not controllers_on_port(OF_PORT)
+
+
+@pytest.mark.integration
+def test_bridges_left_by_an_earlier_run_are_reported_not_touched():
+    require_root()
+    subprocess.run(["ovs-vsctl", "add-br", "leaf2", "--", "set", "bridge", "leaf2",
+                    "datapath_type=netdev"], check=True)
+    try:
+        answer = run(*SMALL, "--of-port", str(OF_PORT), "--rest-port", str(REST_PORT))
+        assert_one_line_error(answer, 1, "OVS already has bridges leaf2 from an earlier run")
+        assert bridges() & {"spine1", "leaf1", "leaf2"} == {"leaf2"}
+        assert not controllers_on_port(OF_PORT)
+    finally:
+        subprocess.run(["ovs-vsctl", "del-br", "leaf2"], check=True)
