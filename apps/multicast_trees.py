@@ -1,0 +1,227 @@
+"""Multicast trees from a source host to receiver hosts with bandwidth b on every edge.
+
+Links are directed and each has a residual: capacity minus what is used
+(reserved or measured, the caller's `used_mbps`). A tree is feasible for b
+when every edge's residual is >= b. The largest feasible b is the minimum,
+over receivers, of the widest single path to each (Luo et al. 2019); an
+infeasible request reports it.
+
+Policies:
+- path-aware, spine-leaf: a set cover over spines. Spine s covers remote
+  leaf L when source-leaf->s and s->L both have residual >= b; greedily take
+  the spine covering most uncovered leaves, ties to the most headroom, so a
+  tree uses the fewest spines and trees spread over the least-loaded ones.
+- path-aware, other graphs: bandwidth-pruned shortest-path Steiner heuristic
+  (Takahashi-Matsuyama) with edge weight 1 + utilization after adding b.
+- random: the load-agnostic baseline; spine-leaf picks spines in random
+  order, other graphs a random shortest-path tree. It still admits only
+  edges with residual >= b, so it never oversubscribes a link.
+"""
+
+import random as random_module
+from collections import defaultdict
+from dataclasses import dataclass
+
+import networkx as nx
+
+PATH_AWARE = "path-aware"
+RANDOM = "random"
+POLICIES = (PATH_AWARE, RANDOM)
+
+
+class TreeRequestError(ValueError):
+    """The request itself is invalid (bad demand, receivers, policy)."""
+
+
+class InfeasibleTree(Exception):
+    """No tree carries the demand; `max_feasible_mbps` is the largest demand that fits."""
+
+    def __init__(self, demand_mbps, max_feasible_mbps):
+        super().__init__("no tree has %.3f Mbit/s free on every link; the largest feasible "
+                         "bandwidth is %.3f Mbit/s" % (demand_mbps, max_feasible_mbps))
+        self.demand_mbps = demand_mbps
+        self.max_feasible_mbps = max_feasible_mbps
+
+
+@dataclass(frozen=True)
+class MulticastTree:
+    source: str
+    receivers: tuple
+    edges: tuple          # directed (parent, child), each node has one parent
+    bandwidth_mbps: float
+
+    def children(self):
+        """{node: [child, ...]} for every node that forwards."""
+        result = defaultdict(list)
+        for parent, child in self.edges:
+            result[parent].append(child)
+        return dict(result)
+
+    def parent(self):
+        return {child: parent for parent, child in self.edges}
+
+
+class Residuals:
+    """Residual bandwidth per directed link: capacity minus used."""
+
+    def __init__(self, view, used_mbps=None):
+        self.view = view
+        self.used_mbps = used_mbps or {}
+
+    def __call__(self, tail, head):
+        return self.view.graph.edges[tail, head]["capacity_mbps"] - self.used_mbps.get((tail, head), 0.0)
+
+    def utilization_after(self, tail, head, demand):
+        capacity = self.view.graph.edges[tail, head]["capacity_mbps"]
+        return (self.used_mbps.get((tail, head), 0.0) + demand) / capacity
+
+
+def validate_request(view, source, receivers, demand_mbps):
+    if not view.is_host(source):
+        raise TreeRequestError("source %r is not a host" % (source,))
+    if not receivers:
+        raise TreeRequestError("receivers must not be empty")
+    for receiver in receivers:
+        if not view.is_host(receiver):
+            raise TreeRequestError("receiver %r is not a host" % (receiver,))
+    if len(set(receivers)) != len(receivers):
+        raise TreeRequestError("receivers must not repeat")
+    if source in receivers:
+        raise TreeRequestError("the source cannot be a receiver")
+    if isinstance(demand_mbps, bool) or not isinstance(demand_mbps, (int, float)) or not demand_mbps > 0:
+        raise TreeRequestError("bandwidth_mbps must be a positive number, got %r" % (demand_mbps,))
+
+
+def is_spine_leaf(view):
+    """True if every switch is a spine or a leaf, links join leaves to spines only,
+    and hosts hang off leaves: then trees are a set cover over spines."""
+    roles = {s: view.graph.nodes[s]["role"] for s in view.switches}
+    if set(roles.values()) != {"spine", "leaf"}:
+        return False
+    for tail, head, data in view.links():
+        if data["kind"] == "fabric" and {roles[tail], roles[head]} != {"spine", "leaf"}:
+            return False
+        if data["kind"] == "host" and view.is_switch(tail) and roles[tail] != "leaf":
+            return False
+    return True
+
+
+def max_feasible_mbps(view, source, receivers, used_mbps=None):
+    """The largest b for which some tree reaches every receiver (0 if none)."""
+    residual = Residuals(view, used_mbps)
+    levels = sorted({residual(u, v) for u, v in view.graph.edges if residual(u, v) > 0})
+    best, low, high = 0.0, 0, len(levels) - 1
+    while low <= high:  # reachability only shrinks as b grows: binary search
+        middle = (low + high) // 2
+        if _all_reachable(view, residual, source, receivers, levels[middle]):
+            best, low = levels[middle], middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def _all_reachable(view, residual, source, receivers, demand):
+    pruned = nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual(u, v) >= demand)
+    return set(receivers) <= nx.descendants(pruned, source)
+
+
+def compute_tree(view, source, receivers, demand_mbps, used_mbps=None, policy=PATH_AWARE, rng=None):
+    """A MulticastTree for the request, or InfeasibleTree / TreeRequestError."""
+    receivers = tuple(receivers)
+    validate_request(view, source, receivers, demand_mbps)
+    if policy not in POLICIES:
+        raise TreeRequestError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
+    residual = Residuals(view, used_mbps)
+    rng = rng or random_module.Random()
+    if is_spine_leaf(view):
+        edges = _spine_leaf_tree(view, residual, source, receivers, demand_mbps,
+                                 policy == RANDOM, rng)
+    elif policy == RANDOM:
+        edges = _random_shortest_path_tree(view, residual, source, receivers, demand_mbps, rng)
+    else:
+        edges = _steiner_tree(view, residual, source, receivers, demand_mbps)
+    if edges is None:
+        raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, used_mbps))
+    return MulticastTree(source, receivers, tuple(edges), float(demand_mbps))
+
+
+def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rng):
+    source_leaf = view.attachment(source)[0]
+    leaf_of = {r: view.attachment(r)[0] for r in receivers}
+    host_links = [(source, source_leaf)] + [(leaf_of[r], r) for r in receivers]
+    if any(residual(*link) < demand for link in host_links):
+        return None
+    remote_leaves = sorted({leaf_of[r] for r in receivers} - {source_leaf}, key=view.dpid)
+    spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"]
+    if random_order:
+        rng.shuffle(spines)
+    covers = {s: {leaf for leaf in remote_leaves if view.graph.has_edge(s, leaf)
+                  and residual(source_leaf, s) >= demand and residual(s, leaf) >= demand}
+              for s in spines if view.graph.has_edge(source_leaf, s)}
+    uncovered, leaf_spine = set(remote_leaves), {}
+    while uncovered:
+        def gain(spine):
+            newly = covers[spine] & uncovered
+            if random_order or not newly:
+                return (len(newly) > 0,)
+            headroom = min([residual(source_leaf, spine)] + [residual(spine, leaf) for leaf in newly])
+            return (len(newly), headroom)
+        spine = max(covers, key=gain, default=None)  # max() keeps the first of equals
+        if spine is None or not covers[spine] & uncovered:
+            return None
+        for leaf in covers[spine] & uncovered:
+            leaf_spine[leaf] = spine
+        uncovered -= covers[spine]
+    edges = [(source, source_leaf)]
+    edges += [(source_leaf, s) for s in dict.fromkeys(leaf_spine[leaf] for leaf in remote_leaves)]
+    edges += [(leaf_spine[leaf], leaf) for leaf in remote_leaves]
+    edges += [(leaf_of[r], r) for r in receivers]
+    return edges
+
+
+def _pruned(view, residual, demand):
+    """Switch-to-switch plus host links with residual >= demand, hosts never transit."""
+    return nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual(u, v) >= demand)
+
+
+def _steiner_tree(view, residual, source, receivers, demand):
+    graph = _pruned(view, residual, demand)
+
+    def weight(u, v, _data):
+        if view.is_host(u) and u != source:
+            return None  # hosts are endpoints, never relays
+        return 1.0 + residual.utilization_after(u, v, demand)
+
+    in_tree, edges = {source}, []
+    remaining = set(receivers)
+    while remaining:
+        distances, paths = nx.multi_source_dijkstra(graph, in_tree, weight=weight)
+        reachable = [r for r in remaining if r in distances]
+        if len(reachable) < len(remaining):
+            return None
+        nearest = min(reachable, key=lambda r: (distances[r], r))
+        path = paths[nearest]
+        edges.extend(zip(path, path[1:]))
+        in_tree.update(path)
+        remaining -= in_tree
+    return edges
+
+
+def _random_shortest_path_tree(view, residual, source, receivers, demand, rng):
+    graph = _pruned(view, residual, demand)
+    hops = nx.single_source_shortest_path_length(graph, source)
+    if any(r not in hops for r in receivers):
+        return None
+    parent = {}
+    for node in sorted(hops, key=hops.get):
+        if node != source:
+            options = sorted(p for p in graph.predecessors(node) if hops.get(p) == hops[node] - 1
+                             and (p == source or not view.is_host(p)))
+            parent[node] = rng.choice(options)
+    edges, needed = set(), list(receivers)
+    while needed:
+        node = needed.pop()
+        if node != source and (parent[node], node) not in edges:
+            edges.add((parent[node], node))
+            needed.append(parent[node])
+    return sorted(edges, key=lambda e: (hops[e[0]], e))

@@ -1,0 +1,88 @@
+"""Bandwidth reservations for multicast trees: per-link accounting, addresses, leases.
+
+Reserving is all-or-nothing: every edge of the tree must still have the
+demand free against capacity minus what other trees hold, or nothing is
+booked. Each reservation gets an id (never reused, so it can name groups and
+meters on the switches), a multicast address from the pool, and optionally a
+lease after which it is due for release.
+"""
+
+import ipaddress
+import itertools
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Optional
+
+from apps.multicast_trees import MulticastTree
+
+DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
+CAPACITY_TOLERANCE_MBPS = 1e-9
+
+
+class ReservationError(Exception):
+    """A reservation that cannot be made (no capacity, no address) or found."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    tree_id: int
+    address: str
+    tree: MulticastTree
+    created_at: float
+    expires_at: Optional[float]
+
+
+class ReservationBook:
+    def __init__(self, view, address_pool=DEFAULT_ADDRESS_POOL, clock=time.monotonic):
+        self.view = view
+        self.clock = clock
+        self._addresses = [str(a) for a in ipaddress.ip_network(address_pool).hosts()]
+        self._ids = itertools.count(1)
+        self._by_id = {}
+        self.reserved_mbps = defaultdict(float)
+
+    def __len__(self):
+        return len(self._by_id)
+
+    def __iter__(self):
+        return iter(sorted(self._by_id.values(), key=lambda r: r.tree_id))
+
+    def get(self, tree_id):
+        try:
+            return self._by_id[tree_id]
+        except KeyError:
+            raise ReservationError("no tree with id %r" % (tree_id,)) from None
+
+    def reserve(self, tree, ttl_s=None):
+        """Book tree.bandwidth_mbps on every edge of `tree`; returns the Reservation."""
+        for edge in tree.edges:
+            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps[edge]
+            if free + CAPACITY_TOLERANCE_MBPS < tree.bandwidth_mbps:
+                raise ReservationError("link %s->%s has only %.3f Mbit/s unreserved" % (*edge, free))
+        in_use = {r.address for r in self._by_id.values()}
+        address = next((a for a in self._addresses if a not in in_use), None)
+        if address is None:
+            raise ReservationError("the multicast address pool is exhausted")
+        now = self.clock()
+        reservation = Reservation(next(self._ids), address, tree, now,
+                                  None if ttl_s is None else now + ttl_s)
+        self._by_id[reservation.tree_id] = reservation
+        for edge in tree.edges:
+            self.reserved_mbps[edge] += tree.bandwidth_mbps
+        return reservation
+
+    def release(self, tree_id):
+        """Return the tree's bandwidth and address; returns the released Reservation."""
+        reservation = self.get(tree_id)
+        del self._by_id[tree_id]
+        for edge in reservation.tree.edges:
+            self.reserved_mbps[edge] -= reservation.tree.bandwidth_mbps
+            if self.reserved_mbps[edge] <= CAPACITY_TOLERANCE_MBPS:
+                del self.reserved_mbps[edge]
+        return reservation
+
+    def expired(self):
+        """Ids of reservations whose lease has run out."""
+        now = self.clock()
+        return [r.tree_id for r in self if r.expires_at is not None and r.expires_at <= now]

@@ -1,0 +1,74 @@
+import pytest
+
+from apps.multicast_trees import compute_tree
+from apps.reservations import ReservationBook, ReservationError
+from tests.conftest import spine_leaf_view
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def view():
+    return spine_leaf_view(2, 2, 2, bw=20)
+
+
+def test_reserve_books_every_edge_and_release_returns_it(view):
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h2", "h3"], 8.0)
+    reservation = book.reserve(tree)
+    assert (reservation.tree_id, reservation.address) == (1, "239.1.0.1")
+    assert {edge: book.reserved_mbps[edge] for edge in tree.edges} == {e: 8.0 for e in tree.edges}
+    second = book.reserve(compute_tree(view, "h1", ["h2", "h3"], 8.0, book.reserved_mbps))
+    assert (second.tree_id, second.address) == (2, "239.1.0.2")
+    assert book.release(1) is reservation
+    assert book.release(2) is second
+    assert dict(book.reserved_mbps) == {} and len(book) == 0
+
+
+def test_ids_are_not_reused_but_addresses_are(view):
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h3"], 1.0)
+    book.release(book.reserve(tree).tree_id)
+    again = book.reserve(tree)
+    assert (again.tree_id, again.address) == (2, "239.1.0.1")
+
+
+def test_overbooking_is_refused_and_books_nothing(view):
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h3"], 15.0)
+    book.reserve(tree)
+    before = dict(book.reserved_mbps)
+    with pytest.raises(ReservationError, match="only 5.000 Mbit/s unreserved"):
+        book.reserve(tree)
+    assert dict(book.reserved_mbps) == before and len(book) == 1
+
+
+def test_unknown_id(view):
+    with pytest.raises(ReservationError, match="no tree with id 7"):
+        ReservationBook(view).release(7)
+
+
+def test_pool_exhaustion_books_nothing(view):
+    book = ReservationBook(view, address_pool="239.9.9.0/30")   # two usable addresses
+    tree = compute_tree(view, "h1", ["h2"], 1.0)
+    book.reserve(tree), book.reserve(tree)
+    with pytest.raises(ReservationError, match="exhausted"):
+        book.reserve(tree)
+    assert len(book) == 2 and book.reserved_mbps[("h1", "leaf1")] == 2.0
+
+
+def test_leases_expire(view):
+    clock = Clock()
+    book = ReservationBook(view, clock=clock)
+    tree = compute_tree(view, "h1", ["h2"], 1.0)
+    short, forever = book.reserve(tree, ttl_s=5), book.reserve(tree)
+    assert book.expired() == []
+    clock.now += 5
+    assert book.expired() == [short.tree_id]
+    assert forever.expires_at is None
