@@ -19,7 +19,7 @@ from collections import defaultdict
 
 from ryu.app.wsgi import ControllerBase, WSGIApplication, route
 from ryu.base import app_manager
-from ryu.controller import ofp_event
+from ryu.controller import event, ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
@@ -28,16 +28,26 @@ from apps import openflow_builders as of
 from apps.arp_responder import arp_reply
 from apps.fabric_view import FabricError, FabricView
 from apps.link_load import PortRates, link_report
-from apps.rest_json import RequestError, error_response, json_response, read_json_body
+from apps.ofp_transactions import BarrierTracker
+from apps.rest_json import RequestError, answer, json_response, read_json_body
 from apps.unicast_routes import unicast_rules
 
 STATS_INTERVAL_S = 1.0
 REST_APP_KEY = "fabric_controller"
 
 
+class EventFabricChanged(event.EventBase):
+    """A new fabric description was adopted; `view` is its FabricView."""
+
+    def __init__(self, view):
+        super().__init__()
+        self.view = view
+
+
 class FabricController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
+    _EVENTS = [EventFabricChanged]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -45,7 +55,7 @@ class FabricController(app_manager.RyuApp):
         self.rules_by_switch = {}
         self.datapaths = {}
         self.synced_dpids = set()
-        self.barrier_xids = {}
+        self.tracker = BarrierTracker()
         self.rates = PortRates()
         kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self})
         self.stats_thread = hub.spawn(self._poll_port_stats)
@@ -63,6 +73,7 @@ class FabricController(app_manager.RyuApp):
         self.logger.info("fabric loaded: %d switches, %d hosts, %d unicast rules",
                          len(view.switches), len(view.hosts),
                          sum(map(len, rules_by_switch.values())))
+        self.send_event_to_observers(EventFabricChanged(view))
         for datapath in list(self.datapaths.values()):
             self._install_fabric(datapath)
 
@@ -77,13 +88,16 @@ class FabricController(app_manager.RyuApp):
             return
         messages = of.fabric_flows(datapath, self.view.host_ports(switch),
                                    self.rules_by_switch.get(switch, []))
-        for message in messages:
-            datapath.send_msg(message)
-        barrier = of.barrier_request(datapath)
-        datapath.set_xid(barrier)
-        self.barrier_xids[datapath.id] = barrier.xid
-        datapath.send_msg(barrier)
+        self.tracker.send({datapath: messages},
+                          on_done=lambda batch: self._fabric_confirmed(switch, datapath, batch))
         self.logger.info("%s (dpid %#x): sent %d flow mods", switch, datapath.id, len(messages))
+
+    def _fabric_confirmed(self, switch, datapath, batch):
+        if batch.errors:
+            self.logger.error("%s rejected %d fabric flow mods", switch, len(batch.errors))
+        elif self.datapaths.get(datapath.id) is datapath:
+            self.synced_dpids.add(datapath.id)
+            self.logger.info("%s (dpid %#x): fabric flows confirmed", switch, datapath.id)
 
     def topology_report(self):
         """The description, each switch marked connected/synced, plus unknown connected dpids."""
@@ -122,17 +136,14 @@ class FabricController(app_manager.RyuApp):
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):
-        dpid = ev.msg.datapath.id
-        if self.barrier_xids.get(dpid) == ev.msg.xid:
-            del self.barrier_xids[dpid]
-            self.synced_dpids.add(dpid)
-            self.logger.info("dpid %#x: fabric flows confirmed", dpid)
+        self.tracker.barrier_reply(ev.msg)
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev):
         msg = ev.msg
-        self.logger.error("dpid %#x rejected a message: type=%d code=%d",
-                          msg.datapath.id, msg.type, msg.code)
+        self.tracker.error(msg)
+        self.logger.error("dpid %#x rejected message xid %d: type=%d code=%d",
+                          msg.datapath.id, msg.xid, msg.type, msg.code)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev):
@@ -176,15 +187,13 @@ class FabricRestApi(ControllerBase):
 
     @route("fabric", "/fabric/topology", methods=["PUT"])
     def put_topology(self, req, **_kwargs):
-        try:
-            description = read_json_body(req)
+        def load():
             try:
-                self.fabric.load_fabric(description)
+                self.fabric.load_fabric(read_json_body(req))
             except FabricError as error:
                 raise RequestError(400, "invalid fabric description: %s" % error) from None
-        except RequestError as error:
-            return error_response(error)
-        return json_response(self.fabric.topology_report())
+            return self.fabric.topology_report(), 200
+        return answer(load)
 
     @route("fabric", "/fabric/links", methods=["GET"])
     def get_links(self, req, **_kwargs):

@@ -37,19 +37,34 @@ class PortRates:
                 del table[key]
 
 
-def link_report(view, rates):
-    """One dict per directed link: endpoints, capacity, current rate and utilization.
+def link_rate_mbps(view, rates, tail, head):
+    """Current rate of directed link tail->head, or None before two samples.
 
     A link leaving a switch is measured by that port's tx counter; a link
     leaving a host by the rx counter of the switch port it enters.
     """
+    if view.is_switch(tail):
+        rate = rates.rate_bps(view.dpid(tail), view.out_port(tail, head), "tx")
+    else:
+        rate = rates.rate_bps(view.dpid(head), view.out_port(head, tail), "rx")
+    return None if rate is None else rate / 1e6
+
+
+def measured_mbps(view, rates):
+    """{(tail, head): Mbit/s} for every link with a measurement."""
+    measured = {}
+    for tail, head, _data in view.links():
+        rate = link_rate_mbps(view, rates, tail, head)
+        if rate is not None:
+            measured[tail, head] = rate
+    return measured
+
+
+def link_report(view, rates):
+    """One dict per directed link: endpoints, capacity, current rate and utilization."""
     report = []
     for tail, head, data in view.links():
-        if view.is_switch(tail):
-            rate = rates.rate_bps(view.dpid(tail), data["port"], "tx")
-        else:
-            rate = rates.rate_bps(view.dpid(head), view.out_port(head, tail), "rx")
-        rate_mbps = None if rate is None else rate / 1e6
+        rate_mbps = link_rate_mbps(view, rates, tail, head)
         report.append({
             "src": tail, "src_port": data["port"], "dst": head,
             "dst_port": view.out_port(head, tail), "kind": data["kind"],

@@ -61,6 +61,15 @@ class MulticastTree:
         return {child: parent for parent, child in self.edges}
 
 
+def forwarding_plan(view, tree):
+    """[(switch, in_port, [out_port, ...])] for every switch on the tree: where its
+    packets enter (from the tree parent) and which ports replicate them."""
+    parent, children = tree.parent(), tree.children()
+    return [(node, view.out_port(node, parent[node]),
+             [view.out_port(node, child) for child in children[node]])
+            for node in dict.fromkeys(p for p, _ in tree.edges) if view.is_switch(node)]
+
+
 class Residuals:
     """Residual bandwidth per directed link: capacity minus used."""
 

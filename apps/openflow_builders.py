@@ -7,8 +7,10 @@ replace its own flows without touching another's.
 """
 
 FABRIC_COOKIE = 0x5346_0000_0000_0001
+MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 
+PRIORITY_MULTICAST = 400
 PRIORITY_ARP = 300
 PRIORITY_PAIR_ROUTE = 200
 PRIORITY_DST_ROUTE = 100
@@ -17,9 +19,14 @@ ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
 
 
-def flow_add(datapath, cookie, priority, match, actions):
+METER_BURST_S = 0.1  # explicit: OVS turns burst 0 into a whole second of traffic
+
+
+def flow_add(datapath, cookie, priority, match, actions, meter_id=None):
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     instructions = [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)]
+    if meter_id is not None:
+        instructions.insert(0, parser.OFPInstructionMeter(meter_id))
     return parser.OFPFlowMod(datapath=datapath, cookie=cookie, priority=priority, match=match,
                              instructions=instructions, command=ofproto.OFPFC_ADD)
 
@@ -57,6 +64,38 @@ def fabric_flows(datapath, host_ports, rules):
     return ([delete_flows(datapath, FABRIC_COOKIE)]
             + [arp_to_controller(datapath, port) for port in host_ports]
             + [route_flow(datapath, rule) for rule in rules])
+
+
+def multicast_cookie(tree_id):
+    return MULTICAST_COOKIE_BASE | tree_id
+
+
+def tree_install(datapath, tree_id, address, in_port, out_ports, rate_mbps):
+    """One switch's share of a tree: a meter enforcing the reservation, a group of
+    type ALL replicating to the tree children only, and the flow that sends
+    packets to the tree's address from the tree parent through both.
+    The tree id names the meter and the group."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    rate_kbps = max(1, int(round(rate_mbps * 1000)))
+    band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(1, int(rate_kbps * METER_BURST_S)))
+    meter = parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,
+                               flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
+                               meter_id=tree_id, bands=[band])
+    buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
+    group = parser.OFPGroupMod(datapath, command=ofproto.OFPGC_ADD, type_=ofproto.OFPGT_ALL,
+                               group_id=tree_id, buckets=buckets)
+    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
+    flow = flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
+                    [parser.OFPActionGroup(tree_id)], meter_id=tree_id)
+    return [meter, group, flow]
+
+
+def tree_removal(datapath, tree_id):
+    """Remove one switch's share of a tree: its flow first, then its group and meter."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return [delete_flows(datapath, multicast_cookie(tree_id)),
+            parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id),
+            parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
 
 
 def packet_out(datapath, out_port, data):

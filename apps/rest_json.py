@@ -6,20 +6,17 @@ from ryu.app.wsgi import Response
 
 
 class RequestError(Exception):
-    """A request that is answered with `status` and a JSON {"error": message}."""
+    """A request answered with `status` and JSON {"error": message, **details}."""
 
-    def __init__(self, status, message):
+    def __init__(self, status, message, **details):
         super().__init__(message)
         self.status = status
+        self.details = details
 
 
 def json_response(body, status=200):
     return Response(status=status, content_type="application/json", charset="utf-8",
                     body=json.dumps(body, indent=1, sort_keys=True) + "\n")
-
-
-def error_response(error):
-    return json_response({"error": str(error)}, status=error.status)
 
 
 def read_json_body(request):
@@ -28,3 +25,12 @@ def read_json_body(request):
         return json.loads(request.body or b"")
     except (UnicodeDecodeError, ValueError) as error:
         raise RequestError(400, "malformed JSON body: %s" % error) from None
+
+
+def answer(handler):
+    """Run handler() -> (body, status); a RequestError becomes its JSON error response."""
+    try:
+        body, status = handler()
+    except RequestError as error:
+        return json_response(dict(error.details, error=str(error)), status=error.status)
+    return json_response(body, status)

@@ -21,7 +21,7 @@ from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError, check_bridges_free, check_ovs_running, start_network
 
-DEFAULT_APPS = ("apps.fabric_controller",)
+DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller")
 DEFAULT_OF_PORT = 6653
 DEFAULT_REST_PORT = 8080
 

@@ -1,0 +1,228 @@
+"""Path-aware multicast with bandwidth reservation (ICC 2025), as a Ryu app.
+
+    ryu-manager apps.multicast_controller       # loads apps.fabric_controller too
+
+A PS asks for a tree (POST /multicast/trees); the app computes it on the
+fabric's global view (capacity minus max(reserved, measured) per link,
+multicast_trees.py), books the bandwidth (reservations.py), installs on each
+tree switch a meter, a group ALL to its tree children and a flow for the
+tree's address (openflow_builders.tree_install), and answers only once every
+switch confirmed with a barrier. A rejected message removes everything
+installed for that tree and books nothing. DELETE, or the lease running
+out, removes it all and returns the bandwidth.
+
+REST: POST /multicast/trees, GET /multicast/trees, GET/DELETE /multicast/trees/<id>.
+Errors: 400 malformed or invalid, 404 unknown host or tree, 409 infeasible
+(with max_feasible_mbps), 503 fabric not ready, 500 a switch rejected the tree.
+"""
+
+import random
+
+from ryu.app.wsgi import ControllerBase, WSGIApplication, route
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.lib import hub
+from ryu.ofproto import ofproto_v1_3
+
+from apps import openflow_builders as of
+from apps.fabric_controller import EventFabricChanged
+from apps.link_load import measured_mbps
+from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
+                                  forwarding_plan)
+from apps.ofp_transactions import BarrierTracker
+from apps.rest_json import RequestError, answer, json_response, read_json_body
+from apps.reservations import ReservationBook, ReservationError
+
+CONFIRM_TIMEOUT_S = 5.0
+LEASE_CHECK_INTERVAL_S = 0.5
+REST_APP_KEY = "multicast_controller"
+REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}
+
+
+class MulticastController(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+    _REQUIRED_APP = ["apps.fabric_controller"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.book = None
+        self.policies = {}
+        self.tracker = BarrierTracker()
+        self.rng = random.Random()
+        kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self})
+        self.lease_thread = hub.spawn(self._expire_leases)
+
+    @property
+    def fabric(self):
+        return app_manager.lookup_service_brick("FabricController")
+
+    # --- trees ----------------------------------------------------------------
+
+    def create_tree(self, request):
+        """Validate, compute, reserve, install; returns the tree's report or raises RequestError."""
+        source, receivers, demand, policy, ttl_s = parse_tree_request(request)
+        view = self.fabric.view
+        if view is None or self.book is None:
+            raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
+        unknown = [h for h in [source] + receivers if isinstance(h, str) and not view.is_host(h)]
+        if unknown:
+            raise RequestError(404, "unknown host(s): %s" % ", ".join(map(str, unknown)))
+        used = measured_mbps(view, self.fabric.rates)
+        for edge, reserved in self.book.reserved_mbps.items():
+            used[edge] = max(used.get(edge, 0.0), reserved)
+        try:
+            tree = compute_tree(view, source, receivers, demand, used, policy, self.rng)
+        except TreeRequestError as error:
+            raise RequestError(400, str(error)) from None
+        except InfeasibleTree as error:
+            raise RequestError(409, str(error), max_feasible_mbps=error.max_feasible_mbps) from None
+        plan = forwarding_plan(view, tree)
+        datapaths = self._datapaths_for(view, plan)
+        try:
+            reservation = self.book.reserve(tree, ttl_s)
+        except ReservationError as error:
+            raise RequestError(409, str(error)) from None
+        self.policies[reservation.tree_id] = policy
+        batch = self.tracker.send({
+            datapaths[switch]: of.tree_install(datapaths[switch], reservation.tree_id,
+                                               reservation.address, in_port, out_ports, demand)
+            for switch, in_port, out_ports in plan})
+        confirmed = batch.wait(CONFIRM_TIMEOUT_S)
+        if not confirmed or batch.errors:
+            self.tracker.abandon(batch)
+            self.release_tree(reservation.tree_id)
+            reason = ("%d switch error(s), first: type=%d code=%d" % (
+                len(batch.errors), batch.errors[0][1].type, batch.errors[0][1].code)
+                if batch.errors else "no confirmation within %.0f s" % CONFIRM_TIMEOUT_S)
+            self.logger.error("tree %d not installed (%s); rolled back", reservation.tree_id, reason)
+            raise RequestError(500, "a switch rejected the tree (%s); nothing was installed" % reason)
+        self.logger.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
+                         reservation.tree_id, source, len(receivers), demand,
+                         ",".join(s for s, _, _ in plan), policy, reservation.address)
+        return self.tree_report(reservation)
+
+    def _datapaths_for(self, view, plan):
+        datapaths, missing = {}, []
+        for switch, _in_port, _out_ports in plan:
+            datapath = self.fabric.datapaths.get(view.dpid(switch))
+            if datapath is None:
+                missing.append(switch)
+            datapaths[switch] = datapath
+        if missing:
+            raise RequestError(503, "switch(es) not connected: %s" % ", ".join(missing))
+        return datapaths
+
+    def release_tree(self, tree_id):
+        """Remove the tree's flows, groups and meters and return its bandwidth; RequestError 404 if unknown."""
+        try:
+            reservation = self.book.get(tree_id)
+        except (ReservationError, AttributeError):
+            raise RequestError(404, "no tree with id %r" % (tree_id,)) from None
+        view = self.fabric.view
+        removals = {}
+        for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
+            datapath = self.fabric.datapaths.get(view.dpid(switch))
+            if datapath is not None:
+                removals[datapath] = of.tree_removal(datapath, tree_id)
+        batch = self.tracker.send(removals)
+        if not batch.wait(CONFIRM_TIMEOUT_S):
+            self.tracker.abandon(batch)
+            self.logger.warning("tree %d: removal not confirmed by every switch", tree_id)
+        self.book.release(tree_id)
+        self.policies.pop(tree_id, None)
+        self.logger.info("tree %d released (%.3f Mbit/s returned)", tree_id,
+                         reservation.tree.bandwidth_mbps)
+        return reservation
+
+    def tree_report(self, reservation):
+        tree = reservation.tree
+        expires_in = (None if reservation.expires_at is None
+                      else max(0.0, reservation.expires_at - self.book.clock()))
+        return {"id": reservation.tree_id, "address": reservation.address, "source": tree.source,
+                "receivers": list(tree.receivers), "policy": self.policies.get(reservation.tree_id),
+                "bandwidth_mbps": tree.bandwidth_mbps,
+                "edges": [list(edge) for edge in tree.edges],
+                "reservation": {"bandwidth_mbps": tree.bandwidth_mbps, "links": len(tree.edges),
+                                "expires_in_s": expires_in}}
+
+    def _expire_leases(self):
+        while True:
+            hub.sleep(LEASE_CHECK_INTERVAL_S)
+            for tree_id in self.book.expired() if self.book is not None else []:
+                self.logger.info("tree %d: lease expired", tree_id)
+                self.release_tree(tree_id)
+
+    # --- events ---------------------------------------------------------------
+
+    @set_ev_cls(EventFabricChanged)
+    def _fabric_changed(self, ev):
+        if self.book is not None:
+            for reservation in list(self.book):
+                self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
+                self.release_tree(reservation.tree_id)
+        self.book = ReservationBook(ev.view)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev):
+        self.tracker.barrier_reply(ev.msg)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        self.tracker.error(ev.msg)
+
+
+def parse_tree_request(request):
+    """(source, receivers, bandwidth_mbps, policy, ttl_s) from a POST body, or RequestError(400)."""
+    if not isinstance(request, dict):
+        raise RequestError(400, "the request must be a JSON object")
+    unknown = sorted(set(request) - REQUEST_FIELDS)
+    if unknown:
+        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
+    missing = sorted({"source", "receivers", "bandwidth_mbps"} - set(request))
+    if missing:
+        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+    source, receivers = request["source"], request["receivers"]
+    if not isinstance(source, str):
+        raise RequestError(400, "source must be a host name")
+    if not isinstance(receivers, list) or not all(isinstance(r, str) for r in receivers):
+        raise RequestError(400, "receivers must be a list of host names")
+    ttl_s = request.get("ttl_s")
+    if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
+                              or not ttl_s > 0):
+        raise RequestError(400, "ttl_s must be a positive number of seconds or null")
+    return source, receivers, request["bandwidth_mbps"], request.get("policy", PATH_AWARE), ttl_s
+
+
+class MulticastRestApi(ControllerBase):
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.multicast = data[REST_APP_KEY]
+
+    @route("multicast", "/multicast/trees", methods=["POST"])
+    def create(self, req, **_kwargs):
+        return answer(lambda: (self.multicast.create_tree(read_json_body(req)), 201))
+
+    @route("multicast", "/multicast/trees", methods=["GET"])
+    def list_trees(self, req, **_kwargs):
+        book = self.multicast.book
+        return json_response({"trees": [self.multicast.tree_report(r) for r in book or []]})
+
+    @route("multicast", "/multicast/trees/{tree_id}", methods=["GET"])
+    def show(self, req, tree_id, **_kwargs):
+        return answer(lambda: (self.multicast.tree_report(self._reservation(tree_id)), 200))
+
+    @route("multicast", "/multicast/trees/{tree_id}", methods=["DELETE"])
+    def delete(self, req, tree_id, **_kwargs):
+        def release():
+            reservation = self.multicast.release_tree(self._reservation(tree_id).tree_id)
+            return {"released": self.multicast.tree_report(reservation)}, 200
+        return answer(release)
+
+    def _reservation(self, tree_id):
+        try:
+            return self.multicast.book.get(int(tree_id))
+        except (ValueError, ReservationError, AttributeError):
+            raise RequestError(404, "no tree with id %r" % tree_id) from None
+
