@@ -3,8 +3,8 @@
     ryu-manager apps.multicast_controller       # loads apps.fabric_controller too
 
 A PS asks for a tree (POST /multicast/trees); the app computes it on the
-fabric's global view (capacity minus max(reserved, measured) per link,
-multicast_trees.py), books the bandwidth (reservations.py), installs on each
+fabric's global view (admitted against capacity minus reservations, steered
+toward links with the most headroom by measured load; multicast_trees.py), books the bandwidth (reservations.py), installs on each
 tree switch a meter, a group ALL to its tree children and a flow for the
 tree's address (openflow_builders.tree_install), and answers only once every
 switch confirmed with a barrier. A rejected message removes everything
@@ -69,11 +69,9 @@ class MulticastController(app_manager.RyuApp):
         unknown = [h for h in [source] + receivers if isinstance(h, str) and not view.is_host(h)]
         if unknown:
             raise RequestError(404, "unknown host(s): %s" % ", ".join(map(str, unknown)))
-        used = measured_mbps(view, self.fabric.rates)
-        for edge, reserved in self.book.reserved_mbps.items():
-            used[edge] = max(used.get(edge, 0.0), reserved)
         try:
-            tree = compute_tree(view, source, receivers, demand, used, policy, self.rng)
+            tree = compute_tree(view, source, receivers, demand, self.book.reserved_mbps, policy,
+                                self.rng, load_mbps=measured_mbps(view, self.fabric.rates))
         except TreeRequestError as error:
             raise RequestError(400, str(error)) from None
         except InfeasibleTree as error:

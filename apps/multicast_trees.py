@@ -1,8 +1,11 @@
 """Multicast trees from a source host to receiver hosts with bandwidth b on every edge.
 
-Links are directed and each has a residual: capacity minus what is used
-(reserved or measured, the caller's `used_mbps`). A tree is feasible for b
-when every edge's residual is >= b. The largest feasible b is the minimum,
+Links are directed and each has a residual: capacity minus what is reserved
+(`reserved_mbps`). A tree is feasible for b when every edge's residual is
+>= b. Measured load (`load_mbps`, e.g. from port statistics) does not decide
+feasibility, since unreserved traffic is not protected and a just-released
+tree's own traffic lingers in the measurement, but it steers the choice
+among feasible trees: headroom is capacity minus max(reserved, load). The largest feasible b is the minimum,
 over receivers, of the widest single path to each (Luo et al. 2019); an
 infeasible request reports it.
 
@@ -71,18 +74,29 @@ def forwarding_plan(view, tree):
 
 
 class Residuals:
-    """Residual bandwidth per directed link: capacity minus used."""
+    """Per directed link: residual (capacity minus reserved) decides feasibility,
+    headroom (capacity minus max(reserved, measured load)) decides preference."""
 
-    def __init__(self, view, used_mbps=None):
+    def __init__(self, view, reserved_mbps=None, load_mbps=None):
         self.view = view
-        self.used_mbps = used_mbps or {}
+        self.reserved_mbps = reserved_mbps or {}
+        self.load_mbps = load_mbps or {}
+
+    def _capacity(self, tail, head):
+        return self.view.graph.edges[tail, head]["capacity_mbps"]
+
+    def _busy(self, tail, head):
+        link = (tail, head)
+        return max(self.reserved_mbps.get(link, 0.0), self.load_mbps.get(link, 0.0))
 
     def __call__(self, tail, head):
-        return self.view.graph.edges[tail, head]["capacity_mbps"] - self.used_mbps.get((tail, head), 0.0)
+        return self._capacity(tail, head) - self.reserved_mbps.get((tail, head), 0.0)
+
+    def headroom(self, tail, head):
+        return self._capacity(tail, head) - self._busy(tail, head)
 
     def utilization_after(self, tail, head, demand):
-        capacity = self.view.graph.edges[tail, head]["capacity_mbps"]
-        return (self.used_mbps.get((tail, head), 0.0) + demand) / capacity
+        return (self._busy(tail, head) + demand) / self._capacity(tail, head)
 
 
 def validate_request(view, source, receivers, demand_mbps):
@@ -115,9 +129,9 @@ def is_spine_leaf(view):
     return True
 
 
-def max_feasible_mbps(view, source, receivers, used_mbps=None):
+def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
     """The largest b for which some tree reaches every receiver (0 if none)."""
-    residual = Residuals(view, used_mbps)
+    residual = Residuals(view, reserved_mbps)
     levels = sorted({residual(u, v) for u, v in view.graph.edges if residual(u, v) > 0})
     best, low, high = 0.0, 0, len(levels) - 1
     while low <= high:  # reachability only shrinks as b grows: binary search
@@ -134,13 +148,14 @@ def _all_reachable(view, residual, source, receivers, demand):
     return set(receivers) <= nx.descendants(pruned, source)
 
 
-def compute_tree(view, source, receivers, demand_mbps, used_mbps=None, policy=PATH_AWARE, rng=None):
+def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, policy=PATH_AWARE,
+                 rng=None, load_mbps=None):
     """A MulticastTree for the request, or InfeasibleTree / TreeRequestError."""
     receivers = tuple(receivers)
     validate_request(view, source, receivers, demand_mbps)
     if policy not in POLICIES:
         raise TreeRequestError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
-    residual = Residuals(view, used_mbps)
+    residual = Residuals(view, reserved_mbps, load_mbps)
     rng = rng or random_module.Random()
     if is_spine_leaf(view):
         edges = _spine_leaf_tree(view, residual, source, receivers, demand_mbps,
@@ -150,7 +165,7 @@ def compute_tree(view, source, receivers, demand_mbps, used_mbps=None, policy=PA
     else:
         edges = _steiner_tree(view, residual, source, receivers, demand_mbps)
     if edges is None:
-        raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, used_mbps))
+        raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, reserved_mbps))
     return MulticastTree(source, receivers, tuple(edges), float(demand_mbps))
 
 
@@ -173,7 +188,8 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
             newly = covers[spine] & uncovered
             if random_order or not newly:
                 return (len(newly) > 0,)
-            headroom = min([residual(source_leaf, spine)] + [residual(spine, leaf) for leaf in newly])
+            headroom = min([residual.headroom(source_leaf, spine)]
+                           + [residual.headroom(spine, leaf) for leaf in newly])
             return (len(newly), headroom)
         spine = max(covers, key=gain, default=None)  # max() keeps the first of equals
         if spine is None or not covers[spine] & uncovered:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
-from mininet_topos.platform_net import PlatformError, check_bridges_free, check_ovs_running, start_network
+from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
+                                        check_ovs_running, remove_management_network, start_network)
 
 DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller")
 DEFAULT_OF_PORT = 6653
@@ -57,6 +58,7 @@ class FabricTestbed:
         self.client = ControllerClient("http://127.0.0.1:%d" % rest_port)
         self.controller = None
         self.net = None
+        self.management_url = None  # the REST API as seen from inside hosts
 
     def __enter__(self):
         self.start()
@@ -78,6 +80,7 @@ class FabricTestbed:
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
             self.net = start_network(self.topo, self.of_port)
+            self.management_url = "http://%s:%d" % (add_management_network(self.net), self.rest_port)
             self.client.put("/fabric/topology", describe(self.topo))
             self.progress("waiting for every switch to connect and confirm its flows")
             self._wait_until_synced()
@@ -89,6 +92,7 @@ class FabricTestbed:
         if self.net is not None:
             self.net.stop()
             self.net = None
+            remove_management_network()
         if self.controller is not None:
             self.controller.terminate()
             try:
@@ -107,7 +111,7 @@ class FabricTestbed:
     def _start_controller(self):
         command = [ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
                    "--ofp-tcp-listen-port", str(self.of_port),
-                   "--wsapi-host", "127.0.0.1", "--wsapi-port", str(self.rest_port), *self.apps]
+                   "--wsapi-host", "0.0.0.0", "--wsapi-port", str(self.rest_port), *self.apps]
         with open(self.log_path, "w") as log:
             self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)

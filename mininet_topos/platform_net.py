@@ -5,8 +5,14 @@
 - shaped links (HTB, as Mininet's TCLink) with checksum/segmentation
   offloads off on every veth, since TCP through the userspace datapath hangs
   otherwise;
-- a multicast route on every host, so sending to 239.x.y.z works.
+- a multicast route on every host, so sending to 239.x.y.z works;
+- optionally an out-of-band management network: a Linux bridge in the root
+  namespace (where the controller runs) and one more interface per host, so
+  programs inside hosts (a PS asking for trees) reach the controller's REST
+  API without touching the data plane.
 """
+
+import ipaddress
 
 import shutil
 import subprocess
@@ -19,6 +25,8 @@ from mininet.node import OVSSwitch, RemoteController
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
+MANAGEMENT_BRIDGE = "sf-mgmt0"
+MANAGEMENT_NET = ipaddress.ip_network("172.30.0.0/16")
 
 
 HARMLESS_TC_WARNING = "Warning: sch_htb: quantum of class"
@@ -93,3 +101,32 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
         net.stop()
         raise
     return net
+
+
+def _root(command):
+    subprocess.run(command.split(), check=True, capture_output=True)
+
+
+def remove_management_network():
+    if subprocess.run(["ip", "link", "show", MANAGEMENT_BRIDGE], capture_output=True).returncode == 0:
+        _root("ip link del %s" % MANAGEMENT_BRIDGE)
+
+
+def add_management_network(net):
+    """Give every host a `<host>-mgmt` interface on MANAGEMENT_NET; returns the root side's
+    address, where a controller listening on all addresses answers. Hosts' veths go
+    away with their namespaces; remove_management_network() removes the bridge."""
+    addresses = MANAGEMENT_NET.hosts()
+    controller_ip = str(next(addresses))
+    remove_management_network()
+    _root("ip link add %s type bridge" % MANAGEMENT_BRIDGE)
+    _root("ip addr add %s/%d dev %s" % (controller_ip, MANAGEMENT_NET.prefixlen, MANAGEMENT_BRIDGE))
+    _root("ip link set %s up" % MANAGEMENT_BRIDGE)
+    for host, address in zip(net.hosts, addresses):
+        root_end, host_end = "mg-%s" % host.name, "%s-mgmt" % host.name
+        _root("ip link add %s type veth peer name %s" % (root_end, host_end))
+        _root("ip link set %s netns %d" % (host_end, host.pid))
+        _root("ip link set %s master %s up" % (root_end, MANAGEMENT_BRIDGE))
+        host.cmd("ip addr add %s/%d dev %s && ip link set %s up"
+                 % (address, MANAGEMENT_NET.prefixlen, host_end, host_end))
+    return controller_ip

@@ -124,3 +124,13 @@ def test_generic_graph_infeasible_gives_widest_bottleneck():
     with pytest.raises(InfeasibleTree) as error:
         compute_tree(view, "h1", ["h4"], 5.0, used)
     assert error.value.max_feasible_mbps == pytest.approx(3.0)
+
+
+def test_measured_load_steers_but_does_not_refuse():
+    view = spine_leaf_view(2, 2, 1, bw=20)
+    load = {("leaf1", "spine1"): 19.0, ("h1", "leaf1"): 19.0}
+    tree = compute_tree(view, "h1", ["h2"], 10.0, load_mbps=load)
+    assert ("leaf1", "spine2") in tree.edges          # away from the busy uplink
+    reserved = {("leaf1", "spine2"): 15.0}
+    tree = compute_tree(view, "h1", ["h2"], 10.0, reserved, load_mbps=load)
+    assert ("leaf1", "spine1") in tree.edges          # busy but unreserved: still admitted

@@ -1,0 +1,360 @@
+"""Parameter distribution with real model bytes: a PS and its workers, run inside Mininet hosts.
+
+    python -m experiments.model_transfer worker --ps 10.0.0.1 --name h2
+    python -m experiments.model_transfer ps --name h1 --workers h2,h3 --mode path-aware \\
+        --controller http://172.30.0.1:8080 --model-mb 5 --rate-mbps 19 --rounds 3
+
+The model is S MB of float32 (numpy, seeded). Workers connect to the PS over
+TCP (the control channel) and verify the SHA-256 of what they assembled.
+Modes:
+- unicast: the PS streams the model over each worker's TCP connection, all at once;
+- random / path-aware: per round the PS asks the controller for a multicast
+  tree with that policy (POST /multicast/trees), sends the model once by UDP
+  to the tree's address at the reserved rate, then repairs: each worker
+  reports the chunk ranges it misses (NACK), the PS multicasts their union
+  again, until every worker has everything. Then it releases the tree.
+The PS prints one JSON object per round on stdout.
+"""
+
+import hashlib
+import json
+import selectors
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from experiments.cli import ArgumentParser
+from experiments.controller_client import ControllerClient
+
+CONTROL_PORT = 7000
+DATA_PORT = 7001
+HEADER = struct.Struct("!III")           # round, chunk index, chunk count
+CHUNK_BYTES = 1472 - HEADER.size         # a UDP payload that fills a 1500-byte MTU
+QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
+MULTICAST_MODES = ("random", "path-aware")
+MODES = ("unicast",) + MULTICAST_MODES
+RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
+SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
+
+
+def model_bytes(model_mb, seed=0):
+    """model_mb megabytes (1e6) of float32 parameters."""
+    count = int(model_mb * 1e6) // 4
+    return np.random.default_rng(seed).standard_normal(count, dtype=np.float32).tobytes()
+
+
+def chunk_count(size):
+    return -(-size // CHUNK_BYTES)
+
+
+def ranges(indices):
+    """Sorted indices as [[first, last_exclusive], ...]."""
+    result = []
+    for index in indices:
+        if result and result[-1][1] == index:
+            result[-1][1] += 1
+        else:
+            result.append([index, index + 1])
+    return result
+
+
+class Channel:
+    """Newline-delimited JSON over a TCP socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def send(self, message):
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def receive(self):
+        line = self.reader.readline()
+        if not line:
+            raise ConnectionError("peer closed the control channel")
+        return json.loads(line)
+
+    def receive_exactly(self, size):
+        data = self.reader.read(size)
+        if len(data) != size:
+            raise ConnectionError("peer closed after %d of %d bytes" % (len(data), size))
+        return data
+
+
+# --- PS ------------------------------------------------------------------------
+
+class ParameterServer:
+    def __init__(self, args):
+        self.args = args
+        self.model = model_bytes(args.model_mb, args.seed)
+        self.sha256 = hashlib.sha256(self.model).hexdigest()
+        self.chunks = chunk_count(len(self.model))
+        self.controller = ControllerClient(args.controller) if args.controller else None
+        self.workers = {}
+
+    def accept_workers(self, names):
+        listener = socket.create_server(("", CONTROL_PORT))
+        listener.settimeout(self.args.connect_timeout_s)
+        while len(self.workers) < len(names):
+            sock, _address = listener.accept()
+            channel = Channel(sock)
+            name = channel.receive()["hello"]
+            self.workers[name] = channel
+        listener.close()
+        unexpected = set(self.workers) - set(names)
+        if unexpected:
+            raise RuntimeError("unexpected workers: %s" % ", ".join(sorted(unexpected)))
+
+    def run_round(self, number):
+        if self.args.mode == "unicast":
+            return self._unicast_round(number)
+        return self._multicast_round(number)
+
+    def _announce(self, number, **fields):
+        for channel in self.workers.values():
+            channel.send(dict(fields, round=number, size=len(self.model), sha256=self.sha256,
+                              chunks=self.chunks))
+
+    def _unicast_round(self, number):
+        self._announce(number, mode="unicast")
+        for channel in self.workers.values():
+            assert channel.receive() == {"ready": number}
+        started = time.perf_counter()
+        for channel in self.workers.values():
+            channel.sock.setblocking(False)
+        pending = {name: memoryview(self.model) for name in self.workers}
+        while pending:  # interleave the streams, as N parallel TCP senders would
+            for name, rest in list(pending.items()):
+                try:
+                    sent = self.workers[name].sock.send(rest[:65536])
+                except BlockingIOError:
+                    continue
+                pending[name] = rest[sent:]
+                if not pending[name]:
+                    del pending[name]
+            time.sleep(0.0005)
+        for channel in self.workers.values():
+            channel.sock.setblocking(True)
+        verified = all(channel.receive()["sha256_ok"] for channel in self.workers.values())
+        return {"completion_s": time.perf_counter() - started, "tree_setup_s": 0.0,
+                "bytes_sent": len(self.model) * len(self.workers), "repair_passes": 0,
+                "verified": verified}
+
+    def _multicast_round(self, number):
+        setup_started = time.perf_counter()
+        tree = self.controller.request("POST", "/multicast/trees", {
+            "source": self.args.name, "receivers": sorted(self.workers), "policy": self.args.mode,
+            "bandwidth_mbps": self.args.rate_mbps, "ttl_s": self.args.tree_ttl_s})
+        try:
+            self._announce(number, mode="multicast", group=tree["address"], port=DATA_PORT)
+            for channel in self.workers.values():
+                assert channel.receive() == {"ready": number}
+            tree_setup_s = time.perf_counter() - setup_started
+            started = time.perf_counter()
+            sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 8)
+            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                              socket.inet_aton(self.args.data_ip))
+            wanted, passes, bytes_sent = range(self.chunks), 0, 0
+            while True:
+                bytes_sent += self._send_chunks(sender, (tree["address"], DATA_PORT), number, wanted)
+                for channel in self.workers.values():
+                    channel.send({"report": number})
+                missing = set()
+                reports = {name: channel.receive() for name, channel in self.workers.items()}
+                for report in reports.values():
+                    for first, last in report["missing"]:
+                        missing.update(range(first, last))
+                if not missing:
+                    break
+                passes += 1
+                wanted = sorted(missing)
+            sender.close()
+            return {"completion_s": time.perf_counter() - started, "tree_setup_s": tree_setup_s,
+                    "bytes_sent": bytes_sent, "repair_passes": passes,
+                    "verified": all(r["sha256_ok"] for r in reports.values()),
+                    "tree_id": tree["id"], "tree_edges": len(tree["edges"])}
+        finally:
+            self.controller.request("DELETE", "/multicast/trees/%d" % tree["id"])
+
+    def _send_chunks(self, sender, destination, number, indices):
+        """Send the chunks paced at rate_mbps (wire bytes); returns payload bytes sent."""
+        seconds_per_byte = 8 / (self.args.rate_mbps * 1e6)
+        wire_overhead = 14 + 20 + 8 + HEADER.size
+        started, wire_bytes, sent = time.perf_counter(), 0, 0
+        model = memoryview(self.model)
+        for index in indices:
+            payload = model[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
+            sender.sendto(HEADER.pack(number, index, self.chunks) + payload, destination)
+            wire_bytes += len(payload) + wire_overhead
+            sent += len(payload)
+            ahead = started + wire_bytes * seconds_per_byte - time.perf_counter()
+            if ahead > 0.001:
+                time.sleep(ahead)
+        return sent
+
+    def close(self):
+        for channel in self.workers.values():
+            channel.send({"bye": True})
+            channel.sock.close()
+
+
+# --- worker --------------------------------------------------------------------
+
+class Worker:
+    def __init__(self, args):
+        self.args = args
+        deadline = time.monotonic() + args.connect_timeout_s
+        while True:  # the PS may not be listening yet
+            try:
+                sock = socket.create_connection((args.ps, CONTROL_PORT), timeout=5)
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        sock.settimeout(None)
+        self.channel = Channel(sock)
+        self.channel.send({"hello": args.name})
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            if message["mode"] == "unicast":
+                self.channel.send({"ready": message["round"]})
+                data = self.channel.receive_exactly(message["size"])
+                self.channel.send({"sha256_ok": hashlib.sha256(data).hexdigest() == message["sha256"]})
+            else:
+                self._receive_multicast(message)
+
+    def _receive_multicast(self, announcement):
+        number, chunks, size = announcement["round"], announcement["chunks"], announcement["size"]
+        data, have = bytearray(size), np.zeros(chunks, dtype=bool)
+        receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        receiver.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        receiver.bind((announcement["group"], announcement["port"]))
+        membership = socket.inet_aton(announcement["group"]) + socket.inet_aton(self.args.data_ip)
+        receiver.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        self.channel.send({"ready": number})
+        selector = selectors.DefaultSelector()
+        selector.register(receiver, selectors.EVENT_READ, "data")
+        selector.register(self.channel.sock, selectors.EVENT_READ, "control")
+        while True:
+            for key, _events in selector.select():
+                if key.data == "data":
+                    self._take_chunk(receiver, number, data, have)
+                    continue
+                request = self.channel.receive()
+                assert request == {"report": number}, request
+                self._drain(receiver, number, data, have)
+                missing = ranges(np.flatnonzero(~have).tolist())
+                ok = not missing and hashlib.sha256(data).hexdigest() == announcement["sha256"]
+                self.channel.send({"missing": missing, "sha256_ok": ok})
+                if not missing:
+                    selector.close()
+                    receiver.close()
+                    return
+
+    @staticmethod
+    def _take_chunk(receiver, number, data, have):
+        packet = receiver.recv(65536)
+        round_number, index, _chunks = HEADER.unpack_from(packet)
+        if round_number == number and not have[index]:
+            payload = packet[HEADER.size:]
+            data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
+            have[index] = True
+
+    def _drain(self, receiver, number, data, have):
+        """Take every chunk still arriving until the data socket is quiet."""
+        receiver.settimeout(QUIET_BEFORE_REPORT_S)
+        try:
+            while True:
+                self._take_chunk(receiver, number, data, have)
+        except socket.timeout:
+            pass
+        finally:
+            receiver.settimeout(None)
+
+
+def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_s=600):
+    """Run one PS (host name) and its workers inside the testbed's hosts; returns the
+    PS's per-round results. Raises RuntimeError with the programs' output on failure."""
+    command = [sys.executable, "-m", "experiments.model_transfer"]
+    worker_processes = [
+        bed.host(name).popen(command + ["worker", "--name", name, "--data-ip", bed.host(name).IP(),
+                                        "--ps", bed.host(ps).IP()],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for name in workers]
+    server = bed.host(ps).popen(
+        command + ["ps", "--name", ps, "--data-ip", bed.host(ps).IP(), "--workers", ",".join(workers),
+                   "--mode", mode, "--controller", bed.management_url, "--model-mb", str(model_mb),
+                   "--rate-mbps", str(rate_mbps), "--rounds", str(rounds)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        output, errors = server.communicate(timeout=timeout_s)
+    finally:
+        for process in [server] + worker_processes:
+            if process.poll() is None:
+                process.kill()
+        worker_output = [p.communicate()[0] for p in worker_processes]
+    if server.returncode != 0:
+        raise RuntimeError("PS failed (%d): %s\nworkers: %s" % (
+            server.returncode, errors.strip()[-2000:], [o[-500:] for o in worker_output if o]))
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.model_transfer",
+                            description=__doc__.split("\n\n")[0])
+    roles = parser.add_subparsers(dest="role", required=True)
+    ps = roles.add_parser("ps", help="the parameter server")
+    ps.add_argument("--name", required=True, help="this host's name in the fabric")
+    ps.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    ps.add_argument("--workers", required=True, help="comma list of worker host names")
+    ps.add_argument("--mode", choices=MODES, required=True)
+    ps.add_argument("--controller", help="controller REST URL (needed for multicast modes)")
+    ps.add_argument("--model-mb", type=float, default=5.0)
+    ps.add_argument("--rate-mbps", type=float, default=19.0,
+                    help="reserved bandwidth and multicast sending rate")
+    ps.add_argument("--rounds", type=int, default=1)
+    ps.add_argument("--seed", type=int, default=0)
+    ps.add_argument("--tree-ttl-s", type=float, default=300.0,
+                    help="lease on each tree, a safety net if the PS dies")
+    ps.add_argument("--connect-timeout-s", type=float, default=30.0)
+    worker = roles.add_parser("worker", help="a worker")
+    worker.add_argument("--name", required=True)
+    worker.add_argument("--data-ip", required=True)
+    worker.add_argument("--ps", required=True, help="the PS's data-plane address")
+    worker.add_argument("--connect-timeout-s", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    if args.role == "ps" and args.mode in MULTICAST_MODES and not args.controller:
+        parser.error("--controller is needed for mode %s" % args.mode)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.role == "worker":
+        Worker(args).serve()
+        return
+    server = ParameterServer(args)
+    names = args.workers.split(",")
+    server.accept_workers(names)
+    try:
+        for number in range(1, args.rounds + 1):
+            result = server.run_round(number)
+            print(json.dumps(dict(result, round=number, mode=args.mode, workers=len(names),
+                                  model_mb=args.model_mb)), flush=True)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
