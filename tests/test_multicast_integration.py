@@ -1,0 +1,175 @@
+"""Path-aware multicast for real: ryu-manager + OVS (userspace) + Mininet on a 2x2 spine-leaf."""
+
+import re
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from apps.fabric_view import FabricView
+from apps.openflow_builders import MULTICAST_COOKIE_BASE
+from experiments.controller_client import ControllerHttpError
+from experiments.model_transfer import run_transfer
+from experiments.testbed import FabricTestbed
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
+from tests.conftest import require_root
+
+pytestmark = pytest.mark.integration
+
+OF_PORT, REST_PORT = 16656, 18083
+SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+
+
+@pytest.fixture(scope="module")
+def bed():
+    require_root()
+    topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20)
+    with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT) as testbed:
+        testbed.view = FabricView(describe(topo))
+        yield testbed
+
+
+def ofctl(command, switch, *extra):
+    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", command, switch, *extra],
+                            capture_output=True, text=True, check=True).stdout
+    return [line.strip() for line in output.splitlines() if line.strip() and " reply (" not in line]
+
+
+def multicast_state():
+    """Every group, meter and multicast flow on every switch."""
+    state = {}
+    for switch in SWITCHES:
+        flows = ofctl("dump-flows", "--no-stats", switch,
+                      "cookie=%#x/0xffffffff00000000" % MULTICAST_COOKIE_BASE)
+        state[switch] = ofctl("dump-groups", switch) + ofctl("dump-meters", switch) + flows
+    return state
+
+
+NOTHING = {switch: [] for switch in SWITCHES}
+
+
+def post_tree(bed, **fields):
+    body = dict({"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 5}, **fields)
+    return bed.client.request("POST", "/multicast/trees", body)
+
+
+def test_reserved_tree_delivers_the_model_to_every_receiver(bed):
+    (result,) = run_transfer(bed, "h1", ["h2", "h3", "h4"], "path-aware", model_mb=1, rate_mbps=15)
+    assert result["verified"] is True
+    assert result["tree_edges"] == 6
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert multicast_state() == NOTHING
+
+
+def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
+    tree = post_tree(bed, receivers=["h2", "h3", "h4"])
+    assert (tree["policy"], tree["reservation"]["links"]) == ("path-aware", 6)
+    spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
+    state = multicast_state()
+    other_spine = ({"spine1", "spine2"} - {spine}).pop()
+    assert state[other_spine] == []
+    for switch, children in (("leaf1", 2), (spine, 1), ("leaf2", 2)):
+        groups = [line for line in state[switch] if line.startswith("group_id=%d," % tree["id"])]
+        assert len(groups) == 1 and groups[0].count("bucket=") == children
+        assert any("rate=5000" in line for line in state[switch])          # the meter band
+        assert any("nw_dst=%s" % tree["address"] in line and "meter:%d" % tree["id"] in line
+                   for line in state[switch])
+    assert bed.client.get("/multicast/trees/%d" % tree["id"])["address"] == tree["address"]
+    released = bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    assert released["released"]["id"] == tree["id"]
+    assert multicast_state() == NOTHING
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+
+
+def test_meter_enforces_the_reserved_rate(bed):
+    tree = post_tree(bed, bandwidth_mbps=5)
+    server = bed.host("h3").popen(["iperf", "-s", "-u", "-B", tree["address"], "-i", "1"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(0.5)
+        bed.host("h1").cmd("iperf -c %s -u -b 10M -t 4 -T 4" % tree["address"])
+        time.sleep(1.5)
+    finally:
+        server.terminate()
+        output = server.communicate()[0]
+        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    # one-second intervals of the receiver: the sender offers 10 Mbit/s, the meter passes 5
+    seconds = [float(rate) for start, end, rate in
+               re.findall(r"(\d+)\.0+-\s*(\d+)\.0+ sec .*? ([\d.]+) Mbits/sec", output)
+               if int(end) - int(start) == 1]
+    assert len(seconds) >= 3, output
+    assert statistics.median(seconds) == pytest.approx(5.0, rel=0.15), output
+
+
+@pytest.mark.parametrize("method, path, body, status, message", [
+    ("POST", "/multicast/trees", b"{oops", 400, "malformed JSON"),
+    ("POST", "/multicast/trees", [], 400, "must be a JSON object"),
+    ("POST", "/multicast/trees", {"source": "h1"}, 400, "missing field(s): bandwidth_mbps, receivers"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 5, "colour": 1},
+     400, "unknown field(s): colour"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": -1}, 400,
+     "positive number"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 5,
+                                  "policy": "flood"}, 400, "policy must be one of"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 5, "ttl_s": 0},
+     400, "ttl_s must be"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3", "h9"], "bandwidth_mbps": 5}, 404,
+     "unknown host(s): h9"),
+    ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 50}, 409,
+     "largest feasible bandwidth is 20.000"),
+    ("GET", "/multicast/trees/999", None, 404, "no tree with id"),
+    ("DELETE", "/multicast/trees/999", None, 404, "no tree with id"),
+    ("DELETE", "/multicast/trees/abc", None, 404, "no tree with id"),
+])
+def test_bad_requests_get_their_status_and_change_nothing(bed, method, path, body, status, message):
+    raw = body if isinstance(body, bytes) else None
+    with pytest.raises(ControllerHttpError) as error:
+        bed.client.request(method, path, None if raw else body, raw_body=raw)
+    assert error.value.status == status
+    assert message in error.value.body["error"]
+    if status == 409:
+        assert error.value.body["max_feasible_mbps"] == pytest.approx(20.0)
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert multicast_state() == NOTHING
+
+
+def test_reservations_add_up_and_the_conflict_names_what_is_left(bed):
+    first = post_tree(bed, receivers=["h3"], bandwidth_mbps=12)
+    try:
+        with pytest.raises(ControllerHttpError) as error:
+            post_tree(bed, receivers=["h4"], bandwidth_mbps=12)
+        assert error.value.status == 409
+        assert error.value.body["max_feasible_mbps"] == pytest.approx(8.0)   # h1's own link
+        second = post_tree(bed, receivers=["h4"], bandwidth_mbps=8)
+        bed.client.request("DELETE", "/multicast/trees/%d" % second["id"])
+    finally:
+        bed.client.request("DELETE", "/multicast/trees/%d" % first["id"])
+    assert multicast_state() == NOTHING
+
+
+def test_a_switch_rejecting_the_tree_rolls_everything_back(bed):
+    probe = post_tree(bed)
+    bed.client.request("DELETE", "/multicast/trees/%d" % probe["id"])
+    next_id = probe["id"] + 1
+    subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-group", "leaf2",
+                    "group_id=%d,type=all,bucket=output:3" % next_id], check=True)
+    with pytest.raises(ControllerHttpError) as error:
+        post_tree(bed, receivers=["h2", "h3"])
+    assert error.value.status == 500 and "nothing was installed" in error.value.body["error"]
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert multicast_state() == NOTHING
+    again = post_tree(bed, receivers=["h2", "h3"], bandwidth_mbps=20)   # all bandwidth came back
+    bed.client.request("DELETE", "/multicast/trees/%d" % again["id"])
+
+
+def test_lease_expiry_releases_the_tree(bed):
+    tree = post_tree(bed, ttl_s=1)
+    assert 0 < tree["reservation"]["expires_in_s"] <= 1
+    deadline = time.monotonic() + 5
+    while bed.client.get("/multicast/trees")["trees"]:
+        assert time.monotonic() < deadline, "lease never expired"
+        time.sleep(0.2)
+    assert multicast_state() == NOTHING
+    assert "tree %d: lease expired" % tree["id"] in bed.controller_log()
