@@ -12,7 +12,8 @@ Modes:
   tree with that policy (POST /multicast/trees), sends the model once by UDP
   to the tree's address at the reserved rate, then repairs: each worker
   reports the chunk ranges it misses (NACK), the PS multicasts their union
-  again, until every worker has everything. Then it releases the tree.
+  again, until every worker has everything. Then it ends the round and
+  releases the tree.
 The PS prints one JSON object per round on stdout.
 """
 
@@ -174,6 +175,8 @@ class ParameterServer:
                 passes += 1
                 wanted = sorted(missing)
             sender.close()
+            for channel in self.workers.values():
+                channel.send({"done": number})
             return {"completion_s": time.perf_counter() - started, "tree_setup_s": tree_setup_s,
                     "bytes_sent": bytes_sent, "repair_passes": passes,
                     "verified": all(r["sha256_ok"] for r in reports.values()),
@@ -252,15 +255,15 @@ class Worker:
                     self._take_chunk(receiver, number, data, have)
                     continue
                 request = self.channel.receive()
+                if request == {"done": number}:
+                    selector.close()
+                    receiver.close()
+                    return
                 assert request == {"report": number}, request
                 self._drain(receiver, number, data, have)
                 missing = ranges(np.flatnonzero(~have).tolist())
                 ok = not missing and hashlib.sha256(data).hexdigest() == announcement["sha256"]
                 self.channel.send({"missing": missing, "sha256_ok": ok})
-                if not missing:
-                    selector.close()
-                    receiver.close()
-                    return
 
     @staticmethod
     def _take_chunk(receiver, number, data, have):

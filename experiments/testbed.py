@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from apps.openflow_builders import MULTICAST_COOKIE_BASE
 from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
@@ -37,6 +38,13 @@ def check_port_free(port, purpose):
                             % (purpose, port)) from None
     finally:
         probe.close()
+
+
+def ofctl_lines(*arguments):
+    """What `ovs-ofctl -O OpenFlow13 ARGUMENTS` prints, without its reply headers."""
+    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments],
+                            capture_output=True, text=True, check=True).stdout
+    return [line.strip() for line in output.splitlines() if line.strip() and " reply (" not in line]
 
 
 def ryu_manager_command():
@@ -104,6 +112,18 @@ class FabricTestbed:
 
     def host(self, name):
         return self.net.get(name)
+
+    def multicast_leftovers(self):
+        """{switch: [group, meter and multicast-flow lines]} for switches that hold any:
+        empty once every tree is released."""
+        leftovers = {}
+        for switch in self.topo.switches():
+            lines = (ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
+                     + ofctl_lines("dump-flows", "--no-stats", switch,
+                                   "cookie=%#x/0xffffffff00000000" % MULTICAST_COOKIE_BASE))
+            if lines:
+                leftovers[switch] = lines
+        return leftovers
 
     def controller_log(self):
         return Path(self.log_path).read_text(errors="replace")

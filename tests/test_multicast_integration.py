@@ -8,7 +8,6 @@ import time
 import pytest
 
 from apps.fabric_view import FabricView
-from apps.openflow_builders import MULTICAST_COOKIE_BASE
 from experiments.controller_client import ControllerHttpError
 from experiments.model_transfer import run_transfer
 from experiments.testbed import FabricTestbed
@@ -31,20 +30,9 @@ def bed():
         yield testbed
 
 
-def ofctl(command, switch, *extra):
-    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", command, switch, *extra],
-                            capture_output=True, text=True, check=True).stdout
-    return [line.strip() for line in output.splitlines() if line.strip() and " reply (" not in line]
-
-
-def multicast_state():
+def multicast_state(bed):
     """Every group, meter and multicast flow on every switch."""
-    state = {}
-    for switch in SWITCHES:
-        flows = ofctl("dump-flows", "--no-stats", switch,
-                      "cookie=%#x/0xffffffff00000000" % MULTICAST_COOKIE_BASE)
-        state[switch] = ofctl("dump-groups", switch) + ofctl("dump-meters", switch) + flows
-    return state
+    return dict(NOTHING, **bed.multicast_leftovers())
 
 
 NOTHING = {switch: [] for switch in SWITCHES}
@@ -60,14 +48,14 @@ def test_reserved_tree_delivers_the_model_to_every_receiver(bed):
     assert result["verified"] is True
     assert result["tree_edges"] == 6
     assert bed.client.get("/multicast/trees") == {"trees": []}
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
 
 
 def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
     tree = post_tree(bed, receivers=["h2", "h3", "h4"])
     assert (tree["policy"], tree["reservation"]["links"]) == ("path-aware", 6)
     spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
-    state = multicast_state()
+    state = multicast_state(bed)
     other_spine = ({"spine1", "spine2"} - {spine}).pop()
     assert state[other_spine] == []
     for switch, children in (("leaf1", 2), (spine, 1), ("leaf2", 2)):
@@ -79,7 +67,7 @@ def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
     assert bed.client.get("/multicast/trees/%d" % tree["id"])["address"] == tree["address"]
     released = bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert released["released"]["id"] == tree["id"]
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
     assert bed.client.get("/multicast/trees") == {"trees": []}
 
 
@@ -132,7 +120,7 @@ def test_bad_requests_get_their_status_and_change_nothing(bed, method, path, bod
     if status == 409:
         assert error.value.body["max_feasible_mbps"] == pytest.approx(20.0)
     assert bed.client.get("/multicast/trees") == {"trees": []}
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
 
 
 def test_reservations_add_up_and_the_conflict_names_what_is_left(bed):
@@ -146,7 +134,7 @@ def test_reservations_add_up_and_the_conflict_names_what_is_left(bed):
         bed.client.request("DELETE", "/multicast/trees/%d" % second["id"])
     finally:
         bed.client.request("DELETE", "/multicast/trees/%d" % first["id"])
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
 
 
 def test_a_switch_rejecting_the_tree_rolls_everything_back(bed):
@@ -159,7 +147,7 @@ def test_a_switch_rejecting_the_tree_rolls_everything_back(bed):
         post_tree(bed, receivers=["h2", "h3"])
     assert error.value.status == 500 and "nothing was installed" in error.value.body["error"]
     assert bed.client.get("/multicast/trees") == {"trees": []}
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
     again = post_tree(bed, receivers=["h2", "h3"], bandwidth_mbps=20)   # all bandwidth came back
     bed.client.request("DELETE", "/multicast/trees/%d" % again["id"])
 
@@ -171,5 +159,5 @@ def test_lease_expiry_releases_the_tree(bed):
     while bed.client.get("/multicast/trees")["trees"]:
         assert time.monotonic() < deadline, "lease never expired"
         time.sleep(0.2)
-    assert multicast_state() == NOTHING
+    assert multicast_state(bed) == NOTHING
     assert "tree %d: lease expired" % tree["id"] in bed.controller_log()

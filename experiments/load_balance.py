@@ -1,0 +1,155 @@
+"""Load balance of concurrent multicast jobs: random vs path-aware trees (multi-tenant).
+
+    python -m experiments.load_balance --jobs 24 --receivers-per-job 4 --job-mbps 2
+
+The same seeded set of jobs (a source host and receivers each) runs once per
+mode: the trees are requested one after the other (each sees the previous
+reservations), then every source sends UDP at its reserved rate to its tree
+at once, and the per-link load is read from the controller's port statistics
+(GET /fabric/links) while they send. Over the inter-switch links (both
+directions) it reports the max utilization and the coefficient of variation
+of load, measured and as reserved, and how much better path-aware is than
+random. Writes a CSV row per mode and a PNG.
+"""
+
+import csv
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.controller_client import ControllerHttpError
+from experiments.plots import plot_load_balance
+from experiments.testbed import FabricTestbed
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+MODES = ("random", "path-aware")
+COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_reserved_util",
+           "reserved_cov"]
+WARM_UP_S = 2.0
+
+
+def make_jobs(hosts, jobs, receivers_per_job, rng):
+    """[(source, [receivers])]: sources spread over hosts, receivers drawn at random."""
+    sources = []
+    while len(sources) < jobs:
+        sources += rng.sample(hosts, len(hosts))
+    return [(source, sorted(rng.sample([h for h in hosts if h != source], receivers_per_job)))
+            for source in sources[:jobs]]
+
+
+def spread(loads):
+    """(max, coefficient of variation) of a list of utilizations."""
+    mean = statistics.fmean(loads)
+    return max(loads), (statistics.pstdev(loads) / mean if mean else 0.0)
+
+
+def run_mode(bed, jobs, mode, job_mbps, seconds):
+    trees = []
+    try:
+        for source, receivers in jobs:
+            try:
+                trees.append(bed.client.request("POST", "/multicast/trees", {
+                    "source": source, "receivers": receivers, "bandwidth_mbps": job_mbps,
+                    "policy": mode}))
+            except ControllerHttpError as error:
+                if error.status != 409:
+                    raise
+        senders = [bed.host(tree["source"]).popen(
+            ["iperf", "-c", tree["address"], "-u", "-b", "%gM" % job_mbps, "-t", str(seconds),
+             "-T", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tree in trees]
+        time.sleep(WARM_UP_S)
+        samples = defaultdict(list)
+        for _ in range(int(seconds - WARM_UP_S - 1)):
+            time.sleep(1.0)
+            for link in bed.client.get("/fabric/links")["links"]:
+                if link["kind"] == "fabric" and link["utilization"] is not None:
+                    samples[link["src"], link["dst"]].append(link["utilization"])
+        for sender in senders:
+            sender.wait()
+    finally:
+        for tree in trees:
+            bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    reserved = defaultdict(float)
+    for tree in trees:
+        for edge in map(tuple, tree["edges"]):
+            reserved[edge] += job_mbps
+    fabric_links = [(l["src"], l["dst"], l["capacity_mbps"]) for l in bed.client.get("/fabric/links")["links"]
+                    if l["kind"] == "fabric"]
+    measured = spread([statistics.fmean(samples[s, d]) if samples[s, d] else 0.0 for s, d, _ in fabric_links])
+    booked = spread([reserved[s, d] / capacity for s, d, capacity in fabric_links])
+    return {"mode": mode, "jobs": len(jobs), "admitted": len(trees), "job_mbps": job_mbps,
+            "max_link_util": round(measured[0], 4), "cov": round(measured[1], 4),
+            "max_reserved_util": round(booked[0], 4), "reserved_cov": round(booked[1], 4)}
+
+
+def wait_until_idle(bed, threshold=0.02, timeout_s=15):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        links = bed.client.get("/fabric/links")["links"]
+        if all((l["utilization"] or 0) < threshold for l in links):
+            return
+        time.sleep(0.5)
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.load_balance", description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser)
+    parser.add_argument("--jobs", type=int, default=24, help="concurrent multicast jobs (trees)")
+    parser.add_argument("--receivers-per-job", type=int, default=4)
+    parser.add_argument("--job-mbps", type=float, default=2.0, help="each job's reserved rate")
+    parser.add_argument("--seconds", type=int, default=8, help="sending time per mode")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("results/load_balance.csv"))
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if args.jobs < 1 or not 1 <= args.receivers_per_job < hosts or args.job_mbps <= 0:
+        parser.error("need --jobs >= 1, 1 <= --receivers-per-job < %d hosts, --job-mbps > 0" % hosts)
+    if args.seconds < WARM_UP_S + 2:
+        parser.error("--seconds must be at least %d" % (WARM_UP_S + 2))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.bw)
+    jobs = make_jobs(topo.hosts(sort=True), args.jobs, args.receivers_per_job, random.Random(args.seed))
+    say = lambda step: tqdm.write("load_balance: %s" % step, file=sys.stderr)
+    try:
+        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
+            rows = []
+            for mode in tqdm(MODES, desc="modes", unit="mode"):
+                wait_until_idle(bed)
+                rows.append(run_mode(bed, jobs, mode, args.job_mbps, args.seconds))
+            leftovers = bed.multicast_leftovers()
+    except (PlatformError, ValueError, RuntimeError, ControllerHttpError) as error:
+        sys.exit("error: %s" % error)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    figure = plot_load_balance(args.out)
+    for row in rows:
+        print(" ".join("%s=%s" % (column, row[column]) for column in COLUMNS))
+    random_row, aware_row = rows
+    for column in ("max_link_util", "cov", "max_reserved_util"):
+        if random_row[column]:
+            print("path-aware improves %s by %.1f%% over random"
+                  % (column, 100 * (1 - aware_row[column] / random_row[column])))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+    if leftovers:
+        sys.exit("error: switches still hold multicast state: %s" % leftovers)
+    print("switches hold no groups, meters or multicast flows after the run")
+
+
+if __name__ == "__main__":
+    main()

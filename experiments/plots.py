@@ -1,0 +1,86 @@
+"""Figures from the experiments' CSV files (each experiment also calls these itself).
+
+    python -m experiments.plots results/ps_distribution.csv results/load_balance.csv
+"""
+
+import csv
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
+              "path-aware": ("tab:blue", "o")}
+
+
+def read_rows(path):
+    with Path(path).open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def plot_ps_distribution(csv_path):
+    """Median completion time vs workers per mode, with the line-rate limit S/b_link."""
+    rows = read_rows(csv_path)
+    by_mode = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        by_mode[row["mode"]][int(row["workers"])].append(float(row["completion_s"]))
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for mode, points in by_mode.items():
+        workers = sorted(points)
+        colour, marker = MODE_STYLE.get(mode, (None, "x"))
+        axes.plot(workers, [statistics.median(points[n]) for n in workers], marker=marker,
+                  color=colour, label=mode)
+    axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / b_link")
+    axes.set_xlabel("workers N")
+    axes.set_ylabel("completion time per round (s)")
+    axes.set_title("PS distribution of a %s MB model" % rows[0]["model_mb"])
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return save(figure, csv_path)
+
+
+def plot_load_balance(csv_path):
+    """Max link utilization and coefficient of variation per mode."""
+    rows = read_rows(csv_path)
+    modes = [row["mode"] for row in rows]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
+    colours = [MODE_STYLE.get(mode, ("grey", ""))[0] for mode in modes]
+    left.bar(modes, [float(r["max_link_util"]) for r in rows], color=colours)
+    left.set_ylabel("max link utilization")
+    right.bar(modes, [float(r["cov"]) for r in rows], color=colours)
+    right.set_ylabel("coefficient of variation of link load")
+    figure.suptitle("%s concurrent multicast jobs" % rows[0]["jobs"])
+    return save(figure, csv_path)
+
+
+def save(figure, csv_path):
+    path = Path(csv_path).with_suffix(".png")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+PLOTTERS = {"completion_s": plot_ps_distribution, "max_link_util": plot_load_balance}
+
+
+def main(argv=None):
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths or paths[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
+    for path in paths:
+        header = read_rows(path)[0].keys()
+        plotter = next((plot for column, plot in PLOTTERS.items() if column in header), None)
+        if plotter is None:
+            sys.exit("error: %s is not a CSV of ps_distribution or load_balance" % path)
+        print(plotter(path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""PS parameter distribution: completion time vs number of workers for unicast,
+random multicast and path-aware multicast on a spine-leaf.
+
+    python -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3
+
+h1 is the PS; the workers are the next N hosts. Every round moves the real
+model bytes (experiments/model_transfer.py) and every worker checks their
+SHA-256. Writes one CSV row per round and a PNG, and prints a table with the
+median completion time, its ratio to the line-rate limit S/b_link, and the
+speedup over unicast. Afterwards it checks that no switch holds a group,
+meter or multicast flow of a released tree.
+"""
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.model_transfer import MODES, run_transfer
+from experiments.plots import plot_ps_distribution
+from experiments.testbed import FabricTestbed
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+COLUMNS = ["mode", "workers", "model_mb", "round", "completion_s", "line_rate_s", "tree_setup_s",
+           "bytes_sent", "repair_passes", "verified"]
+
+
+def comma_list(kind, allowed=None):
+    def parse(text):
+        items = [kind(item) for item in text.split(",") if item]
+        if not items or (allowed and any(item not in allowed for item in items)):
+            raise ValueError(text)
+        return items
+    parse.__name__ = "comma list"
+    return parse
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.ps_distribution",
+                            description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser)
+    parser.add_argument("--workers", type=comma_list(int), default=[3, 7, 15],
+                        help="comma list of worker counts N")
+    parser.add_argument("--model-mb", type=float, default=5.0, help="model size S, MB")
+    parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
+                        help="comma list of %s" % ", ".join(MODES))
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per (N, mode)")
+    parser.add_argument("--rate-fraction", type=float, default=0.95,
+                        help="multicast reservation and sending rate, as a fraction of --bw")
+    parser.add_argument("--out", type=Path, default=Path("results/ps_distribution.csv"),
+                        help="CSV path (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if max(args.workers) > hosts - 1 or min(args.workers) < 1:
+        parser.error("--workers must be between 1 and %d on this fabric" % (hosts - 1))
+    if args.rounds < 1 or args.model_mb <= 0 or not 0 < args.rate_fraction <= 1:
+        parser.error("--rounds, --model-mb and --rate-fraction must be positive (fraction <= 1)")
+    return args
+
+
+def run(args):
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.bw)
+    hosts = topo.hosts(sort=True)
+    rows, line_rate_s = [], args.model_mb * 8 / args.bw
+    say = lambda step: tqdm.write("ps_distribution: %s" % step, file=sys.stderr)
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
+        runs = [(n, mode) for n in args.workers for mode in args.modes]
+        for workers, mode in tqdm(runs, desc="runs", unit="run"):
+            results = run_transfer(bed, hosts[0], hosts[1:workers + 1], mode, args.model_mb,
+                                   args.rate_fraction * args.bw, args.rounds)
+            for result in results:
+                rows.append({**{key: result.get(key) for key in COLUMNS}, "line_rate_s": line_rate_s})
+        leftovers = bed.multicast_leftovers()
+    return rows, leftovers
+
+
+def summary(rows):
+    """Median completion per (workers, mode), with ratios to line rate and to unicast."""
+    medians = {}
+    for row in rows:
+        medians.setdefault((row["workers"], row["mode"]), []).append(row["completion_s"])
+    medians = {key: statistics.median(values) for key, values in medians.items()}
+    lines = ["%8s %-11s %12s %10s %18s %9s" % ("workers", "mode", "completion_s", "vs_S/b",
+                                               "speedup_vs_unicast", "verified")]
+    for (workers, mode), median in sorted(medians.items()):
+        unicast = medians.get((workers, "unicast"))
+        verified = all(r["verified"] for r in rows if (r["workers"], r["mode"]) == (workers, mode))
+        lines.append("%8d %-11s %12.2f %10.2f %18s %9s" % (
+            workers, mode, median, median / rows[0]["line_rate_s"],
+            "%.1f" % (unicast / median) if unicast else "-", verified))
+    return "\n".join(lines)
+
+
+def write_csv(rows, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        rows, leftovers = run(args)
+    except (PlatformError, ValueError, RuntimeError) as error:
+        sys.exit("error: %s" % error)
+    write_csv(rows, args.out)
+    figure = plot_ps_distribution(args.out)
+    print(summary(rows))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+    if leftovers:
+        sys.exit("error: switches still hold multicast state: %s" % leftovers)
+    print("switches hold no groups, meters or multicast flows after the run")
+    if not all(row["verified"] for row in rows):
+        sys.exit("error: some worker's SHA-256 did not match")
+
+
+if __name__ == "__main__":
+    main()
