@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv
 
-.PHONY: setup apt ovs venv demo test unit-test clean
+.PHONY: setup apt ovs venv demo fabric-check test unit-test clean
 
 setup: apt ovs venv
 
@@ -31,7 +31,13 @@ $(VENV)/.installed: setup.cfg setup.py | apt
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The main demo: a PS on an 8x8 spine-leaf sends a real 2 MB model to 3 and to 15 workers by
+# unicast, random multicast and path-aware multicast; prints the table, writes CSV + PNG.
 demo: setup
+	$(PYTHON) -m experiments.ps_distribution --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20 \
+		--workers 3,15 --model-mb 2 --rounds 1 --out results/demo.csv
+
+fabric-check: setup
 	$(PYTHON) -m experiments.fabric_check --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20
 
 test: setup
@@ -41,4 +47,4 @@ unit-test: venv
 	$(PYTHON) -m pytest -m 'not integration'
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache results

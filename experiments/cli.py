@@ -1,6 +1,7 @@
 """Command-line conventions shared by the experiment scripts."""
 
 import argparse
+import csv
 import sys
 
 
@@ -21,3 +22,21 @@ def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw=20.0):
     parser.add_argument("--bw", type=float, default=bw, help="link rate, Mbit/s")
     parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
     parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
+
+
+def progress_printer(name):
+    """A progress callback printing `name: step ...` on stderr (beside tqdm's bar)."""
+    from tqdm import tqdm
+
+    def say(step):
+        tqdm.write("%s: %s ..." % (name, step), file=sys.stderr)
+    return say
+
+
+def write_csv(rows, path, columns):
+    """Write dict rows to a CSV file with the given column order, creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -10,7 +10,7 @@ the first host of the first and of the last leaf), link_mbps and tcp_ratio.
 import json
 import sys
 
-from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.cli import ArgumentParser, fabric_arguments, progress_printer
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -31,8 +31,7 @@ def tcp_pair(leaves, hosts_per_leaf):
     return ("h1", "h2") if hosts_per_leaf > 1 else None
 
 
-def say(step):
-    print("fabric_check: %s ..." % step, file=sys.stderr, flush=True)
+say = progress_printer("fabric_check")
 
 
 def check(args):

@@ -12,7 +12,6 @@ of load, measured and as reserved, and how much better path-aware is than
 random. Writes a CSV row per mode and a PNG.
 """
 
-import csv
 import random
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed
@@ -122,9 +121,9 @@ def main(argv=None):
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw)
     jobs = make_jobs(topo.hosts(sort=True), args.jobs, args.receivers_per_job, random.Random(args.seed))
-    say = lambda step: tqdm.write("load_balance: %s" % step, file=sys.stderr)
     try:
-        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
+        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                           progress=progress_printer("load_balance")) as bed:
             rows = []
             for mode in tqdm(MODES, desc="modes", unit="mode"):
                 wait_until_idle(bed)
@@ -132,11 +131,7 @@ def main(argv=None):
             leftovers = bed.multicast_leftovers()
     except (PlatformError, ValueError, RuntimeError, ControllerHttpError) as error:
         sys.exit("error: %s" % error)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.out, COLUMNS)
     figure = plot_load_balance(args.out)
     for row in rows:
         print(" ".join("%s=%s" % (column, row[column]) for column in COLUMNS))

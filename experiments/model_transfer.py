@@ -245,6 +245,9 @@ class Worker:
         receiver.bind((announcement["group"], announcement["port"]))
         membership = socket.inet_aton(announcement["group"]) + socket.inet_aton(self.args.data_ip)
         receiver.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
+        # (select(2), BUGS); a blocking recv would then hang the round.
+        receiver.setblocking(False)
         self.channel.send({"ready": number})
         selector = selectors.DefaultSelector()
         selector.register(receiver, selectors.EVENT_READ, "data")
@@ -267,7 +270,10 @@ class Worker:
 
     @staticmethod
     def _take_chunk(receiver, number, data, have):
-        packet = receiver.recv(65536)
+        try:
+            packet = receiver.recv(65536)
+        except BlockingIOError:
+            return
         round_number, index, _chunks = HEADER.unpack_from(packet)
         if round_number == number and not have[index]:
             payload = packet[HEADER.size:]
@@ -276,14 +282,11 @@ class Worker:
 
     def _drain(self, receiver, number, data, have):
         """Take every chunk still arriving until the data socket is quiet."""
-        receiver.settimeout(QUIET_BEFORE_REPORT_S)
-        try:
-            while True:
-                self._take_chunk(receiver, number, data, have)
-        except socket.timeout:
-            pass
-        finally:
-            receiver.settimeout(None)
+        quiet = selectors.DefaultSelector()
+        quiet.register(receiver, selectors.EVENT_READ)
+        while quiet.select(QUIET_BEFORE_REPORT_S):
+            self._take_chunk(receiver, number, data, have)
+        quiet.close()
 
 
 def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_s=600):

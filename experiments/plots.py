@@ -38,6 +38,7 @@ def plot_ps_distribution(csv_path):
     axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / b_link")
     axes.set_xlabel("workers N")
     axes.set_ylabel("completion time per round (s)")
+    axes.set_ylim(bottom=0)
     axes.set_title("PS distribution of a %s MB model" % rows[0]["model_mb"])
     axes.grid(alpha=0.3)
     axes.legend()

@@ -11,14 +11,13 @@ speedup over unicast. Afterwards it checks that no switch holds a group,
 meter or multicast flow of a released tree.
 """
 
-import csv
 import statistics
 import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, fabric_arguments
+from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.model_transfer import MODES, run_transfer
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
@@ -67,8 +66,8 @@ def run(args):
                          bw=args.bw)
     hosts = topo.hosts(sort=True)
     rows, line_rate_s = [], args.model_mb * 8 / args.bw
-    say = lambda step: tqdm.write("ps_distribution: %s" % step, file=sys.stderr)
-    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                       progress=progress_printer("ps_distribution")) as bed:
         runs = [(n, mode) for n in args.workers for mode in args.modes]
         for workers, mode in tqdm(runs, desc="runs", unit="run"):
             results = run_transfer(bed, hosts[0], hosts[1:workers + 1], mode, args.model_mb,
@@ -96,21 +95,13 @@ def summary(rows):
     return "\n".join(lines)
 
 
-def write_csv(rows, path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main(argv=None):
     args = parse_args(argv)
     try:
         rows, leftovers = run(args)
     except (PlatformError, ValueError, RuntimeError) as error:
         sys.exit("error: %s" % error)
-    write_csv(rows, args.out)
+    write_csv(rows, args.out, COLUMNS)
     figure = plot_ps_distribution(args.out)
     print(summary(rows))
     print("CSV: %s  figure: %s" % (args.out, figure))

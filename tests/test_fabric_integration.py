@@ -1,6 +1,5 @@
 """The fabric controller for real: ryu-manager + OVS (userspace) + Mininet on a 2x2 spine-leaf."""
 
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,7 +10,7 @@ from apps.openflow_builders import FABRIC_COOKIE
 from apps.unicast_routes import host_pair_paths, unicast_rules
 from experiments.controller_client import ControllerHttpError
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
-from experiments.testbed import FabricTestbed
+from experiments.testbed import FabricTestbed, ofctl_lines
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import bridges, controllers_on_port, require_root
@@ -35,10 +34,7 @@ def bed():
 
 def fabric_flows(switch):
     """The fabric app's flows on one bridge as ovs-ofctl prints them, without counters."""
-    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "--no-stats", switch,
-                             "cookie=%#x/-1" % FABRIC_COOKIE],
-                            capture_output=True, text=True, check=True).stdout
-    return sorted(line.strip() for line in output.splitlines() if "priority" in line)
+    return sorted(ofctl_lines("dump-flows", "--no-stats", switch, "cookie=%#x/-1" % FABRIC_COOKIE))
 
 
 def test_all_host_pairs_ping(bed):
