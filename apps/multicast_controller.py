@@ -48,7 +48,6 @@ class MulticastController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.book = None
-        self.policies = {}
         self.tracker = BarrierTracker()
         self.rng = random.Random()
         kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self})
@@ -63,12 +62,12 @@ class MulticastController(app_manager.RyuApp):
     def create_tree(self, request):
         """Validate, compute, reserve, install; returns the tree's report or raises RequestError."""
         source, receivers, demand, policy, ttl_s = parse_tree_request(request)
-        view = self.fabric.view
-        if view is None or self.book is None:
+        if self.book is None or self.book.view is not self.fabric.view:
             raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
-        unknown = [h for h in [source] + receivers if isinstance(h, str) and not view.is_host(h)]
+        view = self.book.view
+        unknown = [h for h in [source] + receivers if not view.is_host(h)]
         if unknown:
-            raise RequestError(404, "unknown host(s): %s" % ", ".join(map(str, unknown)))
+            raise RequestError(404, "unknown host(s): %s" % ", ".join(unknown))
         try:
             tree = compute_tree(view, source, receivers, demand, self.book.reserved_mbps, policy,
                                 self.rng, load_mbps=measured_mbps(view, self.fabric.rates))
@@ -82,7 +81,6 @@ class MulticastController(app_manager.RyuApp):
             reservation = self.book.reserve(tree, ttl_s)
         except ReservationError as error:
             raise RequestError(409, str(error)) from None
-        self.policies[reservation.tree_id] = policy
         batch = self.tracker.send({
             datapaths[switch]: of.tree_install(datapaths[switch], reservation.tree_id,
                                                reservation.address, in_port, out_ports, demand)
@@ -118,7 +116,7 @@ class MulticastController(app_manager.RyuApp):
             reservation = self.book.get(tree_id)
         except (ReservationError, AttributeError):
             raise RequestError(404, "no tree with id %r" % (tree_id,)) from None
-        view = self.fabric.view
+        view = self.book.view  # the fabric the tree was built on, even while it is being replaced
         removals = {}
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
             datapath = self.fabric.datapaths.get(view.dpid(switch))
@@ -129,7 +127,6 @@ class MulticastController(app_manager.RyuApp):
             self.tracker.abandon(batch)
             self.logger.warning("tree %d: removal not confirmed by every switch", tree_id)
         self.book.release(tree_id)
-        self.policies.pop(tree_id, None)
         self.logger.info("tree %d released (%.3f Mbit/s returned)", tree_id,
                          reservation.tree.bandwidth_mbps)
         return reservation
@@ -139,7 +136,7 @@ class MulticastController(app_manager.RyuApp):
         expires_in = (None if reservation.expires_at is None
                       else max(0.0, reservation.expires_at - self.book.clock()))
         return {"id": reservation.tree_id, "address": reservation.address, "source": tree.source,
-                "receivers": list(tree.receivers), "policy": self.policies.get(reservation.tree_id),
+                "receivers": list(tree.receivers), "policy": tree.policy,
                 "bandwidth_mbps": tree.bandwidth_mbps,
                 "edges": [list(edge) for edge in tree.edges],
                 "reservation": {"bandwidth_mbps": tree.bandwidth_mbps, "links": len(tree.edges),
@@ -150,7 +147,10 @@ class MulticastController(app_manager.RyuApp):
             hub.sleep(LEASE_CHECK_INTERVAL_S)
             for tree_id in self.book.expired() if self.book is not None else []:
                 self.logger.info("tree %d: lease expired", tree_id)
-                self.release_tree(tree_id)
+                try:
+                    self.release_tree(tree_id)
+                except RequestError:
+                    pass  # released meanwhile by a DELETE
 
     # --- events ---------------------------------------------------------------
 

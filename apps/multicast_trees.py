@@ -52,6 +52,7 @@ class MulticastTree:
     receivers: tuple
     edges: tuple          # directed (parent, child), each node has one parent
     bandwidth_mbps: float
+    policy: str = PATH_AWARE
 
     def children(self):
         """{node: [child, ...]} for every node that forwards."""
@@ -166,7 +167,7 @@ def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, polic
         edges = _steiner_tree(view, residual, source, receivers, demand_mbps)
     if edges is None:
         raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, reserved_mbps))
-    return MulticastTree(source, receivers, tuple(edges), float(demand_mbps))
+    return MulticastTree(source, receivers, tuple(edges), float(demand_mbps), policy)
 
 
 def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rng):

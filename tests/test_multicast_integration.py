@@ -161,3 +161,17 @@ def test_lease_expiry_releases_the_tree(bed):
         time.sleep(0.2)
     assert multicast_state(bed) == NOTHING
     assert "tree %d: lease expired" % tree["id"] in bed.controller_log()
+
+
+def test_loading_a_new_fabric_releases_every_tree(bed):
+    post_tree(bed, receivers=["h2", "h3", "h4"])
+    bed.client.put("/fabric/topology", describe(bed.topo))
+    deadline = time.monotonic() + 10
+    while bed.client.get("/multicast/trees")["trees"] or not all(
+            s["synced"] for s in bed.client.get("/fabric/topology")["switches"]):
+        assert time.monotonic() < deadline, "trees not released after the fabric changed"
+        time.sleep(0.2)
+    assert multicast_state(bed) == NOTHING
+    tree = post_tree(bed, bandwidth_mbps=20)          # the new book starts empty
+    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    assert "fabric changed: releasing tree" in bed.controller_log()
