@@ -173,6 +173,9 @@ class ParameterServer:
                 if not missing:
                     break
                 passes += 1
+                if passes > self.args.max_repair_passes:
+                    raise RuntimeError("workers still miss %d chunks after %d repair passes"
+                                       % (len(missing), self.args.max_repair_passes))
                 wanted = sorted(missing)
             sender.close()
             for channel in self.workers.values():
@@ -333,6 +336,8 @@ def parse_args(argv):
     ps.add_argument("--seed", type=int, default=0)
     ps.add_argument("--tree-ttl-s", type=float, default=300.0,
                     help="lease on each tree, a safety net if the PS dies")
+    ps.add_argument("--max-repair-passes", type=int, default=20,
+                    help="give up on a round whose chunks keep getting lost")
     ps.add_argument("--connect-timeout-s", type=float, default=30.0)
     worker = roles.add_parser("worker", help="a worker")
     worker.add_argument("--name", required=True)

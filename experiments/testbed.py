@@ -4,7 +4,7 @@
         bed.net.pingAll()
         bed.client.get("/fabric/links")
 
-Start-up checks root, OVS, leftover bridges and both ports first and fails
+Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first and fails
 with a one-line PlatformError (only then does it report progress); whatever had started by a failure is torn
 down again, so nothing (bridges, hosts, controller) is left behind.
 """
@@ -21,7 +21,8 @@ from apps.openflow_builders import MULTICAST_COOKIE_BASE
 from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
-                                        check_ovs_running, remove_management_network, start_network)
+                                        check_management_network_free, check_ovs_running,
+                                        remove_management_network, start_network)
 
 DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller")
 DEFAULT_OF_PORT = 6653
@@ -80,6 +81,7 @@ class FabricTestbed:
             raise PlatformError("Mininet needs root")
         check_ovs_running()
         check_bridges_free(self.topo)
+        check_management_network_free()
         check_port_free(self.of_port, "OpenFlow")
         check_port_free(self.rest_port, "REST")
         try:

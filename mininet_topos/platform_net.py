@@ -107,8 +107,19 @@ def _root(command):
     subprocess.run(command.split(), check=True, capture_output=True)
 
 
+def management_network_exists():
+    return subprocess.run(["ip", "link", "show", MANAGEMENT_BRIDGE], capture_output=True).returncode == 0
+
+
+def check_management_network_free():
+    """Fail if another run's management bridge is there (it may still be in use)."""
+    if management_network_exists():
+        raise PlatformError("the management bridge %s exists (another run, or one that crashed); "
+                            "remove it with `ip link del %s`" % (MANAGEMENT_BRIDGE, MANAGEMENT_BRIDGE))
+
+
 def remove_management_network():
-    if subprocess.run(["ip", "link", "show", MANAGEMENT_BRIDGE], capture_output=True).returncode == 0:
+    if management_network_exists():
         _root("ip link del %s" % MANAGEMENT_BRIDGE)
 
 
@@ -118,7 +129,6 @@ def add_management_network(net):
     away with their namespaces; remove_management_network() removes the bridge."""
     addresses = MANAGEMENT_NET.hosts()
     controller_ip = str(next(addresses))
-    remove_management_network()
     _root("ip link add %s type bridge" % MANAGEMENT_BRIDGE)
     _root("ip addr add %s/%d dev %s" % (controller_ip, MANAGEMENT_NET.prefixlen, MANAGEMENT_BRIDGE))
     _root("ip link set %s up" % MANAGEMENT_BRIDGE)

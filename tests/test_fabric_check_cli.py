@@ -96,3 +96,16 @@ def test_bridges_left_by_an_earlier_run_are_reported_not_touched():
         assert not controllers_on_port(OF_PORT)
     finally:
         subprocess.run(["ovs-vsctl", "del-br", "leaf2"], check=True)
+
+
+@pytest.mark.integration
+def test_a_management_bridge_left_by_another_run_is_reported_not_touched():
+    require_root()
+    subprocess.run(["ip", "link", "add", "sf-mgmt0", "type", "bridge"], check=True)
+    try:
+        answer = run(*SMALL, "--of-port", str(OF_PORT), "--rest-port", str(REST_PORT))
+        assert_one_line_error(answer, 1, "the management bridge sf-mgmt0 exists")
+        assert subprocess.run(["ip", "link", "show", "sf-mgmt0"], capture_output=True).returncode == 0
+        assert not bridges() & {"spine1", "leaf1", "leaf2"}
+    finally:
+        subprocess.run(["ip", "link", "del", "sf-mgmt0"], check=True)

@@ -12,6 +12,7 @@ from experiments.controller_client import ControllerHttpError
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed, ofctl_lines
 from mininet_topos.description import describe
+from mininet_topos.platform_net import management_network_exists
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import bridges, controllers_on_port, require_root
 
@@ -29,6 +30,7 @@ def bed():
         testbed.view = FabricView(describe(topo))
         yield testbed
     assert not bridges() & set(topo.switches()), "bridges left behind"
+    assert not management_network_exists(), "management bridge left behind"
     assert not controllers_on_port(OF_PORT), "controller left running"
 
 
