@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,14 @@ def test_description_command_rejects_bad_sizes_in_one_line():
                             capture_output=True, text=True)
     assert answer.returncode != 0
     assert answer.stderr.strip().splitlines() == ["error: spines must be an integer between 1 and 4095, got 0"]
+
+
+def test_topology_file_loads_alone_as_mn_custom_does():
+    """`mn --custom` execs the file with Debian's python3, outside our package and venv."""
+    script = ("namespace = {}\n"
+              "exec(open('mininet_topos/spineleaf.py').read(), namespace)\n"
+              "topo = namespace['topos']['spineleaf'](8, 8, 2)\n"
+              "print(len(topo.switches()), len(topo.hosts()), len(topo.links()))\n")
+    output = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True,
+                            check=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    assert output.split() == ["16", "16", "80"]
