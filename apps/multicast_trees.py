@@ -145,8 +145,7 @@ def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
 
 
 def _all_reachable(view, residual, source, receivers, demand):
-    pruned = nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual(u, v) >= demand)
-    return set(receivers) <= nx.descendants(pruned, source)
+    return set(receivers) <= nx.descendants(_pruned(view, residual, demand), source)
 
 
 def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, policy=PATH_AWARE,
@@ -206,7 +205,9 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
 
 
 def _pruned(view, residual, demand):
-    """Switch-to-switch plus host links with residual >= demand, hosts never transit."""
+    """The fabric without links whose residual is below demand. Hosts never relay in
+    paths over it: each host has a single link (FabricView), so no simple path
+    passes through one."""
     return nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual(u, v) >= demand)
 
 
@@ -214,8 +215,6 @@ def _steiner_tree(view, residual, source, receivers, demand):
     graph = _pruned(view, residual, demand)
 
     def weight(u, v, _data):
-        if view.is_host(u) and u != source:
-            return None  # hosts are endpoints, never relays
         return 1.0 + residual.utilization_after(u, v, demand)
 
     in_tree, edges = {source}, []
@@ -241,8 +240,7 @@ def _random_shortest_path_tree(view, residual, source, receivers, demand, rng):
     parent = {}
     for node in sorted(hops, key=hops.get):
         if node != source:
-            options = sorted(p for p in graph.predecessors(node) if hops.get(p) == hops[node] - 1
-                             and (p == source or not view.is_host(p)))
+            options = sorted(p for p in graph.predecessors(node) if hops.get(p) == hops[node] - 1)
             parent[node] = rng.choice(options)
     edges, needed = set(), list(receivers)
     while needed:

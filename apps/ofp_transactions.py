@@ -22,10 +22,6 @@ class Batch:
         """True if every switch confirmed within timeout_s."""
         return self._done.wait(timeout_s)
 
-    @property
-    def ok(self):
-        return self._done.is_set() and not self.errors
-
 
 class BarrierTracker:
     def __init__(self):

@@ -8,6 +8,7 @@ replace its own flows without touching another's.
 
 FABRIC_COOKIE = 0x5346_0000_0000_0001
 MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
+MULTICAST_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every tree's cookie
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 
 PRIORITY_MULTICAST = 400

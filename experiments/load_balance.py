@@ -25,7 +25,7 @@ from tqdm import tqdm
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
-from experiments.testbed import FabricTestbed
+from experiments.testbed import FabricTestbed, wait_until
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
@@ -90,12 +90,10 @@ def run_mode(bed, jobs, mode, job_mbps, seconds):
 
 
 def wait_until_idle(bed, threshold=0.02, timeout_s=15):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        links = bed.client.get("/fabric/links")["links"]
-        if all((l["utilization"] or 0) < threshold for l in links):
-            return
-        time.sleep(0.5)
+    """Let the previous mode's traffic leave the statistics window."""
+    wait_until(lambda: all((l["utilization"] or 0) < threshold
+                           for l in bed.client.get("/fabric/links")["links"]),
+               timeout_s, "the fabric to go idle", poll_s=0.5)
 
 
 def parse_args(argv):

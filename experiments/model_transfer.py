@@ -116,14 +116,17 @@ class ParameterServer:
         return self._multicast_round(number)
 
     def _announce(self, number, **fields):
+        """Tell every worker how round `number` goes and wait until all are ready."""
         for channel in self.workers.values():
             channel.send(dict(fields, round=number, size=len(self.model), sha256=self.sha256,
                               chunks=self.chunks))
+        for channel in self.workers.values():
+            reply = channel.receive()
+            if reply != {"ready": number}:
+                raise RuntimeError("worker answered %r to the round-%d announcement" % (reply, number))
 
     def _unicast_round(self, number):
         self._announce(number, mode="unicast")
-        for channel in self.workers.values():
-            assert channel.receive() == {"ready": number}
         started = time.perf_counter()
         for channel in self.workers.values():
             channel.sock.setblocking(False)
@@ -152,8 +155,6 @@ class ParameterServer:
             "bandwidth_mbps": self.args.rate_mbps, "ttl_s": self.args.tree_ttl_s})
         try:
             self._announce(number, mode="multicast", group=tree["address"], port=DATA_PORT)
-            for channel in self.workers.values():
-                assert channel.receive() == {"ready": number}
             tree_setup_s = time.perf_counter() - setup_started
             started = time.perf_counter()
             sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from apps.openflow_builders import MULTICAST_COOKIE_BASE
+from apps.openflow_builders import MULTICAST_COOKIE_BASE, MULTICAST_COOKIE_MASK
 from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
@@ -39,6 +39,15 @@ def check_port_free(port, purpose):
                             % (purpose, port)) from None
     finally:
         probe.close()
+
+
+def wait_until(condition, timeout_s, what, poll_s=0.25):
+    """Poll condition() until it is true; PlatformError naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise PlatformError("timed out after %.0f s waiting for %s" % (timeout_s, what))
+        time.sleep(poll_s)
 
 
 def ofctl_lines(*arguments):
@@ -122,7 +131,8 @@ class FabricTestbed:
         for switch in self.topo.switches():
             lines = (ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
                      + ofctl_lines("dump-flows", "--no-stats", switch,
-                                   "cookie=%#x/0xffffffff00000000" % MULTICAST_COOKIE_BASE))
+                                   "cookie=%#x/%#x" % (MULTICAST_COOKIE_BASE,
+                                                                     MULTICAST_COOKIE_MASK)))
             if lines:
                 leftovers[switch] = lines
         return leftovers
@@ -157,9 +167,5 @@ class FabricTestbed:
         self._wait_for(all_synced, "every switch to connect and confirm its flows")
 
     def _wait_for(self, condition, what):
-        deadline = time.monotonic() + self.ready_timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                raise PlatformError("timed out after %.0f s waiting for %s (controller log: %s)"
-                                    % (self.ready_timeout_s, what, self.log_path))
-            time.sleep(0.25)
+        wait_until(condition, self.ready_timeout_s,
+                   "%s (controller log: %s)" % (what, self.log_path))
