@@ -17,6 +17,8 @@ Errors: 400 malformed or invalid, 404 unknown host or tree, 409 infeasible
 """
 
 import random
+from collections import defaultdict
+from dataclasses import dataclass
 
 from ryu.app.wsgi import ControllerBase, WSGIApplication, route
 from ryu.base import app_manager
@@ -38,6 +40,15 @@ CONFIRM_TIMEOUT_S = 5.0
 LEASE_CHECK_INTERVAL_S = 0.5
 REST_APP_KEY = "multicast_controller"
 REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """One tree to create: what compute_tree needs."""
+    source: str
+    receivers: list
+    bandwidth_mbps: float
+    policy: str = PATH_AWARE
 
 
 class MulticastController(app_manager.RyuApp):
@@ -62,48 +73,77 @@ class MulticastController(app_manager.RyuApp):
     def create_tree(self, request):
         """Validate, compute, reserve, install; returns the tree's report or raises RequestError."""
         source, receivers, demand, policy, ttl_s = parse_tree_request(request)
+        (reservation,) = self.create_trees([TreeSpec(source, receivers, demand, policy)], ttl_s)
+        return self.tree_report(reservation)
+
+    def ready_view(self):
+        """The fabric view trees are booked on; RequestError(503) if no fabric is loaded."""
         if self.book is None or self.book.view is not self.fabric.view:
             raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
-        view = self.book.view
-        unknown = [h for h in [source] + receivers if not view.is_host(h)]
+        return self.book.view
+
+    def create_trees(self, specs, ttl_s=None):
+        """Compute, book and install several trees as one (each computed on what the
+        ones before it booked): every tree is installed and confirmed, or nothing is
+        booked or left on a switch. Returns their Reservations or raises RequestError."""
+        view = self.ready_view()
+        hosts = dict.fromkeys(h for spec in specs for h in [spec.source, *spec.receivers])
+        unknown = [h for h in hosts if not view.is_host(h)]
         if unknown:
             raise RequestError(404, "unknown host(s): %s" % ", ".join(unknown))
-        try:
-            tree = compute_tree(view, source, receivers, demand, self.book.reserved_mbps, policy,
-                                self.rng, load_mbps=measured_mbps(view, self.fabric.rates))
-        except TreeRequestError as error:
-            raise RequestError(400, str(error)) from None
-        except InfeasibleTree as error:
-            raise RequestError(409, str(error), max_feasible_mbps=error.max_feasible_mbps) from None
-        plan = forwarding_plan(view, tree)
-        datapaths = self._datapaths_for(view, plan)
-        try:
-            reservation = self.book.reserve(tree, ttl_s)
-        except ReservationError as error:
-            raise RequestError(409, str(error)) from None
-        batch = self.tracker.send({
-            datapaths[switch]: of.tree_install(datapaths[switch], reservation.tree_id,
-                                               reservation.address, in_port, out_ports, demand)
-            for switch, in_port, out_ports in plan})
+        reservations, plans = [], []
+        load = measured_mbps(view, self.fabric.rates)
+        try:  # no yield in here: the trees are computed and booked against one state
+            for spec in specs:
+                tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
+                                    self.book.reserved_mbps, spec.policy, self.rng, load_mbps=load)
+                plans.append(forwarding_plan(view, tree))
+                reservations.append(self.book.reserve(tree, ttl_s))
+            datapaths = self._datapaths_for(view, [step for plan in plans for step in plan])
+        except (TreeRequestError, InfeasibleTree, ReservationError, RequestError) as error:
+            for reservation in reservations:
+                self.book.release(reservation.tree_id)
+            prefix = "tree from %s: " % spec.source if len(specs) > 1 else ""
+            if isinstance(error, TreeRequestError):
+                raise RequestError(400, prefix + str(error)) from None
+            if isinstance(error, InfeasibleTree):
+                raise RequestError(409, prefix + str(error),
+                                   max_feasible_mbps=error.max_feasible_mbps) from None
+            if isinstance(error, ReservationError):
+                raise RequestError(409, prefix + str(error)) from None
+            raise
+        messages = defaultdict(list)
+        for reservation, plan in zip(reservations, plans):
+            for switch, in_port, out_ports in plan:
+                datapath = datapaths[switch]
+                messages[datapath] += of.tree_install(datapath, reservation.tree_id,
+                                                      reservation.address, in_port, out_ports,
+                                                      reservation.tree.bandwidth_mbps)
+        batch = self.tracker.send(messages)
         confirmed = batch.wait(CONFIRM_TIMEOUT_S)
+        ids = ",".join(str(r.tree_id) for r in reservations)
         if not confirmed or batch.errors:
             self.tracker.abandon(batch)
-            self.release_tree(reservation.tree_id)
+            for reservation in reservations:
+                self.release_tree(reservation.tree_id)
             reason = ("%d switch error(s), first: type=%d code=%d" % (
                 len(batch.errors), batch.errors[0][1].type, batch.errors[0][1].code)
                 if batch.errors else "no confirmation within %.0f s" % CONFIRM_TIMEOUT_S)
-            self.logger.error("tree %d not installed (%s); rolled back", reservation.tree_id, reason)
+            self.logger.error("tree(s) %s not installed (%s); rolled back", ids, reason)
             raise RequestError(500, "a switch rejected the tree (%s); nothing was installed" % reason)
-        self.logger.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
-                         reservation.tree_id, source, len(receivers), demand,
-                         ",".join(s for s, _, _ in plan), policy, reservation.address)
-        return self.tree_report(reservation)
+        for reservation, plan in zip(reservations, plans):
+            tree = reservation.tree
+            self.logger.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, "
+                             "address %s", reservation.tree_id, tree.source, len(tree.receivers),
+                             tree.bandwidth_mbps, ",".join(s for s, _, _ in plan), tree.policy,
+                             reservation.address)
+        return reservations
 
     def _datapaths_for(self, view, plan):
         datapaths, missing = {}, []
         for switch, _in_port, _out_ports in plan:
             datapath = self.fabric.datapaths.get(view.dpid(switch))
-            if datapath is None:
+            if datapath is None and switch not in missing:
                 missing.append(switch)
             datapaths[switch] = datapath
         if missing:

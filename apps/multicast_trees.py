@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 PATH_AWARE = "path-aware"
+CAPACITY_TOLERANCE_MBPS = 1e-9  # sums of reserved rates that fill a link exactly still fit
 RANDOM = "random"
 POLICIES = (PATH_AWARE, RANDOM)
 
@@ -92,6 +93,9 @@ class Residuals:
 
     def __call__(self, tail, head):
         return self._capacity(tail, head) - self.reserved_mbps.get((tail, head), 0.0)
+
+    def fits(self, tail, head, demand):
+        return self(tail, head) + CAPACITY_TOLERANCE_MBPS >= demand
 
     def headroom(self, tail, head):
         return self._capacity(tail, head) - self._busy(tail, head)
@@ -173,14 +177,14 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
     source_leaf = view.attachment(source)[0]
     leaf_of = {r: view.attachment(r)[0] for r in receivers}
     host_links = [(source, source_leaf)] + [(leaf_of[r], r) for r in receivers]
-    if any(residual(*link) < demand for link in host_links):
+    if not all(residual.fits(*link, demand) for link in host_links):
         return None
     remote_leaves = sorted({leaf_of[r] for r in receivers} - {source_leaf}, key=view.dpid)
     spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"]
     if random_order:
         rng.shuffle(spines)
     covers = {s: {leaf for leaf in remote_leaves if view.graph.has_edge(s, leaf)
-                  and residual(source_leaf, s) >= demand and residual(s, leaf) >= demand}
+                  and residual.fits(source_leaf, s, demand) and residual.fits(s, leaf, demand)}
               for s in spines if view.graph.has_edge(source_leaf, s)}
     uncovered, leaf_spine = set(remote_leaves), {}
     while uncovered:
@@ -208,7 +212,7 @@ def _pruned(view, residual, demand):
     """The fabric without links whose residual is below demand. Hosts never relay in
     paths over it: each host has a single link (FabricView), so no simple path
     passes through one."""
-    return nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual(u, v) >= demand)
+    return nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual.fits(u, v, demand))
 
 
 def _steiner_tree(view, residual, source, receivers, demand):

@@ -14,10 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from apps.multicast_trees import MulticastTree
+from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree
 
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
-CAPACITY_TOLERANCE_MBPS = 1e-9
 
 
 class ReservationError(Exception):

@@ -13,6 +13,16 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def comma_list(kind, allowed=None):
+    def parse(text):
+        items = [kind(item) for item in text.split(",") if item]
+        if not items or (allowed and any(item not in allowed for item in items)):
+            raise ValueError(text)
+        return items
+    parse.__name__ = "comma list"
+    return parse
+
+
 def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw=20.0):
     """The spine-leaf flags every experiment takes."""
     parser.add_argument("--spines", type=int, default=spines, help="number of spine switches")

@@ -1,6 +1,6 @@
 """Figures from the experiments' CSV files (each experiment also calls these itself).
 
-    python -m experiments.plots results/ps_distribution.csv results/load_balance.csv
+    python -m experiments.plots results/ps_distribution.csv results/load_balance.csv ...
 """
 
 import csv
@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "path-aware": ("tab:blue", "o")}
+SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
+                   "milp": ("tab:green", "s")}
 
 
 def read_rows(path):
@@ -59,6 +61,54 @@ def plot_load_balance(csv_path):
     return save(figure, csv_path)
 
 
+def plot_selmcast_selection(csv_path):
+    """Normalized completion (BSP) and multicast scale against n, per policy and cost model."""
+    rows = read_rows(csv_path)
+    series = defaultdict(list)
+    for row in rows:
+        series[row["policy"], row["cost_model"]].append(row)
+    panels = [("multicast_scale", "multicast scale")]
+    if rows[0]["sync"] == "bsp":
+        panels.insert(0, ("normalized_completion", "completion / lower bound"))
+    figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False)
+    for axis, (column, label) in zip(axes[0], panels):
+        for (policy, cost_model), points in sorted(series.items()):
+            points.sort(key=lambda r: int(r["n"]))
+            colour, marker = SELECTION_STYLE.get(policy, ("grey", "x"))
+            axis.plot([int(r["n"]) for r in points], [float(r[column]) for r in points],
+                      marker=marker, color=colour, linestyle="-" if cost_model == "L3" else "--",
+                      label="%s %s" % (policy, cost_model))
+        axis.set_xlabel("workers n")
+        axis.set_ylabel(label)
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize="small")
+    figure.suptitle("SELMCAST %s, p = %s n, lambda = %s" % (
+        rows[0]["sync"].upper(), rows[0]["p_fraction"], rows[0]["lam"]))
+    return save(figure, csv_path)
+
+
+def plot_selmcast(csv_path):
+    """Measured round completion next to the controller's predicted t, per policy and cost model."""
+    rows = read_rows(csv_path)
+    groups = defaultdict(list)
+    for row in rows:
+        groups["%s %s" % (row["policy"], row["cost_model"])].append(row)
+    labels = sorted(groups)
+    measured = [statistics.median(float(r["completion_s"]) for r in groups[k]) for k in labels]
+    predicted = [statistics.median(float(r["predicted_s"]) for r in groups[k]) for k in labels]
+    positions = range(len(labels))
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.bar([x - 0.2 for x in positions], measured, 0.4, label="measured", color="tab:blue")
+    axes.bar([x + 0.2 for x in positions], predicted, 0.4, label="predicted t", color="tab:grey")
+    axes.set_xticks(list(positions), labels)
+    axes.set_ylabel("round completion (s), median")
+    axes.set_title("P2P sync of %s workers" % rows[0]["workers"])
+    axes.grid(alpha=0.3, axis="y")
+    axes.legend()
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -67,7 +117,8 @@ def save(figure, csv_path):
     return path
 
 
-PLOTTERS = {"completion_s": plot_ps_distribution, "max_link_util": plot_load_balance}
+PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
+            "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast}
 
 
 def main(argv=None):
@@ -79,7 +130,7 @@ def main(argv=None):
         header = read_rows(path)[0].keys()
         plotter = next((plot for column, plot in PLOTTERS.items() if column in header), None)
         if plotter is None:
-            sys.exit("error: %s is not a CSV of ps_distribution or load_balance" % path)
+            sys.exit("error: %s is not a CSV of one of our experiments" % path)
         print(plotter(path))
 
 

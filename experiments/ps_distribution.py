@@ -4,7 +4,7 @@ random multicast and path-aware multicast on a spine-leaf.
     python -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3
 
 h1 is the PS; the workers are the next N hosts. Every round moves the real
-model bytes (experiments/model_transfer.py) and every worker checks their
+model bytes (experiments/traffic/model_transfer.py) and every worker checks their
 SHA-256. Writes one CSV row per round and a PNG, and prints a table with the
 median completion time, its ratio to the line-rate limit S/b_link, and the
 speedup over unicast. Afterwards it checks that no switch holds a group,
@@ -17,8 +17,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
-from experiments.model_transfer import MODES, run_transfer
+from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+                             write_csv)
+from experiments.traffic.model_transfer import MODES, run_transfer
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -26,16 +27,6 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "completion_s", "line_rate_s", "tree_setup_s",
            "bytes_sent", "repair_passes", "verified"]
-
-
-def comma_list(kind, allowed=None):
-    def parse(text):
-        items = [kind(item) for item in text.split(",") if item]
-        if not items or (allowed and any(item not in allowed for item in items)):
-            raise ValueError(text)
-        return items
-    parse.__name__ = "comma list"
-    return parse
 
 
 def parse_args(argv):

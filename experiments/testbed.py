@@ -24,7 +24,7 @@ from mininet_topos.platform_net import (PlatformError, add_management_network, c
                                         check_management_network_free, check_ovs_running,
                                         remove_management_network, start_network)
 
-DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller")
+DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller")
 DEFAULT_OF_PORT = 6653
 DEFAULT_REST_PORT = 8080
 
@@ -76,6 +76,7 @@ class FabricTestbed:
         self.client = ControllerClient("http://127.0.0.1:%d" % rest_port)
         self.controller = None
         self.net = None
+        self.management_ip = None   # the root namespace as seen from inside hosts
         self.management_url = None  # the REST API as seen from inside hosts
 
     def __enter__(self):
@@ -99,7 +100,8 @@ class FabricTestbed:
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
             self.net = start_network(self.topo, self.of_port)
-            self.management_url = "http://%s:%d" % (add_management_network(self.net), self.rest_port)
+            self.management_ip = add_management_network(self.net)
+            self.management_url = "http://%s:%d" % (self.management_ip, self.rest_port)
             self.client.put("/fabric/topology", describe(self.topo))
             self.progress("waiting for every switch to connect and confirm its flows")
             self._wait_until_synced()

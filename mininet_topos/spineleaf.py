@@ -54,16 +54,22 @@ class SpineLeafTopo(Topo):
     """spines x leaves fabric with hosts_per_leaf hosts under each leaf.
 
     bw is the spine-leaf link rate and host_bw the host link rate, in Mbit/s
-    (host_bw defaults to bw); links are shaped to them (use a TCLink).
+    (host_bw defaults to bw; a list gives each host h1, h2, ... its own rate,
+    for heterogeneous workers); links are shaped to them (use a TCLink).
     """
 
     def build(self, spines=2, leaves=2, hosts_per_leaf=1, bw=20, host_bw=None):
         validate_size("spines", spines)
         validate_size("leaves", leaves)
         validate_size("hosts_per_leaf", hosts_per_leaf)
+        host_count = hosts_per_leaf * leaves
         host_bw = bw if host_bw is None else host_bw
+        host_bws = list(host_bw) if isinstance(host_bw, (list, tuple)) else [host_bw] * host_count
         validate_rate("bw", bw)
-        validate_rate("host_bw", host_bw)
+        if len(host_bws) != host_count:
+            raise ValueError("host_bw needs one rate per host (%d), got %d" % (host_count, len(host_bws)))
+        for rate in host_bws:
+            validate_rate("host_bw", rate)
         if hosts_per_leaf * leaves >= HOST_NETWORK.num_addresses - 2:
             raise ValueError("too many hosts for %s" % HOST_NETWORK)
 
@@ -79,7 +85,7 @@ class SpineLeafTopo(Topo):
                 number = (leaf - 1) * hosts_per_leaf + k
                 host = self.addHost("h%d" % number, ip="%s/8" % host_ip(number),
                                     mac=host_mac(number))
-                self.addLink(host, leaf_name, port1=0, port2=spines + k, bw=host_bw)
+                self.addLink(host, leaf_name, port1=0, port2=spines + k, bw=host_bws[number - 1])
 
 
 topos = {"spineleaf": SpineLeafTopo}

@@ -9,7 +9,7 @@ import pytest
 
 from apps.fabric_view import FabricView
 from experiments.controller_client import ControllerHttpError
-from experiments.model_transfer import run_transfer
+from experiments.traffic.model_transfer import run_transfer
 from experiments.testbed import FabricTestbed, wait_until
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo

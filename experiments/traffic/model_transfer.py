@@ -1,7 +1,7 @@
 """Parameter distribution with real model bytes: a PS and its workers, run inside Mininet hosts.
 
-    python -m experiments.model_transfer worker --ps 10.0.0.1 --name h2
-    python -m experiments.model_transfer ps --name h1 --workers h2,h3 --mode path-aware \\
+    python -m experiments.traffic.model_transfer worker --ps 10.0.0.1 --name h2
+    python -m experiments.traffic.model_transfer ps --name h1 --workers h2,h3 --mode path-aware \\
         --controller http://172.30.0.1:8080 --model-mb 5 --rate-mbps 19 --rounds 3
 
 The model is S MB of float32 (numpy, seeded). Workers connect to the PS over
@@ -61,6 +61,82 @@ def ranges(indices):
         else:
             result.append([index, index + 1])
     return result
+
+
+def multicast_sender(data_ip):
+    """A UDP socket that sends to multicast groups out of the data-plane interface."""
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 8)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(data_ip))
+    return sender
+
+
+def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None):
+    """Send chunks `indices` of `data` to every destination (one copy each, interleaved),
+    paced so that all copies together take rate_mbps of wire bytes; returns payload
+    bytes sent. idle(seconds), if given, is called instead of sleeping when ahead."""
+    seconds_per_byte = 8 / (rate_mbps * 1e6)
+    wire_overhead = 14 + 20 + 8 + HEADER.size
+    chunks = chunk_count(len(data))
+    started, wire_bytes, sent = time.perf_counter(), 0, 0
+    view = memoryview(data)
+    for index in indices:
+        payload = view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
+        packet = HEADER.pack(number, index, chunks) + payload
+        for destination in destinations:
+            sender.sendto(packet, destination)
+            wire_bytes += len(payload) + wire_overhead
+            sent += len(payload)
+        ahead = started + wire_bytes * seconds_per_byte - time.perf_counter()
+        if ahead > 0.001:
+            (idle or time.sleep)(ahead)
+    return sent
+
+
+class ChunkReceiver:
+    """One multicast group's chunks of one round, assembled into `data`."""
+
+    def __init__(self, group, port, data_ip, number, size):
+        self.number, self.data = number, bytearray(size)
+        self.have = np.zeros(chunk_count(size), dtype=bool)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        self.sock.bind((group, port))
+        membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
+        # (select(2), BUGS); a blocking recv would then hang the round.
+        self.sock.setblocking(False)
+
+    def take(self):
+        """Take one datagram if there is one."""
+        try:
+            packet = self.sock.recv(65536)
+        except BlockingIOError:
+            return
+        round_number, index, _chunks = HEADER.unpack_from(packet)
+        if round_number == self.number and not self.have[index]:
+            payload = packet[HEADER.size:]
+            self.data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
+            self.have[index] = True
+
+    def drain(self):
+        """Take every chunk still arriving until the socket is quiet."""
+        quiet = selectors.DefaultSelector()
+        quiet.register(self.sock, selectors.EVENT_READ)
+        while quiet.select(QUIET_BEFORE_REPORT_S):
+            self.take()
+        quiet.close()
+
+    def missing(self):
+        return ranges(np.flatnonzero(~self.have).tolist())
+
+    def verified(self, sha256):
+        return bool(self.have.all()) and hashlib.sha256(self.data).hexdigest() == sha256
+
+    def close(self):
+        self.sock.close()
 
 
 class Channel:
@@ -157,13 +233,11 @@ class ParameterServer:
             self._announce(number, mode="multicast", group=tree["address"], port=DATA_PORT)
             tree_setup_s = time.perf_counter() - setup_started
             started = time.perf_counter()
-            sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 8)
-            sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
-                              socket.inet_aton(self.args.data_ip))
+            sender = multicast_sender(self.args.data_ip)
             wanted, passes, bytes_sent = range(self.chunks), 0, 0
             while True:
-                bytes_sent += self._send_chunks(sender, (tree["address"], DATA_PORT), number, wanted)
+                bytes_sent += send_paced(sender, [(tree["address"], DATA_PORT)], number, self.model,
+                                         wanted, self.args.rate_mbps)
                 for channel in self.workers.values():
                     channel.send({"report": number})
                 missing = set()
@@ -187,22 +261,6 @@ class ParameterServer:
                     "tree_id": tree["id"], "tree_edges": len(tree["edges"])}
         finally:
             self.controller.request("DELETE", "/multicast/trees/%d" % tree["id"])
-
-    def _send_chunks(self, sender, destination, number, indices):
-        """Send the chunks paced at rate_mbps (wire bytes); returns payload bytes sent."""
-        seconds_per_byte = 8 / (self.args.rate_mbps * 1e6)
-        wire_overhead = 14 + 20 + 8 + HEADER.size
-        started, wire_bytes, sent = time.perf_counter(), 0, 0
-        model = memoryview(self.model)
-        for index in indices:
-            payload = model[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
-            sender.sendto(HEADER.pack(number, index, self.chunks) + payload, destination)
-            wire_bytes += len(payload) + wire_overhead
-            sent += len(payload)
-            ahead = started + wire_bytes * seconds_per_byte - time.perf_counter()
-            if ahead > 0.001:
-                time.sleep(ahead)
-        return sent
 
     def close(self):
         for channel in self.workers.values():
@@ -241,25 +299,17 @@ class Worker:
                 self._receive_multicast(message)
 
     def _receive_multicast(self, announcement):
-        number, chunks, size = announcement["round"], announcement["chunks"], announcement["size"]
-        data, have = bytearray(size), np.zeros(chunks, dtype=bool)
-        receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        receiver.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        receiver.bind((announcement["group"], announcement["port"]))
-        membership = socket.inet_aton(announcement["group"]) + socket.inet_aton(self.args.data_ip)
-        receiver.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
-        # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
-        # (select(2), BUGS); a blocking recv would then hang the round.
-        receiver.setblocking(False)
+        number = announcement["round"]
+        receiver = ChunkReceiver(announcement["group"], announcement["port"], self.args.data_ip,
+                                 number, announcement["size"])
         self.channel.send({"ready": number})
         selector = selectors.DefaultSelector()
-        selector.register(receiver, selectors.EVENT_READ, "data")
+        selector.register(receiver.sock, selectors.EVENT_READ, "data")
         selector.register(self.channel.sock, selectors.EVENT_READ, "control")
         while True:
             for key, _events in selector.select():
                 if key.data == "data":
-                    self._take_chunk(receiver, number, data, have)
+                    receiver.take()
                     continue
                 request = self.channel.receive()
                 if request == {"done": number}:
@@ -267,36 +317,15 @@ class Worker:
                     receiver.close()
                     return
                 assert request == {"report": number}, request
-                self._drain(receiver, number, data, have)
-                missing = ranges(np.flatnonzero(~have).tolist())
-                ok = not missing and hashlib.sha256(data).hexdigest() == announcement["sha256"]
-                self.channel.send({"missing": missing, "sha256_ok": ok})
-
-    @staticmethod
-    def _take_chunk(receiver, number, data, have):
-        try:
-            packet = receiver.recv(65536)
-        except BlockingIOError:
-            return
-        round_number, index, _chunks = HEADER.unpack_from(packet)
-        if round_number == number and not have[index]:
-            payload = packet[HEADER.size:]
-            data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
-            have[index] = True
-
-    def _drain(self, receiver, number, data, have):
-        """Take every chunk still arriving until the data socket is quiet."""
-        quiet = selectors.DefaultSelector()
-        quiet.register(receiver, selectors.EVENT_READ)
-        while quiet.select(QUIET_BEFORE_REPORT_S):
-            self._take_chunk(receiver, number, data, have)
-        quiet.close()
+                receiver.drain()
+                self.channel.send({"missing": receiver.missing(),
+                                   "sha256_ok": receiver.verified(announcement["sha256"])})
 
 
 def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_s=600):
     """Run one PS (host name) and its workers inside the testbed's hosts; returns the
     PS's per-round results. Raises RuntimeError with the programs' output on failure."""
-    command = [sys.executable, "-m", "experiments.model_transfer"]
+    command = [sys.executable, "-m", "experiments.traffic.model_transfer"]
     worker_processes = [
         bed.host(name).popen(command + ["worker", "--name", name, "--data-ip", bed.host(name).IP(),
                                         "--ps", bed.host(ps).IP()],
@@ -321,7 +350,7 @@ def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.model_transfer",
+    parser = ArgumentParser(prog="python -m experiments.traffic.model_transfer",
                             description=__doc__.split("\n\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
     ps = roles.add_parser("ps", help="the parameter server")

@@ -1,0 +1,1 @@
+"""Programs that run inside Mininet hosts: PS and workers, peers."""

@@ -1,0 +1,267 @@
+"""Peer-to-peer sync with real update bytes: every worker multicasts its update to the
+receivers SELMCAST (or random-p) chose for it, over its round's reserved tree.
+
+    python -m experiments.traffic.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
+        --coordinator 172.30.0.1:7100 --update-mb 1
+
+Peers run inside Mininet hosts; the coordinator (SyncCoordinator, run by the
+experiment in the root namespace) reaches them over the management network
+and the controller over its REST API. Per round:
+1. the coordinator asks for a round (POST /selmcast/rounds) and tells each
+   peer which groups to send to (its tree; L7: one group per receiver, the
+   copies interleaved) at which rate, and which senders' groups to join;
+2. every peer makes its update (seeded float32, new bytes each round), joins,
+   and answers ready with its SHA-256; on "go" all send at once;
+3. repair: each receiver reports the chunks it misses per sender, each sender
+   resends them (to the group that misses them), until nobody misses anything;
+   every receiver checks every sender's SHA-256;
+4. the coordinator releases the round (DELETE).
+Completion is from "go" to the last report with nothing missing.
+"""
+
+import hashlib
+import selectors
+import socket
+import subprocess
+import sys
+import time
+
+from experiments.cli import ArgumentParser
+from experiments.traffic.model_transfer import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
+                                                model_bytes, multicast_sender, ranges, send_paced)
+
+COORDINATOR_PORT = 7100
+
+
+class Peer:
+    def __init__(self, args):
+        self.args = args
+        host, port = args.coordinator.rsplit(":", 1)
+        deadline = time.monotonic() + args.connect_timeout_s
+        while True:   # the coordinator may not be listening yet
+            try:
+                sock = socket.create_connection((host, int(port)), timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        sock.settimeout(None)
+        self.channel = Channel(sock)
+        self.channel.send({"hello": args.name})
+        self.sender = multicast_sender(args.data_ip)
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            self._round(message)
+
+    def _round(self, plan):
+        number = plan["round"]
+        update = model_bytes(self.args.update_mb, seed=[plan["seed"], number])
+        receivers = {sender: ChunkReceiver(group, DATA_PORT, self.args.data_ip, number, plan["size"])
+                     for sender, group in plan["receive"].items()}
+        selector = selectors.DefaultSelector()
+        for sender, receiver in receivers.items():
+            selector.register(receiver.sock, selectors.EVENT_READ, receiver)
+        selector.register(self.channel.sock, selectors.EVENT_READ, None)
+
+        def take_for(seconds):
+            for key, _events in selector.select(seconds):
+                if key.data is not None:
+                    key.data.take()
+
+        self.channel.send({"ready": number, "sha256": hashlib.sha256(update).hexdigest()})
+        expected = None
+        while True:
+            ready = selector.select()
+            for key, _events in ready:
+                if key.data is not None:
+                    key.data.take()
+                    continue
+                request = self.channel.receive()
+                if "go" in request:
+                    expected = request["expected"]
+                    groups = [(group, DATA_PORT) for group in plan["send"]]
+                    if groups:
+                        send_paced(self.sender, groups, number, update,
+                                   range(chunk_count(len(update))), plan["rate_mbps"], idle=take_for)
+                    self.channel.send({"sent": number})
+                elif "resend" in request:   # only senders with groups are asked
+                    for group, missing in request["resend"].items():
+                        indices = [i for first, last in missing for i in range(first, last)]
+                        send_paced(self.sender, [(group, DATA_PORT)], number, update, indices,
+                                   plan["rate_mbps"] / len(plan["send"]), idle=take_for)
+                    self.channel.send({"sent": number})
+                elif "report" in request:
+                    for receiver in receivers.values():
+                        receiver.drain()
+                    self.channel.send({
+                        "missing": {s: r.missing() for s, r in receivers.items() if r.missing()},
+                        "verified": {s: r.verified(expected[s]) for s, r in receivers.items()}})
+                elif "done" in request:
+                    selector.close()
+                    for receiver in receivers.values():
+                        receiver.close()
+                    return
+
+
+class SyncCoordinator:
+    """Drives rounds: asks the controller, tells the peers, repairs, releases."""
+
+    def __init__(self, client, listen_ip, names, update_mb, rate_fraction=0.95,
+                 max_repair_passes=20, connect_timeout_s=30.0):
+        self.client = client
+        self.update_mb = update_mb
+        self.rate_fraction = rate_fraction   # senders pace a little below their reservation
+        self.max_repair_passes = max_repair_passes
+        self.listener = socket.create_server((listen_ip, COORDINATOR_PORT))
+        self.listener.settimeout(connect_timeout_s)
+        self.names = list(names)
+        self.peers = {}
+        self.rounds = 0
+
+    def accept_peers(self):
+        while len(self.peers) < len(self.names):
+            sock, _address = self.listener.accept()
+            channel = Channel(sock)
+            self.peers[channel.receive()["hello"]] = channel
+        unexpected = set(self.peers) - set(self.names)
+        if unexpected:
+            raise RuntimeError("unexpected peers: %s" % ", ".join(sorted(unexpected)))
+
+    def run_round(self, request):
+        """One round on the fabric (request: the POST /selmcast/rounds body minus workers)."""
+        started_setup = time.perf_counter()
+        plan = self.client.request("POST", "/selmcast/rounds", dict(request, workers=self.names))
+        try:
+            return dict(self._move_updates(plan, time.perf_counter() - started_setup),
+                        plan=plan)
+        finally:
+            self.client.request("DELETE", "/selmcast/rounds/%d" % plan["id"])
+
+    def _move_updates(self, plan, setup_s):
+        self.rounds += 1
+        number = self.rounds
+        groups_of = {name: [] for name in self.names}      # sender -> its groups
+        group_of = {}                                      # (sender, receiver) -> group
+        receive = {name: {} for name in self.names}        # receiver -> {sender: group}
+        for tree in plan["trees"]:
+            groups_of[tree["source"]].append(tree["address"])
+            for receiver in tree["receivers"]:
+                group_of[tree["source"], receiver] = tree["address"]
+                receive[receiver][tree["source"]] = tree["address"]
+        rate_of = {tree["source"]: 0.0 for tree in plan["trees"]}
+        for tree in plan["trees"]:
+            rate_of[tree["source"]] += tree["bandwidth_mbps"] * self.rate_fraction
+        size = len(model_bytes(self.update_mb, seed=0))
+        for name, channel in self.peers.items():
+            channel.send({"round": number, "seed": self.names.index(name), "size": size,
+                          "send": groups_of[name], "rate_mbps": rate_of.get(name, 1.0),
+                          "receive": receive[name]})
+        hashes = {}
+        for name, channel in self.peers.items():
+            reply = channel.receive()
+            if reply.get("ready") != number:
+                raise RuntimeError("peer %s answered %r to round %d" % (name, reply, number))
+            hashes[name] = reply["sha256"]
+        started = time.perf_counter()
+        for name, channel in self.peers.items():
+            channel.send({"go": number, "expected": {s: hashes[s] for s in receive[name]}})
+        self._wait_sent(self.names, number)
+        passes = 0
+        while True:
+            reports = {}
+            for name, channel in self.peers.items():
+                channel.send({"report": number})
+            for name, channel in self.peers.items():
+                reports[name] = channel.receive()
+            resend = {}
+            for receiver, report in reports.items():
+                for sender, missing in report["missing"].items():
+                    group = group_of[sender, receiver]
+                    chunks = resend.setdefault(sender, {}).setdefault(group, set())
+                    chunks.update(i for first, last in missing for i in range(first, last))
+            if not resend:
+                break
+            passes += 1
+            if passes > self.max_repair_passes:
+                raise RuntimeError("round %d: chunks still missing after %d repair passes"
+                                   % (number, self.max_repair_passes))
+            for sender, by_group in resend.items():
+                self.peers[sender].send({"resend": {group: ranges(sorted(chunks))
+                                                    for group, chunks in by_group.items()}})
+            self._wait_sent(list(resend), number)
+        completion_s = time.perf_counter() - started
+        for channel in self.peers.values():
+            channel.send({"done": number})
+        verified = all(all(report["verified"].values()) for report in reports.values())
+        deliveries = sum(len(r["verified"]) for r in reports.values())
+        return {"completion_s": completion_s, "setup_s": setup_s, "repair_passes": passes,
+                "verified": verified, "deliveries": deliveries}
+
+    def _wait_sent(self, senders, number):
+        for name in senders:
+            reply = self.peers[name].receive()
+            if reply != {"sent": number}:
+                raise RuntimeError("peer %s answered %r while sending round %d" % (name, reply, number))
+
+    def close(self):
+        for channel in self.peers.values():
+            channel.send({"bye": True})
+            channel.sock.close()
+        self.listener.close()
+
+
+def run_peer_sync(bed, workers, update_mb, requests, rate_fraction=0.95, timeout_s=600):
+    """Start a peer in each worker host, run one round per request body (the POST
+    /selmcast/rounds fields other than workers), stop the peers; returns per-round results.
+    RuntimeError with the peers' output if anything fails."""
+    command = [sys.executable, "-m", "experiments.traffic.peer_sync", "peer",
+               "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT),
+               "--update-mb", str(update_mb)]
+    coordinator = SyncCoordinator(bed.client, bed.management_ip, workers, update_mb, rate_fraction,
+                                  connect_timeout_s=timeout_s)
+    peers = [bed.host(name).popen(command + ["--name", name, "--data-ip", bed.host(name).IP()],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for name in workers]
+    try:
+        coordinator.accept_peers()
+        results = [coordinator.run_round(request) for request in requests]
+        coordinator.close()
+    except BaseException as error:
+        coordinator.listener.close()
+        for peer in peers:
+            peer.kill()
+        output = [p.communicate()[0][-600:] for p in peers]
+        raise RuntimeError("peer sync failed: %s\npeers: %s" % (error, [o for o in output if o])) \
+            from error
+    for peer in peers:
+        try:
+            peer.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            peer.kill()
+    return results
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.traffic.peer_sync",
+                            description=__doc__.split("\n\n")[0])
+    roles = parser.add_subparsers(dest="role", required=True)
+    peer = roles.add_parser("peer", help="a worker that sends and receives updates")
+    peer.add_argument("--name", required=True, help="this host's name in the fabric")
+    peer.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    peer.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    peer.add_argument("--update-mb", type=float, required=True, help="update size, MB")
+    peer.add_argument("--connect-timeout-s", type=float, default=30.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    Peer(parse_args(argv)).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
