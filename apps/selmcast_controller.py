@@ -113,6 +113,7 @@ class SelmcastController(app_manager.RyuApp):
 
     def release_round(self, round_id):
         report = self.rounds.pop(self.get_round(round_id)["id"])   # before any yield: one DELETE wins
+        round_id = report["id"]
         for tree in report["trees"]:
             try:
                 self.multicast.release_tree(tree["id"])
