@@ -87,9 +87,9 @@ def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None
             sender.sendto(packet, destination)
             wire_bytes += len(payload) + wire_overhead
             sent += len(payload)
-        ahead = started + wire_bytes * seconds_per_byte - time.perf_counter()
-        if ahead > 0.001:
-            (idle or time.sleep)(ahead)
+        due = started + wire_bytes * seconds_per_byte
+        while due - time.perf_counter() > 0.001:   # idle() may return early
+            (idle or time.sleep)(due - time.perf_counter())
     return sent
 
 
