@@ -32,7 +32,9 @@ def test_bench_trees_prints_one_json_object_per_case():
     assert result["ours_ms"] > 0 and result["networkx_ms"] > 0
 
 
-@pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check"])
+@pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
+                                    "selmcast_selection", "selmcast", "traffic.peer_sync",
+                                    "traffic.model_transfer"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -74,3 +76,44 @@ def test_bad_experiment_arguments_are_one_line_errors():
     assert "--workers must be between 1 and 15" in answer.stderr
     answer = run("ps_distribution", "--modes", "broadcast")
     assert answer.returncode == 2 and "invalid comma list value" in answer.stderr
+
+
+def test_selmcast_selection_prints_one_object_per_policy_and_cost_model(tmp_path):
+    out = tmp_path / "sel.csv"
+    answer = run("selmcast_selection", "--n", "8", "--trials", "2", "--rounds", "5", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    results = [json.loads(line) for line in answer.stdout.strip().splitlines()]
+    assert [(r["policy"], r["cost_model"]) for r in results] == [
+        (p, c) for c in ("L3", "L7") for p in ("selmcast", "random", "milp")]
+    for result in results:
+        assert {"policy", "cost_model", "n", "normalized_completion", "multicast_scale",
+                "selection_ms"} <= set(result)
+        assert result["normalized_completion"] >= 1 - 1e-9 and 0 < result["multicast_scale"] < 1
+    selmcast = [r for r in results if r["policy"] == "selmcast"]
+    assert all(1 - 1e-9 <= r["t_vs_milp_worst"] <= 1.02 and r["milp_rounds"] == 10 for r in selmcast)
+    assert len(rows(out)) == 6 and out.with_suffix(".png").stat().st_size > 0
+
+
+def test_selmcast_selection_ssp_reports_the_multicast_scale(tmp_path):
+    answer = run("selmcast_selection", "--sync", "ssp", "--n", "10", "--trials", "1",
+                 "--iterations", "4", "--cost-models", "L3", "--out", str(tmp_path / "ssp.csv"))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    results = {r["policy"]: r for r in map(json.loads, answer.stdout.strip().splitlines())}
+    assert set(results) == {"selmcast", "random"}
+    assert results["selmcast"]["multicast_scale"] > results["random"]["multicast_scale"]
+
+
+@pytest.mark.integration
+def test_selmcast_emulation_writes_verified_rounds(tmp_path):
+    require_root()
+    out = tmp_path / "selmcast.csv"
+    answer = run("selmcast", *SMALL, "--workers", "4", "--rounds", "2", "--model-mb", "0.3",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert [(r["policy"], r["round"]) for r in table] == [
+        ("selmcast", "1"), ("selmcast", "2"), ("random", "1"), ("random", "2")]
+    assert all(r["verified"] == "True" and float(r["completion_s"]) > 0
+               and float(r["predicted_s"]) > 0 for r in table)
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert "switches hold no groups, meters or multicast flows" in answer.stdout
