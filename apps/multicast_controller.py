@@ -33,7 +33,7 @@ from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan)
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import RequestError, answer, json_response, read_json_body
+from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
 from apps.reservations import ReservationBook, ReservationError
 
 CONFIRM_TIMEOUT_S = 5.0
@@ -227,8 +227,7 @@ def parse_tree_request(request):
     if not isinstance(receivers, list) or not all(isinstance(r, str) for r in receivers):
         raise RequestError(400, "receivers must be a list of host names")
     ttl_s = request.get("ttl_s")
-    if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float))
-                              or not ttl_s > 0):
+    if ttl_s is not None and not positive_number(ttl_s):
         raise RequestError(400, "ttl_s must be a positive number of seconds or null")
     return source, receivers, request["bandwidth_mbps"], request.get("policy", PATH_AWARE), ttl_s
 

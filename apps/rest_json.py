@@ -14,6 +14,11 @@ class RequestError(Exception):
         self.details = details
 
 
+def positive_number(value):
+    """True for a JSON number > 0 (not a boolean)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
+
+
 def json_response(body, status=200):
     return Response(status=status, content_type="application/json", charset="utf-8",
                     body=json.dumps(body, indent=1, sort_keys=True) + "\n")

@@ -30,7 +30,7 @@ from apps.multicast_trees import POLICIES as TREE_POLICIES
 from apps.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
                                      SelectionError, SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, select)
-from apps.rest_json import RequestError, answer, json_response, read_json_body
+from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
 
 REST_APP_KEY = "selmcast_controller"
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",
@@ -182,10 +182,6 @@ def parse_round_request(body):
     if ttl_s is not None and not positive_number(ttl_s):
         raise RequestError(400, "ttl_s must be a positive number of seconds or null")
     return request
-
-
-def positive_number(value):
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
 
 
 def whole_number(value):

@@ -1,6 +1,6 @@
 import hashlib
 
-from experiments.traffic.model_transfer import CHUNK_BYTES, chunk_count, model_bytes, ranges
+from experiments.traffic.transport import CHUNK_BYTES, chunk_count, model_bytes, ranges
 
 
 def test_model_is_seeded_float32_bytes():

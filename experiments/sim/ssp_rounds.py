@@ -12,6 +12,7 @@ The k-rule counts rounds as iterations completed by every worker.
 multicast_scale = receivers that got an update completely, per update, / n.
 """
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,8 +52,6 @@ def ready_times(compute_s, staleness):
 def simulate_ssp(sizes, ingress, egress, min_receivers, compute_s, policy, cost_model, k=4,
                  staleness=4, eta=0.75, rng=None):
     """Run every worker's iterations; sizes in bits, bandwidths in bit/s, compute_s in s."""
-    import time
-
     n = len(sizes)
     ready = ready_times(np.asarray(compute_s, float), staleness)
     events = sorted((ready[i, r], i, r) for i in range(n) for r in range(ready.shape[1]))

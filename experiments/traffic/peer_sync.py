@@ -27,8 +27,8 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.model_transfer import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
-                                                model_bytes, multicast_sender, ranges, send_paced)
+from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
+                                           model_bytes, multicast_sender, ranges, send_paced)
 
 COORDINATOR_PORT = 7100
 
