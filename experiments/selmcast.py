@@ -27,7 +27,7 @@ from experiments.traffic.peer_sync import run_peer_sync
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
-COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "predicted_s",
+COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s", "predicted_s",
            "multicast_scale", "verified", "predicted_normalized", "forced_pairs", "setup_s",
            "repair_passes", "deliveries"]
 
@@ -74,7 +74,7 @@ def run(args):
                        progress=progress_printer("selmcast")) as bed:
         jobs = [(policy, cost_model) for cost_model in args.cost_models for policy in args.policies]
         for policy, cost_model in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
-            request = {"job": "%s-%s" % (policy, cost_model), "update_mb": args.model_mb, "p": p,
+            request = {"job": "%s-%s" % (policy, cost_model), "p": p,
                        "k": args.k, "policy": policy, "cost_model": cost_model}
             results = run_peer_sync(bed, workers, args.model_mb, [request] * args.rounds,
                                     args.rate_fraction)
@@ -82,6 +82,7 @@ def run(args):
                 plan = result["plan"]
                 rows.append({"policy": policy, "cost_model": cost_model, "workers": args.workers,
                              "round": number, "completion_s": result["completion_s"],
+                             "send_s": result["send_s"],
                              "predicted_s": plan["t_s"], "multicast_scale": plan["multicast_scale"],
                              "verified": result["verified"],
                              "predicted_normalized": plan["normalized_completion"],

@@ -8,6 +8,7 @@ import pytest
 from experiments.controller_client import ControllerHttpError
 from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
+from experiments.traffic.transport import model_bytes, wire_bytes
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import require_root
 
@@ -40,7 +41,7 @@ def post_round(bed, **fields):
 
 
 def test_a_round_delivers_every_update_to_exactly_the_selected_receivers(bed):
-    request = {"job": "delivery", "update_mb": 0.3, "p": 2, "cost_model": "L3"}
+    request = {"job": "delivery", "p": 2, "cost_model": "L3"}
     (result,) = run_peer_sync(bed, WORKERS, 0.3, [request])
     plan = result["plan"]
     assert result["verified"] is True
@@ -50,8 +51,10 @@ def test_a_round_delivers_every_update_to_exactly_the_selected_receivers(bed):
     assert {tree["source"]: sorted(tree["receivers"]) for tree in plan["trees"]} == {
         sender: sorted(receivers) for sender, receivers in plan["assignment"].items()}
     assert result["deliveries"] == sum(map(len, plan["assignment"].values()))
-    # reserved at v_i / t on host links whose capacities differ
-    assert all(tree["bandwidth_mbps"] == pytest.approx(0.3 * 8 / plan["t_s"]) for tree in plan["trees"])
+    # reserved at v_i / t on host links whose capacities differ; v_i is the update's wire size
+    update_mbit = wire_bytes(len(model_bytes(0.3))) * 8 / 1e6
+    assert all(tree["bandwidth_mbps"] == pytest.approx(update_mbit / plan["t_s"])
+               for tree in plan["trees"])
     assert plan["t_s"] >= plan["lower_bound_s"] * (1 - 1e-9)
     assert bed.client.get("/selmcast/rounds") == {"rounds": []}
     assert bed.client.get("/multicast/trees") == {"trees": []}

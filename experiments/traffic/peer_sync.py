@@ -16,7 +16,8 @@ and the controller over its REST API. Per round:
    resends them (to the group that misses them), until nobody misses anything;
    every receiver checks every sender's SHA-256;
 4. the coordinator releases the round (DELETE).
-Completion is from "go" to the last report with nothing missing.
+Completion is from "go" to the last report with nothing missing; send_s from "go" to
+the last sender's last first-pass chunk.
 """
 
 import hashlib
@@ -27,8 +28,9 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
-                                           model_bytes, multicast_sender, ranges, send_paced)
+from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count, drain,
+                                           model_bytes, multicast_sender, ranges, send_paced,
+                                           wire_bytes)
 
 COORDINATOR_PORT = 7100
 
@@ -96,8 +98,7 @@ class Peer:
                                    plan["rate_mbps"] / len(plan["send"]), idle=take_for)
                     self.channel.send({"sent": number})
                 elif "report" in request:
-                    for receiver in receivers.values():
-                        receiver.drain()
+                    drain(receivers.values())
                     self.channel.send({
                         "missing": {s: r.missing() for s, r in receivers.items() if r.missing()},
                         "verified": {s: r.verified(expected[s]) for s, r in receivers.items()}})
@@ -114,7 +115,7 @@ class SyncCoordinator:
     def __init__(self, client, listen_ip, names, update_mb, rate_fraction=0.95,
                  max_repair_passes=20, connect_timeout_s=30.0):
         self.client = client
-        self.update_mb = update_mb
+        self.update_size = len(model_bytes(update_mb, seed=0))
         self.rate_fraction = rate_fraction   # senders pace a little below their reservation
         self.max_repair_passes = max_repair_passes
         self.listener = socket.create_server((listen_ip, COORDINATOR_PORT))
@@ -133,9 +134,12 @@ class SyncCoordinator:
             raise RuntimeError("unexpected peers: %s" % ", ".join(sorted(unexpected)))
 
     def run_round(self, request):
-        """One round on the fabric (request: the POST /selmcast/rounds body minus workers)."""
+        """One round on the fabric (request: the POST /selmcast/rounds body minus workers and
+        update_mb). The controller is given the update's size on the wire, headers included:
+        the bytes that the links, meters and shapers carry, so its t predicts the round."""
         started_setup = time.perf_counter()
-        plan = self.client.request("POST", "/selmcast/rounds", dict(request, workers=self.names))
+        plan = self.client.request("POST", "/selmcast/rounds", dict(
+            request, workers=self.names, update_mb=wire_bytes(self.update_size) / 1e6))
         try:
             return dict(self._move_updates(plan, time.perf_counter() - started_setup),
                         plan=plan)
@@ -156,7 +160,7 @@ class SyncCoordinator:
         rate_of = {tree["source"]: 0.0 for tree in plan["trees"]}
         for tree in plan["trees"]:
             rate_of[tree["source"]] += tree["bandwidth_mbps"] * self.rate_fraction
-        size = len(model_bytes(self.update_mb, seed=0))
+        size = self.update_size
         for name, channel in self.peers.items():
             channel.send({"round": number, "seed": self.names.index(name), "size": size,
                           "send": groups_of[name], "rate_mbps": rate_of.get(name, 1.0),
@@ -171,6 +175,7 @@ class SyncCoordinator:
         for name, channel in self.peers.items():
             channel.send({"go": number, "expected": {s: hashes[s] for s in receive[name]}})
         self._wait_sent(self.names, number)
+        send_s = time.perf_counter() - started
         passes = 0
         while True:
             reports = {}
@@ -199,7 +204,8 @@ class SyncCoordinator:
             channel.send({"done": number})
         verified = all(all(report["verified"].values()) for report in reports.values())
         deliveries = sum(len(r["verified"]) for r in reports.values())
-        return {"completion_s": completion_s, "setup_s": setup_s, "repair_passes": passes,
+        return {"completion_s": completion_s, "send_s": send_s, "setup_s": setup_s,
+                "repair_passes": passes,
                 "verified": verified, "deliveries": deliveries}
 
     def _wait_sent(self, senders, number):

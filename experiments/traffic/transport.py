@@ -14,6 +14,7 @@ import numpy as np
 DATA_PORT = 7001
 HEADER = struct.Struct("!III")           # round, chunk index, chunk count
 CHUNK_BYTES = 1472 - HEADER.size         # a UDP payload that fills a 1500-byte MTU
+WIRE_OVERHEAD = 14 + 20 + 8 + HEADER.size  # Ethernet, IP, UDP and our header per chunk
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
 SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
@@ -27,6 +28,11 @@ def model_bytes(model_mb, seed=0):
 
 def chunk_count(size):
     return -(-size // CHUNK_BYTES)
+
+
+def wire_bytes(size):
+    """Bytes a `size`-byte payload takes on the links (what meters and shapers count)."""
+    return size + chunk_count(size) * WIRE_OVERHEAD
 
 
 def ranges(indices):
@@ -53,18 +59,17 @@ def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None
     paced so that all copies together take rate_mbps of wire bytes; returns payload
     bytes sent. idle(seconds), if given, is called instead of sleeping when ahead."""
     seconds_per_byte = 8 / (rate_mbps * 1e6)
-    wire_overhead = 14 + 20 + 8 + HEADER.size
     chunks = chunk_count(len(data))
-    started, wire_bytes, sent = time.perf_counter(), 0, 0
+    started, on_wire, sent = time.perf_counter(), 0, 0
     view = memoryview(data)
     for index in indices:
         payload = view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
         packet = HEADER.pack(number, index, chunks) + payload
         for destination in destinations:
             sender.sendto(packet, destination)
-            wire_bytes += len(payload) + wire_overhead
+            on_wire += len(payload) + WIRE_OVERHEAD
             sent += len(payload)
-        due = started + wire_bytes * seconds_per_byte
+        due = started + on_wire * seconds_per_byte
         while due - time.perf_counter() > 0.001:   # idle() may return early
             (idle or time.sleep)(due - time.perf_counter())
     return sent
@@ -99,12 +104,7 @@ class ChunkReceiver:
             self.have[index] = True
 
     def drain(self):
-        """Take every chunk still arriving until the socket is quiet."""
-        quiet = selectors.DefaultSelector()
-        quiet.register(self.sock, selectors.EVENT_READ)
-        while quiet.select(QUIET_BEFORE_REPORT_S):
-            self.take()
-        quiet.close()
+        drain([self])
 
     def missing(self):
         return ranges(np.flatnonzero(~self.have).tolist())
@@ -114,6 +114,21 @@ class ChunkReceiver:
 
     def close(self):
         self.sock.close()
+
+
+def drain(receivers):
+    """Take every chunk still arriving for any of `receivers` until all their sockets are
+    quiet (one quiet period for all: a receiver of many senders reports sooner)."""
+    quiet = selectors.DefaultSelector()
+    for receiver in receivers:
+        quiet.register(receiver.sock, selectors.EVENT_READ, receiver)
+    while True:
+        ready = quiet.select(QUIET_BEFORE_REPORT_S)
+        if not ready:
+            break
+        for key, _events in ready:
+            key.data.take()
+    quiet.close()
 
 
 class Channel:
