@@ -4,7 +4,12 @@ A description is JSON (see mininet_topos/description.py)::
 
     {"switches": [{"name", "dpid", "role"}],
      "links":    [{"a", "a_port", "b", "b_port", "capacity_mbps"}],   # switch-switch cables
-     "hosts":    [{"name", "ip", "mac", "switch", "port", "capacity_mbps"}]}
+     "hosts":    [{"name", "ip", "mac", "switch", "port", "capacity_mbps",
+                   "role", "aggregation_mbps"}]}
+
+A host's role is "host" (the default) or "aggregator": a host attached to a
+programmable switch that sums gradients (OpenFlow switches cannot add), with
+its processing capacity `aggregation_mbps` (default: its link capacity).
 
 The graph is directed, one edge per direction of every cable, because links
 are full duplex and load, reservations and utilization are per direction.
@@ -18,6 +23,8 @@ import re
 import networkx as nx
 
 MAC_PATTERN = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+AGGREGATOR = "aggregator"
+HOST_ROLES = ("host", AGGREGATOR)
 
 
 class FabricError(ValueError):
@@ -104,6 +111,16 @@ class FabricView:
         name, switch = _field(item, "name", str, where), _field(item, "switch", str, where)
         ip, mac = _field(item, "ip", str, where), _field(item, "mac", str, where).lower()
         port, capacity = _positive_port(item, "port", where), _capacity(item, where)
+        role = item.get("role", "host")
+        _require(role in HOST_ROLES, "%s: 'role' must be one of %s, got %r", where,
+                 ", ".join(HOST_ROLES), role)
+        attributes = {"role": role}
+        if role == AGGREGATOR:
+            aggregation = item.get("aggregation_mbps", capacity)
+            _require(isinstance(aggregation, (int, float)) and not isinstance(aggregation, bool)
+                     and aggregation > 0, "%s: aggregation_mbps must be positive, got %r",
+                     where, aggregation)
+            attributes["aggregation_mbps"] = float(aggregation)
         _require(name not in self.graph, "%s: duplicate node name %r", where, name)
         try:
             ip = str(ipaddress.IPv4Address(ip))
@@ -113,7 +130,7 @@ class FabricView:
         _require(ip not in self.host_by_ip, "%s: duplicate IP %s", where, ip)
         _require(mac not in self.host_by_mac, "%s: duplicate MAC %s", where, mac)
         self._claim_port(switch, port, where)
-        self.graph.add_node(name, kind="host", ip=ip, mac=mac)
+        self.graph.add_node(name, kind="host", ip=ip, mac=mac, **attributes)
         self.graph.add_edge(switch, name, port=port, capacity_mbps=capacity, kind="host")
         self.graph.add_edge(name, switch, port=None, capacity_mbps=capacity, kind="host")
         self.host_by_ip[ip] = name
@@ -124,6 +141,15 @@ class FabricView:
 
     def is_host(self, node):
         return self.graph.nodes.get(node, {}).get("kind") == "host"
+
+    def is_aggregator(self, node):
+        return self.graph.nodes.get(node, {}).get("role") == AGGREGATOR
+
+    @property
+    def aggregators(self):
+        """{aggregator host: processing capacity in Mbit/s}."""
+        return {h: self.graph.nodes[h]["aggregation_mbps"] for h in self.hosts
+                if self.is_aggregator(h)}
 
     @property
     def switches(self):
@@ -171,4 +197,7 @@ class FabricView:
             switch, port = self.attachment(host)
             hosts.append({"name": host, "ip": self.ip(host), "mac": self.mac(host), "switch": switch,
                           "port": port, "capacity_mbps": self.graph.edges[switch, host]["capacity_mbps"]})
+            if self.is_aggregator(host):
+                hosts[-1].update(role=AGGREGATOR,
+                                 aggregation_mbps=self.graph.nodes[host]["aggregation_mbps"])
         return {"switches": switches, "links": links, "hosts": hosts}

@@ -114,6 +114,9 @@ def validate_request(view, source, receivers, demand_mbps):
             raise TreeRequestError("receiver %r is not a host" % (receiver,))
     if len(set(receivers)) != len(receivers):
         raise TreeRequestError("receivers must not repeat")
+    aggregators = [h for h in [source, *receivers] if view.is_aggregator(h)]
+    if aggregators:   # they sum gradients for the INA app; trees span worker hosts only
+        raise TreeRequestError("%s is an aggregator, not a multicast member" % aggregators[0])
     if source in receivers:
         raise TreeRequestError("the source cannot be a receiver")
     if isinstance(demand_mbps, bool) or not isinstance(demand_mbps, (int, float)) or not demand_mbps > 0:
@@ -129,7 +132,8 @@ def is_spine_leaf(view):
     for tail, head, data in view.links():
         if data["kind"] == "fabric" and {roles[tail], roles[head]} != {"spine", "leaf"}:
             return False
-        if data["kind"] == "host" and view.is_switch(tail) and roles[tail] != "leaf":
+        if data["kind"] == "host" and view.is_switch(tail) and roles[tail] != "leaf" \
+                and not view.is_aggregator(head):   # aggregators may hang off spines
             return False
     return True
 

@@ -23,4 +23,6 @@ def describe(topo):
         host_info = topo.nodeInfo(host)
         hosts.append({"name": host, "ip": host_info["ip"].split("/")[0], "mac": host_info["mac"],
                       "switch": switch, "port": port, "capacity_mbps": capacity})
+        if host_info.get("role", "host") != "host":
+            hosts[-1].update(role=host_info["role"], aggregation_mbps=host_info["aggregation_mbps"])
     return {"switches": switches, "links": links, "hosts": hosts}

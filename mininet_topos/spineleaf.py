@@ -13,6 +13,14 @@ From the Mininet CLI (userspace datapath, see PLATFORM.md)::
     mn --custom mininet_topos/spineleaf.py --topo spineleaf,8,8,2 \\
        --switch ovs,datapath=user,protocols=OpenFlow13 --link tc \\
        --controller remote,port=6653
+
+Aggregator hosts (in-network aggregation, apps/ina_placement.py) hang off the
+switches marked programmable: aggregators="leaves", "spines", "all", or chosen
+switches ("leaf1+spine2" from mn, or a list), e.g.
+`--topo spineleaf,8,8,2,aggregators=leaves,aggregator_bw=9`. The aggregator of
+switch X is host "agg-X" (role "aggregator"), numbered after the workers, on
+the switch's last port; its link is shaped to its processing capacity
+aggregator_bw (Mbit/s), which enforces that capacity.
 """
 
 import argparse
@@ -58,7 +66,8 @@ class SpineLeafTopo(Topo):
     for heterogeneous workers); links are shaped to them (use a TCLink).
     """
 
-    def build(self, spines=2, leaves=2, hosts_per_leaf=1, bw=20, host_bw=None):
+    def build(self, spines=2, leaves=2, hosts_per_leaf=1, bw=20, host_bw=None, aggregators=None,
+              aggregator_bw=None):
         validate_size("spines", spines)
         validate_size("leaves", leaves)
         validate_size("hosts_per_leaf", hosts_per_leaf)
@@ -86,6 +95,37 @@ class SpineLeafTopo(Topo):
                 host = self.addHost("h%d" % number, ip="%s/8" % host_ip(number),
                                     mac=host_mac(number))
                 self.addLink(host, leaf_name, port1=0, port2=spines + k, bw=host_bws[number - 1])
+        programmable = programmable_switches(aggregators, spine_names,
+                                             ["leaf%d" % leaf for leaf in range(1, leaves + 1)])
+        aggregator_bw = bw if aggregator_bw is None else float(aggregator_bw)
+        validate_rate("aggregator_bw", aggregator_bw)
+        for number, switch in enumerate(programmable, start=host_count + 1):
+            port = spines + hosts_per_leaf + 1 if switch.startswith("leaf") else leaves + 1
+            add_aggregator(self, switch, number, port, aggregator_bw)
+
+
+def programmable_switches(aggregators, spine_names, leaf_names):
+    """The switches that get an aggregator host, in a stable order."""
+    if aggregators in (None, "none", ""):
+        return []
+    groups = {"leaves": leaf_names, "spines": spine_names, "all": spine_names + leaf_names}
+    if isinstance(aggregators, str) and aggregators in groups:
+        return groups[aggregators]
+    chosen = aggregators.split("+") if isinstance(aggregators, str) else list(aggregators)
+    unknown = sorted(set(chosen) - set(groups["all"]))
+    if unknown:
+        raise ValueError("aggregators: no switch named %s (give leaves, spines, all or switch "
+                         "names)" % ", ".join(unknown))
+    return [s for s in groups["all"] if s in chosen]
+
+
+def add_aggregator(topo, switch, number, port, capacity_mbps):
+    """Host agg-<switch>: an aggregator whose link is shaped to its capacity."""
+    name = "agg-%s" % switch
+    topo.addHost(name, ip="%s/8" % host_ip(number), mac=host_mac(number), role="aggregator",
+                 aggregation_mbps=capacity_mbps)
+    topo.addLink(name, switch, port1=0, port2=port, bw=capacity_mbps)
+    return name
 
 
 topos = {"spineleaf": SpineLeafTopo}
@@ -100,6 +140,11 @@ def parse_args(argv):
     parser.add_argument("hosts_per_leaf", type=int)
     parser.add_argument("--bw", type=float, default=20, help="spine-leaf link rate, Mbit/s")
     parser.add_argument("--host-bw", type=float, default=None, help="host link rate, Mbit/s")
+    parser.add_argument("--aggregators", default=None,
+                        help="switches with an aggregator host: leaves, spines, all, or names "
+                             "joined by + (default: none)")
+    parser.add_argument("--aggregator-bw", type=float, default=None,
+                        help="aggregator capacity (and link rate), Mbit/s (default: --bw)")
     return parser.parse_args(argv)
 
 
@@ -108,7 +153,8 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
-                             hosts_per_leaf=args.hosts_per_leaf, bw=args.bw, host_bw=args.host_bw)
+                             hosts_per_leaf=args.hosts_per_leaf, bw=args.bw, host_bw=args.host_bw,
+                             aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
     except ValueError as error:
         sys.exit("error: %s" % error)
     json.dump(describe(topo), sys.stdout, indent=1)

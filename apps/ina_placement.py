@@ -1,0 +1,522 @@
+"""GRID (Fang et al., IEEE/ACM ToN 2023): where each worker's gradient is aggregated,
+and along which path, so that the minimum worker sending rate theta is largest.
+
+Aggregation happens on aggregator hosts attached to programmable switches (an
+OpenFlow switch cannot add). A worker's gradient stream either goes to one
+aggregator, which sums the streams of its workers and sends one aggregate on
+to the PS, or straight to the PS. Every stream of a round runs at the same
+rate, so an aggregate runs at the rate of its inputs.
+
+The model (paper's LP with the link constraints it leaves out): for worker n
+and each of its options o (an aggregator or the PS, reached by one of at most
+`max_paths` candidate paths), a rate r[n, o]; for each aggregator a and each
+candidate path q from a to the PS, an aggregate rate y[a, q].
+
+    maximize theta
+    theta <= sum_o r[n, o]                       every worker n
+    r[n, o] <= sum_q y[a, q]                     every option o at aggregator a
+    sum_(n, o at a) r[n, o] <= C_a               every aggregator a (processing capacity)
+    sum of the r and y whose paths use e <= c_e  every directed link e, host links
+                                                 included (the PS's link is its ingress T)
+
+The LP relaxation is solved with scipy's HiGHS. R-GRIA rounding: each worker
+keeps one option, option o with probability r[n, o] / sum_o r[n, o], and each
+aggregator one path q with probability y[a, q] / sum_q y[a, q]; the rounded
+plan sends at the LP rates and may overload a resource (`rounded_overload`).
+Repair then gives every stream the rate the resources allow (capacity over
+the number of streams on each), and moves single workers or aggregate paths
+while that raises theta. Rounding runs `trials` times (seeded); the best
+repaired plan wins. The relaxation lets a worker split into many small streams
+whose aggregates are cheap, so theta_lp is an upper bound, not a promise.
+
+Baselines, on the same model:
+- `no-ina` (Geryon-like): every worker to the PS, load-balanced over the
+  candidate paths (LP, rounding, repair).
+- `nearest` (ATP-like): the worker's default route (first candidate path to
+  the PS); the first aggregator on it aggregates what its capacity allows and
+  the rest of the gradient goes on to the PS unaggregated along the same
+  route (the LP's split is kept: a worker sends that share of its fragments
+  to the aggregator).
+- `switchml` (SwitchML-like): all of a worker's gradient is aggregated at the
+  aggregator of its own switch (ToR), on default routes; workers whose ToR
+  has none send to the PS.
+
+Paths are node tuples from the worker (or aggregator) host to the aggregator
+(or PS) host: the shortest ones, each (source, target) pair starting at its
+own rotation (a stable hash) so that pairs spread over spines as ECMP would,
+then paths one hop longer when the shortest are fewer than max_paths (the
+worked example's detour s1-s2-s3). Rates are in the graph's units (Mbit/s).
+"""
+
+import itertools
+import random as random_module
+import zlib
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
+POLICIES = (GRID, NO_INA, NEAREST, SWITCHML)
+DEFAULT_MAX_PATHS = 4
+DEFAULT_MAX_AGGREGATORS = 8
+DEFAULT_TRIALS = 8
+TOLERANCE = 1e-9
+
+
+class PlacementError(ValueError):
+    """The job cannot be planned as asked (unknown nodes, no capacity, no path)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way a worker's gradient leaves: to `node` (an aggregator or the PS) along `path`."""
+    node: str
+    path: tuple
+
+
+@dataclass
+class InaProblem:
+    """graph: directed, `capacity_mbps` on every edge (what is available to this job);
+    aggregators: {aggregator host: processing capacity C_a}."""
+    graph: nx.DiGraph
+    workers: list
+    ps: str
+    aggregators: dict
+    max_paths: int = DEFAULT_MAX_PATHS
+    max_aggregators: int = DEFAULT_MAX_AGGREGATORS
+    _paths: dict = field(default_factory=dict, repr=False)
+    _distances: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        nodes = [*self.workers, self.ps, *self.aggregators]
+        unknown = [n for n in nodes if n not in self.graph]
+        if unknown:
+            raise PlacementError("unknown node(s): %s" % ", ".join(map(str, unknown)))
+        if len(set(nodes)) != len(nodes):
+            raise PlacementError("workers, PS and aggregators must be distinct nodes")
+        if not self.workers:
+            raise PlacementError("a job needs at least one worker")
+        for aggregator, capacity in self.aggregators.items():
+            if not capacity > 0:
+                raise PlacementError("aggregator %s has no capacity (%r)" % (aggregator, capacity))
+
+    def paths(self, source, target):
+        """At most max_paths candidate paths source -> target (cached; see module doc)."""
+        key = (source, target)
+        if key not in self._paths:
+            self._paths[key] = candidate_paths(self.graph, source, target, self.max_paths,
+                                               self._distances_to(target))
+        return self._paths[key]
+
+    def hops(self, source, target):
+        return self._distances_to(target)[source]
+
+    def _distances_to(self, target):
+        if target not in self._distances:   # one BFS per target serves every source
+            self._distances[target] = nx.single_source_shortest_path_length(
+                self.graph.reverse(copy=False), target)
+        return self._distances[target]
+
+    def candidate_aggregators(self, worker):
+        """The max_aggregators aggregators least off the worker's way to the PS (detour
+        in hops, then distance from the worker, then a rotation per worker)."""
+        direct = self.hops(worker, self.ps)
+        rotation = zlib.crc32(worker.encode())
+
+        def rank(item):
+            position, aggregator = item
+            to_aggregator = self.hops(worker, aggregator)
+            detour = to_aggregator + self.hops(aggregator, self.ps) - direct
+            return detour, to_aggregator, (position + rotation) % len(self.aggregators)
+
+        ranked = sorted(enumerate(sorted(self.aggregators)), key=rank)
+        return [aggregator for _position, aggregator in ranked[:self.max_aggregators]]
+
+    def switch_of(self, host):
+        (switch,) = self.graph.successors(host)
+        return switch
+
+
+def candidate_paths(graph, source, target, max_paths, distances=None):
+    """At most max_paths paths source -> target: shortest ones first, then (if fewer)
+    paths one hop longer (one sideways step). Where paths branch, the successors are
+    taken in a rotation that depends on the pair, so pairs spread over equal paths as
+    ECMP spreads flows. distances: hop counts to `target` (computed if not given)."""
+    if distances is None:
+        distances = nx.single_source_shortest_path_length(graph.reverse(copy=False), target)
+    if source not in distances:
+        raise PlacementError("no path from %s to %s" % (source, target))
+    rotation = zlib.crc32(("%s>%s" % (source, target)).encode())
+    chosen = list(itertools.islice(_descents(graph, distances, source, 0, rotation), max_paths))
+    if len(chosen) < max_paths:
+        chosen += itertools.islice(_descents(graph, distances, source, 1, rotation),
+                                   max_paths - len(chosen))
+    return chosen
+
+
+def _descents(graph, distances, node, sideways, rotation):
+    """Paths from `node` to distance 0 that take exactly `sideways` steps to a node no
+    closer (such paths are simple: after a sideways step they only descend)."""
+    here = distances[node]
+    if here == 0:
+        if sideways == 0:
+            yield (node,)
+        return
+    successors = sorted(graph.successors(node))
+    start = rotation % len(successors)
+    for successor in successors[start:] + successors[:start]:
+        there = distances.get(successor)
+        if there == here - 1:
+            rests = _descents(graph, distances, successor, sideways, rotation)
+        elif there == here and sideways > 0:
+            rests = _descents(graph, distances, successor, sideways - 1, rotation)
+        else:
+            continue
+        for rest in rests:
+            yield (node,) + rest
+
+
+@dataclass
+class InaPlan:
+    """A worker's legs are [(Option, share of its fragments)]; aggregate_paths maps each
+    aggregator in use to its path to the PS. Every stream runs at theta."""
+    policy: str
+    theta_lp: float
+    theta_rounded: float
+    rounded_overload: float
+    theta: float
+    legs: dict
+    aggregate_paths: dict
+
+    def workers_at(self, aggregator):
+        return sorted(w for w, legs in self.legs.items()
+                      if any(option.node == aggregator for option, _share in legs))
+
+
+def options_for(problem, policy):
+    """{worker: [Option]} that `policy` may choose from, and {aggregator: [paths]}."""
+    ps = problem.ps
+    if policy == GRID:
+        options = {w: [Option(a, p) for a in problem.candidate_aggregators(w)
+                       for p in problem.paths(w, a)]
+                   + [Option(ps, p) for p in problem.paths(w, ps)] for w in problem.workers}
+        used = sorted({o.node for os in options.values() for o in os} - {ps})
+        return options, {a: problem.paths(a, ps) for a in used}
+    if policy == NO_INA:
+        return {w: [Option(ps, p) for p in problem.paths(w, ps)] for w in problem.workers}, {}
+    if policy in (NEAREST, SWITCHML):
+        by_switch = {problem.switch_of(a): a for a in sorted(problem.aggregators, reverse=True)}
+        options, aggregate_paths = {}, {}
+        for worker in problem.workers:
+            route = problem.paths(worker, ps)[0]
+            on_route = route[1:2] if policy == SWITCHML else route[1:-1]
+            aggregator = next((by_switch[s] for s in on_route if s in by_switch), None)
+            if aggregator is None:
+                options[worker] = [Option(ps, route)]
+                continue
+            at = route.index(problem.switch_of(aggregator))
+            options[worker] = [Option(aggregator, route[:at + 1] + (aggregator,))]
+            if policy == NEAREST:
+                options[worker].append(Option(ps, route))
+            aggregate_paths.setdefault(aggregator, [(aggregator,) + route[at:]])
+        return options, aggregate_paths
+    raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
+
+
+def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
+    """The policy's plan for `problem` (see the module doc)."""
+    options, aggregate_paths = options_for(problem, policy)
+    lp = _solve_lp(problem, options, aggregate_paths)
+    if policy == NEAREST:   # ATP keeps its split: no rounding, and the LP's rates are feasible
+        # aggregate all that the capacity allows, spill only the rest
+        lp = _solve_lp(problem, options, aggregate_paths, min_theta=lp.theta * (1 - 1e-9))
+        legs = {w: [(o, r / lp.worker_rate[w]) for o, r in lp.rates[w].items() if r > TOLERANCE]
+                for w in problem.workers}
+        used = {o.node for w in legs for o, _ in legs[w]} - {problem.ps}
+        return InaPlan(policy, lp.theta, lp.theta, 1.0, lp.theta, legs,
+                       {a: aggregate_paths[a][0] for a in sorted(used)})
+    rng = random_module.Random(seed)
+    # repair moves among the options the LP uses (and each worker's default route)
+    supported = {w: [o for o in options[w] if lp.rates[w][o] > TOLERANCE or o == options[w][0]]
+                 for w in problem.workers}
+    best = None
+    for _trial in range(max(1, trials) if policy in (GRID, NO_INA) else 1):
+        choice, paths = _round(problem, lp, rng)
+        theta_rounded, overload = _rounded_rates(problem, lp, choice, paths)
+        assignment = _Assignment(problem, supported, lp.aggregate_paths, choice, paths)
+        assignment.improve()
+        if best is None or assignment.theta() > best[0] + TOLERANCE:
+            best = (assignment.theta(), theta_rounded, overload, assignment)
+    theta, theta_rounded, overload, assignment = best
+    return InaPlan(policy, lp.theta, theta_rounded, overload, theta,
+                   {w: [(o, 1.0)] for w, o in assignment.choice.items()},
+                   assignment.used_aggregate_paths())
+
+
+@dataclass
+class _LpSolution:
+    theta: float
+    rates: dict             # worker -> {Option: r}
+    worker_rate: dict       # worker -> sum of its r
+    aggregate_rates: dict   # aggregator -> {path: y}
+    aggregate_paths: dict   # aggregator -> candidate paths
+
+
+def _edges(path):
+    return zip(path, path[1:])
+
+
+def _solve_lp(problem, options, aggregate_paths, min_theta=None):
+    """The LP of the module doc over these options (HiGHS). With min_theta, instead:
+    the most aggregated traffic among plans with theta >= min_theta."""
+    columns = [("theta",)]
+    columns += [("r", w, o) for w in problem.workers for o in options[w]]
+    columns += [("y", a, q) for a in sorted(aggregate_paths) for q in aggregate_paths[a]]
+    index = {c: i for i, c in enumerate(columns)}
+    rows, cols, values, bounds = [], [], [], []
+
+    def constraint(entries, bound):
+        row = len(bounds)
+        for column, value in entries:
+            rows.append(row)
+            cols.append(column)
+            values.append(value)
+        bounds.append(bound)
+
+    for w in problem.workers:
+        constraint([(0, 1.0)] + [(index["r", w, o], -1.0) for o in options[w]], 0.0)
+    link_entries = {}
+    aggregator_entries = {a: [] for a in problem.aggregators}
+    for w in problem.workers:
+        for o in options[w]:
+            column = index["r", w, o]
+            for edge in _edges(o.path):
+                link_entries.setdefault(edge, []).append(column)
+            if o.node != problem.ps:
+                aggregator_entries[o.node].append(column)
+                constraint([(column, 1.0)] + [(index["y", o.node, q], -1.0)
+                                              for q in aggregate_paths[o.node]], 0.0)
+    for a, paths in aggregate_paths.items():
+        for q in paths:
+            for edge in _edges(q):
+                link_entries.setdefault(edge, []).append(index["y", a, q])
+    for a, entries in aggregator_entries.items():
+        if entries:
+            constraint([(c, 1.0) for c in entries], problem.aggregators[a])
+    for edge, entries in link_entries.items():
+        constraint([(c, 1.0) for c in entries], problem.graph.edges[edge]["capacity_mbps"])
+    matrix = coo_matrix((values, (rows, cols)), shape=(len(bounds), len(columns))).tocsr()
+    objective = np.zeros(len(columns))
+    variable_bounds = [(0, None)] * len(columns)
+    if min_theta is None:
+        objective[0] = -1.0
+    else:
+        variable_bounds[0] = (min_theta, None)
+        for w in problem.workers:
+            for o in options[w]:
+                if o.node != problem.ps:
+                    objective[index["r", w, o]] = -1.0
+    result = linprog(objective, A_ub=matrix, b_ub=np.array(bounds), bounds=variable_bounds,
+                     method="highs")
+    if result.status != 0:
+        raise PlacementError("the placement LP failed: %s" % result.message)
+    x = result.x
+    rates = {w: {o: float(x[index["r", w, o]]) for o in options[w]} for w in problem.workers}
+    return _LpSolution(
+        theta=float(x[0]), rates=rates,
+        worker_rate={w: sum(rates[w].values()) for w in problem.workers},
+        aggregate_rates={a: {q: float(x[index["y", a, q]]) for q in aggregate_paths[a]}
+                         for a in aggregate_paths},
+        aggregate_paths=aggregate_paths)
+
+
+def _pick(rng, weights):
+    """A key of `weights` with probability proportional to its weight (the first if all 0)."""
+    keys = list(weights)
+    total = sum(max(v, 0.0) for v in weights.values())
+    if total <= TOLERANCE:
+        return keys[0]
+    return rng.choices(keys, weights=[max(weights[k], 0.0) for k in keys])[0]
+
+
+def _round(problem, lp, rng):
+    choice = {w: _pick(rng, lp.rates[w]) for w in problem.workers}
+    paths = {a: _pick(rng, lp.aggregate_rates[a]) for a in lp.aggregate_paths}
+    return choice, paths
+
+
+def _rounded_rates(problem, lp, choice, paths):
+    """theta and the worst load/capacity when every worker sends at its LP rate on its
+    one chosen option and every aggregate at the largest rate among its workers."""
+    load = {}
+    aggregate_rate = {}
+    for w, option in choice.items():
+        rate = lp.worker_rate[w]
+        for edge in _edges(option.path):
+            load[edge] = load.get(edge, 0.0) + rate
+        if option.node != problem.ps:
+            load[option.node] = load.get(option.node, 0.0) + rate
+            aggregate_rate[option.node] = max(aggregate_rate.get(option.node, 0.0), rate)
+    for a, rate in aggregate_rate.items():
+        for edge in _edges(paths[a]):
+            load[edge] = load.get(edge, 0.0) + rate
+    overload = max((value / _capacity(problem, resource) for resource, value in load.items()),
+                   default=0.0)
+    return min(lp.worker_rate.values()), overload
+
+
+def _capacity(problem, resource):
+    """An aggregator's processing capacity, or a directed link's capacity."""
+    if isinstance(resource, tuple):
+        return problem.graph.edges[resource]["capacity_mbps"]
+    return problem.aggregators[resource]
+
+
+class _Assignment:
+    """One option per worker and one path per aggregator in use; every stream at the
+    same rate theta = min over resources of capacity / streams on it.
+
+    improve() is a local search over single moves (a worker to another of its
+    candidate options, an aggregate to another path), scored by theta, then by
+    fewer resources at theta (so that a move that frees one of two bottlenecks
+    counts). A move changes few resources, so a candidate is scored from those
+    and the smallest ratios of the rest."""
+
+    SMALLEST = 64
+
+    def __init__(self, problem, options, aggregate_paths, choice, paths):
+        self.problem, self.options, self.aggregate_paths = problem, options, aggregate_paths
+        self.choice, self.paths = dict(choice), dict(paths)
+        resources = {e for os in options.values() for o in os for e in _edges(o.path)}
+        resources |= {e for qs in aggregate_paths.values() for q in qs for e in _edges(q)}
+        self.resources = sorted(resources, key=str) + sorted(problem.aggregators)
+        self.position = {r: i for i, r in enumerate(self.resources)}
+        self.capacity = np.array([_capacity(problem, r) for r in self.resources], dtype=float)
+        self.streams = np.zeros(len(self.resources))
+        self.members = {a: 0 for a in problem.aggregators}
+        for worker, option in self.choice.items():
+            self._apply(self._worker_delta(worker, option, fresh=True))
+            self.members[option.node] = self.members.get(option.node, 0) + 1
+
+    def _indices(self, path):
+        return [self.position[e] for e in _edges(path)]
+
+    def _stream(self, option):
+        indices = self._indices(option.path)
+        if option.node != self.problem.ps:
+            indices.append(self.position[option.node])
+        return indices
+
+    def _worker_delta(self, worker, option, fresh=False):
+        """{resource index: change in streams} if `worker` moved to `option`."""
+        delta = {}
+        old = None if fresh else self.choice[worker]
+        same_node = old is not None and old.node == option.node
+        for sign, chosen in ((-1, old), (+1, option)):
+            if chosen is None:
+                continue
+            for i in self._stream(chosen):
+                delta[i] = delta.get(i, 0) + sign
+            node = chosen.node
+            if node == self.problem.ps or same_node:
+                continue
+            members = self.members.get(node, 0)
+            if (sign < 0 and members == 1) or (sign > 0 and members == 0):
+                for i in self._indices(self.paths[node]):   # the aggregate appears or goes
+                    delta[i] = delta.get(i, 0) + sign
+        return delta
+
+    def _aggregate_delta(self, aggregator, path):
+        delta = {}
+        for sign, chosen in ((-1, self.paths[aggregator]), (+1, path)):
+            for i in self._indices(chosen):
+                delta[i] = delta.get(i, 0) + sign
+        return delta
+
+    def _apply(self, delta):
+        for i, change in delta.items():
+            self.streams[i] += change
+
+    def _ratios(self):
+        ratio = np.full(len(self.resources), np.inf)
+        used = self.streams > 0
+        ratio[used] = self.capacity[used] / self.streams[used]
+        return ratio
+
+    def theta(self):
+        ratio = self._ratios()
+        return float(ratio.min()) if np.isfinite(ratio).any() else 0.0
+
+    def _score(self, delta, smallest, ratio):
+        """(theta, -resources at theta) after applying delta."""
+        changed = []
+        for i, change in delta.items():
+            streams = self.streams[i] + change
+            changed.append(self.capacity[i] / streams if streams > 0 else np.inf)
+        # every resource outside `smallest` has a ratio >= theirs (argpartition)
+        others = [ratio[i] for i in smallest if i not in delta]
+        values = changed + others
+        if not others:   # rare: the move touches every one of the smallest
+            values = list(np.delete(ratio, list(delta))) + changed
+        theta = min(values)
+        return theta, -sum(1 for v in values if v <= theta * (1 + 1e-9))
+
+    def _bottleneck_users(self, ratio):
+        """Workers and aggregators whose streams use a resource that sets theta."""
+        tight = set(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist())
+        workers = [w for w, o in self.choice.items()
+                   if tight.intersection(self._stream(o))
+                   or (o.node != self.problem.ps
+                       and tight.intersection(self._indices(self.paths[o.node])))]
+        aggregators = [a for a in self.paths if self.members.get(a)
+                       and tight.intersection(self._indices(self.paths[a]))]
+        return workers, aggregators
+
+    def improve(self):
+        """Take the best single move while it raises the score (see the class doc)."""
+        while True:
+            ratio = self._ratios()
+            if not np.isfinite(ratio).any():
+                return
+            count = min(self.SMALLEST, len(ratio))
+            smallest = np.argpartition(ratio, count - 1)[:count].tolist()
+            current = self._score({}, smallest, ratio)
+            best, move = current, None
+            workers, aggregators = self._bottleneck_users(ratio)
+            for worker in workers:
+                for option in self.options[worker]:
+                    if option != self.choice[worker]:
+                        score = self._score(self._worker_delta(worker, option), smallest, ratio)
+                        if _better(score, best):
+                            best, move = score, ("worker", worker, option)
+            for aggregator in aggregators:
+                for path in self.aggregate_paths[aggregator]:
+                    if path != self.paths[aggregator]:
+                        score = self._score(self._aggregate_delta(aggregator, path), smallest, ratio)
+                        if _better(score, best):
+                            best, move = score, ("aggregate", aggregator, path)
+            if move is None:
+                return
+            kind, who, what = move
+            if kind == "worker":
+                self._apply(self._worker_delta(who, what))
+                self.members[self.choice[who].node] = self.members.get(self.choice[who].node, 0) - 1
+                self.members[what.node] = self.members.get(what.node, 0) + 1
+                self.choice[who] = what
+            else:
+                self._apply(self._aggregate_delta(who, what))
+                self.paths[who] = what
+
+    def used_aggregate_paths(self):
+        return {a: self.paths[a] for a in sorted(self.paths) if self.members.get(a)}
+
+
+def _better(score, best):
+    """Higher theta (beyond rounding), or the same theta with fewer resources at it."""
+    theta, tight = score
+    if theta > best[0] * (1 + 1e-9) + TOLERANCE:
+        return True
+    return theta >= best[0] * (1 - 1e-9) and tight > best[1]
