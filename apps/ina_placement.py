@@ -26,8 +26,12 @@ plan sends at the LP rates and may overload a resource (`rounded_overload`).
 Repair then gives every stream the rate the resources allow (capacity over
 the number of streams on each), and moves single workers or aggregate paths
 while that raises theta. Rounding runs `trials` times (seeded); the best
-repaired plan wins. The relaxation lets a worker split into many small streams
-whose aggregates are cheap, so theta_lp is an upper bound, not a promise.
+repaired plan wins. A last LP over each worker's chosen option plus its
+default route to the PS lets spare capacity carry part of a gradient
+unaggregated, as ATP does; and since GRID's options include the default-route
+plan (`nearest`), GRID returns that plan when it is better. The relaxation
+lets a worker split into many small streams whose aggregates are cheap, so
+theta_lp is an upper bound, not a promise.
 
 Baselines, on the same model:
 - `no-ina` (Geryon-like): every worker to the PS, load-balanced over the
@@ -182,11 +186,15 @@ def _descents(graph, distances, node, sideways, rotation):
 @dataclass
 class InaPlan:
     """A worker's legs are [(Option, share of its fragments)]; aggregate_paths maps each
-    aggregator in use to its path to the PS. Every stream runs at theta."""
+    aggregator in use to its path to the PS. Every worker sends at theta in all.
+    theta_lp: the relaxation's; theta_rounded and rounded_overload: R-GRIA's rounded
+    plan at the LP's rates (the worst load / capacity it causes); theta_repaired: after
+    repair, one option per worker; theta: the plan's (GRID: after the split step)."""
     policy: str
     theta_lp: float
     theta_rounded: float
     rounded_overload: float
+    theta_repaired: float
     theta: float
     legs: dict
     aggregate_paths: dict
@@ -194,6 +202,42 @@ class InaPlan:
     def workers_at(self, aggregator):
         return sorted(w for w, legs in self.legs.items()
                       if any(option.node == aggregator for option, _share in legs))
+
+    def leg_rates(self):
+        """[(worker, Option, Mbit/s)]: every worker sends at theta, split by its shares."""
+        return [(w, option, self.theta * share) for w in sorted(self.legs)
+                for option, share in self.legs[w]]
+
+    def aggregate_rates(self):
+        """{aggregator: Mbit/s}: an aggregate runs at its fastest input (fragment ranges
+        start at 0 for every worker, so the aggregate covers the longest one)."""
+        return _aggregate_rates(self.leg_rates(), self.aggregate_paths)
+
+    def loads(self):
+        """{directed link or aggregator: Mbit/s} that this plan puts on it."""
+        return _loads(self.leg_rates(), self.aggregate_paths)
+
+
+def _aggregate_rates(leg_rates, aggregate_paths):
+    rates = {}
+    for _worker, option, rate in leg_rates:
+        if option.node in aggregate_paths:
+            rates[option.node] = max(rates.get(option.node, 0.0), rate)
+    return rates
+
+
+def _loads(leg_rates, aggregate_paths):
+    load = {}
+    for _worker, option, rate in leg_rates:
+        resources = list(_edges(option.path))
+        if option.node in aggregate_paths:
+            resources.append(option.node)
+        for resource in resources:
+            load[resource] = load.get(resource, 0.0) + rate
+    for aggregator, rate in _aggregate_rates(leg_rates, aggregate_paths).items():
+        for edge in _edges(aggregate_paths[aggregator]):
+            load[edge] = load.get(edge, 0.0) + rate
+    return load
 
 
 def options_for(problem, policy):
@@ -231,16 +275,12 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
     options, aggregate_paths = options_for(problem, policy)
     lp = _solve_lp(problem, options, aggregate_paths)
     if policy == NEAREST:   # ATP keeps its split: no rounding, and the LP's rates are feasible
-        # aggregate all that the capacity allows, spill only the rest
-        lp = _solve_lp(problem, options, aggregate_paths, min_theta=lp.theta * (1 - 1e-9))
-        legs = {w: [(o, r / lp.worker_rate[w]) for o, r in lp.rates[w].items() if r > TOLERANCE]
-                for w in problem.workers}
-        used = {o.node for w in legs for o, _ in legs[w]} - {problem.ps}
-        return InaPlan(policy, lp.theta, lp.theta, 1.0, lp.theta, legs,
-                       {a: aggregate_paths[a][0] for a in sorted(used)})
+        theta, legs, used_paths = _split(problem, options, aggregate_paths, lp.theta)
+        return InaPlan(policy, lp.theta, lp.theta, 1.0, theta, theta, legs, used_paths)
     rng = random_module.Random(seed)
-    # repair moves among the options the LP uses (and each worker's default route)
-    supported = {w: [o for o in options[w] if lp.rates[w][o] > TOLERANCE or o == options[w][0]]
+    # repair moves among the options the LP uses, and each worker's default route
+    supported = {w: [o for o in options[w]
+                     if lp.rates[w][o] > TOLERANCE or o == _default_route(problem, w)]
                  for w in problem.workers}
     best = None
     for _trial in range(max(1, trials) if policy in (GRID, NO_INA) else 1):
@@ -250,10 +290,36 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), theta_rounded, overload, assignment)
-    theta, theta_rounded, overload, assignment = best
-    return InaPlan(policy, lp.theta, theta_rounded, overload, theta,
-                   {w: [(o, 1.0)] for w, o in assignment.choice.items()},
-                   assignment.used_aggregate_paths())
+    repaired, theta_rounded, overload, assignment = best
+    used_paths = assignment.used_aggregate_paths()
+    theta, legs = repaired, {w: [(o, 1.0)] for w, o in assignment.choice.items()}
+    if policy == GRID:
+        # spare capacity may carry part of a gradient unaggregated (as ATP does) ...
+        spill = {w: [o] + ([_default_route(problem, w)] if o.node != problem.ps else [])
+                 for w, o in assignment.choice.items()}
+        theta, legs, used_paths = _split(problem, spill, {a: [q] for a, q in used_paths.items()},
+                                         repaired)
+        # ... and the default-route plan, which GRID's options include, may still be better
+        nearest = plan(problem, NEAREST)
+        if nearest.theta > theta * (1 + 1e-9):
+            theta, legs, used_paths = nearest.theta, nearest.legs, nearest.aggregate_paths
+    return InaPlan(policy, lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths)
+
+
+def _default_route(problem, worker):
+    return Option(problem.ps, problem.paths(worker, problem.ps)[0])
+
+
+def _split(problem, options, aggregate_paths, at_least):
+    """theta, legs and aggregate paths of the LP over these few options per worker (one
+    aggregate path each): the best theta (never below at_least, which these options are
+    known to reach), then as much aggregation as that theta allows."""
+    theta = max(_solve_lp(problem, options, aggregate_paths).theta, at_least)
+    lp = _solve_lp(problem, options, aggregate_paths, min_theta=theta * (1 - 1e-9))
+    legs = {w: [(o, r / lp.worker_rate[w]) for o, r in lp.rates[w].items() if r > TOLERANCE]
+            for w in problem.workers}
+    used = {o.node for w in legs for o, _share in legs[w]} - {problem.ps}
+    return theta, legs, {a: aggregate_paths[a][0] for a in sorted(used)}
 
 
 @dataclass
@@ -351,18 +417,9 @@ def _round(problem, lp, rng):
 def _rounded_rates(problem, lp, choice, paths):
     """theta and the worst load/capacity when every worker sends at its LP rate on its
     one chosen option and every aggregate at the largest rate among its workers."""
-    load = {}
-    aggregate_rate = {}
-    for w, option in choice.items():
-        rate = lp.worker_rate[w]
-        for edge in _edges(option.path):
-            load[edge] = load.get(edge, 0.0) + rate
-        if option.node != problem.ps:
-            load[option.node] = load.get(option.node, 0.0) + rate
-            aggregate_rate[option.node] = max(aggregate_rate.get(option.node, 0.0), rate)
-    for a, rate in aggregate_rate.items():
-        for edge in _edges(paths[a]):
-            load[edge] = load.get(edge, 0.0) + rate
+    used = {o.node for o in choice.values()} - {problem.ps}
+    load = _loads([(w, o, lp.worker_rate[w]) for w, o in choice.items()],
+                  {a: paths[a] for a in used})
     overload = max((value / _capacity(problem, resource) for resource, value in load.items()),
                    default=0.0)
     return min(lp.worker_rate.values()), overload
