@@ -208,6 +208,14 @@ class InaPlan:
         return [(w, option, self.theta * share) for w in sorted(self.legs)
                 for option, share in self.legs[w]]
 
+    def streams(self):
+        """[(source host, destination host, path, Mbit/s)]: every worker leg, then every
+        aggregate, in a stable order: what the network must carry."""
+        legs = [(w, option.node, option.path, rate) for w, option, rate in self.leg_rates()]
+        rates = self.aggregate_rates()
+        return legs + [(a, self.aggregate_paths[a][-1], self.aggregate_paths[a], rates[a])
+                       for a in sorted(self.aggregate_paths)]
+
     def aggregate_rates(self):
         """{aggregator: Mbit/s}: an aggregate runs at its fastest input (fragment ranges
         start at 0 for every worker, so the aggregate covers the longest one)."""

@@ -8,10 +8,15 @@ replace its own flows without touching another's.
 
 FABRIC_COOKIE = 0x5346_0000_0000_0001
 MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
-MULTICAST_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every tree's cookie
+APP_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every cookie of one app
+STEERING_COOKIE_BASE = 0x5346_0003_0000_0000  # | plan id
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+STEERING_METER_BASE = 0x0010_0000            # + plan id * METERS_PER_PLAN + leg index
+METERS_PER_PLAN = 0x1000
 
 PRIORITY_MULTICAST = 400
+PRIORITY_STEERING = 350
+IP_PROTO_UDP = 17
 PRIORITY_ARP = 300
 PRIORITY_PAIR_ROUTE = 200
 PRIORITY_DST_ROUTE = 100
@@ -71,17 +76,23 @@ def multicast_cookie(tree_id):
     return MULTICAST_COOKIE_BASE | tree_id
 
 
+def meter_add(datapath, meter_id, rate_mbps):
+    """A meter that drops what exceeds rate_mbps (with an explicit burst)."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    rate_kbps = max(1, int(round(rate_mbps * 1000)))
+    band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(1, int(rate_kbps * METER_BURST_S)))
+    return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,
+                              flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
+                              meter_id=meter_id, bands=[band])
+
+
 def tree_install(datapath, tree_id, address, in_port, out_ports, rate_mbps):
     """One switch's share of a tree: a meter enforcing the reservation, a group of
     type ALL replicating to the tree children only, and the flow that sends
     packets to the tree's address from the tree parent through both.
     The tree id names the meter and the group."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    rate_kbps = max(1, int(round(rate_mbps * 1000)))
-    band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(1, int(rate_kbps * METER_BURST_S)))
-    meter = parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,
-                               flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
-                               meter_id=tree_id, bands=[band])
+    meter = meter_add(datapath, tree_id, rate_mbps)
     buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
     group = parser.OFPGroupMod(datapath, command=ofproto.OFPGC_ADD, type_=ofproto.OFPGT_ALL,
                                group_id=tree_id, buckets=buckets)
@@ -97,6 +108,42 @@ def tree_removal(datapath, tree_id):
     return [delete_flows(datapath, multicast_cookie(tree_id)),
             parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id),
             parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
+
+
+def steering_cookie(plan_id):
+    return STEERING_COOKIE_BASE | plan_id
+
+
+def steering_meter_id(plan_id, leg_index):
+    """Meter ids of steering legs live above the tree ids (which name tree meters)."""
+    if leg_index >= METERS_PER_PLAN:
+        raise ValueError("a plan has at most %d legs" % METERS_PER_PLAN)
+    return STEERING_METER_BASE + plan_id * METERS_PER_PLAN + leg_index
+
+
+def steering_install(datapath, plan_id, leg_index, src_ip, dst_ip, udp_port, out_port,
+                     rate_mbps=None):
+    """One switch's hop of a steered leg: UDP from src_ip to dst_ip on the plan's port
+    leaves by out_port. On the leg's first switch (rate_mbps given) a meter holds the
+    leg to its planned rate."""
+    parser = datapath.ofproto_parser
+    match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_UDP, ipv4_src=src_ip,
+                            ipv4_dst=dst_ip, udp_dst=udp_port)
+    messages, meter_id = [], None
+    if rate_mbps is not None:
+        meter_id = steering_meter_id(plan_id, leg_index)
+        messages.append(meter_add(datapath, meter_id, rate_mbps))
+    messages.append(flow_add(datapath, steering_cookie(plan_id), PRIORITY_STEERING, match,
+                             [parser.OFPActionOutput(out_port)], meter_id=meter_id))
+    return messages
+
+
+def steering_removal(datapath, plan_id, meter_ids):
+    """Remove a plan's flows from one switch, then the meters it had there."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return [delete_flows(datapath, steering_cookie(plan_id))] + [
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
+        for meter_id in meter_ids]
 
 
 def packet_out(datapath, out_port, data):

@@ -126,7 +126,7 @@ def main(argv=None):
             for mode in tqdm(MODES, desc="modes", unit="mode"):
                 wait_until_idle(bed)
                 rows.append(run_mode(bed, jobs, mode, args.job_mbps, args.seconds))
-            leftovers = bed.multicast_leftovers()
+            leftovers = bed.leftovers()
     except (PlatformError, ValueError, RuntimeError, ControllerHttpError) as error:
         sys.exit("error: %s" % error)
     write_csv(rows, args.out, COLUMNS)

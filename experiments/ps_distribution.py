@@ -65,7 +65,7 @@ def run(args):
                                    args.rate_fraction * args.bw, args.rounds)
             for result in results:
                 rows.append({**{key: result.get(key) for key in COLUMNS}, "line_rate_s": line_rate_s})
-        leftovers = bed.multicast_leftovers()
+        leftovers = bed.leftovers()
     return rows, leftovers
 
 

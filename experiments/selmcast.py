@@ -89,7 +89,7 @@ def run(args):
                              "forced_pairs": plan["forced_pairs"], "setup_s": result["setup_s"],
                              "repair_passes": result["repair_passes"],
                              "deliveries": result["deliveries"]})
-        leftovers = bed.multicast_leftovers()
+        leftovers = bed.leftovers()
     return rows, leftovers
 
 

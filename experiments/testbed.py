@@ -17,14 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from apps.openflow_builders import MULTICAST_COOKIE_BASE, MULTICAST_COOKIE_MASK
+from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
 from experiments.controller_client import ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
                                         remove_management_network, start_network)
 
-DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller")
+DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",
+                "apps.ina_controller")
 DEFAULT_OF_PORT = 6653
 DEFAULT_REST_PORT = 8080
 
@@ -126,15 +127,15 @@ class FabricTestbed:
     def host(self, name):
         return self.net.get(name)
 
-    def multicast_leftovers(self):
-        """{switch: [group, meter and multicast-flow lines]} for switches that hold any:
-        empty once every tree is released."""
+    def leftovers(self):
+        """{switch: [group, meter, multicast-flow and steering-flow lines]} for switches that
+        hold any: empty once every tree and plan is released."""
         leftovers = {}
         for switch in self.topo.switches():
-            lines = (ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
-                     + ofctl_lines("dump-flows", "--no-stats", switch,
-                                   "cookie=%#x/%#x" % (MULTICAST_COOKIE_BASE,
-                                                                     MULTICAST_COOKIE_MASK)))
+            lines = ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
+            for cookie in (MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE):
+                lines += ofctl_lines("dump-flows", "--no-stats", switch,
+                                     "cookie=%#x/%#x" % (cookie, APP_COOKIE_MASK))
             if lines:
                 leftovers[switch] = lines
         return leftovers

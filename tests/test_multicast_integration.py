@@ -32,7 +32,7 @@ def bed():
 
 def multicast_state(bed):
     """Every group, meter and multicast flow on every switch."""
-    return dict(NOTHING, **bed.multicast_leftovers())
+    return dict(NOTHING, **bed.leftovers())
 
 
 NOTHING = {switch: [] for switch in SWITCHES}

@@ -32,7 +32,7 @@ def bed():
 
 
 def multicast_state(bed):
-    return dict(NOTHING, **bed.multicast_leftovers())
+    return dict(NOTHING, **bed.leftovers())
 
 
 def post_round(bed, **fields):

@@ -1,0 +1,284 @@
+"""GRID gradient steering (Fang et al., IEEE/ACM ToN 2023) as a Ryu app.
+
+    ryu-manager apps.ina_controller       # loads apps.fabric_controller too
+
+A job asks for a plan (POST /ina/plans: workers, PS, aggregators, gradient
+size, policy). The app plans on what is free (link capacity minus what
+multicast trees and other plans hold; aggregator capacity minus other plans;
+ina_placement.py), books it, and installs, for every stream of the plan
+(each worker leg to its aggregator or the PS, each aggregate to the PS), a
+flow per switch of its path matching the job's UDP port from that source to
+that destination, with a meter at the stream's planned rate on its first
+switch. It answers once every switch confirmed with a barrier; a rejected
+message removes the whole plan and books nothing. DELETE removes it all.
+Workers address their aggregator (or the PS) directly; the flows choose the
+path. An aggregator forwards one aggregate to the PS.
+
+REST: POST /ina/plans, GET /ina/plans, GET/DELETE /ina/plans/<id>.
+Errors: 400 malformed or invalid, 404 unknown host or plan, 409 no capacity
+left for the plan, 503 fabric not ready, 500 a switch rejected the plan.
+"""
+
+import itertools
+from collections import defaultdict
+
+from ryu.app.wsgi import ControllerBase, WSGIApplication, route
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from ryu.ofproto import ofproto_v1_3
+
+from apps import openflow_builders as of
+from apps.fabric_controller import EventFabricChanged
+from apps.ina_placement import GRID, POLICIES, InaProblem, PlacementError, plan
+from apps.ofp_transactions import BarrierTracker
+from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
+
+CONFIRM_TIMEOUT_S = 5.0
+REST_APP_KEY = "ina_controller"
+REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
+GRADIENT_PORT_BASE = 20000          # a plan's UDP port: GRADIENT_PORT_BASE + plan id
+MIN_THETA_MBPS = 1e-3
+
+
+class InaController(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+    _REQUIRED_APP = ["apps.fabric_controller"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.view = None
+        self.plans = {}                          # plan id -> report (with "_installed")
+        self.booked_mbps = defaultdict(float)    # directed link or aggregator -> Mbit/s
+        self.tracker = BarrierTracker()
+        self._ids = itertools.count(1)
+        kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self})
+
+    @property
+    def fabric(self):
+        return app_manager.lookup_service_brick("FabricController")
+
+    def _reserved_by_trees(self):
+        multicast = app_manager.lookup_service_brick("MulticastController")
+        book = getattr(multicast, "book", None)
+        return book.reserved_mbps if book is not None and book.view is self.view else {}
+
+    # --- plans ------------------------------------------------------------------
+
+    def create_plan(self, body):
+        request = parse_plan_request(body)
+        view = self.view
+        if view is None or view is not self.fabric.view:
+            raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
+        workers, ps = request["workers"], request["ps"]
+        aggregators = request["aggregators"]
+        if aggregators is None:
+            aggregators = sorted(view.aggregators)
+        unknown = [h for h in [*workers, ps, *aggregators] if not view.is_host(h)]
+        if unknown:
+            raise RequestError(404, "unknown host(s): %s" % ", ".join(unknown))
+        not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
+        if not_aggregators:
+            raise RequestError(400, "not aggregator host(s): %s" % ", ".join(not_aggregators))
+        misplaced = [h for h in [*workers, ps] if view.is_aggregator(h)]
+        if misplaced:
+            raise RequestError(400, "aggregator host(s) cannot be workers or the PS: %s"
+                               % ", ".join(misplaced))
+        # no yield from here to the booking: the plan is made and booked on one state
+        graph = self._available_graph(view)
+        capacities = {a: view.aggregators[a] - self.booked_mbps.get(a, 0.0) for a in aggregators}
+        try:
+            problem = InaProblem(graph, workers, ps, {a: c for a, c in capacities.items() if c > 0})
+            result = plan(problem, request["policy"])
+        except PlacementError as error:
+            raise RequestError(400, str(error)) from None
+        if result.theta < MIN_THETA_MBPS:
+            raise RequestError(409, "no capacity left for this job (theta = %.6f Mbit/s)"
+                               % result.theta, theta_mbps=result.theta)
+        plan_id = next(self._ids)
+        loads = result.loads()
+        for resource, load in loads.items():
+            self.booked_mbps[resource] += load
+        report = plan_report(plan_id, request, result, view)
+        report["_loads"] = loads
+        self.plans[plan_id] = report
+        try:
+            self._install(view, plan_id, result)
+        except RequestError:
+            if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
+                self._unbook(loads)
+            raise
+        self.logger.info("plan %d (job %r, %s): %d workers -> %s, theta %.3f Mbit/s (LP %.3f, "
+                         "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id,
+                         request["job"], result.policy, len(workers), ps, result.theta,
+                         result.theta_lp, result.theta_rounded, result.rounded_overload,
+                         result.theta_repaired, ",".join(result.aggregate_paths) or "none")
+        return public(report)
+
+    def _available_graph(self, view):
+        graph = view.graph.copy()
+        reserved = self._reserved_by_trees()
+        for tail, head, data in graph.edges(data=True):
+            data["capacity_mbps"] = max(0.0, data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+                                        - self.booked_mbps.get((tail, head), 0.0))
+        return graph
+
+    def _install(self, view, plan_id, result):
+        messages, meters = defaultdict(list), defaultdict(list)
+        port = GRADIENT_PORT_BASE + plan_id
+        for leg_index, (source, destination, path, rate) in enumerate(result.streams()):
+            for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
+                datapath = self.fabric.datapaths.get(view.dpid(switch))
+                if datapath is None:
+                    self._remove(view, plan_id, meters)
+                    raise RequestError(503, "switch %s is not connected" % switch)
+                first = hop == 0
+                messages[datapath] += of.steering_install(
+                    datapath, plan_id, leg_index, view.ip(source), view.ip(destination), port,
+                    view.out_port(switch, next_node), rate if first else None)
+                if first:
+                    meters[switch].append(of.steering_meter_id(plan_id, leg_index))
+        self.plans[plan_id]["_meters"] = meters
+        batch = self.tracker.send(messages)
+        confirmed = batch.wait(CONFIRM_TIMEOUT_S)
+        if not confirmed or batch.errors:
+            self.tracker.abandon(batch)
+            self._remove(view, plan_id, meters)
+            reason = ("%d switch error(s), first: type=%d code=%d" % (
+                len(batch.errors), batch.errors[0][1].type, batch.errors[0][1].code)
+                if batch.errors else "no confirmation within %.0f s" % CONFIRM_TIMEOUT_S)
+            self.logger.error("plan %d not installed (%s); rolled back", plan_id, reason)
+            raise RequestError(500, "a switch rejected the plan (%s); nothing was installed" % reason)
+
+    def _remove(self, view, plan_id, meters):
+        """Delete the plan's flows on every switch and its meters where it had them."""
+        removals = {}
+        for switch in view.switches:
+            datapath = self.fabric.datapaths.get(view.dpid(switch))
+            if datapath is not None:
+                removals[datapath] = of.steering_removal(datapath, plan_id, meters.get(switch, []))
+        batch = self.tracker.send(removals)
+        if not batch.wait(CONFIRM_TIMEOUT_S):
+            self.tracker.abandon(batch)
+            self.logger.warning("plan %d: removal not confirmed by every switch", plan_id)
+
+    def _unbook(self, loads):
+        for resource, load in loads.items():
+            self.booked_mbps[resource] -= load
+            if self.booked_mbps[resource] <= 1e-9:
+                del self.booked_mbps[resource]
+
+    def release_plan(self, plan_id):
+        report = self.plans.pop(self.get_plan(plan_id)["id"])   # before any yield: one DELETE wins
+        self._remove(self.view, report["id"], report.get("_meters", {}))
+        self._unbook(report["_loads"])
+        self.logger.info("plan %d (job %r) removed", report["id"], report["job"])
+        return public(report)
+
+    def get_plan(self, plan_id):
+        try:
+            return self.plans[int(plan_id)]
+        except (ValueError, KeyError):
+            raise RequestError(404, "no plan with id %r" % (plan_id,)) from None
+
+    # --- events -----------------------------------------------------------------
+
+    @set_ev_cls(EventFabricChanged)
+    def _fabric_changed(self, ev):
+        old_view = self.view
+        for plan_id in list(self.plans):
+            report = self.plans.pop(plan_id)
+            self.logger.info("fabric changed: removing plan %d", plan_id)
+            if old_view is not None:
+                self._remove(old_view, plan_id, report.get("_meters", {}))
+        self.booked_mbps.clear()
+        self.view = ev.view
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev):
+        self.tracker.barrier_reply(ev.msg)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        self.tracker.error(ev.msg)
+
+
+def public(report):
+    return {k: v for k, v in report.items() if not k.startswith("_")}
+
+
+def plan_report(plan_id, request, result, view):
+    """What a job needs to run: per worker its legs (node, path, share of the fragments,
+    rate), per aggregator its workers, path and rate, and the plan's rates."""
+    gradient_mbit = request["gradient_mb"] * 8
+    aggregate_rates = result.aggregate_rates()
+    return {
+        "id": plan_id, "job": request["job"], "policy": result.policy, "ps": request["ps"],
+        "port": GRADIENT_PORT_BASE + plan_id, "gradient_mb": request["gradient_mb"],
+        "theta_mbps": result.theta, "theta_lp_mbps": result.theta_lp,
+        "theta_rounded_mbps": result.theta_rounded, "rounded_overload": result.rounded_overload,
+        "theta_repaired_mbps": result.theta_repaired,
+        "predicted_comm_time_s": gradient_mbit / result.theta,
+        "workers": {w: [{"node": option.node, "path": list(option.path), "share": share,
+                         "rate_mbps": result.theta * share}
+                        for option, share in result.legs[w]] for w in request["workers"]},
+        "aggregators": {a: {"workers": result.workers_at(a), "path": list(path),
+                            "rate_mbps": aggregate_rates[a]}
+                        for a, path in result.aggregate_paths.items()},
+        "addresses": {h: view.ip(h) for h in [*request["workers"], request["ps"],
+                                               *result.aggregate_paths]},
+    }
+
+
+def parse_plan_request(body):
+    """The plan request with defaults filled in, or RequestError(400)."""
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request must be a JSON object")
+    unknown = sorted(set(body) - REQUEST_FIELDS)
+    if unknown:
+        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
+    missing = sorted({"job", "workers", "ps", "gradient_mb"} - set(body))
+    if missing:
+        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+    request = dict({"policy": GRID, "aggregators": None}, **body)
+    workers = request["workers"]
+    if not isinstance(request["job"], str) or not request["job"]:
+        raise RequestError(400, "job must be a non-empty string")
+    if (not isinstance(workers, list) or not workers
+            or not all(isinstance(w, str) for w in workers) or len(set(workers)) != len(workers)):
+        raise RequestError(400, "workers must be a non-empty list of distinct host names")
+    if not isinstance(request["ps"], str) or request["ps"] in workers:
+        raise RequestError(400, "ps must be a host name that is not a worker")
+    aggregators = request["aggregators"]
+    if aggregators is not None and (not isinstance(aggregators, list)
+                                    or not all(isinstance(a, str) for a in aggregators)
+                                    or len(set(aggregators)) != len(aggregators)):
+        raise RequestError(400, "aggregators must be a list of distinct host names (or omitted)")
+    if not positive_number(request["gradient_mb"]):
+        raise RequestError(400, "gradient_mb must be a positive number")
+    if request["policy"] not in POLICIES:
+        raise RequestError(400, "policy must be one of %s" % ", ".join(POLICIES))
+    return request
+
+
+class InaRestApi(ControllerBase):
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.ina = data[REST_APP_KEY]
+
+    @route("ina", "/ina/plans", methods=["POST"])
+    def create(self, req, **_kwargs):
+        return answer(lambda: (self.ina.create_plan(read_json_body(req)), 201))
+
+    @route("ina", "/ina/plans", methods=["GET"])
+    def list_plans(self, req, **_kwargs):
+        return json_response({"plans": [public(self.ina.plans[i]) for i in sorted(self.ina.plans)]})
+
+    @route("ina", "/ina/plans/{plan_id}", methods=["GET"])
+    def show(self, req, plan_id, **_kwargs):
+        return answer(lambda: (public(self.ina.get_plan(plan_id)), 200))
+
+    @route("ina", "/ina/plans/{plan_id}", methods=["DELETE"])
+    def delete(self, req, plan_id, **_kwargs):
+        return answer(lambda: ({"released": self.ina.release_plan(plan_id)}, 200))
