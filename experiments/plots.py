@@ -109,6 +109,35 @@ def plot_selmcast(csv_path):
     return save(figure, csv_path)
 
 
+def plot_ina(csv_path):
+    """Minimum worker rate per policy (and number of workers): planned, and measured
+    when the CSV has it (grid_example, ina)."""
+    rows = read_rows(csv_path)
+    groups = defaultdict(list)
+    for row in rows:
+        groups["%s\n%s workers" % (row["policy"], row["workers"])].append(row)
+    labels = list(groups)
+
+    def median(key, group):
+        values = [float(r[key]) for r in group if r.get(key) not in (None, "")]
+        return statistics.median(values) if values else 0.0
+    planned_key = "theta_mbps" if "theta_mbps" in rows[0] else "min_rate"
+    measured_key = "min_rate_mbps" if "min_rate_mbps" in rows[0] else "measured_min_rate_mbps"
+    planned = [median(planned_key, groups[k]) for k in labels]
+    measured = [median(measured_key, groups[k]) for k in labels]
+    positions = range(len(labels))
+    figure, axes = plt.subplots(figsize=(max(6, len(labels) * 0.9), 4))
+    axes.bar([x - 0.2 for x in positions], planned, 0.4, label="planned theta", color="tab:grey")
+    if any(measured):
+        axes.bar([x + 0.2 for x in positions], measured, 0.4, label="measured", color="tab:blue")
+    axes.set_xticks(list(positions), labels, fontsize=8)
+    axes.set_ylabel("minimum worker rate (Mbit/s)")
+    axes.set_title("Gradient aggregation: minimum worker rate per policy")
+    axes.grid(alpha=0.3, axis="y")
+    axes.legend()
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -118,7 +147,8 @@ def save(figure, csv_path):
 
 
 PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
-            "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast}
+            "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
+            "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina}
 
 
 def main(argv=None):

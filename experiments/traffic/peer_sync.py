@@ -28,7 +28,8 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count, drain,
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
+                                           connect, drain,
                                            model_bytes, multicast_sender, ranges, send_paced,
                                            wire_bytes)
 
@@ -38,18 +39,7 @@ COORDINATOR_PORT = 7100
 class Peer:
     def __init__(self, args):
         self.args = args
-        host, port = args.coordinator.rsplit(":", 1)
-        deadline = time.monotonic() + args.connect_timeout_s
-        while True:   # the coordinator may not be listening yet
-            try:
-                sock = socket.create_connection((host, int(port)), timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        sock.settimeout(None)
-        self.channel = Channel(sock)
+        self.channel = connect(args.coordinator, args.connect_timeout_s)
         self.channel.send({"hello": args.name})
         self.sender = multicast_sender(args.data_ip)
 
@@ -125,13 +115,7 @@ class SyncCoordinator:
         self.rounds = 0
 
     def accept_peers(self):
-        while len(self.peers) < len(self.names):
-            sock, _address = self.listener.accept()
-            channel = Channel(sock)
-            self.peers[channel.receive()["hello"]] = channel
-        unexpected = set(self.peers) - set(self.names)
-        if unexpected:
-            raise RuntimeError("unexpected peers: %s" % ", ".join(sorted(unexpected)))
+        self.peers = accept_named(self.listener, self.names)
 
     def run_round(self, request):
         """One round on the fabric (request: the POST /selmcast/rounds body minus workers and

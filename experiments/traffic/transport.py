@@ -14,7 +14,8 @@ import numpy as np
 DATA_PORT = 7001
 HEADER = struct.Struct("!III")           # round, chunk index, chunk count
 CHUNK_BYTES = 1472 - HEADER.size         # a UDP payload that fills a 1500-byte MTU
-WIRE_OVERHEAD = 14 + 20 + 8 + HEADER.size  # Ethernet, IP, UDP and our header per chunk
+FRAME_OVERHEAD = 14 + 20 + 8                # Ethernet, IP and UDP headers of a datagram
+WIRE_OVERHEAD = FRAME_OVERHEAD + HEADER.size  # ... and our chunk header
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
 SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
@@ -129,6 +130,35 @@ def drain(receivers):
         for key, _events in ready:
             key.data.take()
     quiet.close()
+
+
+def connect(address, timeout_s):
+    """A Channel to "IP:port", retrying until timeout_s (the other side may not listen yet)."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    sock.settimeout(None)
+    return Channel(sock)
+
+
+def accept_named(listener, names):
+    """{name: Channel} once every one of `names` connected and said hello."""
+    channels = {}
+    while len(channels) < len(names):
+        sock, _address = listener.accept()
+        channel = Channel(sock)
+        channels[channel.receive()["hello"]] = channel
+    unexpected = set(channels) - set(names)
+    if unexpected:
+        raise RuntimeError("unexpected peers: %s" % ", ".join(sorted(unexpected)))
+    return channels
 
 
 class Channel:

@@ -1,0 +1,452 @@
+"""Gradient aggregation with real float32 gradients: workers, aggregators and a PS in
+Mininet hosts, steered by an INA plan (apps/ina_controller.py).
+
+    python -m experiments.traffic.gradients --name h1 --data-ip 10.0.0.1 \\
+        --coordinator 172.30.0.1:7200
+
+A process learns its role (worker, aggregator or PS) from the coordinator.
+
+Every process connects to the coordinator (GradientCoordinator, run by the
+experiment in the root namespace) over the management network. Per round:
+1. the coordinator tells each process its part of the plan: a worker its legs
+   (destination, fragment range, rate; a worker whose plan splits it sends the
+   first part of its fragments to its aggregator and the rest to the PS), an
+   aggregator which workers it sums for which fragments and where the
+   aggregate goes, the PS how many workers;
+2. on "go" every worker sends its seeded gradient as fragments (job, round,
+   fragment id, fragment count and the set of workers the fragment carries,
+   as a 64-bit mask), paced at each leg's planned rate;
+3. an aggregator adds each fragment into the fragment's sum unless one of its
+   workers is already in it (a late or repeated copy is never added twice),
+   and when a fragment holds all the workers it expects, sends the aggregate
+   with their set on to the PS; the PS adds what reaches it the same way;
+4. repair: the PS and the aggregators report, per fragment, the workers still
+   missing; an aggregator resends the aggregates it has, the workers resend
+   what did not reach their aggregator or the PS; until the PS holds every
+   worker in every fragment;
+5. the PS checks the sum against the exact one, computed in float64 from the
+   same seeds: every element within the float32 summation bound
+   n * 2**-24 * sum_i |g_i| (recursive summation, any order) plus one
+   rounding of the result.
+Capacities are enforced by the network: an aggregator's link is shaped to its
+processing capacity C_s and the PS's to its ingress T (mininet_topos), and a
+meter holds every stream to its planned rate.
+"""
+
+import selectors
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from experiments.cli import ArgumentParser
+from experiments.traffic.transport import FRAME_OVERHEAD, accept_named, connect, drain, ranges
+
+COORDINATOR_PORT = 7200
+HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
+FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
+MAX_WORKERS = 64
+RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
+SO_RCVBUFFORCE = 33
+
+
+def gradient(seed, worker, number, floats):
+    """Worker `worker`'s gradient in round `number`: seeded standard normal float32."""
+    return np.random.default_rng([seed, worker, number]).standard_normal(floats, dtype=np.float32)
+
+
+def gradient_floats(gradient_mb):
+    return int(gradient_mb * 1e6) // 4
+
+
+def fragment_count(floats):
+    return -(-floats // FLOATS_PER_FRAGMENT)
+
+
+def wire_mbit(gradient_mb):
+    """Megabits one worker's gradient takes on a link, headers included."""
+    floats = gradient_floats(gradient_mb)
+    return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
+
+
+def exact_sum_check(total, seed, workers, number, floats):
+    """(ok, worst error / bound) of `total` against the float64 sum of every gradient."""
+    exact = np.zeros(floats)
+    magnitude = np.zeros(floats)
+    for worker in range(workers):
+        g = gradient(seed, worker, number, floats).astype(np.float64)
+        exact += g
+        magnitude += np.abs(g)
+    unit = 2.0 ** -24
+    bound = workers * unit * magnitude + unit * np.abs(exact) + np.finfo(np.float32).tiny
+    ratio = float(np.max(np.abs(total.astype(np.float64) - exact) / bound))
+    return ratio <= 1.0, ratio
+
+
+class FragmentSums:
+    """Per fragment: the running float32 sum and the mask of workers in it."""
+
+    def __init__(self, job, number, floats, expected):
+        self.job, self.number, self.floats = job, number, floats
+        self.count = fragment_count(floats)
+        self.sums = np.zeros(self.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
+        self.have = np.zeros(self.count, dtype=np.uint64)
+        self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
+        self.received_bytes = 0
+
+    def add(self, packet):
+        """Add one datagram; returns its fragment if that fragment just became complete."""
+        job, number, index, _count, mask = HEADER.unpack_from(packet)
+        if job != self.job or number != self.number or index >= self.count:
+            return None
+        self.received_bytes += len(packet) + FRAME_OVERHEAD
+        have = int(self.have[index])
+        if mask & have or mask & ~int(self.expected[index]):
+            return None   # a worker already counted (late or repeated copy), or not ours
+        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
+        start = index * FLOATS_PER_FRAGMENT
+        self.sums[start:start + len(values)] += values
+        self.have[index] = have | mask
+        return index if have | mask == int(self.expected[index]) else None
+
+    def missing(self):
+        """[[fragment, mask of workers missing], ...]."""
+        short = np.flatnonzero(self.have != self.expected)
+        return [[int(i), int(self.expected[i]) & ~int(self.have[i])] for i in short]
+
+    def packet(self, index):
+        """The datagram carrying fragment `index`'s sum and its workers."""
+        start = index * FLOATS_PER_FRAGMENT
+        values = self.sums[start:min(start + FLOATS_PER_FRAGMENT, self.floats)]
+        return HEADER.pack(self.job, self.number, index, self.count, int(self.have[index])) \
+            + values.astype(">f4").tobytes()
+
+    def total(self):
+        return self.sums[:self.floats]
+
+
+class UdpEndpoint:
+    """The data-plane socket of a process: receives on the job's port, sends from it."""
+
+    def __init__(self, data_ip, port):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        self.sock.bind((data_ip, port))
+        self.sock.setblocking(False)
+        self.port = port
+        self.on_packet = None
+
+    def take(self):
+        try:
+            packet = self.sock.recv(65536)
+        except BlockingIOError:
+            return
+        if self.on_packet is not None:
+            self.on_packet(packet)
+
+    def send_paced(self, streams, idle):
+        """streams: [(ip, [packets], rate_mbps)], sent side by side, each at its rate
+        of wire bytes; idle(seconds) runs while every stream is ahead of schedule."""
+        started = time.perf_counter()
+        position = [0] * len(streams)
+        wire = [0] * len(streams)
+        while True:
+            due = [(started + wire[i] * 8 / (rate * 1e6), i)
+                   for i, (_ip, packets, rate) in enumerate(streams) if position[i] < len(packets)]
+            if not due:
+                return
+            when, i = min(due)
+            wait = when - time.perf_counter()
+            if wait > 0.001:
+                idle(wait)
+                continue
+            ip, packets, _rate = streams[i]
+            packet = packets[position[i]]
+            self.sock.sendto(packet, (ip, self.port))
+            position[i] += 1
+            wire[i] += len(packet) + FRAME_OVERHEAD
+
+
+class Process:
+    """A worker, aggregator or PS: obeys the coordinator, one round at a time."""
+
+    def __init__(self, args):
+        self.args = args
+        self.channel = connect(args.coordinator, args.connect_timeout_s)
+        self.channel.send({"hello": args.name})
+        self.endpoint = None
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            self._round(message)
+
+    def _round(self, plan):
+        if self.endpoint is None or self.endpoint.port != plan["port"]:
+            if self.endpoint is not None:
+                self.endpoint.sock.close()
+            self.endpoint = UdpEndpoint(self.args.data_ip, plan["port"])
+        role = plan["role"]
+        floats, number = plan["floats"], plan["round"]
+        sums = None
+        if role in ("aggregator", "ps"):
+            sums = FragmentSums(plan["job"], number, floats, plan["expected"])
+        forward = []   # aggregator: completed fragments not yet sent on
+
+        def on_packet(packet):
+            complete = sums.add(packet)
+            if complete is not None and role == "aggregator":
+                forward.append(complete)
+        self.endpoint.on_packet = on_packet if sums is not None else None
+        selector = selectors.DefaultSelector()
+        selector.register(self.endpoint.sock, selectors.EVENT_READ, self.endpoint)
+        selector.register(self.channel.sock, selectors.EVENT_READ, None)
+
+        def idle(seconds):
+            for key, _events in selector.select(seconds):
+                if key.data is not None:
+                    key.data.take()
+            flush()
+
+        def flush():   # an aggregator sends each aggregate as soon as it is complete
+            while forward:
+                index = forward.pop(0)
+                self.endpoint.sock.sendto(sums.packet(index), (plan["next_ip"], plan["port"]))
+
+        own = None
+        if role == "worker":
+            values = gradient(plan["seed"], plan["index"], number, floats).astype(">f4")
+            count = fragment_count(floats)
+            mask = 1 << plan["index"]
+
+            def own(index):
+                start = index * FLOATS_PER_FRAGMENT
+                return HEADER.pack(plan["job"], number, index, count, mask) + \
+                    values[start:start + FLOATS_PER_FRAGMENT].tobytes()
+        self.channel.send({"ready": number})
+        while True:
+            for key, _events in selector.select():
+                if key.data is not None:
+                    key.data.take()
+                    flush()
+                    continue
+                request = self.channel.receive()
+                if "go" in request:
+                    self.endpoint.send_paced(
+                        [(leg["ip"], [own(i) for i in range(*leg["fragments"])], leg["rate_mbps"])
+                         for leg in plan["legs"]], idle)
+                    self.channel.send({"sent": number})
+                elif "resend" in request:
+                    streams = []
+                    for item in request["resend"]:
+                        indices = [i for first, last in item["fragments"] for i in range(first, last)]
+                        make = own if role == "worker" else sums.packet
+                        streams.append((item["ip"], [make(i) for i in indices], item["rate_mbps"]))
+                    self.endpoint.send_paced(streams, idle)
+                    self.channel.send({"sent": number})
+                elif "report" in request:
+                    drain([self.endpoint])
+                    flush()
+                    self.channel.send({"missing": sums.missing() if sums else [],
+                                       "received_bytes": sums.received_bytes if sums else 0})
+                elif "verify" in request:
+                    ok, ratio = exact_sum_check(sums.total(), plan["seed"], plan["workers"],
+                                                number, floats)
+                    self.channel.send({"verified": ok, "error_to_bound": ratio})
+                elif "done" in request:
+                    selector.close()
+                    return
+
+
+class GradientCoordinator:
+    """Runs rounds of a plan (the POST /ina/plans answer) over the processes."""
+
+    def __init__(self, listen_ip, workers, ps, aggregators, gradient_mb, seed=0,
+                 rate_fraction=0.95, max_repair_passes=30, connect_timeout_s=60.0):
+        if len(workers) > MAX_WORKERS:
+            raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
+        self.workers, self.ps, self.aggregators = list(workers), ps, list(aggregators)
+        self.floats = gradient_floats(gradient_mb)
+        self.seed = seed
+        self.rate_fraction = rate_fraction
+        self.max_repair_passes = max_repair_passes
+        self.listener = socket.create_server((listen_ip, COORDINATOR_PORT))
+        self.listener.settimeout(connect_timeout_s)
+        self.channels = {}
+        self.rounds = 0
+
+    @property
+    def names(self):
+        return [*self.workers, *self.aggregators, self.ps]
+
+    def accept(self):
+        self.channels = accept_named(self.listener, self.names)
+
+    def run_round(self, plan):
+        """One round; returns comm_time_s, repair passes, PS bytes, verified."""
+        self.rounds += 1
+        number = self.rounds
+        count = fragment_count(self.floats)
+        bit = {w: 1 << i for i, w in enumerate(self.workers)}
+        ip = plan["addresses"]
+        ranges_of = {}     # worker -> [(node, first, last, rate)]
+        for worker in self.workers:
+            legs = sorted(plan["workers"][worker], key=lambda leg: leg["node"] == self.ps)
+            first, pieces = 0, []
+            for position, leg in enumerate(legs):   # aggregated part first, then the rest
+                last = count if position == len(legs) - 1 else min(count, first + round(leg["share"] * count))
+                pieces.append((leg["node"], first, last, leg["rate_mbps"] * self.rate_fraction))
+                first = last
+            ranges_of[worker] = pieces
+        expected = {a: np.zeros(count, dtype=np.uint64) for a in self.aggregators}
+        at_ps = np.zeros(count, dtype=np.uint64)
+        for worker, pieces in ranges_of.items():
+            at_ps |= np.uint64(bit[worker])
+            for node, first, last, _rate in pieces:
+                if node != self.ps:
+                    expected[node][first:last] |= np.uint64(bit[worker])
+        common = {"job": plan["id"], "round": number, "port": plan["port"], "floats": self.floats,
+                  "seed": self.seed}
+        for worker in self.workers:
+            self.channels[worker].send(dict(common, role="worker", index=self.workers.index(worker),
+                                            legs=[{"ip": ip[node], "fragments": [first, last],
+                                                   "rate_mbps": rate}
+                                                  for node, first, last, rate in ranges_of[worker]
+                                                  if last > first]))
+        for aggregator in self.aggregators:
+            self.channels[aggregator].send(dict(common, role="aggregator",
+                                                expected=expected[aggregator].tolist(),
+                                                next_ip=ip[self.ps]))
+        self.channels[self.ps].send(dict(common, role="ps", expected=at_ps.tolist(),
+                                         workers=len(self.workers)))
+        for name in self.names:
+            reply = self.channels[name].receive()
+            if reply != {"ready": number}:
+                raise RuntimeError("%s answered %r to round %d" % (name, reply, number))
+        aggregate_rate = {a: info["rate_mbps"] * self.rate_fraction
+                          for a, info in plan["aggregators"].items()}
+        started = time.perf_counter()
+        for worker in self.workers:
+            self.channels[worker].send({"go": number})
+        self._wait_sent(self.workers, number)
+        passes = 0
+        while True:
+            reports = self._reports([*self.aggregators, self.ps], number)
+            if not reports[self.ps]["missing"]:
+                break
+            passes += 1
+            if passes > self.max_repair_passes:
+                raise RuntimeError("round %d: fragments still missing after %d repair passes"
+                                   % (number, self.max_repair_passes))
+            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip)
+            for name, items in resend.items():
+                self.channels[name].send({"resend": items})
+            self._wait_sent(list(resend), number)
+        comm_time_s = time.perf_counter() - started
+        self.channels[self.ps].send({"verify": number})
+        check = self.channels[self.ps].receive()
+        for name in self.names:
+            self.channels[name].send({"done": number})
+        return {"comm_time_s": comm_time_s, "repair_passes": passes,
+                "ps_bytes": reports[self.ps]["received_bytes"], "verified": check["verified"],
+                "error_to_bound": check["error_to_bound"]}
+
+    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip):
+        """{process: [{"ip", "fragments", "rate_mbps"}]} that fill what is missing."""
+        wanted = {}   # (sender, destination ip, rate) -> fragment indices
+
+        def ask(sender, destination, rate, index):
+            wanted.setdefault((sender, destination, rate), set()).add(index)
+        incomplete = {a: {f for f, _mask in reports[a]["missing"]} for a in self.aggregators}
+        for aggregator in self.aggregators:
+            for index, mask in reports[aggregator]["missing"]:
+                for worker in self.workers:
+                    if mask & bit[worker]:
+                        rate = next(r for n, _f, _l, r in ranges_of[worker] if n == aggregator)
+                        ask(worker, ip[aggregator], rate, index)
+        for index, mask in reports[self.ps]["missing"]:
+            for worker in self.workers:
+                if not mask & bit[worker]:
+                    continue
+                node, _first, _last, rate = next(p for p in ranges_of[worker] if p[1] <= index < p[2])
+                if node == self.ps:
+                    ask(worker, ip[self.ps], rate, index)
+                elif index not in incomplete[node]:   # the aggregator has it: send it again
+                    ask(node, ip[self.ps], aggregate_rate[node], index)
+        resend = {}
+        for (sender, destination, rate), indices in wanted.items():
+            resend.setdefault(sender, []).append({"ip": destination, "rate_mbps": rate,
+                                                  "fragments": ranges(sorted(indices))})
+        return resend
+
+    def _reports(self, names, number):
+        for name in names:
+            self.channels[name].send({"report": number})
+        return {name: self.channels[name].receive() for name in names}
+
+    def _wait_sent(self, names, number):
+        for name in names:
+            reply = self.channels[name].receive()
+            if reply != {"sent": number}:
+                raise RuntimeError("%s answered %r while sending round %d" % (name, reply, number))
+
+    def close(self):
+        for channel in self.channels.values():
+            channel.send({"bye": True})
+            channel.sock.close()
+        self.listener.close()
+
+
+def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.95,
+                        timeout_s=120):
+    """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
+    returns per-round results. RuntimeError with the processes' output if anything fails."""
+    aggregators = sorted(plan["aggregators"])
+    workers = list(plan["workers"])
+    coordinator = GradientCoordinator(bed.management_ip, workers, plan["ps"], aggregators,
+                                      gradient_mb, seed, rate_fraction, connect_timeout_s=timeout_s)
+    command = [sys.executable, "-m", "experiments.traffic.gradients",
+               "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
+    processes = [bed.host(name).popen(command + ["--name", name, "--data-ip", bed.host(name).IP()],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for name in coordinator.names]
+    try:
+        coordinator.accept()
+        results = [coordinator.run_round(plan) for _ in range(rounds)]
+        coordinator.close()
+    except BaseException as error:
+        coordinator.listener.close()
+        for process in processes:
+            process.kill()
+        output = [p.communicate()[0][-600:] for p in processes]
+        raise RuntimeError("gradient rounds failed: %s\nprocesses: %s"
+                           % (error, [o for o in output if o])) from error
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return results
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.traffic.gradients",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="this host's name in the fabric")
+    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    parser.add_argument("--connect-timeout-s", type=float, default=60.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    Process(parse_args(argv)).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
