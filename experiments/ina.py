@@ -1,0 +1,171 @@
+"""In-network aggregation on an emulated spine-leaf: one round of real gradients per
+policy (grid, no-ina, nearest, switchml), steered by the INA app.
+
+    python -m experiments.ina --workers 8,16 --out results/ina.csv
+    python -m experiments.ina --bench
+
+An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
+(--aggregators; capacity --aggregator-bw 9 Mbit/s, below the PS's ingress,
+its 20 Mbit/s link). Workers are h1..hN (packed under the first leaves, as
+a job's workers are when it is scheduled rack by rack), the PS is the last
+host. For each worker count and policy the INA app plans and installs
+(apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
+float32 gradients through the plan and checks the PS's sum. The CSV has per
+round the communication time, the achieved minimum rate (a worker's
+gradient on the wire over the communication time), the PS's ingress load
+and the plan's rates; the PNG compares planned and measured minimum rates.
+
+--bench plans GRID for 100 workers on a 64x64 spine-leaf (2 hosts per leaf,
+100 Gbit/s links) with a random 20% of the switches programmable, 5 times,
+and prints one JSON object with the median planning time.
+"""
+
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from apps.fabric_view import FabricView
+from apps.ina_placement import GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
+from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+                             write_csv)
+from experiments.plots import plot_ina
+from experiments.testbed import FabricTestbed
+from experiments.traffic.gradients import run_gradient_rounds, wire_mbit
+from mininet_topos.description import describe
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+COLUMNS = ["policy", "workers", "ps_count", "round", "comm_time_s", "min_rate_mbps",
+           "ps_ingress_mbps", "verified", "predicted_comm_time_s", "theta_mbps", "theta_lp_mbps",
+           "theta_rounded_mbps", "theta_repaired_mbps", "repair_passes", "aggregators_used"]
+BENCH_FABRIC = {"spines": 64, "leaves": 64, "hosts_per_leaf": 2, "bw": 100000.0}
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.ina", description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser, hosts_per_leaf=4)
+    parser.add_argument("--workers", type=comma_list(int), default=[8, 16],
+                        help="worker counts, comma-separated")
+    parser.add_argument("--policies", type=comma_list(str, POLICIES), default=list(POLICIES))
+    parser.add_argument("--aggregators", default="spines",
+                        help="switches with an aggregator: leaves, spines, all or names joined by +")
+    parser.add_argument("--aggregator-bw", type=float, default=9.0,
+                        help="aggregator capacity, Mbit/s")
+    parser.add_argument("--gradient-mb", type=float, default=1.0, help="gradient per worker, MB")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per policy")
+    parser.add_argument("--bench", action="store_true",
+                        help="only time GRID's planning at paper scale (no Mininet)")
+    parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if not args.bench and not all(1 <= n < hosts for n in args.workers):
+        parser.error("--workers must be between 1 and %d (one host is the PS)" % (hosts - 1))
+    if args.gradient_mb <= 0 or args.rounds < 1 or args.aggregator_bw <= 0:
+        parser.error("--gradient-mb, --rounds and --aggregator-bw must be positive")
+    return args
+
+
+def bench(repeats=5, workers=100, programmable=0.2, seed=0):
+    rng = random.Random(seed)
+    switches = (["spine%d" % i for i in range(1, BENCH_FABRIC["spines"] + 1)]
+                + ["leaf%d" % i for i in range(1, BENCH_FABRIC["leaves"] + 1)])
+    chosen = rng.sample(switches, round(programmable * len(switches)))
+    view = FabricView(describe(SpineLeafTopo(aggregators=chosen, aggregator_bw=50000.0,
+                                             **BENCH_FABRIC)))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    rng.shuffle(hosts)
+    times, theta = [], {}
+    for _ in tqdm(range(repeats), desc="plans", unit="plan", file=sys.stderr):
+        started = time.perf_counter()
+        theta[GRID] = plan(InaProblem(view.graph, hosts[:workers], hosts[workers], view.aggregators),
+                           GRID).theta
+        times.append(time.perf_counter() - started)
+    for policy in (NO_INA, NEAREST):
+        theta[policy] = plan(InaProblem(view.graph, hosts[:workers], hosts[workers],
+                                        view.aggregators), policy).theta
+    return {"workers": workers, "fabric": "%dx%d spine-leaf, %d%% programmable" % (
+        BENCH_FABRIC["spines"], BENCH_FABRIC["leaves"], round(100 * programmable)),
+        "plan_s": statistics.median(times), "theta_gbps": {p: t / 1000 for p, t in theta.items()}}
+
+
+def run(args):
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
+    hosts = [h for h in topo.hosts(sort=True) if not h.startswith("agg-")]
+    hosts.sort(key=lambda h: int(h[1:]))
+    ps = hosts[-1]
+    gradient_mbit = wire_mbit(args.gradient_mb)
+    rows = []
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                       progress=progress_printer("ina")) as bed:
+        jobs = [(n, policy) for n in args.workers for policy in args.policies]
+        for n, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
+            answer = bed.client.request("POST", "/ina/plans", {
+                "job": "%s-%d" % (policy, n), "workers": hosts[:n], "ps": ps,
+                "gradient_mb": gradient_mbit / 8, "policy": policy})
+            try:
+                results = run_gradient_rounds(bed, answer, args.rounds, args.gradient_mb)
+            finally:
+                bed.client.request("DELETE", "/ina/plans/%d" % answer["id"])
+            for number, result in enumerate(results, start=1):
+                rows.append({
+                    "policy": policy, "workers": n, "ps_count": 1, "round": number,
+                    "comm_time_s": result["comm_time_s"],
+                    "min_rate_mbps": gradient_mbit / result["comm_time_s"],
+                    "ps_ingress_mbps": result["ps_bytes"] * 8 / 1e6 / result["comm_time_s"],
+                    "verified": result["verified"],
+                    "predicted_comm_time_s": answer["predicted_comm_time_s"],
+                    "theta_mbps": answer["theta_mbps"], "theta_lp_mbps": answer["theta_lp_mbps"],
+                    "theta_rounded_mbps": answer["theta_rounded_mbps"],
+                    "theta_repaired_mbps": answer["theta_repaired_mbps"],
+                    "repair_passes": result["repair_passes"],
+                    "aggregators_used": len(answer["aggregators"])})
+        leftovers = bed.leftovers()
+    return rows, leftovers
+
+
+def summary(rows):
+    lines = ["%-9s %7s %12s %13s %15s %8s" % ("policy", "workers", "comm_time_s", "min_rate_mbps",
+                                                "ps_ingress_mbps", "verified")]
+    medians = {}
+    for key in sorted({(r["workers"], r["policy"]) for r in rows}):
+        group = [r for r in rows if (r["workers"], r["policy"]) == key]
+        medians[key] = statistics.median(r["comm_time_s"] for r in group)
+        lines.append("%-9s %7d %12.2f %13.2f %15.2f %8s" % (
+            key[1], key[0], medians[key], statistics.median(r["min_rate_mbps"] for r in group),
+            statistics.median(r["ps_ingress_mbps"] for r in group), all(r["verified"] for r in group)))
+    for workers in sorted({w for w, _ in medians}):
+        for other in (NO_INA, NEAREST):
+            if (workers, GRID) in medians and (workers, other) in medians:
+                lines.append("%d workers: GRID's communication time is %.1f%% below %s's" % (
+                    workers, 100 * (1 - medians[workers, GRID] / medians[workers, other]), other))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.bench:
+        print(json.dumps(bench()))
+        return
+    try:
+        rows, leftovers = run(args)
+    except (PlatformError, RuntimeError, ValueError) as error:
+        sys.exit("error: %s" % error)
+    write_csv(rows, args.out, COLUMNS)
+    figure = plot_ina(args.out)
+    print(summary(rows))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+    if leftovers:
+        sys.exit("error: switches still hold steering state: %s" % leftovers)
+    print("switches hold no steering flows or meters after the run")
+    if not all(row["verified"] for row in rows):
+        sys.exit("error: some round's sum at the PS did not match the exact sum")
+
+
+if __name__ == "__main__":
+    main()
