@@ -39,6 +39,7 @@ REST_APP_KEY = "ina_controller"
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
 GRADIENT_PORT_BASE = 20000          # a plan's UDP port: GRADIENT_PORT_BASE + plan id
 MIN_THETA_MBPS = 1e-3
+MIN_CAPACITY_MBPS = 1e-9
 
 
 class InaController(app_manager.RyuApp):
@@ -88,8 +89,9 @@ class InaController(app_manager.RyuApp):
         # no yield from here to the booking: the plan is made and booked on one state
         graph = self._available_graph(view)
         capacities = {a: view.aggregators[a] - self.booked_mbps.get(a, 0.0) for a in aggregators}
+        capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
         try:
-            problem = InaProblem(graph, workers, ps, {a: c for a, c in capacities.items() if c > 0})
+            problem = InaProblem(graph, workers, ps, capacities)
             result = plan(problem, request["policy"])
         except PlacementError as error:
             raise RequestError(400, str(error)) from None
@@ -120,7 +122,8 @@ class InaController(app_manager.RyuApp):
         graph = view.graph.copy()
         reserved = self._reserved_by_trees()
         for tail, head, data in graph.edges(data=True):
-            data["capacity_mbps"] = max(0.0, data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+            data["capacity_mbps"] = max(MIN_CAPACITY_MBPS,   # the planner needs capacity > 0
+                                        data["capacity_mbps"] - reserved.get((tail, head), 0.0)
                                         - self.booked_mbps.get((tail, head), 0.0))
         return graph
 

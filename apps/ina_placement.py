@@ -83,8 +83,8 @@ class Option:
 
 @dataclass
 class InaProblem:
-    """graph: directed, `capacity_mbps` on every edge (what is available to this job);
-    aggregators: {aggregator host: processing capacity C_a}."""
+    """graph: directed, `capacity_mbps` > 0 on every edge (what is available to this
+    job); aggregators: {aggregator host: processing capacity C_a > 0}."""
     graph: nx.DiGraph
     workers: list
     ps: str
@@ -455,7 +455,8 @@ class _Assignment:
     def __init__(self, problem, options, aggregate_paths, choice, paths):
         self.problem, self.options, self.aggregate_paths = problem, options, aggregate_paths
         self.choice, self.paths = dict(choice), dict(paths)
-        resources = {e for os in options.values() for o in os for e in _edges(o.path)}
+        resources = {e for os in [*options.values(), self.choice.values()] for o in os
+                     for e in _edges(o.path)}
         resources |= {e for qs in aggregate_paths.values() for q in qs for e in _edges(q)}
         self.resources = sorted(resources, key=str) + sorted(problem.aggregators)
         self.position = {r: i for i, r in enumerate(self.resources)}

@@ -353,8 +353,9 @@ class GradientCoordinator:
         for name in self.names:
             self.channels[name].send({"done": number})
         return {"comm_time_s": comm_time_s, "repair_passes": passes,
-                "ps_bytes": reports[self.ps]["received_bytes"], "verified": check["verified"],
-                "error_to_bound": check["error_to_bound"]}
+                "ps_bytes": reports[self.ps]["received_bytes"],
+                "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
+                "verified": check["verified"], "error_to_bound": check["error_to_bound"]}
 
     def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip):
         """{process: [{"ip", "fragments", "rate_mbps"}]} that fill what is missing."""

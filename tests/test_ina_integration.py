@@ -1,0 +1,159 @@
+"""GRID steering for real: ryu-manager (INA + fabric apps) + OVS + Mininet on the GRID
+paper's triangle, with real gradients through aggregator hosts."""
+
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from experiments.controller_client import ControllerHttpError
+from experiments.testbed import FabricTestbed
+from experiments.traffic.gradients import run_gradient_rounds
+from mininet_topos.grid_example import GridExampleTopo
+from tests.conftest import require_root
+
+pytestmark = pytest.mark.integration
+
+OF_PORT, REST_PORT = 16659, 18086
+WORKERS = ["w%d" % i for i in range(1, 9)]
+GRADIENT_MB = 0.2
+
+
+@pytest.fixture(scope="module")
+def bed():
+    require_root()
+    with FabricTestbed(GridExampleTopo(), of_port=OF_PORT, rest_port=REST_PORT) as testbed:
+        yield testbed
+        log = testbed.controller_log()
+    assert "Traceback" not in log
+
+
+def post_plan(bed, **fields):
+    body = dict({"job": "test", "workers": WORKERS, "ps": "ps", "gradient_mb": GRADIENT_MB}, **fields)
+    return bed.client.request("POST", "/ina/plans", body)
+
+
+def steering_packets(switch):
+    """{(src ip, dst ip): packets} of the steering flows on `switch`."""
+    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch,
+                             "cookie=0x5346000300000000/0xffffffff00000000"],
+                            capture_output=True, text=True, check=True).stdout
+    counts = {}
+    for line in output.splitlines():
+        match = re.search(r"n_packets=(\d+).*nw_src=([\d.]+),nw_dst=([\d.]+)", line)
+        if match:
+            key = (match.group(2), match.group(3))
+            counts[key] = counts.get(key, 0) + int(match.group(1))
+    return counts
+
+
+def test_gradients_reach_the_chosen_aggregators_and_the_ps_sum_is_exact(bed):
+    plan = post_plan(bed, policy="grid")
+    try:
+        assert plan["theta_mbps"] == pytest.approx(3.0)
+        (result,) = run_gradient_rounds(bed, plan, 1, GRADIENT_MB)
+        assert result["verified"] is True and result["error_to_bound"] <= 1
+        # every aggregator in the plan received its workers' fragments ...
+        assert set(plan["aggregators"]) == {"agg-s1", "agg-s2", "agg-s3"}
+        for aggregator, info in plan["aggregators"].items():
+            assert result["aggregator_bytes"][aggregator] >= 0.2e6 * len(info["workers"])
+        # ... and the switches counted them on the planned paths
+        ip = plan["addresses"]
+        for worker, legs in plan["workers"].items():
+            (leg,) = legs
+            first_switch = leg["path"][1]
+            assert steering_packets(first_switch)[ip[worker], ip[leg["node"]]] > 0
+        crossing = [w for w, (leg,) in plan["workers"].items() if leg["path"][1:3] == ["s1", "s2"]]
+        assert len(crossing) == 1 and steering_packets("s2")[ip[crossing[0]], ip["agg-s2"]] > 0
+    finally:
+        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    assert bed.leftovers() == {}
+
+
+def test_nearest_splits_a_gradient_between_aggregator_and_ps_and_the_sum_stays_exact(bed):
+    plan = post_plan(bed, policy="nearest")
+    try:
+        assert plan["theta_mbps"] == pytest.approx(2.4375)
+        assert [leg["node"] for leg in plan["workers"]["w1"]] == ["agg-s1", "ps"]
+        (result,) = run_gradient_rounds(bed, plan, 1, GRADIENT_MB)
+        assert result["verified"] is True
+    finally:
+        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    assert bed.leftovers() == {}
+
+
+def test_plans_book_capacity_and_release_returns_it(bed):
+    tree = bed.client.request("POST", "/multicast/trees",   # holds 3 of the PS's 9 Mbit/s
+                              {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 3})
+    first = post_plan(bed, job="a")
+    assert 0 < first["theta_mbps"] < 3.0
+    with pytest.raises(ControllerHttpError) as error:
+        post_plan(bed, job="b")       # the plan booked what the tree left of the PS's link
+    assert error.value.status == 409
+    assert [p["id"] for p in bed.client.get("/ina/plans")["plans"]] == [first["id"]]
+    bed.client.request("DELETE", "/ina/plans/%d" % first["id"])
+    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    again = post_plan(bed, job="c")
+    assert again["theta_mbps"] == pytest.approx(3.0)
+    bed.client.request("DELETE", "/ina/plans/%d" % again["id"])
+    assert bed.client.get("/ina/plans") == {"plans": []}
+    assert bed.leftovers() == {}
+
+
+def test_a_plan_without_capacity_is_refused_with_409_and_leaves_nothing(bed):
+    tree = bed.client.request("POST", "/multicast/trees",
+                              {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 9})
+    try:
+        with pytest.raises(ControllerHttpError) as error:
+            post_plan(bed)
+        assert error.value.status == 409 and "no capacity" in error.value.body["error"]
+        assert bed.client.get("/ina/plans") == {"plans": []}
+    finally:
+        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    assert bed.leftovers() == {}
+
+
+def test_concurrent_deletes_of_one_plan_release_it_once(bed):
+    plan = post_plan(bed)
+
+    def delete():
+        try:
+            bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+            return 200
+        except ControllerHttpError as error:
+            return error.status
+    with ThreadPoolExecutor(4) as pool:
+        statuses = sorted(pool.map(lambda _: delete(), range(4)))
+    assert statuses == [200, 404, 404, 404]
+    assert bed.leftovers() == {}
+    assert post_plan(bed)["theta_mbps"] == pytest.approx(plan["theta_mbps"])   # nothing leaked
+    bed.client.request("DELETE", "/ina/plans/%d" % bed.client.get("/ina/plans")["plans"][0]["id"])
+
+
+@pytest.mark.parametrize("fields, status, message", [
+    ({"workers": []}, 400, "workers must be"),
+    ({"policy": "fastest"}, 400, "policy must be"),
+    ({"ps": "w1"}, 400, "ps must be"),
+    ({"gradient_mb": 0}, 400, "gradient_mb"),
+    ({"colour": 1}, 400, "unknown field(s): colour"),
+    ({"workers": ["w1", "agg-s2"]}, 400, "cannot be workers"),
+    ({"aggregators": ["w3"]}, 400, "not aggregator"),
+    ({"workers": ["w1", "w99"]}, 404, "unknown host(s): w99"),
+])
+def test_bad_requests_get_clear_errors_and_change_nothing(bed, fields, status, message):
+    with pytest.raises(ControllerHttpError) as error:
+        post_plan(bed, **fields)
+    assert error.value.status == status and message in error.value.body["error"]
+    assert bed.client.get("/ina/plans") == {"plans": []}
+    assert bed.leftovers() == {}
+
+
+def test_unknown_plans_and_malformed_json(bed):
+    for method in ("GET", "DELETE"):
+        with pytest.raises(ControllerHttpError) as error:
+            bed.client.request(method, "/ina/plans/77")
+        assert error.value.status == 404
+    with pytest.raises(ControllerHttpError) as error:
+        bed.client.request("POST", "/ina/plans", raw_body=b"{not json")
+    assert error.value.status == 400
