@@ -34,7 +34,8 @@ def test_bench_trees_prints_one_json_object_per_case():
 
 @pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
-                                    "traffic.model_transfer"])
+                                    "traffic.model_transfer", "grid_example", "ina",
+                                    "traffic.gradients"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -117,3 +118,36 @@ def test_selmcast_emulation_writes_verified_rounds(tmp_path):
                and float(r["predicted_s"]) > 0 for r in table)
     assert out.with_suffix(".png").stat().st_size > 0
     assert "switches hold no groups, meters or multicast flows" in answer.stdout
+
+
+def test_grid_example_prints_the_papers_min_rates(tmp_path):
+    out = tmp_path / "grid.csv"
+    answer = run("grid_example", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr
+    rates = {r["policy"]: r["min_rate"] for r in map(json.loads, answer.stdout.strip().splitlines())}
+    assert rates == pytest.approx({"no-ina": 1.0, "nearest": 2.4375, "grid": 3.0}, abs=0.01)
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_ina_bench_prints_the_planning_time():
+    answer = run("ina", "--bench")
+    assert answer.returncode == 0, answer.stderr
+    (line,) = answer.stdout.strip().splitlines()
+    result = json.loads(line)
+    assert result["workers"] == 100 and "64x64" in result["fabric"] and result["plan_s"] > 0
+    assert result["theta_gbps"]["grid"] > result["theta_gbps"]["no-ina"]
+
+
+@pytest.mark.integration
+def test_ina_emulation_writes_verified_rows_for_every_policy(tmp_path):
+    require_root()
+    out = tmp_path / "ina.csv"
+    answer = run("ina", "--spines", "2", "--leaves", "2", "--hosts-per-leaf", "3", "--bw", "10",
+                 "--of-port", "16657", "--rest-port", "18084", "--aggregator-bw", "5",
+                 "--workers", "4", "--gradient-mb", "0.2", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert sorted(r["policy"] for r in table) == ["grid", "nearest", "no-ina", "switchml"]
+    assert all(r["verified"] == "True" and float(r["comm_time_s"]) > 0
+               and float(r["min_rate_mbps"]) > 0 for r in table)
+    assert "switches hold no steering flows or meters" in answer.stdout

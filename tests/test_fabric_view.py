@@ -50,7 +50,20 @@ def broken(change):
     (broken(lambda d: d["hosts"][1].update(ip=d["hosts"][0]["ip"])), "duplicate IP"),
     (broken(lambda d: d["hosts"][0].update(name="leaf1")), "duplicate node name"),
     (broken(lambda d: d.update(links=[])), "not connected"),
+    (broken(lambda d: d["hosts"][0].update(role="gpu")), "'role' must be one of"),
+    (broken(lambda d: d["hosts"][0].update(role="aggregator", aggregation_mbps=0)),
+     "aggregation_mbps must be positive"),
 ])
 def test_bad_descriptions_say_why(description, message):
     with pytest.raises(FabricError, match=message):
         FabricView(description)
+
+
+def test_aggregators_are_hosts_with_a_role_and_a_capacity():
+    description = broken(lambda d: d["hosts"][0].update(role="aggregator", aggregation_mbps=7.5))
+    view = FabricView(description)
+    name = description["hosts"][0]["name"]
+    assert view.aggregators == {name: 7.5} and view.is_aggregator(name) and view.is_host(name)
+    assert FabricView(view.to_description()).aggregators == {name: 7.5}
+    default = broken(lambda d: d["hosts"][0].update(role="aggregator"))
+    assert FabricView(default).aggregators == {name: default["hosts"][0]["capacity_mbps"]}

@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from apps.fabric_view import FabricView
+from apps.multicast_trees import is_spine_leaf
 from mininet_topos.description import describe
+from mininet_topos.grid_example import GridExampleTopo
 from mininet_topos.spineleaf import SpineLeafTopo, host_ip, host_mac
 
 
@@ -62,3 +65,46 @@ def test_topology_file_loads_alone_as_mn_custom_does():
     output = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parent.parent).stdout
     assert output.split() == ["16", "16", "80"]
+
+
+def test_aggregator_hosts_hang_off_the_programmable_switches():
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=2, bw=20,
+                                             aggregators="all", aggregator_bw=9)))
+    assert view.aggregators == {"agg-spine1": 9.0, "agg-spine2": 9.0, "agg-leaf1": 9.0,
+                                "agg-leaf2": 9.0, "agg-leaf3": 9.0}
+    assert view.attachment("agg-leaf2") == ("leaf2", 5) and view.attachment("agg-spine1") == ("spine1", 4)
+    assert view.graph.edges["spine1", "agg-spine1"]["capacity_mbps"] == 9   # shaped to C_s
+    assert view.ip("agg-spine1") == "10.0.0.7"   # numbered after the 6 workers
+    assert is_spine_leaf(view)                  # aggregators on spines keep the fabric spine-leaf
+    for aggregators, expected in (("leaves", {"agg-leaf1", "agg-leaf2", "agg-leaf3"}),
+                                  ("spines", {"agg-spine1", "agg-spine2"}),
+                                  ("leaf3+spine1", {"agg-spine1", "agg-leaf3"}),
+                                  (["leaf1"], {"agg-leaf1"}), (None, set())):
+        topo = SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=2, aggregators=aggregators)
+        assert set(FabricView(describe(topo)).aggregators) == expected
+    with pytest.raises(ValueError, match="no switch named leaf9"):
+        SpineLeafTopo(aggregators="leaf9")
+
+
+def test_grid_example_triangle_is_the_papers():
+    view = FabricView(describe(GridExampleTopo()))
+    assert sorted(view.switches) == ["s1", "s2", "s3"]
+    assert {view.attachment(h)[0] for h in ("w1", "w2", "w3", "w4")} == {"s1"}
+    assert {view.attachment(h)[0] for h in ("w5", "w6")} == {"s2"}
+    assert {view.attachment(h)[0] for h in ("w7", "w8", "ps")} == {"s3"}
+    assert view.aggregators == {"agg-s1": 9.0, "agg-s2": 9.0, "agg-s3": 9.0}
+    assert all(view.graph.edges[a, b]["capacity_mbps"] == 3
+               for a, b in (("s1", "s3"), ("s1", "s2"), ("s2", "s3")))
+    assert view.graph.edges["s3", "ps"]["capacity_mbps"] == 9
+
+
+@pytest.mark.parametrize("custom, topo", [("mininet_topos/grid_example.py", "gridexample"),
+                                          ("mininet_topos/spineleaf.py", "spineleaf")])
+def test_topologies_load_as_mn_custom_files(custom, topo):
+    # `mn --custom` execs the file alone, without __file__ and from any folder
+    path = Path(__file__).resolve().parent.parent / custom
+    code = ("customs = {}; exec(compile(open(%r).read(), %r, 'exec'), customs, customs); "
+            "print(sorted(customs['topos'][%r]().hosts()))" % (str(path), str(path), topo))
+    answer = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                            cwd="/", check=True)
+    assert "h1" in answer.stdout or "w1" in answer.stdout
