@@ -8,9 +8,11 @@ to the PS, or straight to the PS. Every stream of a round runs at the same
 rate, so an aggregate runs at the rate of its inputs.
 
 The model (paper's LP with the link constraints it leaves out): for worker n
-and each of its options o (an aggregator or the PS, reached by one of at most
-`max_paths` candidate paths), a rate r[n, o]; for each aggregator a and each
-candidate path q from a to the PS, an aggregate rate y[a, q].
+and each of its options o (one of its `max_aggregators` candidate aggregators,
+those least off its way to the PS, or the PS itself, reached by one of at
+most `max_paths` candidate paths), a rate r[n, o]; for each aggregator a and
+each candidate path q from a to the PS, an aggregate rate y[a, q]. Bounding
+the candidates keeps the LP small enough for 100 workers on a 64x64 fabric.
 
     maximize theta
     theta <= sum_o r[n, o]                       every worker n
