@@ -1,0 +1,87 @@
+"""The gradient programs' arithmetic without a network: fragments, sums, duplicates, the check."""
+
+import numpy as np
+import pytest
+
+from experiments.traffic.gradients import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
+                                           exact_sum_check, fragment_count, gradient)
+
+FLOATS = 3 * FLOATS_PER_FRAGMENT + 17   # a short last fragment
+JOB, ROUND, SEED = 7, 1, 3
+
+
+def fragments(worker):
+    """Worker `worker`'s datagrams, as the worker program builds them."""
+    values = gradient(SEED, worker, ROUND, FLOATS).astype(">f4")
+    count = fragment_count(FLOATS)
+    return [HEADER.pack(JOB, ROUND, i, count, 1 << worker)
+            + values[i * FLOATS_PER_FRAGMENT:(i + 1) * FLOATS_PER_FRAGMENT].tobytes()
+            for i in range(count)]
+
+
+def everyone(workers):
+    return [(1 << workers) - 1] * fragment_count(FLOATS)
+
+
+def test_an_aggregate_of_aggregates_is_the_exact_sum():
+    # workers 0, 1 through an aggregator; 2, 3 straight to the PS
+    aggregator = FragmentSums(JOB, ROUND, FLOATS, [0b0011] * fragment_count(FLOATS))
+    completed = [aggregator.add(p) for w in (0, 1) for p in fragments(w)]
+    assert sorted(i for i in completed if i is not None) == list(range(fragment_count(FLOATS)))
+    ps = FragmentSums(JOB, ROUND, FLOATS, everyone(4))
+    for index in range(fragment_count(FLOATS)):
+        ps.add(aggregator.packet(index))
+    for worker in (2, 3):
+        for packet in fragments(worker):
+            ps.add(packet)
+    assert ps.missing() == []
+    ok, ratio = exact_sum_check(ps.total(), SEED, 4, ROUND, FLOATS)
+    assert ok and ratio <= 1
+
+
+def test_late_and_repeated_copies_are_never_added_twice():
+    ps = FragmentSums(JOB, ROUND, FLOATS, everyone(2))
+    for packet in fragments(0) + fragments(0) + fragments(1)[1:]:
+        ps.add(packet)
+    assert ps.missing() == [[0, 0b10]]                    # worker 1's fragment 0 is missing
+    aggregate = FragmentSums(JOB, ROUND, FLOATS, [0b11] * fragment_count(FLOATS))
+    for packet in fragments(0) + fragments(1):
+        aggregate.add(packet)
+    ps.add(aggregate.packet(0))                           # overlaps worker 0: refused whole
+    assert ps.missing() == [[0, 0b10]]
+    ps.add(fragments(1)[0])
+    assert ps.missing() == []
+    assert exact_sum_check(ps.total(), SEED, 2, ROUND, FLOATS)[0]
+
+
+def test_other_jobs_rounds_and_strangers_are_ignored():
+    ps = FragmentSums(JOB, ROUND, FLOATS, everyone(1))
+    stranger = HEADER.pack(JOB, ROUND, 0, fragment_count(FLOATS), 0b100) + bytes(8)
+    other_round = HEADER.pack(JOB, ROUND + 1, 0, fragment_count(FLOATS), 0b1) + bytes(8)
+    other_job = HEADER.pack(JOB + 1, ROUND, 0, fragment_count(FLOATS), 0b1) + bytes(8)
+    for packet in (stranger, other_round, other_job):
+        assert ps.add(packet) is None
+    assert len(ps.missing()) == fragment_count(FLOATS)
+
+
+def test_the_check_catches_a_wrong_sum():
+    ps = FragmentSums(JOB, ROUND, FLOATS, everyone(3))
+    for worker in range(3):
+        for packet in fragments(worker):
+            ps.add(packet)
+    total = ps.total().copy()
+    assert exact_sum_check(total, SEED, 3, ROUND, FLOATS)[0]
+    total[5] += 1e-3
+    assert not exact_sum_check(total, SEED, 3, ROUND, FLOATS)[0]
+    assert not exact_sum_check(ps.total() - gradient(SEED, 2, ROUND, FLOATS), SEED, 3, ROUND,
+                               FLOATS)[0]   # a worker missed
+
+
+@pytest.mark.parametrize("workers", [2, 16, 64])
+def test_float32_reordering_stays_within_the_documented_bound(workers):
+    rng = np.random.default_rng(workers)
+    grads = [gradient(SEED, w, ROUND, FLOATS) for w in range(workers)]
+    total = np.zeros(FLOATS, dtype=np.float32)
+    for w in rng.permutation(workers):
+        total += grads[w]
+    assert exact_sum_check(total, SEED, workers, ROUND, FLOATS)[0]
