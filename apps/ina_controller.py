@@ -5,7 +5,9 @@
 A job asks for a plan (POST /ina/plans: workers, PS, aggregators, gradient
 size, policy). The app plans on what is free (link capacity minus what
 multicast trees and other plans hold; aggregator capacity minus other plans;
-ina_placement.py), books it, and installs, for every stream of the plan
+ina_placement.py), books it (link loads as a hold in the multicast app's
+reservation book when that app runs, so trees see plans and plans see
+trees), and installs, for every stream of the plan
 (each worker leg to its aggregator or the PS, each aggregate to the PS), a
 flow per switch of its path matching the job's UDP port from that source to
 that destination, with a meter at the stream's planned rate on its first
@@ -60,10 +62,12 @@ class InaController(app_manager.RyuApp):
     def fabric(self):
         return app_manager.lookup_service_brick("FabricController")
 
-    def _reserved_by_trees(self):
+    def _link_book(self):
+        """The multicast app's reservation book for this fabric, if that app runs: plans hold
+        their link loads there, so trees and plans are admitted against each other."""
         multicast = app_manager.lookup_service_brick("MulticastController")
         book = getattr(multicast, "book", None)
-        return book.reserved_mbps if book is not None and book.view is self.view else {}
+        return book if book is not None and book.view is self.view else None
 
     # --- plans ------------------------------------------------------------------
 
@@ -87,7 +91,8 @@ class InaController(app_manager.RyuApp):
             raise RequestError(400, "aggregator host(s) cannot be workers or the PS: %s"
                                % ", ".join(misplaced))
         # no yield from here to the booking: the plan is made and booked on one state
-        graph = self._available_graph(view)
+        book = self._link_book()
+        graph = self._available_graph(view, book)
         capacities = {a: view.aggregators[a] - self.booked_mbps.get(a, 0.0) for a in aggregators}
         capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
         try:
@@ -99,17 +104,14 @@ class InaController(app_manager.RyuApp):
             raise RequestError(409, "no capacity left for this job (theta = %.6f Mbit/s)"
                                % result.theta, theta_mbps=result.theta)
         plan_id = next(self._ids)
-        loads = result.loads()
-        for resource, load in loads.items():
-            self.booked_mbps[resource] += load
         report = plan_report(plan_id, request, result, view)
-        report["_loads"] = loads
+        self._book(report, result.loads(), book)
         self.plans[plan_id] = report
         try:
             self._install(view, plan_id, result)
         except RequestError:
             if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
-                self._unbook(loads)
+                self._unbook(report)
             raise
         self.logger.info("plan %d (job %r, %s): %d workers -> %s, theta %.3f Mbit/s (LP %.3f, "
                          "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id,
@@ -118,9 +120,9 @@ class InaController(app_manager.RyuApp):
                          result.theta_repaired, ",".join(result.aggregate_paths) or "none")
         return public(report)
 
-    def _available_graph(self, view):
+    def _available_graph(self, view, book):
         graph = view.graph.copy()
-        reserved = self._reserved_by_trees()
+        reserved = book.reserved_mbps if book is not None else {}
         for tail, head, data in graph.edges(data=True):
             data["capacity_mbps"] = max(MIN_CAPACITY_MBPS,   # the planner needs capacity > 0
                                         data["capacity_mbps"] - reserved.get((tail, head), 0.0)
@@ -166,8 +168,20 @@ class InaController(app_manager.RyuApp):
             self.tracker.abandon(batch)
             self.logger.warning("plan %d: removal not confirmed by every switch", plan_id)
 
-    def _unbook(self, loads):
-        for resource, load in loads.items():
+    def _book(self, report, loads, book):
+        """Links into the shared book if there is one, the rest (aggregators) here."""
+        links = {r: load for r, load in loads.items() if isinstance(r, tuple)}
+        own = loads if book is None else {r: load for r, load in loads.items() if r not in links}
+        if book is not None:
+            book.hold(("ina", report["id"]), links)
+        for resource, load in own.items():
+            self.booked_mbps[resource] += load
+        report["_own_loads"], report["_book"] = own, book
+
+    def _unbook(self, report):
+        if report["_book"] is not None:
+            report["_book"].release_hold(("ina", report["id"]))
+        for resource, load in report["_own_loads"].items():
             self.booked_mbps[resource] -= load
             if self.booked_mbps[resource] <= 1e-9:
                 del self.booked_mbps[resource]
@@ -175,7 +189,7 @@ class InaController(app_manager.RyuApp):
     def release_plan(self, plan_id):
         report = self.plans.pop(self.get_plan(plan_id)["id"])   # before any yield: one DELETE wins
         self._remove(self.view, report["id"], report.get("_meters", {}))
-        self._unbook(report["_loads"])
+        self._unbook(report)
         self.logger.info("plan %d (job %r) removed", report["id"], report["job"])
         return public(report)
 

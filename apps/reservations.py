@@ -39,7 +39,8 @@ class ReservationBook:
         self._addresses = [str(a) for a in ipaddress.ip_network(address_pool).hosts()]
         self._ids = itertools.count(1)
         self._by_id = {}
-        self.reserved_mbps = defaultdict(float)
+        self._holds = {}
+        self.reserved_mbps = defaultdict(float)   # trees and holds
 
     def __len__(self):
         return len(self._by_id)
@@ -56,7 +57,7 @@ class ReservationBook:
     def reserve(self, tree, ttl_s=None):
         """Book tree.bandwidth_mbps on every edge of `tree`; returns the Reservation."""
         for edge in tree.edges:
-            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps[edge]
+            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps.get(edge, 0.0)
             if free + CAPACITY_TOLERANCE_MBPS < tree.bandwidth_mbps:
                 raise ReservationError("link %s->%s has only %.3f Mbit/s unreserved" % (*edge, free))
         in_use = {r.address for r in self._by_id.values()}
@@ -76,10 +77,27 @@ class ReservationBook:
         reservation = self.get(tree_id)
         del self._by_id[tree_id]
         for edge in reservation.tree.edges:
-            self.reserved_mbps[edge] -= reservation.tree.bandwidth_mbps
-            if self.reserved_mbps[edge] <= CAPACITY_TOLERANCE_MBPS:
-                del self.reserved_mbps[edge]
+            self._unbook(edge, reservation.tree.bandwidth_mbps)
         return reservation
+
+    def hold(self, key, loads_mbps):
+        """Book other traffic (e.g. an INA plan's streams) on links: {(tail, head): Mbit/s}.
+        Trees are then admitted against it; no capacity check here (the caller planned on
+        what was free)."""
+        if key in self._holds:
+            raise ReservationError("hold %r exists" % (key,))
+        self._holds[key] = dict(loads_mbps)
+        for edge, load in loads_mbps.items():
+            self.reserved_mbps[edge] += load
+
+    def release_hold(self, key):
+        for edge, load in self._holds.pop(key, {}).items():
+            self._unbook(edge, load)
+
+    def _unbook(self, edge, load):
+        self.reserved_mbps[edge] -= load
+        if self.reserved_mbps[edge] <= CAPACITY_TOLERANCE_MBPS:
+            del self.reserved_mbps[edge]
 
     def expired(self):
         """Ids of reservations whose lease has run out."""

@@ -96,6 +96,10 @@ def test_plans_book_capacity_and_release_returns_it(bed):
     bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     again = post_plan(bed, job="c")
     assert again["theta_mbps"] == pytest.approx(3.0)
+    with pytest.raises(ControllerHttpError) as error:   # and trees see what plans hold
+        bed.client.request("POST", "/multicast/trees",
+                           {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 1})
+    assert error.value.status == 409
     bed.client.request("DELETE", "/ina/plans/%d" % again["id"])
     assert bed.client.get("/ina/plans") == {"plans": []}
     assert bed.leftovers() == {}

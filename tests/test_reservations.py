@@ -72,3 +72,18 @@ def test_leases_expire(view):
     clock.now += 5
     assert book.expired() == [short.tree_id]
     assert forever.expires_at is None
+
+
+def test_holds_count_against_trees_and_release_cleanly(view):
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h3"], 10.0)
+    link = tree.edges[1]                      # the tree's leaf -> spine hop
+    book.hold(("ina", 1), {link: 15.0})
+    assert book.reserved_mbps[link] == 15.0
+    with pytest.raises(ReservationError, match="only 5.000"):
+        book.reserve(tree)
+    with pytest.raises(ReservationError, match="exists"):
+        book.hold(("ina", 1), {link: 1.0})
+    book.release_hold(("ina", 1))
+    assert dict(book.reserved_mbps) == {}
+    book.reserve(tree)
