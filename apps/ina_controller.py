@@ -34,7 +34,8 @@ from apps import openflow_builders as of
 from apps.fabric_controller import EventFabricChanged
 from apps.ina_placement import GRID, POLICIES, InaProblem, PlacementError, plan
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
+from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
+                             read_json_body)
 
 CONFIRM_TIMEOUT_S = 5.0
 REST_APP_KEY = "ina_controller"
@@ -135,8 +136,7 @@ class InaController(app_manager.RyuApp):
         for leg_index, (source, destination, path, rate) in enumerate(result.streams()):
             for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
                 datapath = self.fabric.datapaths.get(view.dpid(switch))
-                if datapath is None:
-                    self._remove(view, plan_id, meters)
+                if datapath is None:   # nothing sent yet
                     raise RequestError(503, "switch %s is not connected" % switch)
                 first = hop == 0
                 messages[datapath] += of.steering_install(
@@ -250,14 +250,7 @@ def plan_report(plan_id, request, result, view):
 
 def parse_plan_request(body):
     """The plan request with defaults filled in, or RequestError(400)."""
-    if not isinstance(body, dict):
-        raise RequestError(400, "the request must be a JSON object")
-    unknown = sorted(set(body) - REQUEST_FIELDS)
-    if unknown:
-        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
-    missing = sorted({"job", "workers", "ps", "gradient_mb"} - set(body))
-    if missing:
-        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+    check_fields(body, REQUEST_FIELDS, {"job", "workers", "ps", "gradient_mb"})
     request = dict({"policy": GRID, "aggregators": None}, **body)
     workers = request["workers"]
     if not isinstance(request["job"], str) or not request["job"]:

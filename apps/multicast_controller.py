@@ -33,7 +33,8 @@ from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan)
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
+from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
+                             read_json_body)
 from apps.reservations import ReservationBook, ReservationError
 
 CONFIRM_TIMEOUT_S = 5.0
@@ -213,14 +214,7 @@ class MulticastController(app_manager.RyuApp):
 
 def parse_tree_request(request):
     """(source, receivers, bandwidth_mbps, policy, ttl_s) from a POST body, or RequestError(400)."""
-    if not isinstance(request, dict):
-        raise RequestError(400, "the request must be a JSON object")
-    unknown = sorted(set(request) - REQUEST_FIELDS)
-    if unknown:
-        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
-    missing = sorted({"source", "receivers", "bandwidth_mbps"} - set(request))
-    if missing:
-        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+    check_fields(request, REQUEST_FIELDS, {"source", "receivers", "bandwidth_mbps"})
     source, receivers = request["source"], request["receivers"]
     if not isinstance(source, str):
         raise RequestError(400, "source must be a host name")

@@ -19,6 +19,19 @@ def positive_number(value):
     return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
 
 
+def check_fields(body, allowed, required):
+    """RequestError(400) unless body is a JSON object with every required field and no
+    field outside `allowed`."""
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request must be a JSON object")
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
+    missing = sorted(set(required) - set(body))
+    if missing:
+        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+
+
 def json_response(body, status=200):
     return Response(status=status, content_type="application/json", charset="utf-8",
                     body=json.dumps(body, indent=1, sort_keys=True) + "\n")

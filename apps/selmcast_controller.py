@@ -30,7 +30,8 @@ from apps.multicast_trees import POLICIES as TREE_POLICIES
 from apps.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
                                      SelectionError, SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, select)
-from apps.rest_json import RequestError, answer, json_response, positive_number, read_json_body
+from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
+                             read_json_body)
 
 REST_APP_KEY = "selmcast_controller"
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",
@@ -153,14 +154,7 @@ def tree_specs(workers, selection, sizes_mbit, tree_policy):
 
 def parse_round_request(body):
     """The round request with defaults filled in, or RequestError(400)."""
-    if not isinstance(body, dict):
-        raise RequestError(400, "the request must be a JSON object")
-    unknown = sorted(set(body) - REQUEST_FIELDS)
-    if unknown:
-        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
-    missing = sorted({"job", "workers", "update_mb", "p"} - set(body))
-    if missing:
-        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
+    check_fields(body, REQUEST_FIELDS, {"job", "workers", "update_mb", "p"})
     request = dict({"k": DEFAULT_K, "cost_model": L3, "policy": SELMCAST,
                     "tree_policy": TREE_POLICIES[0], "ttl_s": None}, **body)
     workers = request["workers"]

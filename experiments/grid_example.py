@@ -15,6 +15,7 @@ communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 """
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import run_gradient_rounds, wire_mbit
+from experiments.traffic.gradients import run_plan
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
 from mininet_topos.platform_net import PlatformError
@@ -66,19 +67,14 @@ def planned(topo):
 
 
 def emulate(args, topo, rows):
-    gradient_mbit = wire_mbit(args.gradient_mb)
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("grid_example")) as bed:
         for row in tqdm(rows, desc="policies", unit="policy", file=sys.stderr):
-            answer = bed.client.request("POST", "/ina/plans", {
-                "job": "example-%s" % row["policy"], "workers": WORKERS, "ps": "ps",
-                "gradient_mb": gradient_mbit / 8, "policy": row["policy"]})
-            try:
-                results = run_gradient_rounds(bed, answer, args.rounds, args.gradient_mb)
-            finally:
-                bed.client.request("DELETE", "/ina/plans/%d" % answer["id"])
-            comm_time = sorted(r["comm_time_s"] for r in results)[len(results) // 2]
-            row.update(measured_min_rate_mbps=gradient_mbit / comm_time, comm_time_s=comm_time,
+            answer, results = run_plan(bed, {"job": "example-%s" % row["policy"], "workers": WORKERS,
+                                             "ps": "ps", "policy": row["policy"]},
+                                       args.rounds, args.gradient_mb)
+            row.update(measured_min_rate_mbps=statistics.median(r["min_rate_mbps"] for r in results),
+                       comm_time_s=statistics.median(r["comm_time_s"] for r in results),
                        predicted_comm_time_s=answer["predicted_comm_time_s"],
                        verified=all(r["verified"] for r in results),
                        repair_passes=max(r["repair_passes"] for r in results))

@@ -35,7 +35,7 @@ from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progr
                              write_csv)
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import run_gradient_rounds, wire_mbit
+from experiments.traffic.gradients import run_plan
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -96,27 +96,22 @@ def bench(repeats=5, workers=100, programmable=0.2, seed=0):
 def run(args):
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
-    hosts = [h for h in topo.hosts(sort=True) if not h.startswith("agg-")]
-    hosts.sort(key=lambda h: int(h[1:]))
+    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
+                   key=lambda h: int(h[1:]))
     ps = hosts[-1]
-    gradient_mbit = wire_mbit(args.gradient_mb)
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("ina")) as bed:
         jobs = [(n, policy) for n in args.workers for policy in args.policies]
         for n, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
-            answer = bed.client.request("POST", "/ina/plans", {
-                "job": "%s-%d" % (policy, n), "workers": hosts[:n], "ps": ps,
-                "gradient_mb": gradient_mbit / 8, "policy": policy})
-            try:
-                results = run_gradient_rounds(bed, answer, args.rounds, args.gradient_mb)
-            finally:
-                bed.client.request("DELETE", "/ina/plans/%d" % answer["id"])
+            answer, results = run_plan(bed, {"job": "%s-%d" % (policy, n), "workers": hosts[:n],
+                                             "ps": ps, "policy": policy},
+                                       args.rounds, args.gradient_mb)
             for number, result in enumerate(results, start=1):
                 rows.append({
                     "policy": policy, "workers": n, "ps_count": 1, "round": number,
                     "comm_time_s": result["comm_time_s"],
-                    "min_rate_mbps": gradient_mbit / result["comm_time_s"],
+                    "min_rate_mbps": result["min_rate_mbps"],
                     "ps_ingress_mbps": result["ps_bytes"] * 8 / 1e6 / result["comm_time_s"],
                     "verified": result["verified"],
                     "predicted_comm_time_s": answer["predicted_comm_time_s"],

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from experiments.traffic.gradients import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
-                                           exact_sum_check, fragment_count, gradient)
+                                           exact_sum_check, fragment_count, fragment_packet,
+                                           gradient)
 
 FLOATS = 3 * FLOATS_PER_FRAGMENT + 17   # a short last fragment
 JOB, ROUND, SEED = 7, 1, 3
@@ -12,11 +13,9 @@ JOB, ROUND, SEED = 7, 1, 3
 
 def fragments(worker):
     """Worker `worker`'s datagrams, as the worker program builds them."""
-    values = gradient(SEED, worker, ROUND, FLOATS).astype(">f4")
-    count = fragment_count(FLOATS)
-    return [HEADER.pack(JOB, ROUND, i, count, 1 << worker)
-            + values[i * FLOATS_PER_FRAGMENT:(i + 1) * FLOATS_PER_FRAGMENT].tobytes()
-            for i in range(count)]
+    values = gradient(SEED, worker, ROUND, FLOATS)
+    return [fragment_packet(JOB, ROUND, i, 1 << worker, values)
+            for i in range(fragment_count(FLOATS))]
 
 
 def everyone(workers):

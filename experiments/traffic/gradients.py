@@ -36,21 +36,20 @@ meter holds every stream to its planned rate.
 import selectors
 import socket
 import struct
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.transport import FRAME_OVERHEAD, accept_named, connect, drain, ranges
+from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
+                                           accept_named, connect, drain, ranges, run_in_hosts,
+                                           send_streams)
 
 COORDINATOR_PORT = 7200
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
 FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
 MAX_WORKERS = 64
-RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
-SO_RCVBUFFORCE = 33
 
 
 def gradient(seed, worker, number, floats):
@@ -86,6 +85,13 @@ def exact_sum_check(total, seed, workers, number, floats):
     return ratio <= 1.0, ratio
 
 
+def fragment_packet(job, number, index, mask, values):
+    """Fragment `index` of float32 `values` as a datagram carrying the workers in `mask`."""
+    start = index * FLOATS_PER_FRAGMENT
+    return HEADER.pack(job, number, index, fragment_count(len(values)), mask) + \
+        values[start:start + FLOATS_PER_FRAGMENT].astype(">f4").tobytes()
+
+
 class FragmentSums:
     """Per fragment: the running float32 sum and the mask of workers in it."""
 
@@ -119,10 +125,7 @@ class FragmentSums:
 
     def packet(self, index):
         """The datagram carrying fragment `index`'s sum and its workers."""
-        start = index * FLOATS_PER_FRAGMENT
-        values = self.sums[start:min(start + FLOATS_PER_FRAGMENT, self.floats)]
-        return HEADER.pack(self.job, self.number, index, self.count, int(self.have[index])) \
-            + values.astype(">f4").tobytes()
+        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total())
 
     def total(self):
         return self.sums[:self.floats]
@@ -147,28 +150,6 @@ class UdpEndpoint:
         if self.on_packet is not None:
             self.on_packet(packet)
 
-    def send_paced(self, streams, idle):
-        """streams: [(ip, [packets], rate_mbps)], sent side by side, each at its rate
-        of wire bytes; idle(seconds) runs while every stream is ahead of schedule."""
-        started = time.perf_counter()
-        position = [0] * len(streams)
-        wire = [0] * len(streams)
-        while True:
-            due = [(started + wire[i] * 8 / (rate * 1e6), i)
-                   for i, (_ip, packets, rate) in enumerate(streams) if position[i] < len(packets)]
-            if not due:
-                return
-            when, i = min(due)
-            wait = when - time.perf_counter()
-            if wait > 0.001:
-                idle(wait)
-                continue
-            ip, packets, _rate = streams[i]
-            packet = packets[position[i]]
-            self.sock.sendto(packet, (ip, self.port))
-            position[i] += 1
-            wire[i] += len(packet) + FRAME_OVERHEAD
-
 
 class Process:
     """A worker, aggregator or PS: obeys the coordinator, one round at a time."""
@@ -191,7 +172,7 @@ class Process:
             if self.endpoint is not None:
                 self.endpoint.sock.close()
             self.endpoint = UdpEndpoint(self.args.data_ip, plan["port"])
-        role = plan["role"]
+        role, port = plan["role"], plan["port"]
         floats, number = plan["floats"], plan["round"]
         sums = None
         if role in ("aggregator", "ps"):
@@ -216,18 +197,15 @@ class Process:
         def flush():   # an aggregator sends each aggregate as soon as it is complete
             while forward:
                 index = forward.pop(0)
-                self.endpoint.sock.sendto(sums.packet(index), (plan["next_ip"], plan["port"]))
+                self.endpoint.sock.sendto(sums.packet(index), (plan["next_ip"], port))
 
-        own = None
         if role == "worker":
-            values = gradient(plan["seed"], plan["index"], number, floats).astype(">f4")
-            count = fragment_count(floats)
-            mask = 1 << plan["index"]
+            values = gradient(plan["seed"], plan["index"], number, floats)
 
-            def own(index):
-                start = index * FLOATS_PER_FRAGMENT
-                return HEADER.pack(plan["job"], number, index, count, mask) + \
-                    values[start:start + FLOATS_PER_FRAGMENT].tobytes()
+            def make(index):
+                return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
+        else:
+            make = sums.packet
         self.channel.send({"ready": number})
         while True:
             for key, _events in selector.select():
@@ -237,17 +215,15 @@ class Process:
                     continue
                 request = self.channel.receive()
                 if "go" in request:
-                    self.endpoint.send_paced(
-                        [(leg["ip"], [own(i) for i in range(*leg["fragments"])], leg["rate_mbps"])
-                         for leg in plan["legs"]], idle)
+                    send_streams(self.endpoint.sock, [
+                        ((leg["ip"], port), [make(i) for i in range(*leg["fragments"])],
+                         leg["rate_mbps"]) for leg in plan["legs"]], idle)
                     self.channel.send({"sent": number})
                 elif "resend" in request:
-                    streams = []
-                    for item in request["resend"]:
-                        indices = [i for first, last in item["fragments"] for i in range(first, last)]
-                        make = own if role == "worker" else sums.packet
-                        streams.append((item["ip"], [make(i) for i in indices], item["rate_mbps"]))
-                    self.endpoint.send_paced(streams, idle)
+                    send_streams(self.endpoint.sock, [
+                        ((item["ip"], port),
+                         [make(i) for first, last in item["fragments"] for i in range(first, last)],
+                         item["rate_mbps"]) for item in request["resend"]], idle)
                     self.channel.send({"sent": number})
                 elif "report" in request:
                     drain([self.endpoint])
@@ -413,26 +389,33 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
                                       gradient_mb, seed, rate_fraction, connect_timeout_s=timeout_s)
     command = [sys.executable, "-m", "experiments.traffic.gradients",
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
-    processes = [bed.host(name).popen(command + ["--name", name, "--data-ip", bed.host(name).IP()],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for name in coordinator.names]
-    try:
+
+    def drive():
         coordinator.accept()
         results = [coordinator.run_round(plan) for _ in range(rounds)]
         coordinator.close()
-    except BaseException as error:
+        return results
+    try:
+        return run_in_hosts(bed, coordinator.names, command, drive, "gradient rounds")
+    finally:
         coordinator.listener.close()
-        for process in processes:
-            process.kill()
-        output = [p.communicate()[0][-600:] for p in processes]
-        raise RuntimeError("gradient rounds failed: %s\nprocesses: %s"
-                           % (error, [o for o in output if o])) from error
-    for process in processes:
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return results
+
+
+def run_plan(bed, request, rounds, gradient_mb):
+    """Ask for a plan (`request`: the POST /ina/plans body without gradient_mb; the
+    controller is given the gradient's size on the wire, headers included, so its
+    predicted time is what the links carry), run `rounds` rounds on it, remove it.
+    Returns the plan and the rounds' results, each with min_rate_mbps: one worker's
+    gradient on the wire over the communication time."""
+    gradient_mbit = wire_mbit(gradient_mb)
+    plan = bed.client.request("POST", "/ina/plans", dict(request, gradient_mb=gradient_mbit / 8))
+    try:
+        results = run_gradient_rounds(bed, plan, rounds, gradient_mb)
+    finally:
+        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    for result in results:
+        result["min_rate_mbps"] = gradient_mbit / result["comm_time_s"]
+    return plan, results
 
 
 def parse_args(argv):

@@ -23,13 +23,12 @@ the last sender's last first-pass chunk.
 import hashlib
 import selectors
 import socket
-import subprocess
 import sys
 import time
 
 from experiments.cli import ArgumentParser
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
-                                           connect, drain,
+                                           connect, drain, run_in_hosts,
                                            model_bytes, multicast_sender, ranges, send_paced,
                                            wire_bytes)
 
@@ -214,26 +213,16 @@ def run_peer_sync(bed, workers, update_mb, requests, rate_fraction=0.95, timeout
                "--update-mb", str(update_mb)]
     coordinator = SyncCoordinator(bed.client, bed.management_ip, workers, update_mb, rate_fraction,
                                   connect_timeout_s=timeout_s)
-    peers = [bed.host(name).popen(command + ["--name", name, "--data-ip", bed.host(name).IP()],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for name in workers]
-    try:
+
+    def drive():
         coordinator.accept_peers()
         results = [coordinator.run_round(request) for request in requests]
         coordinator.close()
-    except BaseException as error:
+        return results
+    try:
+        return run_in_hosts(bed, workers, command, drive, "peer sync")
+    finally:
         coordinator.listener.close()
-        for peer in peers:
-            peer.kill()
-        output = [p.communicate()[0][-600:] for p in peers]
-        raise RuntimeError("peer sync failed: %s\npeers: %s" % (error, [o for o in output if o])) \
-            from error
-    for peer in peers:
-        try:
-            peer.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            peer.kill()
-    return results
 
 
 def parse_args(argv):

@@ -7,6 +7,7 @@ import json
 import selectors
 import socket
 import struct
+import subprocess
 import time
 
 import numpy as np
@@ -59,21 +60,37 @@ def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None
     """Send chunks `indices` of `data` to every destination (one copy each, interleaved),
     paced so that all copies together take rate_mbps of wire bytes; returns payload
     bytes sent. idle(seconds), if given, is called instead of sleeping when ahead."""
-    seconds_per_byte = 8 / (rate_mbps * 1e6)
     chunks = chunk_count(len(data))
-    started, on_wire, sent = time.perf_counter(), 0, 0
     view = memoryview(data)
-    for index in indices:
-        payload = view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
-        packet = HEADER.pack(number, index, chunks) + payload
-        for destination in destinations:
-            sender.sendto(packet, destination)
-            on_wire += len(payload) + WIRE_OVERHEAD
-            sent += len(payload)
-        due = started + on_wire * seconds_per_byte
-        while due - time.perf_counter() > 0.001:   # idle() may return early
-            (idle or time.sleep)(due - time.perf_counter())
-    return sent
+    packets = [HEADER.pack(number, index, chunks) + view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
+               for index in indices]
+    share = rate_mbps / len(destinations)
+    send_streams(sender, [(destination, packets, share) for destination in destinations], idle)
+    return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
+
+
+def send_streams(sock, streams, idle=None):
+    """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
+    rate of wire bytes (FRAME_OVERHEAD counted per datagram). idle(seconds), if given,
+    is called instead of sleeping while every stream is ahead of schedule (it may
+    return early)."""
+    started = time.perf_counter()
+    position = [0] * len(streams)
+    wire = [0] * len(streams)
+    while True:
+        due = [(started + wire[i] * 8 / (rate * 1e6), i)
+               for i, (_address, packets, rate) in enumerate(streams) if position[i] < len(packets)]
+        if not due:
+            return
+        when, i = min(due)
+        wait = when - time.perf_counter()
+        if wait > 0.001:
+            (idle or time.sleep)(wait)
+            continue
+        address, packets, _rate = streams[i]
+        sock.sendto(packets[position[i]], address)
+        wire[i] += len(packets[position[i]]) + FRAME_OVERHEAD
+        position[i] += 1
 
 
 class ChunkReceiver:
@@ -130,6 +147,29 @@ def drain(receivers):
         for key, _events in ready:
             key.data.take()
     quiet.close()
+
+
+def run_in_hosts(bed, names, command, drive, what):
+    """Start `command --name N --data-ip IP` in each named host of the testbed, run
+    drive() (which talks to them), and return its result once they have ended. If
+    drive() fails, kill them and raise RuntimeError with the end of their output."""
+    processes = [bed.host(name).popen(command + ["--name", name, "--data-ip", bed.host(name).IP()],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for name in names]
+    try:
+        result = drive()
+    except BaseException as error:
+        for process in processes:
+            process.kill()
+        output = [p.communicate()[0][-600:] for p in processes]
+        raise RuntimeError("%s failed: %s\nprocesses: %s" % (what, error, [o for o in output if o])) \
+            from error
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return result
 
 
 def connect(address, timeout_s):
