@@ -138,6 +138,35 @@ def plot_ina(csv_path):
     return save(figure, csv_path)
 
 
+def plot_train(csv_path):
+    """Test accuracy against wall-clock training time per mode, and the mean time split
+    of a round into parameter distribution, compute and gradient aggregation."""
+    rows = read_rows(csv_path)
+    modes = list(dict.fromkeys(row["mode"] for row in rows))
+    figure, (curve, split) = plt.subplots(1, 2, figsize=(11, 4),
+                                          gridspec_kw={"width_ratios": [3, 2]})
+    for mode in modes:
+        group = [r for r in rows if r["mode"] == mode]
+        curve.plot([float(r["elapsed_s"]) for r in group],
+                   [float(r["test_accuracy"]) for r in group], marker=".", label=mode)
+    curve.set_xlabel("wall-clock training time (s)")
+    curve.set_ylabel("test accuracy (digits)")
+    curve.set_title("Time to accuracy")
+    curve.grid(alpha=0.3)
+    curve.legend()
+    bottom = [0.0] * len(modes)
+    for phase, color in (("param_s", "tab:blue"), ("compute_s", "tab:grey"),
+                         ("aggregate_s", "tab:green"), ("update_s", "tab:orange")):
+        heights = [statistics.mean(float(r[phase]) for r in rows if r["mode"] == m) for m in modes]
+        split.bar(modes, heights, bottom=bottom, color=color, label=phase[:-2])
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    split.set_ylabel("mean time per round (s)")
+    split.set_title("Where a round goes")
+    split.tick_params(axis="x", labelsize=8)
+    split.legend(fontsize=8)
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -148,7 +177,8 @@ def save(figure, csv_path):
 
 PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
             "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
-            "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina}
+            "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
+            "test_accuracy": plot_train}
 
 
 def main(argv=None):

@@ -65,9 +65,8 @@ def fragment_count(floats):
     return -(-floats // FLOATS_PER_FRAGMENT)
 
 
-def wire_mbit(gradient_mb):
-    """Megabits one worker's gradient takes on a link, headers included."""
-    floats = gradient_floats(gradient_mb)
+def wire_mbit(floats):
+    """Megabits a gradient of `floats` float32 takes on a link, headers included."""
     return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
 
 
@@ -165,7 +164,21 @@ class Process:
             message = self.channel.receive()
             if "bye" in message:
                 return
-            self._round(message)
+            self.handle(message)
+
+    def handle(self, message):
+        """One message from the coordinator between rounds: a round's plan."""
+        self._round(message)
+
+    def worker_values(self, plan):
+        """What this worker sends in the round: its seeded gradient."""
+        return gradient(plan["seed"], plan["index"], plan["round"], plan["floats"])
+
+    def on_sum(self, plan, total):
+        """The PS's answer once it holds every worker: the check against the exact sum."""
+        ok, ratio = exact_sum_check(total, plan["seed"], plan["workers"], plan["round"],
+                                    plan["floats"])
+        return {"verified": ok, "error_to_bound": ratio}
 
     def _round(self, plan):
         if self.endpoint is None or self.endpoint.port != plan["port"]:
@@ -200,7 +213,7 @@ class Process:
                 self.endpoint.sock.sendto(sums.packet(index), (plan["next_ip"], port))
 
         if role == "worker":
-            values = gradient(plan["seed"], plan["index"], number, floats)
+            values = self.worker_values(plan)
 
             def make(index):
                 return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
@@ -230,10 +243,8 @@ class Process:
                     flush()
                     self.channel.send({"missing": sums.missing() if sums else [],
                                        "received_bytes": sums.received_bytes if sums else 0})
-                elif "verify" in request:
-                    ok, ratio = exact_sum_check(sums.total(), plan["seed"], plan["workers"],
-                                                number, floats)
-                    self.channel.send({"verified": ok, "error_to_bound": ratio})
+                elif "sum" in request:
+                    self.channel.send(self.on_sum(plan, sums.total()))
                 elif "done" in request:
                     selector.close()
                     return
@@ -242,12 +253,12 @@ class Process:
 class GradientCoordinator:
     """Runs rounds of a plan (the POST /ina/plans answer) over the processes."""
 
-    def __init__(self, listen_ip, workers, ps, aggregators, gradient_mb, seed=0,
+    def __init__(self, listen_ip, workers, ps, aggregators, floats, seed=0,
                  rate_fraction=0.95, max_repair_passes=30, connect_timeout_s=60.0):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.workers, self.ps, self.aggregators = list(workers), ps, list(aggregators)
-        self.floats = gradient_floats(gradient_mb)
+        self.floats = floats
         self.seed = seed
         self.rate_fraction = rate_fraction
         self.max_repair_passes = max_repair_passes
@@ -300,16 +311,13 @@ class GradientCoordinator:
                                                 next_ip=ip[self.ps]))
         self.channels[self.ps].send(dict(common, role="ps", expected=at_ps.tolist(),
                                          workers=len(self.workers)))
-        for name in self.names:
-            reply = self.channels[name].receive()
-            if reply != {"ready": number}:
-                raise RuntimeError("%s answered %r to round %d" % (name, reply, number))
+        self._expect(self.names, {"ready": number})
         aggregate_rate = {a: info["rate_mbps"] * self.rate_fraction
                           for a, info in plan["aggregators"].items()}
         started = time.perf_counter()
         for worker in self.workers:
             self.channels[worker].send({"go": number})
-        self._wait_sent(self.workers, number)
+        self._expect(self.workers, {"sent": number})
         passes = 0
         while True:
             reports = self._reports([*self.aggregators, self.ps], number)
@@ -322,16 +330,16 @@ class GradientCoordinator:
             resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip)
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
-            self._wait_sent(list(resend), number)
+            self._expect(list(resend), {"sent": number})
         comm_time_s = time.perf_counter() - started
-        self.channels[self.ps].send({"verify": number})
+        self.channels[self.ps].send({"sum": number})
         check = self.channels[self.ps].receive()
         for name in self.names:
             self.channels[name].send({"done": number})
         return {"comm_time_s": comm_time_s, "repair_passes": passes,
                 "ps_bytes": reports[self.ps]["received_bytes"],
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
-                "verified": check["verified"], "error_to_bound": check["error_to_bound"]}
+                **check}
 
     def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip):
         """{process: [{"ip", "fragments", "rate_mbps"}]} that fill what is missing."""
@@ -366,11 +374,11 @@ class GradientCoordinator:
             self.channels[name].send({"report": number})
         return {name: self.channels[name].receive() for name in names}
 
-    def _wait_sent(self, names, number):
+    def _expect(self, names, reply):
         for name in names:
-            reply = self.channels[name].receive()
-            if reply != {"sent": number}:
-                raise RuntimeError("%s answered %r while sending round %d" % (name, reply, number))
+            answer = self.channels[name].receive()
+            if answer != reply:
+                raise RuntimeError("%s answered %r, expected %r" % (name, answer, reply))
 
     def close(self):
         for channel in self.channels.values():
@@ -386,7 +394,8 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
     aggregators = sorted(plan["aggregators"])
     workers = list(plan["workers"])
     coordinator = GradientCoordinator(bed.management_ip, workers, plan["ps"], aggregators,
-                                      gradient_mb, seed, rate_fraction, connect_timeout_s=timeout_s)
+                                      gradient_floats(gradient_mb), seed, rate_fraction,
+                                      connect_timeout_s=timeout_s)
     command = [sys.executable, "-m", "experiments.traffic.gradients",
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
@@ -407,7 +416,7 @@ def run_plan(bed, request, rounds, gradient_mb):
     predicted time is what the links carry), run `rounds` rounds on it, remove it.
     Returns the plan and the rounds' results, each with min_rate_mbps: one worker's
     gradient on the wire over the communication time."""
-    gradient_mbit = wire_mbit(gradient_mb)
+    gradient_mbit = wire_mbit(gradient_floats(gradient_mb))
     plan = bed.client.request("POST", "/ina/plans", dict(request, gradient_mb=gradient_mbit / 8))
     try:
         results = run_gradient_rounds(bed, plan, rounds, gradient_mb)
@@ -418,9 +427,9 @@ def run_plan(bed, request, rounds, gradient_mb):
     return plan, results
 
 
-def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.traffic.gradients",
-                            description=__doc__.split("\n\n")[0])
+def parse_args(argv, prog="python -m experiments.traffic.gradients", description=__doc__):
+    """The command line of a process in a host (this one's, and the training job's)."""
+    parser = ArgumentParser(prog=prog, description=description.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="this host's name in the fabric")
     parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
     parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")

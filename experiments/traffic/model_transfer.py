@@ -19,7 +19,6 @@ The PS prints one JSON object per round on stdout.
 
 import hashlib
 import json
-import selectors
 import socket
 import subprocess
 import sys
@@ -28,7 +27,8 @@ import time
 from experiments.cli import ArgumentParser
 from experiments.controller_client import ControllerClient
 from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
-                                           model_bytes, multicast_sender, send_paced)
+                                           model_bytes, multicast_sender, receive_chunks,
+                                           send_paced)
 
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
@@ -172,27 +172,13 @@ class Worker:
                 self._receive_multicast(message)
 
     def _receive_multicast(self, announcement):
-        number = announcement["round"]
         receiver = ChunkReceiver(announcement["group"], announcement["port"], self.args.data_ip,
-                                 number, announcement["size"])
-        self.channel.send({"ready": number})
-        selector = selectors.DefaultSelector()
-        selector.register(receiver.sock, selectors.EVENT_READ, "data")
-        selector.register(self.channel.sock, selectors.EVENT_READ, "control")
-        while True:
-            for key, _events in selector.select():
-                if key.data == "data":
-                    receiver.take()
-                    continue
-                request = self.channel.receive()
-                if request == {"done": number}:
-                    selector.close()
-                    receiver.close()
-                    return
-                assert request == {"report": number}, request
-                receiver.drain()
-                self.channel.send({"missing": receiver.missing(),
-                                   "sha256_ok": receiver.verified(announcement["sha256"])})
+                                 announcement["round"], announcement["size"])
+        self.channel.send({"ready": announcement["round"]})
+        try:
+            receive_chunks(self.channel, receiver, announcement["sha256"])
+        finally:
+            receiver.close()
 
 
 def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_s=600):

@@ -56,14 +56,19 @@ def multicast_sender(data_ip):
     return sender
 
 
+def chunk_packets(number, data, indices):
+    """Datagrams carrying chunks `indices` of `data` in round `number`."""
+    chunks = chunk_count(len(data))
+    view = memoryview(data)
+    return [HEADER.pack(number, index, chunks) + view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
+            for index in indices]
+
+
 def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None):
     """Send chunks `indices` of `data` to every destination (one copy each, interleaved),
     paced so that all copies together take rate_mbps of wire bytes; returns payload
     bytes sent. idle(seconds), if given, is called instead of sleeping when ahead."""
-    chunks = chunk_count(len(data))
-    view = memoryview(data)
-    packets = [HEADER.pack(number, index, chunks) + view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
-               for index in indices]
+    packets = chunk_packets(number, data, indices)
     share = rate_mbps / len(destinations)
     send_streams(sender, [(destination, packets, share) for destination in destinations], idle)
     return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
@@ -94,7 +99,8 @@ def send_streams(sock, streams, idle=None):
 
 
 class ChunkReceiver:
-    """One multicast group's chunks of one round, assembled into `data`."""
+    """One round's chunks, sent to a multicast group (or, with group None, to this
+    host's own address), assembled into `data`."""
 
     def __init__(self, group, port, data_ip, number, size):
         self.number, self.data = number, bytearray(size)
@@ -102,9 +108,10 @@ class ChunkReceiver:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        self.sock.bind((group, port))
-        membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
-        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        self.sock.bind((group or data_ip, port))
+        if group:
+            membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
         # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
         # (select(2), BUGS); a blocking recv would then hang the round.
         self.sock.setblocking(False)
@@ -132,6 +139,31 @@ class ChunkReceiver:
 
     def close(self):
         self.sock.close()
+
+
+def receive_chunks(channel, receiver, sha256):
+    """Take `receiver`'s chunks while the sender asks over `channel`: {"report": round}
+    is answered with the missing ranges and whether the data is complete and matches
+    sha256; {"done": round} ends it."""
+    number = receiver.number
+    selector = selectors.DefaultSelector()
+    selector.register(receiver.sock, selectors.EVENT_READ, "data")
+    selector.register(channel.sock, selectors.EVENT_READ, "control")
+    try:
+        while True:
+            for key, _events in selector.select():
+                if key.data == "data":
+                    receiver.take()
+                    continue
+                request = channel.receive()
+                if request == {"done": number}:
+                    return
+                if request != {"report": number}:
+                    raise RuntimeError("unexpected %r while receiving round %d" % (request, number))
+                receiver.drain()
+                channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256)})
+    finally:
+        selector.close()
 
 
 def drain(receivers):

@@ -1,0 +1,284 @@
+"""Synchronous data-parallel training over the fabric: a PS, workers and (with INA)
+aggregators in Mininet hosts, driven round by round by a coordinator in the root
+namespace. The arithmetic is experiments/traffic/digits_mlp.py.
+
+    python -m experiments.traffic.training --name h1 --data-ip 10.0.0.1 \\
+        --coordinator 172.30.0.1:7200
+
+A mode is PARAMETERS+GRADIENTS. Per round:
+1. parameters: the PS sends its parameters (the float32 bytes) as numbered UDP
+   chunks paced at the rate: once, to a path-aware multicast tree reserved for
+   the round (`multicast`), or as one stream per worker sharing that rate
+   (`unicast`); the workers report missing chunks and the PS sends them again
+   until every worker holds them and their SHA-256 matches;
+2. compute: each worker computes the gradient of its seeded minibatch at the
+   parameters it received;
+3. gradients: the gradients move through the job's INA plan, as in
+   experiments/traffic/gradients.py: policy no-ina (`ps`: every worker straight
+   to the PS) or grid (`ina`: through aggregator hosts); the PS adds them and
+   applies the SGD step.
+The coordinator times the phases, steps the single-process reference run
+(digits_mlp.ReferenceRun) alongside, and after every round checks the PS's
+parameters against it (untimed): |p - p_ref| <= ATOL + RTOL * |p_ref| for
+every parameter. The two differ only in the order the network adds the
+gradients in float32; over 30 rounds of the default job that drifts by about
+1e-7, 2% of the tolerance.
+"""
+
+import base64
+import hashlib
+import sys
+import time
+
+import numpy as np
+
+from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
+                                            initial_parameters, sgd_update, worker_gradient)
+from experiments.traffic.gradients import (COORDINATOR_PORT, GradientCoordinator, Process,
+                                           parse_args, wire_mbit)
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
+                                           multicast_sender, ranges, receive_chunks, run_in_hosts,
+                                           send_streams)
+
+PARAMETER_MODES = ("unicast", "multicast")
+GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}
+MODES = tuple("%s+%s" % (p, g) for p in PARAMETER_MODES for g in GRADIENT_POLICIES)
+ATOL, RTOL = 1e-6, 1e-4
+MAX_PARAMETER_REPAIRS = 30
+
+
+def expand(chunk_ranges):
+    return [index for first, last in chunk_ranges for index in range(first, last)]
+
+
+class TrainingProcess(Process):
+    """A PS, worker or aggregator of the training job (aggregators only add)."""
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.setup, self.role, self.index = None, None, None
+        self.parameters = None   # the PS's model, or a worker's copy of this round's
+        self.velocity = None
+        self.data = None
+        self.gradient = (None, None)   # a worker's (round, gradient)
+
+    def handle(self, message):
+        phase = message.get("phase")
+        if phase == "setup":
+            self._setup(message)
+        elif phase == "parameters" and self.role == "ps":
+            self._send_parameters(message["round"])
+        elif phase == "parameters":
+            self._receive_parameters(message)
+        elif phase == "compute":
+            self._compute(message["round"])
+        elif phase == "report_parameters":
+            self.channel.send({"parameters": base64.b64encode(self.parameters.tobytes()).decode()})
+        else:
+            self._round(message)
+
+    def _setup(self, message):
+        self.setup = TrainingSetup(**message["setup"])
+        self.role, self.index = message["role"], message.get("index")
+        if self.role == "ps":
+            self.parameters = initial_parameters(self.setup)
+            self.velocity = np.zeros_like(self.parameters)
+        elif self.role == "worker":
+            self.data = dataset(self.setup.seed)
+        self.channel.send({"ready": "setup"})
+
+    def _send_parameters(self, number):
+        data = self.parameters.tobytes()
+        self.channel.send({"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
+        sender = multicast_sender(self.args.data_ip)
+        try:
+            while True:
+                request = self.channel.receive()
+                if request == {"done": number}:
+                    return
+                send_streams(sender, [((item["ip"], DATA_PORT),
+                                       chunk_packets(number, data, expand(item["chunks"])),
+                                       item["rate_mbps"]) for item in request["send"]])
+                self.channel.send({"sent": number})
+        finally:
+            sender.close()
+
+    def _receive_parameters(self, message):
+        receiver = ChunkReceiver(message["group"], DATA_PORT, self.args.data_ip, message["round"],
+                                 message["size"])
+        self.channel.send({"ready": message["round"]})
+        try:
+            receive_chunks(self.channel, receiver, message["sha256"])
+            self.parameters = np.frombuffer(bytes(receiver.data), dtype=np.float32)
+        finally:
+            receiver.close()
+
+    def _compute(self, number):
+        started = time.perf_counter()
+        loss, gradient = worker_gradient(self.setup, self.parameters, self.data, self.index, number)
+        self.gradient = (number, gradient)
+        self.channel.send({"computed": number, "loss": loss,
+                           "compute_s": time.perf_counter() - started})
+
+    def worker_values(self, plan):
+        number, gradient = self.gradient
+        if number != plan["round"]:
+            raise RuntimeError("asked for round %d's gradient, computed round %s's"
+                               % (plan["round"], number))
+        return gradient
+
+    def on_sum(self, plan, total):
+        started = time.perf_counter()
+        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
+                                                    total)
+        return {"update_s": time.perf_counter() - started}
+
+
+class TrainingCoordinator(GradientCoordinator):
+    """Runs training rounds: parameters, compute, gradients (GradientCoordinator.run_round)."""
+
+    def __init__(self, listen_ip, workers, ps, aggregators, addresses, setup, rate_mbps,
+                 connect_timeout_s=60.0):
+        super().__init__(listen_ip, workers, ps, aggregators, setup.parameter_count, setup.seed,
+                         connect_timeout_s=connect_timeout_s)
+        self.addresses, self.setup, self.rate_mbps = addresses, setup, rate_mbps
+
+    def prepare(self):
+        """Tell every process the job and its role; returns once all have loaded."""
+        roles = dict({a: "aggregator" for a in self.aggregators}, **{self.ps: "ps"},
+                     **{w: "worker" for w in self.workers})
+        for name in self.names:
+            self.channels[name].send({"phase": "setup", "setup": self.setup.as_dict(),
+                                      "role": roles[name],
+                                      "index": self.workers.index(name) if name in self.workers
+                                      else None})
+        self._expect(self.names, {"ready": "setup"})
+
+    def train_round(self, plan, client, parameter_mode):
+        """One round; returns the phases' wall times, the workers' mean loss and the repairs."""
+        number = self.rounds + 1
+        started = time.perf_counter()
+        if parameter_mode == "multicast":
+            tree = client.request("POST", "/multicast/trees", {
+                "source": self.ps, "receivers": self.workers, "policy": "path-aware",
+                "bandwidth_mbps": self.rate_mbps, "ttl_s": 300})
+            try:
+                parameter_repairs = self.distribute_parameters(number, tree["address"])
+            finally:
+                client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+        else:
+            parameter_repairs = self.distribute_parameters(number, None)
+        computing = time.perf_counter()
+        for worker in self.workers:
+            self.channels[worker].send({"phase": "compute", "round": number})
+        losses = [self.channels[worker].receive()["loss"] for worker in self.workers]
+        aggregating = time.perf_counter()
+        gradients = self.run_round(plan)
+        ended = time.perf_counter()
+        return {"param_s": computing - started, "compute_s": aggregating - computing,
+                "aggregate_s": ended - aggregating - gradients["update_s"],
+                "update_s": gradients["update_s"], "round_s": ended - started,
+                "loss": float(np.mean(losses)), "param_repair_passes": parameter_repairs,
+                "gradient_repair_passes": gradients["repair_passes"]}
+
+    def distribute_parameters(self, number, group):
+        """The PS's parameters to every worker: to the tree's `group` address, or with
+        group None one unicast stream per worker; returns the repair passes it took."""
+        ps = self.channels[self.ps]
+        ps.send({"phase": "parameters", "round": number})
+        announced = ps.receive()
+        for worker in self.workers:
+            self.channels[worker].send({"phase": "parameters", "round": number, "group": group,
+                                        "size": announced["size"], "sha256": announced["sha256"]})
+        self._expect(self.workers, {"ready": number})
+        missing = {w: [[0, chunk_count(announced["size"])]] for w in self.workers}
+        passes = 0
+        while True:
+            if group:
+                union = sorted({i for chunks in missing.values() for i in expand(chunks)})
+                streams = [{"ip": group, "chunks": ranges(union), "rate_mbps": self.rate_mbps}]
+            else:
+                streams = [{"ip": self.addresses[w], "chunks": chunks,
+                            "rate_mbps": self.rate_mbps / len(missing)}
+                           for w, chunks in missing.items()]
+            ps.send({"send": streams})
+            self._expect([self.ps], {"sent": number})
+            for worker in self.workers:
+                self.channels[worker].send({"report": number})
+            reports = {w: self.channels[w].receive() for w in self.workers}
+            missing = {w: r["missing"] for w, r in reports.items() if r["missing"]}
+            if not missing:
+                break
+            passes += 1
+            if passes > MAX_PARAMETER_REPAIRS:
+                raise RuntimeError("round %d: workers still miss parameters after %d repair passes"
+                                   % (number, passes - 1))
+        for name in [self.ps, *self.workers]:
+            self.channels[name].send({"done": number})
+        if not all(r["sha256_ok"] for r in reports.values()):
+            raise RuntimeError("round %d: a worker's parameters do not match the PS's SHA-256"
+                               % number)
+        return passes
+
+    def ps_parameters(self):
+        self.channels[self.ps].send({"phase": "report_parameters"})
+        encoded = self.channels[self.ps].receive()["parameters"]
+        return np.frombuffer(base64.b64decode(encoded), dtype=np.float32)
+
+
+def error_to_tolerance(parameters, reference):
+    """max over parameters of |p - p_ref| / (ATOL + RTOL |p_ref|); the check is <= 1."""
+    return float(np.max(np.abs(parameters - reference) / (ATOL + RTOL * np.abs(reference))))
+
+
+def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lambda: None,
+                 timeout_s=120):
+    """Train `rounds` rounds in `mode` on the testbed (a fresh model, the job's INA plan
+    posted before and removed after); returns one dict per round with the phases'
+    times, loss, test accuracy of the PS's model and of the reference, and verified."""
+    parameter_mode, gradient_mode = mode.split("+")
+    floats = setup.parameter_count
+    plan = bed.client.request("POST", "/ina/plans", {
+        "job": "train-%s" % mode, "workers": workers, "ps": ps,
+        "policy": GRADIENT_POLICIES[gradient_mode], "gradient_mb": wire_mbit(floats) / 8})
+    coordinator = None
+    try:
+        coordinator = TrainingCoordinator(
+            bed.management_ip, workers, ps, sorted(plan["aggregators"]),
+            {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s)
+        reference = ReferenceRun(setup)
+        x_test, y_test = reference.data[2], reference.data[3]
+        command = [sys.executable, "-m", "experiments.traffic.training",
+                   "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
+
+        def drive():
+            coordinator.accept()
+            coordinator.prepare()
+            results, elapsed = [], 0.0
+            for number in range(1, rounds + 1):
+                result = coordinator.train_round(plan, bed.client, parameter_mode)
+                reference_loss = reference.step()
+                parameters = coordinator.ps_parameters()
+                elapsed += result["round_s"]
+                ratio = error_to_tolerance(parameters, reference.parameters)
+                results.append(dict(result, round=number, elapsed_s=elapsed,
+                                    reference_loss=reference_loss,
+                                    test_accuracy=accuracy(setup, parameters, x_test, y_test),
+                                    reference_accuracy=reference.test_accuracy(),
+                                    error_to_tolerance=ratio, verified=ratio <= 1.0))
+                on_round()
+            coordinator.close()
+            return results
+        return run_in_hosts(bed, coordinator.names, command, drive, "training (%s)" % mode)
+    finally:
+        if coordinator is not None:
+            coordinator.listener.close()
+        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+
+
+def main(argv=None):
+    TrainingProcess(parse_args(argv, "python -m experiments.traffic.training", __doc__)).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Real data-parallel training over the emulated fabric: time to accuracy with unicast or
+path-aware multicast for the parameters, and direct or in-network aggregation for
+the gradients.
+
+    python -m experiments.train --workers 8 --rounds 30 \\
+        --modes unicast+ps,multicast+ps,multicast+ina --out results/train.csv
+
+An 8x8 spine-leaf with 4 hosts per leaf, 20 Mbit/s links and an aggregator
+host on every spine (9 Mbit/s of aggregation, as in `experiments.ina`). The
+workers are h1..hN, the PS the last host. The job is synchronous SGD on
+scikit-learn's digits with a 64-512-512-10 float32 MLP (1.2 MB of parameters,
+experiments/traffic/digits_mlp.py); every parameter and gradient byte crosses
+the fabric through our apps (experiments/traffic/training.py). Each mode trains
+a fresh model with the same seed. The CSV has one row per mode and round: the
+round's wall time split into parameter distribution, compute, gradient
+aggregation and the PS's update, the loss, the test accuracy of the PS's model
+and of the single-process reference, and whether the two models agree within
+the float32 tolerance. The PNG plots test accuracy against wall-clock time.
+"""
+
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+                             write_csv)
+from experiments.plots import plot_train
+from experiments.testbed import FabricTestbed
+from experiments.traffic.digits_mlp import TrainingSetup
+from experiments.traffic.training import MODES, run_training
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
+           "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",
+           "reference_accuracy", "error_to_tolerance", "verified", "param_repair_passes",
+           "gradient_repair_passes"]
+DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina"]
+BASELINE = "unicast+ps"
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.train", description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser, hosts_per_leaf=4)
+    parser.add_argument("--workers", type=int, default=8, help="number of workers")
+    parser.add_argument("--rounds", type=int, default=30, help="training rounds per mode")
+    parser.add_argument("--modes", type=comma_list(str, MODES), default=DEFAULT_MODES,
+                        help="comma list of %s" % ", ".join(MODES))
+    parser.add_argument("--aggregators", default="spines",
+                        help="switches with an aggregator: leaves, spines, all or names joined by +")
+    parser.add_argument("--aggregator-bw", type=float, default=9.0,
+                        help="aggregator capacity, Mbit/s")
+    parser.add_argument("--rate-fraction", type=float, default=0.95,
+                        help="parameter sending rate (and multicast reservation) as a fraction of --bw")
+    parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
+                        help="width of the MLP's two hidden layers")
+    parser.add_argument("--batch", type=int, default=TrainingSetup.batch,
+                        help="samples per worker per round")
+    parser.add_argument("--learning-rate", type=float, default=TrainingSetup.learning_rate)
+    parser.add_argument("--momentum", type=float, default=TrainingSetup.momentum)
+    parser.add_argument("--seed", type=int, default=TrainingSetup.seed)
+    parser.add_argument("--target-accuracy", type=float, default=0.9,
+                        help="accuracy whose time-to-reach the summary compares")
+    parser.add_argument("--out", type=Path, default=Path("results/train.csv"),
+                        help="CSV path (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if not 1 <= args.workers < min(hosts, 65):
+        parser.error("--workers must be between 1 and %d" % (min(hosts, 65) - 1))
+    if args.rounds < 1 or args.hidden < 1 or args.batch < 1 or args.learning_rate <= 0:
+        parser.error("--rounds, --hidden, --batch and --learning-rate must be positive")
+    if not 0 < args.rate_fraction <= 1 or args.aggregator_bw <= 0:
+        parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
+    return args
+
+
+def run(args):
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
+    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
+                   key=lambda h: int(h[1:]))
+    setup = TrainingSetup(workers=args.workers, hidden=args.hidden, batch=args.batch,
+                          learning_rate=args.learning_rate, momentum=args.momentum, seed=args.seed)
+    rows = []
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                       progress=progress_printer("train")) as bed:
+        with tqdm(total=len(args.modes) * args.rounds, desc="rounds", unit="round",
+                  file=sys.stderr) as bar:
+            for mode in args.modes:
+                bar.set_postfix_str(mode)
+                results = run_training(bed, hosts[-1], hosts[:args.workers], mode, setup,
+                                       args.rounds, args.rate_fraction * args.bw,
+                                       on_round=lambda: bar.update(1))
+                rows += [dict({key: result.get(key) for key in COLUMNS}, mode=mode,
+                              workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6)
+                         for result in results]
+        leftovers = bed.leftovers()
+    return rows, leftovers
+
+
+def time_to_accuracy(rows, mode, target):
+    """Wall-clock time at the first round of `mode` whose test accuracy reaches target."""
+    return next((r["elapsed_s"] for r in rows if r["mode"] == mode and r["test_accuracy"] >= target),
+                None)
+
+
+def summary(rows, target):
+    def mean(mode, key):
+        group = [r[key] for r in rows if r["mode"] == mode]
+        return sum(group) / len(group)
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    lines = ["%-14s %8s %10s %12s %8s %13s %12s %9s" % (
+        "mode", "param_s", "compute_s", "aggregate_s", "round_s", "time_to_%.0f%%" % (100 * target),
+        "final_acc", "verified")]
+    for mode in modes:
+        reached = time_to_accuracy(rows, mode, target)
+        final = [r for r in rows if r["mode"] == mode][-1]
+        lines.append("%-14s %8.2f %10.3f %12.2f %8.2f %13s %12.4f %9s" % (
+            mode, mean(mode, "param_s"), mean(mode, "compute_s"), mean(mode, "aggregate_s"),
+            mean(mode, "round_s"), "%.1f s" % reached if reached is not None else "never",
+            final["test_accuracy"], all(r["verified"] for r in rows if r["mode"] == mode)))
+    baseline = time_to_accuracy(rows, BASELINE, target)
+    for mode in modes:
+        reached = time_to_accuracy(rows, mode, target)
+        if mode != BASELINE and baseline and reached:
+            lines.append("%s reaches %.0f%% %.2fx faster than %s" % (mode, 100 * target,
+                                                                    baseline / reached, BASELINE))
+    same = all(r["test_accuracy"] == r["reference_accuracy"] for r in rows)
+    lines.append("every mode's test accuracy equals the reference's at every round: %s" % same)
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        rows, leftovers = run(args)
+    except (PlatformError, RuntimeError, ValueError) as error:
+        sys.exit("error: %s" % error)
+    write_csv(rows, args.out, COLUMNS)
+    figure = plot_train(args.out)
+    print(summary(rows, args.target_accuracy))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+    if leftovers:
+        sys.exit("error: switches still hold trees or plans: %s" % leftovers)
+    print("switches hold no groups, meters, multicast or steering flows after the run")
+    if not all(row["verified"] for row in rows):
+        sys.exit("error: some round's model differs from the reference beyond the tolerance")
+
+
+if __name__ == "__main__":
+    main()
