@@ -35,7 +35,7 @@ def test_bench_trees_prints_one_json_object_per_case():
 @pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
-                                    "traffic.gradients"])
+                                    "traffic.gradients", "train", "traffic.training"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -151,3 +151,21 @@ def test_ina_emulation_writes_verified_rows_for_every_policy(tmp_path):
     assert all(r["verified"] == "True" and float(r["comm_time_s"]) > 0
                and float(r["min_rate_mbps"]) > 0 for r in table)
     assert "switches hold no steering flows or meters" in answer.stdout
+
+
+@pytest.mark.integration
+def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
+    require_root()
+    out = tmp_path / "train.csv"
+    answer = run("train", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
+                 "--modes", "unicast+ps,multicast+ina", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert [(r["mode"], r["round"]) for r in table] == [
+        ("unicast+ps", "1"), ("unicast+ps", "2"), ("multicast+ina", "1"), ("multicast+ina", "2")]
+    assert all(r["verified"] == "True" and r["test_accuracy"] == r["reference_accuracy"]
+               for r in table)
+    assert all(float(r["round_s"]) >= float(r["param_s"]) + float(r["aggregate_s"]) for r in table)
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert "test accuracy equals the reference's at every round: True" in answer.stdout
+    assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout

@@ -130,8 +130,20 @@ def sgd_update(setup, flat, velocity, gradient_sum):
     return (flat - np.float32(setup.learning_rate) * velocity).astype(np.float32), velocity
 
 
+def reference_step(setup, data, flat, velocity, number):
+    """Round `number` in one process from the PS's state (flat, velocity): every worker's
+    gradient, added in worker order; returns (mean batch loss, params, velocity)."""
+    total = np.zeros_like(flat)
+    losses = []
+    for worker in range(setup.workers):
+        loss, gradient = worker_gradient(setup, flat, data, worker, number)
+        total += gradient
+        losses.append(loss)
+    return (float(np.mean(losses)), *sgd_update(setup, flat, velocity, total))
+
+
 class ReferenceRun:
-    """The same SGD in one process, gradients added in worker order."""
+    """The whole job in one process, from the initial parameters."""
 
     def __init__(self, setup):
         self.setup = setup
@@ -143,16 +155,9 @@ class ReferenceRun:
     def step(self):
         """One round; returns the mean of the workers' batch losses."""
         self.rounds += 1
-        total = np.zeros_like(self.parameters)
-        losses = []
-        for worker in range(self.setup.workers):
-            loss, gradient = worker_gradient(self.setup, self.parameters, self.data, worker,
-                                             self.rounds)
-            total += gradient
-            losses.append(loss)
-        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
-                                                    total)
-        return float(np.mean(losses))
+        loss, self.parameters, self.velocity = reference_step(
+            self.setup, self.data, self.parameters, self.velocity, self.rounds)
+        return loss
 
     def test_accuracy(self, flat=None):
         return accuracy(self.setup, self.parameters if flat is None else flat, self.data[2],

@@ -17,12 +17,18 @@ A mode is PARAMETERS+GRADIENTS. Per round:
    experiments/traffic/gradients.py: policy no-ina (`ps`: every worker straight
    to the PS) or grid (`ina`: through aggregator hosts); the PS adds them and
    applies the SGD step.
-The coordinator times the phases, steps the single-process reference run
-(digits_mlp.ReferenceRun) alongside, and after every round checks the PS's
-parameters against it (untimed): |p - p_ref| <= ATOL + RTOL * |p_ref| for
-every parameter. The two differ only in the order the network adds the
-gradients in float32; over 30 rounds of the default job that drifts by about
-1e-7, 2% of the tolerance.
+The coordinator times the phases and, after every round (untimed), checks
+the PS's parameters and momentum against the same round computed in one
+process from the PS's previous state (digits_mlp.reference_step, gradients
+added in worker order): |x - x_ref| <= ATOL + RTOL |x_ref| for every element.
+The two differ only in the order in which the network adds the gradients in
+float32 (about 1e-7 here, 0.1% of the tolerance). It also runs the whole job
+in one process from the start (digits_mlp.ReferenceRun) and reports that
+run's test accuracy and the largest parameter difference from it (drift).
+Drift is not bounded by any fixed tolerance: once a rounding difference
+flips a ReLU for one sample, the two runs take different, equally valid
+steps (seen here: 2e-8 for 16 rounds, then 2e-5); the test accuracy stays
+the same.
 """
 
 import base64
@@ -33,7 +39,8 @@ import time
 import numpy as np
 
 from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
-                                            initial_parameters, sgd_update, worker_gradient)
+                                            initial_parameters, reference_step, sgd_update,
+                                            worker_gradient)
 from experiments.traffic.gradients import (COORDINATOR_PORT, GradientCoordinator, Process,
                                            parse_args, wire_mbit)
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
@@ -72,8 +79,9 @@ class TrainingProcess(Process):
             self._receive_parameters(message)
         elif phase == "compute":
             self._compute(message["round"])
-        elif phase == "report_parameters":
-            self.channel.send({"parameters": base64.b64encode(self.parameters.tobytes()).decode()})
+        elif phase == "report_state":
+            self.channel.send({name: base64.b64encode(values.tobytes()).decode() for name, values
+                               in (("parameters", self.parameters), ("velocity", self.velocity))})
         else:
             self._round(message)
 
@@ -155,7 +163,8 @@ class TrainingCoordinator(GradientCoordinator):
         self._expect(self.names, {"ready": "setup"})
 
     def train_round(self, plan, client, parameter_mode):
-        """One round; returns the phases' wall times, the workers' mean loss and the repairs."""
+        """One round; returns the phases' wall times, the workers' mean loss, the repairs
+        and how many aggregators received gradients."""
         number = self.rounds + 1
         started = time.perf_counter()
         if parameter_mode == "multicast":
@@ -179,7 +188,9 @@ class TrainingCoordinator(GradientCoordinator):
                 "aggregate_s": ended - aggregating - gradients["update_s"],
                 "update_s": gradients["update_s"], "round_s": ended - started,
                 "loss": float(np.mean(losses)), "param_repair_passes": parameter_repairs,
-                "gradient_repair_passes": gradients["repair_passes"]}
+                "gradient_repair_passes": gradients["repair_passes"],
+                "aggregators_used": sum(1 for received in gradients["aggregator_bytes"].values()
+                                        if received)}
 
     def distribute_parameters(self, number, group):
         """The PS's parameters to every worker: to the tree's `group` address, or with
@@ -220,22 +231,25 @@ class TrainingCoordinator(GradientCoordinator):
                                % number)
         return passes
 
-    def ps_parameters(self):
-        self.channels[self.ps].send({"phase": "report_parameters"})
-        encoded = self.channels[self.ps].receive()["parameters"]
-        return np.frombuffer(base64.b64decode(encoded), dtype=np.float32)
+    def ps_state(self):
+        """The PS's (parameters, velocity), over the management network."""
+        self.channels[self.ps].send({"phase": "report_state"})
+        state = self.channels[self.ps].receive()
+        return tuple(np.frombuffer(base64.b64decode(state[name]), dtype=np.float32)
+                     for name in ("parameters", "velocity"))
 
 
-def error_to_tolerance(parameters, reference):
-    """max over parameters of |p - p_ref| / (ATOL + RTOL |p_ref|); the check is <= 1."""
-    return float(np.max(np.abs(parameters - reference) / (ATOL + RTOL * np.abs(reference))))
+def error_to_tolerance(values, reference):
+    """max over elements of |x - x_ref| / (ATOL + RTOL |x_ref|); the check is <= 1."""
+    return float(np.max(np.abs(values - reference) / (ATOL + RTOL * np.abs(reference))))
 
 
 def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lambda: None,
                  timeout_s=120):
     """Train `rounds` rounds in `mode` on the testbed (a fresh model, the job's INA plan
     posted before and removed after); returns one dict per round with the phases'
-    times, loss, test accuracy of the PS's model and of the reference, and verified."""
+    times, loss, test accuracy of the PS's model and of the one-process run, the
+    per-round check (error_to_tolerance, verified) and the drift."""
     parameter_mode, gradient_mode = mode.split("+")
     floats = setup.parameter_count
     plan = bed.client.request("POST", "/ina/plans", {
@@ -255,17 +269,20 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
             coordinator.accept()
             coordinator.prepare()
             results, elapsed = [], 0.0
+            state = (initial_parameters(setup), np.zeros(floats, dtype=np.float32))
             for number in range(1, rounds + 1):
                 result = coordinator.train_round(plan, bed.client, parameter_mode)
-                reference_loss = reference.step()
-                parameters = coordinator.ps_parameters()
                 elapsed += result["round_s"]
-                ratio = error_to_tolerance(parameters, reference.parameters)
-                results.append(dict(result, round=number, elapsed_s=elapsed,
-                                    reference_loss=reference_loss,
-                                    test_accuracy=accuracy(setup, parameters, x_test, y_test),
-                                    reference_accuracy=reference.test_accuracy(),
-                                    error_to_tolerance=ratio, verified=ratio <= 1.0))
+                _loss, *expected = reference_step(setup, reference.data, *state, number)
+                state = coordinator.ps_state()
+                ratio = max(error_to_tolerance(got, want) for got, want in zip(state, expected))
+                reference_loss = reference.step()
+                results.append(dict(
+                    result, round=number, elapsed_s=elapsed, reference_loss=reference_loss,
+                    test_accuracy=accuracy(setup, state[0], x_test, y_test),
+                    reference_accuracy=reference.test_accuracy(), error_to_tolerance=ratio,
+                    verified=ratio <= 1.0,
+                    drift=float(np.max(np.abs(state[0] - reference.parameters)))))
                 on_round()
             coordinator.close()
             return results
