@@ -21,6 +21,17 @@ def require_root():
         pytest.skip("integration tests need root (Mininet); run `make test` as root")
 
 
+def running_testbed(topo, of_port, rest_port):
+    """A module fixture's body: the testbed on `topo` (skipped without root), and
+    afterwards the check that the controller logged no traceback."""
+    from experiments.testbed import FabricTestbed
+    require_root()
+    with FabricTestbed(topo, of_port=of_port, rest_port=rest_port) as testbed:
+        yield testbed
+        log = testbed.controller_log()
+    assert "Traceback" not in log
+
+
 def bridges():
     import subprocess
     return set(subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,

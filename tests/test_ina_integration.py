@@ -8,10 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from experiments.controller_client import ControllerHttpError
-from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import run_gradient_rounds
 from mininet_topos.grid_example import GridExampleTopo
-from tests.conftest import require_root
+from tests.conftest import running_testbed
 
 pytestmark = pytest.mark.integration
 
@@ -22,11 +21,7 @@ GRADIENT_MB = 0.2
 
 @pytest.fixture(scope="module")
 def bed():
-    require_root()
-    with FabricTestbed(GridExampleTopo(), of_port=OF_PORT, rest_port=REST_PORT) as testbed:
-        yield testbed
-        log = testbed.controller_log()
-    assert "Traceback" not in log
+    yield from running_testbed(GridExampleTopo(), OF_PORT, REST_PORT)
 
 
 def post_plan(bed, **fields):

@@ -6,11 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from experiments.controller_client import ControllerHttpError
-from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
 from experiments.traffic.transport import model_bytes, wire_bytes
 from mininet_topos.spineleaf import SpineLeafTopo
-from tests.conftest import require_root
+from tests.conftest import running_testbed
 
 pytestmark = pytest.mark.integration
 
@@ -23,12 +22,8 @@ HOST_RATES = [20, 10, 15, 20]
 
 @pytest.fixture(scope="module")
 def bed():
-    require_root()
-    topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20, host_bw=HOST_RATES)
-    with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT) as testbed:
-        yield testbed
-        log = testbed.controller_log()
-    assert "Traceback" not in log
+    yield from running_testbed(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20,
+                                             host_bw=HOST_RATES), OF_PORT, REST_PORT)
 
 
 def multicast_state(bed):

@@ -3,11 +3,10 @@
 
 import pytest
 
-from experiments.testbed import FabricTestbed
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.traffic.training import MODES, run_training
 from mininet_topos.grid_example import GridExampleTopo
-from tests.conftest import require_root
+from tests.conftest import running_testbed
 
 pytestmark = pytest.mark.integration
 
@@ -18,11 +17,7 @@ TINY = TrainingSetup(workers=len(WORKERS), hidden=16, batch=8)
 
 @pytest.fixture(scope="module")
 def bed():
-    require_root()
-    with FabricTestbed(GridExampleTopo(), of_port=OF_PORT, rest_port=REST_PORT) as testbed:
-        yield testbed
-        log = testbed.controller_log()
-    assert "Traceback" not in log
+    yield from running_testbed(GridExampleTopo(), OF_PORT, REST_PORT)
 
 
 @pytest.mark.parametrize("mode", MODES)
