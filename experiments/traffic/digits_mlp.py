@@ -6,6 +6,12 @@ reference (ReferenceRun) call the same functions, so any difference between them
 comes from the network's arithmetic: the order in which aggregators and the PS
 add the workers' gradients. Every float is float32.
 
+Gradients are computed with one BLAS thread everywhere (one_blas_thread): the
+same parameters then give bit-identical gradients in every process. With
+another thread count BLAS adds in another order, and where that changes the
+last bit of a pre-activation at 0 it flips a ReLU (round 17 of the default
+job: the gradient then differs by 4e-4).
+
 Round r: every worker w takes a seeded minibatch of its shard (seed, w, r), and
 computes the mean cross-entropy gradient at the parameters the PS sent; the PS
 adds the n gradients, and updates v = momentum * v + sum / n, p = p - lr * v.
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.datasets import load_digits
+from threadpoolctl import threadpool_limits
 
 INPUTS, CLASSES = 64, 10
 TEST_FRACTION = 0.2
@@ -42,6 +49,11 @@ class TrainingSetup:
 
     def as_dict(self):
         return dict(self.__dict__)
+
+
+def one_blas_thread():
+    """Context: numpy's BLAS on one thread (see the module doc)."""
+    return threadpool_limits(1)
 
 
 def dataset(seed):
