@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
+
+from apps.sparse_lp import LpError, SparseLp
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
 POLICIES = (GRID, NO_INA, NEAREST, SWITCHML)
@@ -239,13 +239,13 @@ def _aggregate_rates(leg_rates, aggregate_paths):
 def _loads(leg_rates, aggregate_paths):
     load = {}
     for _worker, option, rate in leg_rates:
-        resources = list(_edges(option.path))
+        resources = list(edges_of(option.path))
         if option.node in aggregate_paths:
             resources.append(option.node)
         for resource in resources:
             load[resource] = load.get(resource, 0.0) + rate
     for aggregator, rate in _aggregate_rates(leg_rates, aggregate_paths).items():
-        for edge in _edges(aggregate_paths[aggregator]):
+        for edge in edges_of(aggregate_paths[aggregator]):
             load[edge] = load.get(edge, 0.0) + rate
     return load
 
@@ -290,13 +290,15 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
     rng = random_module.Random(seed)
     # repair moves among the options the LP uses, and each worker's default route
     supported = {w: [o for o in options[w]
-                     if lp.rates[w][o] > TOLERANCE or o == _default_route(problem, w)]
+                     if lp.rates[w][o] > TOLERANCE or o == default_route(problem, w)]
                  for w in problem.workers}
     best = None
     for _trial in range(max(1, trials) if policy in (GRID, NO_INA) else 1):
         choice, paths = _round(problem, lp, rng)
         theta_rounded, overload = _rounded_rates(problem, lp, choice, paths)
-        assignment = _Assignment(problem, supported, lp.aggregate_paths, choice, paths)
+        assignment = StreamAssignment(problem, supported, lp.aggregate_paths, choice, paths,
+                                      {w: 1.0 for w in problem.workers},
+                                      lambda _w, o: None if o.node == problem.ps else o.node)
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), theta_rounded, overload, assignment)
@@ -305,7 +307,7 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
     theta, legs = repaired, {w: [(o, 1.0)] for w, o in assignment.choice.items()}
     if policy == GRID:
         # spare capacity may carry part of a gradient unaggregated (as ATP does) ...
-        spill = {w: [o] + ([_default_route(problem, w)] if o.node != problem.ps else [])
+        spill = {w: [o] + ([default_route(problem, w)] if o.node != problem.ps else [])
                  for w, o in assignment.choice.items()}
         theta, legs, used_paths = _split(problem, spill, {a: [q] for a, q in used_paths.items()},
                                          repaired)
@@ -316,7 +318,7 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
     return InaPlan(policy, lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths)
 
 
-def _default_route(problem, worker):
+def default_route(problem, worker):
     return Option(problem.ps, problem.paths(worker, problem.ps)[0])
 
 
@@ -341,75 +343,56 @@ class _LpSolution:
     aggregate_paths: dict   # aggregator -> candidate paths
 
 
-def _edges(path):
+def edges_of(path):
     return zip(path, path[1:])
 
 
 def _solve_lp(problem, options, aggregate_paths, min_theta=None):
     """The LP of the module doc over these options (HiGHS). With min_theta, instead:
     the most aggregated traffic among plans with theta >= min_theta."""
-    columns = [("theta",)]
-    columns += [("r", w, o) for w in problem.workers for o in options[w]]
-    columns += [("y", a, q) for a in sorted(aggregate_paths) for q in aggregate_paths[a]]
-    index = {c: i for i, c in enumerate(columns)}
-    rows, cols, values, bounds = [], [], [], []
-
-    def constraint(entries, bound):
-        row = len(bounds)
-        for column, value in entries:
-            rows.append(row)
-            cols.append(column)
-            values.append(value)
-        bounds.append(bound)
-
+    lp = SparseLp()
+    lp.variable("theta")
+    streams = [("r", w, o) for w in problem.workers for o in options[w]]
+    aggregates = [("y", a, q) for a in sorted(aggregate_paths) for q in aggregate_paths[a]]
+    for key in streams + aggregates:
+        lp.variable(key)
     for w in problem.workers:
-        constraint([(0, 1.0)] + [(index["r", w, o], -1.0) for o in options[w]], 0.0)
-    link_entries = {}
-    aggregator_entries = {a: [] for a in problem.aggregators}
-    for w in problem.workers:
-        for o in options[w]:
-            column = index["r", w, o]
-            for edge in _edges(o.path):
-                link_entries.setdefault(edge, []).append(column)
-            if o.node != problem.ps:
-                aggregator_entries[o.node].append(column)
-                constraint([(column, 1.0)] + [(index["y", o.node, q], -1.0)
-                                              for q in aggregate_paths[o.node]], 0.0)
-    for a, paths in aggregate_paths.items():
-        for q in paths:
-            for edge in _edges(q):
-                link_entries.setdefault(edge, []).append(index["y", a, q])
-    for a, entries in aggregator_entries.items():
-        if entries:
-            constraint([(c, 1.0) for c in entries], problem.aggregators[a])
-    for edge, entries in link_entries.items():
-        constraint([(c, 1.0) for c in entries], problem.graph.edges[edge]["capacity_mbps"])
-    matrix = coo_matrix((values, (rows, cols)), shape=(len(bounds), len(columns))).tocsr()
-    objective = np.zeros(len(columns))
-    variable_bounds = [(0, None)] * len(columns)
-    if min_theta is None:
-        objective[0] = -1.0
-    else:
-        variable_bounds[0] = (min_theta, None)
-        for w in problem.workers:
-            for o in options[w]:
-                if o.node != problem.ps:
-                    objective[index["r", w, o]] = -1.0
-    result = linprog(objective, A_ub=matrix, b_ub=np.array(bounds), bounds=variable_bounds,
-                     method="highs")
-    if result.status != 0:
-        raise PlacementError("the placement LP failed: %s" % result.message)
-    x = result.x
-    rates = {w: {o: float(x[index["r", w, o]]) for o in options[w]} for w in problem.workers}
+        lp.at_most([("theta", 1.0)] + [(("r", w, o), -1.0) for o in options[w]], 0.0)
+    link_terms = {}
+    aggregator_terms = {a: [] for a in problem.aggregators}
+    for key in streams:
+        option = key[2]
+        for edge in edges_of(option.path):
+            link_terms.setdefault(edge, []).append(key)
+        if option.node != problem.ps:
+            aggregator_terms[option.node].append(key)
+            lp.at_most([(key, 1.0)] + [(("y", option.node, q), -1.0)
+                                       for q in aggregate_paths[option.node]], 0.0)
+    for key in aggregates:
+        for edge in edges_of(key[2]):
+            link_terms.setdefault(edge, []).append(key)
+    for a, keys in aggregator_terms.items():
+        if keys:
+            lp.at_most([(key, 1.0) for key in keys], problem.aggregators[a])
+    for edge, keys in link_terms.items():
+        lp.at_most([(key, 1.0) for key in keys], problem.graph.edges[edge]["capacity_mbps"])
+    try:
+        if min_theta is None:
+            x = lp.maximize({"theta": 1.0})
+        else:
+            x = lp.maximize({key: 1.0 for key in streams if key[2].node != problem.ps},
+                            lower={"theta": min_theta})
+    except LpError as error:
+        raise PlacementError("the placement LP failed: %s" % error) from None
+    rates = {w: {o: x["r", w, o] for o in options[w]} for w in problem.workers}
     return _LpSolution(
-        theta=float(x[0]), rates=rates,
+        theta=x["theta"], rates=rates,
         worker_rate={w: sum(rates[w].values()) for w in problem.workers},
-        aggregate_rates={a: {q: float(x[index["y", a, q]]) for q in aggregate_paths[a]}
-                         for a in aggregate_paths},
+        aggregate_rates={a: {q: x["y", a, q] for q in aggregate_paths[a]} for a in aggregate_paths},
         aggregate_paths=aggregate_paths)
 
 
-def _pick(rng, weights):
+def pick(rng, weights):
     """A key of `weights` with probability proportional to its weight (the first if all 0)."""
     keys = list(weights)
     total = sum(max(v, 0.0) for v in weights.values())
@@ -419,8 +402,8 @@ def _pick(rng, weights):
 
 
 def _round(problem, lp, rng):
-    choice = {w: _pick(rng, lp.rates[w]) for w in problem.workers}
-    paths = {a: _pick(rng, lp.aggregate_rates[a]) for a in lp.aggregate_paths}
+    choice = {w: pick(rng, lp.rates[w]) for w in problem.workers}
+    paths = {a: pick(rng, lp.aggregate_rates[a]) for a in lp.aggregate_paths}
     return choice, paths
 
 
@@ -430,21 +413,25 @@ def _rounded_rates(problem, lp, choice, paths):
     used = {o.node for o in choice.values()} - {problem.ps}
     load = _loads([(w, o, lp.worker_rate[w]) for w, o in choice.items()],
                   {a: paths[a] for a in used})
-    overload = max((value / _capacity(problem, resource) for resource, value in load.items()),
+    overload = max((value / capacity_of(problem, resource) for resource, value in load.items()),
                    default=0.0)
     return min(lp.worker_rate.values()), overload
 
 
-def _capacity(problem, resource):
+def capacity_of(problem, resource):
     """An aggregator's processing capacity, or a directed link's capacity."""
     if isinstance(resource, tuple):
         return problem.graph.edges[resource]["capacity_mbps"]
     return problem.aggregators[resource]
 
 
-class _Assignment:
-    """One option per worker and one path per aggregator in use; every stream at the
-    same rate theta = min over resources of capacity / streams on it.
+class StreamAssignment:
+    """One option per stream and one path per aggregate in use; stream k sends at
+    weight[k] * theta, an aggregate at the weight of its streams, and theta = min over
+    resources of capacity / (weights on it). GRID: a stream per worker, weight 1, an
+    aggregate per aggregator; InArt: a stream per (worker, PS), weight x_PS, an
+    aggregate per (aggregator, PS). aggregate_of(key, option) names the aggregate the
+    stream joins there, or None if the option goes to the stream's PS.
 
     improve() is a local search over single moves (a worker to another of its
     candidate options, an aggregate to another path), scored by theta, then by
@@ -454,64 +441,76 @@ class _Assignment:
 
     SMALLEST = 64
 
-    def __init__(self, problem, options, aggregate_paths, choice, paths):
+    def __init__(self, problem, options, aggregate_paths, choice, paths, weight, aggregate_of):
         self.problem, self.options, self.aggregate_paths = problem, options, aggregate_paths
         self.choice, self.paths = dict(choice), dict(paths)
+        self.weight, self.aggregate_of = weight, aggregate_of
         resources = {e for os in [*options.values(), self.choice.values()] for o in os
-                     for e in _edges(o.path)}
-        resources |= {e for qs in aggregate_paths.values() for q in qs for e in _edges(q)}
+                     for e in edges_of(o.path)}
+        resources |= {e for qs in aggregate_paths.values() for q in qs for e in edges_of(q)}
         self.resources = sorted(resources, key=str) + sorted(problem.aggregators)
         self.position = {r: i for i, r in enumerate(self.resources)}
-        self.capacity = np.array([_capacity(problem, r) for r in self.resources], dtype=float)
-        self.streams = np.zeros(len(self.resources))
-        self.members = {a: 0 for a in problem.aggregators}
-        for worker, option in self.choice.items():
-            self._apply(self._worker_delta(worker, option, fresh=True))
-            self.members[option.node] = self.members.get(option.node, 0) + 1
+        self.capacity = np.array([capacity_of(problem, r) for r in self.resources], dtype=float)
+        self.load = np.zeros(len(self.resources))
+        self.members = {}   # aggregate -> streams in it
+        for key, option in self.choice.items():
+            self._apply(self._worker_delta(key, option, fresh=True))
+            self._join(key, option, +1)
+
+    def _join(self, key, option, change):
+        aggregate = self.aggregate_of(key, option)
+        if aggregate is not None:
+            self.members[aggregate] = self.members.get(aggregate, 0) + change
 
     def _indices(self, path):
-        return [self.position[e] for e in _edges(path)]
+        return [self.position[e] for e in edges_of(path)]
 
-    def _stream(self, option):
+    def _stream(self, key, option):
         indices = self._indices(option.path)
-        if option.node != self.problem.ps:
+        if self.aggregate_of(key, option) is not None:
             indices.append(self.position[option.node])
         return indices
 
-    def _worker_delta(self, worker, option, fresh=False):
-        """{resource index: change in streams} if `worker` moved to `option`."""
+    def _worker_delta(self, key, option, fresh=False):
+        """{resource index: change in weight} if stream `key` moved to `option`."""
         delta = {}
-        old = None if fresh else self.choice[worker]
-        same_node = old is not None and old.node == option.node
+        weight = self.weight[key]
+        old = None if fresh else self.choice[key]
+        same = old is not None and self.aggregate_of(key, old) == self.aggregate_of(key, option)
         for sign, chosen in ((-1, old), (+1, option)):
             if chosen is None:
                 continue
-            for i in self._stream(chosen):
-                delta[i] = delta.get(i, 0) + sign
-            node = chosen.node
-            if node == self.problem.ps or same_node:
+            for i in self._stream(key, chosen):
+                delta[i] = delta.get(i, 0) + sign * weight
+            aggregate = self.aggregate_of(key, chosen)
+            if aggregate is None or same:
                 continue
-            members = self.members.get(node, 0)
+            members = self.members.get(aggregate, 0)
             if (sign < 0 and members == 1) or (sign > 0 and members == 0):
-                for i in self._indices(self.paths[node]):   # the aggregate appears or goes
-                    delta[i] = delta.get(i, 0) + sign
+                for i in self._indices(self.paths[aggregate]):   # the aggregate appears or goes
+                    delta[i] = delta.get(i, 0) + sign * weight
         return delta
 
-    def _aggregate_delta(self, aggregator, path):
+    def _aggregate_delta(self, aggregate, path):
         delta = {}
-        for sign, chosen in ((-1, self.paths[aggregator]), (+1, path)):
+        weight = self._aggregate_weight(aggregate)
+        for sign, chosen in ((-1, self.paths[aggregate]), (+1, path)):
             for i in self._indices(chosen):
-                delta[i] = delta.get(i, 0) + sign
+                delta[i] = delta.get(i, 0) + sign * weight
         return delta
+
+    def _aggregate_weight(self, aggregate):
+        return next(self.weight[k] for k, o in self.choice.items()
+                    if self.aggregate_of(k, o) == aggregate)
 
     def _apply(self, delta):
         for i, change in delta.items():
-            self.streams[i] += change
+            self.load[i] += change
 
     def _ratios(self):
         ratio = np.full(len(self.resources), np.inf)
-        used = self.streams > 0
-        ratio[used] = self.capacity[used] / self.streams[used]
+        used = self.load > 0
+        ratio[used] = self.capacity[used] / self.load[used]
         return ratio
 
     def theta(self):
@@ -522,7 +521,7 @@ class _Assignment:
         """(theta, -resources at theta) after applying delta."""
         changed = []
         for i, change in delta.items():
-            streams = self.streams[i] + change
+            streams = self.load[i] + change
             changed.append(self.capacity[i] / streams if streams > 0 else np.inf)
         # every resource outside `smallest` has a ratio >= theirs (argpartition)
         others = [ratio[i] for i in smallest if i not in delta]
@@ -533,15 +532,18 @@ class _Assignment:
         return theta, -sum(1 for v in values if v <= theta * (1 + 1e-9))
 
     def _bottleneck_users(self, ratio):
-        """Workers and aggregators whose streams use a resource that sets theta."""
+        """Streams and aggregates that use a resource that sets theta."""
         tight = set(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist())
-        workers = [w for w, o in self.choice.items()
-                   if tight.intersection(self._stream(o))
-                   or (o.node != self.problem.ps
-                       and tight.intersection(self._indices(self.paths[o.node])))]
-        aggregators = [a for a in self.paths if self.members.get(a)
-                       and tight.intersection(self._indices(self.paths[a]))]
-        return workers, aggregators
+        streams = []
+        for key, option in self.choice.items():
+            aggregate = self.aggregate_of(key, option)
+            if tight.intersection(self._stream(key, option)) or (
+                    aggregate is not None
+                    and tight.intersection(self._indices(self.paths[aggregate]))):
+                streams.append(key)
+        aggregates = [a for a in self.paths if self.members.get(a)
+                      and tight.intersection(self._indices(self.paths[a]))]
+        return streams, aggregates
 
     def improve(self):
         """Take the best single move while it raises the score (see the class doc)."""
@@ -571,8 +573,8 @@ class _Assignment:
             kind, who, what = move
             if kind == "worker":
                 self._apply(self._worker_delta(who, what))
-                self.members[self.choice[who].node] = self.members.get(self.choice[who].node, 0) - 1
-                self.members[what.node] = self.members.get(what.node, 0) + 1
+                self._join(who, self.choice[who], -1)
+                self._join(who, what, +1)
                 self.choice[who] = what
             else:
                 self._apply(self._aggregate_delta(who, what))

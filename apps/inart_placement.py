@@ -1,0 +1,258 @@
+"""InArt (Liu, ..., Fang et al., WWW 2024): the model split among several PSs, and for
+each (worker, PS) fragment where it is aggregated (an aggregator host, or its PS)
+and along which paths, so that the common sending rate f is largest.
+
+Fragment (w, s) is the share x_s of worker w's gradient that PS s holds; it is
+sent at x_s f (f: Mbit/s of a worker's whole gradient). An aggregator adds the
+fragments of its workers for one PS and sends one aggregate on to that PS at
+x_s f; it may do so for several PSs, and its processing capacity C_a bounds
+all it takes in. A PS's ingress T_s is the capacity of its link.
+
+Phase 1, the split (`model_split`, run rarely). The paper relaxes the
+binaries, keeps the switch and PS constraints, and solves the KKT conditions;
+that relaxed problem is an LP in the rates g_s = x_s f, solved exactly here:
+
+    maximize sum_s g_s
+    g_s <= sum_a h[w,s,a] + u[w,s]          every (w, s): aggregated at a, or not
+    h[w,s,a] <= z[a,s]                      an aggregate runs at its fastest input
+    sum_(w,s) h[w,s,a] <= C_a               every aggregator
+    sum_w u[w,s] + sum_a z[a,s] <= T_s      every PS
+
+and x_s = g_s / sum_s g_s. The aggregators a of (w, s) are GRID's candidates
+(those least off w's way to s).
+
+Phase 2, placement and routes (`plan`), for fixed x: GRID's model
+(apps/ina_placement.py) with a stream per fragment, weighted by x_s:
+
+    maximize f
+    x_s f <= sum_o r[w,s,o]                 o: a candidate aggregator or s, by a path
+    r[w,s,o at a] <= sum_q y[a,s,q]         q: a path from a to s
+    sum of the r at a <= C_a
+    sum of the r and y whose paths use e <= c_e    (PS links included: T_s)
+
+R-InArt rounding: each fragment keeps one location with probability in
+proportion to its LP rate there (summed over paths), then one path there the
+same way; each (aggregator, PS) aggregate one path by its y. The rounded plan
+at the LP's rates may overload a resource (`rounded_overload`). Repair gives
+every stream the rate the resources allow and moves single fragments or
+aggregate paths while f rises (ina_placement.StreamAssignment), over seeded
+trials. The answer reports f of the LP (an upper bound for the rounded
+plans), after rounding, after repair, and the plan's.
+
+Policies: `inart` (phase 1 split, phase 2), `equal-split` (x_s = 1/|S|,
+phase 2), `lbmm` (equal split, no aggregation, paths balanced by phase 2),
+`atp` (equal split; each fragment goes along its default route to its PS,
+and the first aggregator on that route aggregates what its capacity allows,
+the rest goes on unaggregated: the LP's split is kept, as in GRID's
+`nearest`).
+"""
+
+import random as random_module
+from dataclasses import dataclass
+
+from apps.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, PlacementError,
+                                StreamAssignment, capacity_of, default_route, edges_of,
+                                options_for, pick)
+from apps.sparse_lp import LpError, SparseLp
+
+INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"
+POLICIES = (INART, EQUAL_SPLIT, LBMM, ATP)
+OPTIONS_OF = {INART: GRID, EQUAL_SPLIT: GRID, LBMM: NO_INA, ATP: NEAREST}
+DEFAULT_TRIALS = 8
+
+
+class InartProblem:
+    """graph: directed, `capacity_mbps` on every edge (what is free for this job);
+    pss: the PS hosts; aggregators: {aggregator host: processing capacity C_a}."""
+
+    def __init__(self, graph, workers, pss, aggregators, max_paths=4, max_aggregators=8):
+        if not pss:
+            raise PlacementError("a job needs at least one PS")
+        nodes = [*workers, *pss, *aggregators]
+        if len(set(nodes)) != len(nodes):
+            raise PlacementError("workers, PSs and aggregators must be distinct nodes")
+        self.graph, self.workers, self.pss = graph, list(workers), list(pss)
+        self.aggregators = dict(aggregators)
+        paths, distances = {}, {}   # shared: a path to an aggregator serves every PS
+        self.per_ps = {s: InaProblem(graph, self.workers, s, self.aggregators, max_paths,
+                                     max_aggregators, paths, distances) for s in self.pss}
+        self.fragments = [(w, s) for w in self.workers for s in self.pss]
+
+    def ingress(self, ps):
+        return sum(self.graph.edges[edge]["capacity_mbps"] for edge in self.graph.in_edges(ps))
+
+
+@dataclass(frozen=True)
+class Split:
+    shares: dict       # PS -> x_s, summing to 1
+    rate: float        # f of the relaxed problem
+
+
+@dataclass
+class InartPlan:
+    """legs: {(worker, PS): [(Option, share of the fragment)]}; aggregate_paths:
+    {(aggregator, PS): path}; every worker sends at f in all, x_s f to PS s."""
+    policy: str
+    split: dict
+    f_lp: float
+    f_rounded: float
+    rounded_overload: float
+    f_repaired: float
+    f: float
+    legs: dict
+    aggregate_paths: dict
+
+    def leg_rates(self):
+        """[((worker, PS), Option, Mbit/s)]."""
+        return [(key, option, self.f * self.split[key[1]] * share)
+                for key in sorted(self.legs) for option, share in self.legs[key]]
+
+    def loads(self):
+        """{directed link or aggregator: Mbit/s} this plan puts on it."""
+        load = {}
+
+        def add(resource, rate):
+            load[resource] = load.get(resource, 0.0) + rate
+        aggregate_rates = {}
+        for (worker, ps), option, rate in self.leg_rates():
+            for edge in edges_of(option.path):
+                add(edge, rate)
+            if option.node != ps:
+                add(option.node, rate)
+                key = (option.node, ps)
+                aggregate_rates[key] = max(aggregate_rates.get(key, 0.0), rate)
+        for key, rate in aggregate_rates.items():
+            for edge in edges_of(self.aggregate_paths[key]):
+                add(edge, rate)
+        return load
+
+
+def model_split(problem):
+    """Phase 1: the shares x_s of the relaxed problem (module doc)."""
+    lp = SparseLp()
+    aggregator_terms = {a: [] for a in problem.aggregators}
+    ps_terms = {s: [] for s in problem.pss}
+    for s in problem.pss:
+        lp.variable(("g", s))
+    for w, s in problem.fragments:
+        candidates = problem.per_ps[s].candidate_aggregators(w) if problem.aggregators else []
+        lp.at_most([(("g", s), 1.0), (("u", w, s), -1.0)]
+                   + [(("h", w, s, a), -1.0) for a in candidates], 0.0)
+        ps_terms[s].append(("u", w, s))
+        for a in candidates:
+            lp.at_most([(("h", w, s, a), 1.0), (("z", a, s), -1.0)], 0.0)
+            aggregator_terms[a].append(("h", w, s, a))
+            if ("z", a, s) not in ps_terms[s]:
+                ps_terms[s].append(("z", a, s))
+    for a, terms in aggregator_terms.items():
+        if terms:
+            lp.at_most([(key, 1.0) for key in terms], problem.aggregators[a])
+    for s, terms in ps_terms.items():
+        lp.at_most([(key, 1.0) for key in terms], problem.ingress(s))
+    try:
+        x = lp.maximize({("g", s): 1.0 for s in problem.pss})
+    except LpError as error:
+        raise PlacementError("the split LP failed: %s" % error) from None
+    rate = sum(x["g", s] for s in problem.pss)
+    if rate <= TOLERANCE:
+        raise PlacementError("the PSs can take in nothing")
+    return Split({s: x["g", s] / rate for s in problem.pss}, rate)
+
+
+def equal_split(problem):
+    return {s: 1.0 / len(problem.pss) for s in problem.pss}
+
+
+def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0):
+    """The policy's plan (module doc); split overrides inart's phase 1 (it is slow to
+    change: the PSs hold their shares)."""
+    if policy not in POLICIES:
+        raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
+    if policy != INART:
+        split = equal_split(problem)
+    elif split is None:
+        split = model_split(problem).shares
+    options, aggregate_paths = {}, {}
+    for s in problem.pss:
+        per_worker, per_aggregator = options_for(problem.per_ps[s], OPTIONS_OF[policy])
+        options.update({(w, s): per_worker[w] for w in problem.workers})
+        aggregate_paths.update({(a, s): paths for a, paths in per_aggregator.items()})
+    f_lp, rates, aggregate_rates = _solve_lp(problem, split, options, aggregate_paths)
+    if policy == ATP:   # ATP keeps its split: the LP's rates are the plan
+        legs = {k: [(o, r / sum(rates[k].values())) for o, r in rates[k].items() if r > TOLERANCE]
+                for k in problem.fragments}
+        used = {(o.node, k[1]) for k in legs for o, _share in legs[k] if o.node != k[1]}
+        return InartPlan(policy, split, f_lp, f_lp, 1.0, f_lp, f_lp, legs,
+                         {key: aggregate_paths[key][0] for key in sorted(used)})
+    rng = random_module.Random(seed)
+    weight = {k: split[k[1]] for k in problem.fragments}
+
+    def aggregate_of(key, option):
+        return None if option.node == key[1] else (option.node, key[1])
+    # repair moves among the options the LP uses, and each fragment's default route
+    supported = {(w, s): [o for o in options[w, s] if rates[w, s][o] > TOLERANCE
+                          or o == default_route(problem.per_ps[s], w)]
+                 for w, s in problem.fragments}
+    best = None
+    for _trial in range(max(1, trials)):
+        choice = {k: _round_fragment(rng, rates[k]) for k in problem.fragments}
+        paths = {key: pick(rng, aggregate_rates[key]) for key in aggregate_paths}
+        rounded = InartPlan(policy, split, f_lp, f_lp, 0.0, f_lp, f_lp,
+                            {k: [(o, 1.0)] for k, o in choice.items()},
+                            {a: paths[a] for a in paths})
+        overload = max((value / capacity_of(problem, resource)
+                        for resource, value in rounded.loads().items()), default=0.0)
+        assignment = StreamAssignment(problem, supported, aggregate_paths, choice, paths, weight,
+                                      aggregate_of)
+        assignment.improve()
+        if best is None or assignment.theta() > best[0] + TOLERANCE:
+            best = (assignment.theta(), overload, assignment)
+    f_repaired, overload, assignment = best
+    return InartPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
+                     f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
+                     assignment.used_aggregate_paths())
+
+
+def _round_fragment(rng, rates):
+    """R-InArt: a location by its LP rate (summed over paths), then a path there."""
+    by_node = {}
+    for option, rate in rates.items():
+        by_node[option.node] = by_node.get(option.node, 0.0) + rate
+    node = pick(rng, by_node)
+    return pick(rng, {o: r for o, r in rates.items() if o.node == node})
+
+
+def _solve_lp(problem, split, options, aggregate_paths):
+    """Phase 2's LP (module doc): f, {fragment: {Option: r}}, {(a, s): {path: y}}."""
+    lp = SparseLp()
+    lp.variable("f")
+    link_terms = {}
+    aggregator_terms = {a: [] for a in problem.aggregators}
+    for key in problem.fragments:
+        ps = key[1]
+        lp.at_most([("f", split[ps])] + [(("r", key, o), -1.0) for o in options[key]], 0.0)
+        for option in options[key]:
+            stream = ("r", key, option)
+            for edge in edges_of(option.path):
+                link_terms.setdefault(edge, []).append(stream)
+            if option.node != ps:
+                aggregator_terms[option.node].append(stream)
+                lp.at_most([(stream, 1.0)] + [(("y", (option.node, ps), q), -1.0)
+                                              for q in aggregate_paths[option.node, ps]], 0.0)
+    for aggregate, paths in aggregate_paths.items():
+        for q in paths:
+            for edge in edges_of(q):
+                link_terms.setdefault(edge, []).append(("y", aggregate, q))
+    for a, terms in aggregator_terms.items():
+        if terms:
+            lp.at_most([(key, 1.0) for key in terms], problem.aggregators[a])
+    for edge, terms in link_terms.items():
+        lp.at_most([(key, 1.0) for key in terms], problem.graph.edges[edge]["capacity_mbps"])
+    try:
+        x = lp.maximize({"f": 1.0})
+    except LpError as error:
+        raise PlacementError("the placement LP failed: %s" % error) from None
+    rates = {k: {o: x["r", k, o] for o in options[k]} for k in problem.fragments}
+    aggregate_rates = {a: {q: x.get(("y", a, q), 0.0) for q in paths}
+                       for a, paths in aggregate_paths.items()}
+    return x["f"], rates, aggregate_rates
