@@ -18,8 +18,10 @@ that relaxed problem is an LP in the rates g_s = x_s f, solved exactly here:
     sum_(w,s) h[w,s,a] <= C_a               every aggregator
     sum_w u[w,s] + sum_a z[a,s] <= T_s      every PS
 
-and x_s = g_s / sum_s g_s. The aggregators a of (w, s) are GRID's candidates
-(those least off w's way to s).
+and x_s = g_s / sum_s g_s; the optimum is rarely unique, and of the splits
+that reach it we take the most even (a second LP maximizes the smallest
+g_s). The aggregators a of (w, s) are GRID's candidates (those least off w's
+way to s).
 
 Phase 2, placement and routes (`plan`), for fixed x: GRID's model
 (apps/ina_placement.py) with a stream per fragment, weighted by x_s:
@@ -151,12 +153,18 @@ def model_split(problem):
         lp.at_most([(key, 1.0) for key in terms], problem.ingress(s))
     try:
         x = lp.maximize({("g", s): 1.0 for s in problem.pss})
+        rate = sum(x["g", s] for s in problem.pss)
+        if rate <= TOLERANCE:
+            raise PlacementError("the PSs can take in nothing")
+        # among the splits that reach it, the most even (the optimum is rarely unique)
+        lp.at_most([(("g", s), -1.0) for s in problem.pss], -rate * (1 - 1e-9))
+        for s in problem.pss:
+            lp.at_most([("smallest", 1.0), (("g", s), -1.0)], 0.0)
+        x = lp.maximize({"smallest": 1.0})
     except LpError as error:
         raise PlacementError("the split LP failed: %s" % error) from None
-    rate = sum(x["g", s] for s in problem.pss)
-    if rate <= TOLERANCE:
-        raise PlacementError("the PSs can take in nothing")
-    return Split({s: x["g", s] / rate for s in problem.pss}, rate)
+    total = sum(x["g", s] for s in problem.pss)
+    return Split({s: x["g", s] / total for s in problem.pss}, rate)
 
 
 def equal_split(problem):
@@ -172,23 +180,12 @@ def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0):
         split = equal_split(problem)
     elif split is None:
         split = model_split(problem).shares
-    options, aggregate_paths = {}, {}
-    for s in problem.pss:
-        per_worker, per_aggregator = options_for(problem.per_ps[s], OPTIONS_OF[policy])
-        options.update({(w, s): per_worker[w] for w in problem.workers})
-        aggregate_paths.update({(a, s): paths for a, paths in per_aggregator.items()})
+    if policy == ATP:
+        return _fluid_plan(problem, split, ATP)
+    options, aggregate_paths = _options(problem, OPTIONS_OF[policy])
     f_lp, rates, aggregate_rates = _solve_lp(problem, split, options, aggregate_paths)
-    if policy == ATP:   # ATP keeps its split: the LP's rates are the plan
-        legs = {k: [(o, r / sum(rates[k].values())) for o, r in rates[k].items() if r > TOLERANCE]
-                for k in problem.fragments}
-        used = {(o.node, k[1]) for k in legs for o, _share in legs[k] if o.node != k[1]}
-        return InartPlan(policy, split, f_lp, f_lp, 1.0, f_lp, f_lp, legs,
-                         {key: aggregate_paths[key][0] for key in sorted(used)})
     rng = random_module.Random(seed)
     weight = {k: split[k[1]] for k in problem.fragments}
-
-    def aggregate_of(key, option):
-        return None if option.node == key[1] else (option.node, key[1])
     # repair moves among the options the LP uses, and each fragment's default route
     supported = {(w, s): [o for o in options[w, s] if rates[w, s][o] > TOLERANCE
                           or o == default_route(problem.per_ps[s], w)]
@@ -198,19 +195,60 @@ def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0):
         choice = {k: _round_fragment(rng, rates[k]) for k in problem.fragments}
         paths = {key: pick(rng, aggregate_rates[key]) for key in aggregate_paths}
         rounded = InartPlan(policy, split, f_lp, f_lp, 0.0, f_lp, f_lp,
-                            {k: [(o, 1.0)] for k, o in choice.items()},
-                            {a: paths[a] for a in paths})
+                            {k: [(o, 1.0)] for k, o in choice.items()}, paths)
         overload = max((value / capacity_of(problem, resource)
                         for resource, value in rounded.loads().items()), default=0.0)
         assignment = StreamAssignment(problem, supported, aggregate_paths, choice, paths, weight,
-                                      aggregate_of)
+                                      _aggregate_of)
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), overload, assignment)
     f_repaired, overload, assignment = best
-    return InartPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
-                     f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
-                     assignment.used_aggregate_paths())
+    result = InartPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
+                       f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
+                       assignment.used_aggregate_paths())
+    if policy == LBMM:
+        return result
+    # spare capacity may carry part of a fragment unaggregated on its default route (as
+    # ATP does), and the default-route plan, which is within our options, may be better
+    spill = {(w, s): [o] + ([default_route(problem.per_ps[s], w)] if o.node != s else [])
+             for (w, s), o in assignment.choice.items()}
+    for candidate in (_fluid_plan(problem, split, policy, spill,
+                                  {a: [q] for a, q in result.aggregate_paths.items()}),
+                      _fluid_plan(problem, split, policy)):
+        if candidate.f > result.f * (1 + 1e-9):
+            result.f, result.legs = candidate.f, candidate.legs
+            result.aggregate_paths = candidate.aggregate_paths
+    return result
+
+
+def _aggregate_of(key, option):
+    """The aggregate a fragment joins with this option: (aggregator, its PS), or None."""
+    return None if option.node == key[1] else (option.node, key[1])
+
+
+def _options(problem, kind):
+    """{fragment: [Option]} and {(aggregator, PS): [paths]} of GRID's option kind per PS."""
+    options, aggregate_paths = {}, {}
+    for s in problem.pss:
+        per_worker, per_aggregator = options_for(problem.per_ps[s], kind)
+        options.update({(w, s): per_worker[w] for w in problem.workers})
+        aggregate_paths.update({(a, s): paths for a, paths in per_aggregator.items()})
+    return options, aggregate_paths
+
+
+def _fluid_plan(problem, split, policy, options=None, aggregate_paths=None):
+    """The LP's own plan over few options per fragment (by default ATP's: the first
+    aggregator on the default route, and the default route): fragments split over
+    their options as the LP says, one path per aggregate."""
+    if options is None:
+        options, aggregate_paths = _options(problem, NEAREST)
+    f, rates, _aggregate_rates = _solve_lp(problem, split, options, aggregate_paths)
+    legs = {k: [(o, r / sum(rates[k].values())) for o, r in rates[k].items() if r > TOLERANCE]
+            for k in problem.fragments}
+    used = {_aggregate_of(k, o) for k in legs for o, _share in legs[k]} - {None}
+    return InartPlan(policy, split, f, f, 1.0, f, f, legs,
+                     {key: aggregate_paths[key][0] for key in sorted(used)})
 
 
 def _round_fragment(rng, rates):
