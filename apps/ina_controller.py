@@ -1,16 +1,18 @@
-"""GRID gradient steering (Fang et al., IEEE/ACM ToN 2023) as a Ryu app.
+"""Gradient steering to in-network aggregators as a Ryu app: GRID (Fang et al., IEEE/ACM
+ToN 2023) for one PS, InArt (Liu et al., WWW 2024) for a model split over several.
 
     ryu-manager apps.ina_controller       # loads apps.fabric_controller too
 
-A job asks for a plan (POST /ina/plans: workers, PS, aggregators, gradient
-size, policy). The app plans on what is free (link capacity minus what
+A job asks for a plan (POST /ina/plans: workers, PS or PSs, aggregators,
+gradient size, policy). The app plans on what is free (link capacity minus what
 multicast trees and other plans hold; aggregator capacity minus other plans;
-ina_placement.py), books it (link loads as a hold in the multicast app's
+ina_placement.py for grid, no-ina, nearest, switchml; inart_placement.py for
+inart, equal-split, lbmm, atp), books it (link loads as a hold in the multicast app's
 reservation book when that app runs, so trees see plans and plans see
 trees), and installs, for every stream of the plan
 (each worker leg to its aggregator or the PS, each aggregate to the PS), a
-flow per switch of its path matching the job's UDP port from that source to
-that destination, with a meter at the stream's planned rate on its first
+flow per switch of its path matching the UDP port of the stream's PS in this
+job (one port per PS) from that source to that destination, with a meter at the stream's planned rate on its first
 switch. It answers once every switch confirmed with a barrier; a rejected
 message removes the whole plan and books nothing. DELETE removes it all.
 Workers address their aggregator (or the PS) directly; the flows choose the
@@ -32,7 +34,9 @@ from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
 from apps.fabric_controller import EventFabricChanged
-from apps.ina_placement import GRID, POLICIES, InaProblem, PlacementError, plan
+from apps import ina_placement, inart_placement
+from apps.ina_placement import GRID, InaProblem, PlacementError
+from apps.inart_placement import InartProblem, from_grid
 from apps.ofp_transactions import BarrierTracker
 from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
                              read_json_body)
@@ -40,7 +44,9 @@ from apps.rest_json import (RequestError, answer, check_fields, json_response, p
 CONFIRM_TIMEOUT_S = 5.0
 REST_APP_KEY = "ina_controller"
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
-GRADIENT_PORT_BASE = 20000          # a plan's UDP port: GRADIENT_PORT_BASE + plan id
+POLICIES = ina_placement.POLICIES + inart_placement.POLICIES
+GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
+MAX_PSS = 8
 MIN_THETA_MBPS = 1e-3
 MIN_CAPACITY_MBPS = 1e-9
 
@@ -77,33 +83,37 @@ class InaController(app_manager.RyuApp):
         view = self.view
         if view is None or view is not self.fabric.view:
             raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
-        workers, ps = request["workers"], request["ps"]
+        workers, pss = request["workers"], request["pss"]
         aggregators = request["aggregators"]
         if aggregators is None:
             aggregators = sorted(view.aggregators)
-        unknown = [h for h in [*workers, ps, *aggregators] if not view.is_host(h)]
+        unknown = [h for h in [*workers, *pss, *aggregators] if not view.is_host(h)]
         if unknown:
             raise RequestError(404, "unknown host(s): %s" % ", ".join(unknown))
         not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
         if not_aggregators:
             raise RequestError(400, "not aggregator host(s): %s" % ", ".join(not_aggregators))
-        misplaced = [h for h in [*workers, ps] if view.is_aggregator(h)]
+        misplaced = [h for h in [*workers, *pss] if view.is_aggregator(h)]
         if misplaced:
-            raise RequestError(400, "aggregator host(s) cannot be workers or the PS: %s"
+            raise RequestError(400, "aggregator host(s) cannot be workers or PSs: %s"
                                % ", ".join(misplaced))
         # no yield from here to the booking: the plan is made and booked on one state
         book = self._link_book()
         graph = self._available_graph(view, book)
         capacities = {a: view.aggregators[a] - self.booked_mbps.get(a, 0.0) for a in aggregators}
         capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
+        policy = request["policy"]
         try:
-            problem = InaProblem(graph, workers, ps, capacities)
-            result = plan(problem, request["policy"])
+            if policy in inart_placement.POLICIES:
+                result = inart_placement.plan(InartProblem(graph, workers, pss, capacities), policy)
+            else:
+                result = from_grid(ina_placement.plan(InaProblem(graph, workers, pss[0], capacities),
+                                                      policy), pss[0])
         except PlacementError as error:
             raise RequestError(400, str(error)) from None
-        if result.theta < MIN_THETA_MBPS:
+        if result.f < MIN_THETA_MBPS:
             raise RequestError(409, "no capacity left for this job (theta = %.6f Mbit/s)"
-                               % result.theta, theta_mbps=result.theta)
+                               % result.f, theta_mbps=result.f)
         plan_id = next(self._ids)
         report = plan_report(plan_id, request, result, view)
         self._book(report, result.loads(), book)
@@ -114,11 +124,12 @@ class InaController(app_manager.RyuApp):
             if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
                 self._unbook(report)
             raise
-        self.logger.info("plan %d (job %r, %s): %d workers -> %s, theta %.3f Mbit/s (LP %.3f, "
-                         "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id,
-                         request["job"], result.policy, len(workers), ps, result.theta,
-                         result.theta_lp, result.theta_rounded, result.rounded_overload,
-                         result.theta_repaired, ",".join(result.aggregate_paths) or "none")
+        self.logger.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s "
+                         "(LP %.3f, rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id,
+                         request["job"], result.policy, len(workers), ",".join(pss),
+                         ",".join("%.3f" % result.split[s] for s in pss), result.f, result.f_lp,
+                         result.f_rounded, result.rounded_overload, result.f_repaired,
+                         ",".join(sorted(result.aggregators_used())) or "none")
         return public(report)
 
     def _available_graph(self, view, book):
@@ -132,15 +143,15 @@ class InaController(app_manager.RyuApp):
 
     def _install(self, view, plan_id, result):
         messages, meters = defaultdict(list), defaultdict(list)
-        port = GRADIENT_PORT_BASE + plan_id
-        for leg_index, (source, destination, path, rate) in enumerate(result.streams()):
+        ports = self.plans[plan_id]["ports"]
+        for leg_index, (source, destination, path, rate, ps) in enumerate(result.streams()):
             for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
                 datapath = self.fabric.datapaths.get(view.dpid(switch))
                 if datapath is None:   # nothing sent yet
                     raise RequestError(503, "switch %s is not connected" % switch)
                 first = hop == 0
                 messages[datapath] += of.steering_install(
-                    datapath, plan_id, leg_index, view.ip(source), view.ip(destination), port,
+                    datapath, plan_id, leg_index, view.ip(source), view.ip(destination), ports[ps],
                     view.out_port(switch, next_node), rate if first else None)
                 if first:
                     meters[switch].append(of.steering_meter_id(plan_id, leg_index))
@@ -225,27 +236,43 @@ def public(report):
     return {k: v for k, v in report.items() if not k.startswith("_")}
 
 
+def gradient_port(plan_id, index):
+    """The UDP port of the plan's index-th PS (ports repeat after 40000 / MAX_PSS plans)."""
+    return GRADIENT_PORT_BASE + (plan_id * MAX_PSS + index) % 40000
+
+
 def plan_report(plan_id, request, result, view):
-    """What a job needs to run: per worker its legs (node, path, share of the fragments,
-    rate), per aggregator its workers, path and rate, and the plan's rates."""
+    """What a job needs to run: per worker its legs (PS, node, path, share of that PS's
+    fragments, rate), every aggregate (aggregator, PS, workers, path, rate), the split,
+    a UDP port per PS, and the plan's rates. One-PS plans also have `port` and
+    `aggregators` (keyed by aggregator)."""
+    pss = request["pss"]
     gradient_mbit = request["gradient_mb"] * 8
     aggregate_rates = result.aggregate_rates()
-    return {
+    ports = {s: gradient_port(plan_id, i) for i, s in enumerate(pss)}
+    aggregates = [{"aggregator": a, "ps": s, "workers": result.workers_at((a, s)),
+                   "path": list(result.aggregate_paths[a, s]), "rate_mbps": rate}
+                  for (a, s), rate in sorted(aggregate_rates.items())]
+    report = {
         "id": plan_id, "job": request["job"], "policy": result.policy, "ps": request["ps"],
-        "port": GRADIENT_PORT_BASE + plan_id, "gradient_mb": request["gradient_mb"],
-        "theta_mbps": result.theta, "theta_lp_mbps": result.theta_lp,
-        "theta_rounded_mbps": result.theta_rounded, "rounded_overload": result.rounded_overload,
-        "theta_repaired_mbps": result.theta_repaired,
-        "predicted_comm_time_s": gradient_mbit / result.theta,
-        "workers": {w: [{"node": option.node, "path": list(option.path), "share": share,
-                         "rate_mbps": result.theta * share}
-                        for option, share in result.legs[w]] for w in request["workers"]},
-        "aggregators": {a: {"workers": result.workers_at(a), "path": list(path),
-                            "rate_mbps": aggregate_rates[a]}
-                        for a, path in result.aggregate_paths.items()},
-        "addresses": {h: view.ip(h) for h in [*request["workers"], request["ps"],
-                                               *result.aggregate_paths]},
+        "split": result.split, "ports": ports, "gradient_mb": request["gradient_mb"],
+        "theta_mbps": result.f, "theta_lp_mbps": result.f_lp,
+        "theta_rounded_mbps": result.f_rounded, "rounded_overload": result.rounded_overload,
+        "theta_repaired_mbps": result.f_repaired,
+        "predicted_comm_time_s": gradient_mbit / result.f,
+        "workers": {w: [{"ps": s, "node": option.node, "path": list(option.path), "share": share,
+                         "rate_mbps": result.f * result.split[s] * share}
+                        for s in pss for option, share in result.legs[w, s]]
+                    for w in request["workers"]},
+        "aggregates": aggregates,
+        "addresses": {h: view.ip(h) for h in [*request["workers"], *pss,
+                                               *sorted(result.aggregators_used())]},
     }
+    if len(pss) == 1:
+        report["port"] = ports[pss[0]]
+        report["aggregators"] = {a["aggregator"]: {k: a[k] for k in ("workers", "path", "rate_mbps")}
+                                 for a in aggregates}
+    return report
 
 
 def parse_plan_request(body):
@@ -258,8 +285,19 @@ def parse_plan_request(body):
     if (not isinstance(workers, list) or not workers
             or not all(isinstance(w, str) for w in workers) or len(set(workers)) != len(workers)):
         raise RequestError(400, "workers must be a non-empty list of distinct host names")
-    if not isinstance(request["ps"], str) or request["ps"] in workers:
-        raise RequestError(400, "ps must be a host name that is not a worker")
+    if request["policy"] not in POLICIES:
+        raise RequestError(400, "policy must be one of %s" % ", ".join(POLICIES))
+    pss = [request["ps"]] if isinstance(request["ps"], str) else request["ps"]
+    if (not isinstance(pss, list) or not pss or not all(isinstance(s, str) for s in pss)
+            or len(set(pss)) != len(pss) or set(pss) & set(workers)):
+        raise RequestError(400, "ps must be a host name, or a list of distinct host names, "
+                                "that is not a worker")
+    if len(pss) > MAX_PSS:
+        raise RequestError(400, "at most %d PSs per job" % MAX_PSS)
+    if len(pss) > 1 and request["policy"] not in inart_placement.POLICIES:
+        raise RequestError(400, "policy %s plans for one PS; for several use one of %s"
+                           % (request["policy"], ", ".join(inart_placement.POLICIES)))
+    request["pss"] = pss
     aggregators = request["aggregators"]
     if aggregators is not None and (not isinstance(aggregators, list)
                                     or not all(isinstance(a, str) for a in aggregators)
@@ -267,8 +305,6 @@ def parse_plan_request(body):
         raise RequestError(400, "aggregators must be a list of distinct host names (or omitted)")
     if not positive_number(request["gradient_mb"]):
         raise RequestError(400, "gradient_mb must be a positive number")
-    if request["policy"] not in POLICIES:
-        raise RequestError(400, "policy must be one of %s" % ", ".join(POLICIES))
     return request
 
 

@@ -109,24 +109,48 @@ class InartPlan:
         return [(key, option, self.f * self.split[key[1]] * share)
                 for key in sorted(self.legs) for option, share in self.legs[key]]
 
+    def aggregate_rates(self):
+        """{(aggregator, PS): Mbit/s}: an aggregate runs at its fastest input."""
+        rates = {}
+        for key, option, rate in self.leg_rates():
+            aggregate = _aggregate_of(key, option)
+            if aggregate is not None:
+                rates[aggregate] = max(rates.get(aggregate, 0.0), rate)
+        return rates
+
+    def workers_at(self, aggregate):
+        return sorted(w for (w, s), legs in self.legs.items()
+                      if any(_aggregate_of((w, s), o) == aggregate for o, _share in legs))
+
+    def streams(self):
+        """[(source host, destination host, path, Mbit/s, PS)]: every leg, then every
+        aggregate, in a stable order: what the network must carry."""
+        legs = [(key[0], option.node, option.path, rate, key[1])
+                for key, option, rate in self.leg_rates()]
+        return legs + [(a, s, self.aggregate_paths[a, s], rate, s)
+                       for (a, s), rate in sorted(self.aggregate_rates().items())]
+
     def loads(self):
         """{directed link or aggregator: Mbit/s} this plan puts on it."""
         load = {}
-
-        def add(resource, rate):
-            load[resource] = load.get(resource, 0.0) + rate
-        aggregate_rates = {}
-        for (worker, ps), option, rate in self.leg_rates():
-            for edge in edges_of(option.path):
-                add(edge, rate)
-            if option.node != ps:
-                add(option.node, rate)
-                key = (option.node, ps)
-                aggregate_rates[key] = max(aggregate_rates.get(key, 0.0), rate)
-        for key, rate in aggregate_rates.items():
-            for edge in edges_of(self.aggregate_paths[key]):
-                add(edge, rate)
+        for source, destination, path, rate, _ps in self.streams():
+            resources = list(edges_of(path))
+            if destination in self.aggregators_used():
+                resources.append(destination)
+            for resource in resources:
+                load[resource] = load.get(resource, 0.0) + rate
         return load
+
+    def aggregators_used(self):
+        return {a for a, _s in self.aggregate_paths}
+
+
+def from_grid(result, ps):
+    """A GRID-family plan (apps/ina_placement.py) as the one-PS case of an InArt plan."""
+    return InartPlan(result.policy, {ps: 1.0}, result.theta_lp, result.theta_rounded,
+                     result.rounded_overload, result.theta_repaired, result.theta,
+                     {(w, ps): legs for w, legs in result.legs.items()},
+                     {(a, ps): path for a, path in result.aggregate_paths.items()})
 
 
 def model_split(problem):

@@ -70,18 +70,32 @@ def wire_mbit(floats):
     return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
 
 
-def exact_sum_check(total, seed, workers, number, floats):
-    """(ok, worst error / bound) of `total` against the float64 sum of every gradient."""
-    exact = np.zeros(floats)
-    magnitude = np.zeros(floats)
+def exact_sum_check(total, seed, workers, number, floats, start=0):
+    """(ok, worst error / bound) of `total`, the sum of elements start.. of every
+    worker's gradient, against their float64 sum."""
+    stop = start + len(total)
+    exact = np.zeros(len(total))
+    magnitude = np.zeros(len(total))
     for worker in range(workers):
-        g = gradient(seed, worker, number, floats).astype(np.float64)
+        g = gradient(seed, worker, number, floats)[start:stop].astype(np.float64)
         exact += g
         magnitude += np.abs(g)
     unit = 2.0 ** -24
     bound = workers * unit * magnitude + unit * np.abs(exact) + np.finfo(np.float32).tiny
     ratio = float(np.max(np.abs(total.astype(np.float64) - exact) / bound))
     return ratio <= 1.0, ratio
+
+
+def fragment_ranges(split, count):
+    """{PS: (first, last)}: the fragments each PS holds, contiguous, in proportion to its
+    share of the model (every PS at least one)."""
+    bounds, cumulative = [0], 0.0
+    for share in list(split.values())[:-1]:
+        cumulative += share
+        bounds.append(min(count - (len(split) - len(bounds)), max(bounds[-1] + 1,
+                                                                  round(cumulative * count))))
+    bounds.append(count)
+    return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}
 
 
 def fragment_packet(job, number, index, mask, values):
@@ -157,7 +171,7 @@ class Process:
         self.args = args
         self.channel = connect(args.coordinator, args.connect_timeout_s)
         self.channel.send({"hello": args.name})
-        self.endpoint = None
+        self.endpoints = {}   # UDP port -> UdpEndpoint
 
     def serve(self):
         while True:
@@ -175,17 +189,21 @@ class Process:
         return gradient(plan["seed"], plan["index"], plan["round"], plan["floats"])
 
     def on_sum(self, plan, total):
-        """The PS's answer once it holds every worker: the check against the exact sum."""
-        ok, ratio = exact_sum_check(total, plan["seed"], plan["workers"], plan["round"],
-                                    plan["floats"])
+        """The PS's answer once it holds every worker: the check of its share against the
+        exact sum."""
+        first, last = plan["range"]
+        start, stop = first * FLOATS_PER_FRAGMENT, min(last * FLOATS_PER_FRAGMENT, plan["floats"])
+        ok, ratio = exact_sum_check(total[start:stop], plan["seed"], plan["workers"],
+                                    plan["round"], plan["floats"], start)
         return {"verified": ok, "error_to_bound": ratio}
 
     def _round(self, plan):
-        if self.endpoint is None or self.endpoint.port != plan["port"]:
-            if self.endpoint is not None:
-                self.endpoint.sock.close()
-            self.endpoint = UdpEndpoint(self.args.data_ip, plan["port"])
-        role, port = plan["role"], plan["port"]
+        if sorted(self.endpoints) != sorted(plan["ports"]):   # one socket per PS's port
+            for endpoint in self.endpoints.values():
+                endpoint.sock.close()
+            self.endpoints = {port: UdpEndpoint(self.args.data_ip, port) for port in plan["ports"]}
+        sock = next(iter(self.endpoints.values())).sock   # steering matches the destination port
+        role = plan["role"]
         floats, number = plan["floats"], plan["round"]
         sums = None
         if role in ("aggregator", "ps"):
@@ -196,9 +214,10 @@ class Process:
             complete = sums.add(packet)
             if complete is not None and role == "aggregator":
                 forward.append(complete)
-        self.endpoint.on_packet = on_packet if sums is not None else None
         selector = selectors.DefaultSelector()
-        selector.register(self.endpoint.sock, selectors.EVENT_READ, self.endpoint)
+        for endpoint in self.endpoints.values():
+            endpoint.on_packet = on_packet if sums is not None else None
+            selector.register(endpoint.sock, selectors.EVENT_READ, endpoint)
         selector.register(self.channel.sock, selectors.EVENT_READ, None)
 
         def idle(seconds):
@@ -210,7 +229,8 @@ class Process:
         def flush():   # an aggregator sends each aggregate as soon as it is complete
             while forward:
                 index = forward.pop(0)
-                self.endpoint.sock.sendto(sums.packet(index), (plan["next_ip"], port))
+                first, last, ip, port = next(n for n in plan["next"] if n[0] <= index < n[1])
+                sock.sendto(sums.packet(index), (ip, port))
 
         if role == "worker":
             values = self.worker_values(plan)
@@ -228,18 +248,18 @@ class Process:
                     continue
                 request = self.channel.receive()
                 if "go" in request:
-                    send_streams(self.endpoint.sock, [
-                        ((leg["ip"], port), [make(i) for i in range(*leg["fragments"])],
+                    send_streams(sock, [
+                        ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
                          leg["rate_mbps"]) for leg in plan["legs"]], idle)
                     self.channel.send({"sent": number})
                 elif "resend" in request:
-                    send_streams(self.endpoint.sock, [
-                        ((item["ip"], port),
+                    send_streams(sock, [
+                        ((item["ip"], item["port"]),
                          [make(i) for first, last in item["fragments"] for i in range(first, last)],
                          item["rate_mbps"]) for item in request["resend"]], idle)
                     self.channel.send({"sent": number})
                 elif "report" in request:
-                    drain([self.endpoint])
+                    drain(list(self.endpoints.values()))
                     flush()
                     self.channel.send({"missing": sums.missing() if sums else [],
                                        "received_bytes": sums.received_bytes if sums else 0})
@@ -251,13 +271,17 @@ class Process:
 
 
 class GradientCoordinator:
-    """Runs rounds of a plan (the POST /ina/plans answer) over the processes."""
+    """Runs rounds of a plan (the POST /ina/plans answer) over the processes. pss: the
+    PS, or the PSs among which the plan splits the model (each holds a contiguous
+    range of fragments, fragment_ranges)."""
 
-    def __init__(self, listen_ip, workers, ps, aggregators, floats, seed=0,
+    def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
                  rate_fraction=0.95, max_repair_passes=30, connect_timeout_s=60.0):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
-        self.workers, self.ps, self.aggregators = list(workers), ps, list(aggregators)
+        self.pss = [pss] if isinstance(pss, str) else list(pss)
+        self.ps = self.pss[0]
+        self.workers, self.aggregators = list(workers), list(aggregators)
         self.floats = floats
         self.seed = seed
         self.rate_fraction = rate_fraction
@@ -269,7 +293,7 @@ class GradientCoordinator:
 
     @property
     def names(self):
-        return [*self.workers, *self.aggregators, self.ps]
+        return [*self.workers, *self.aggregators, *self.pss]
 
     def accept(self):
         self.channels = accept_named(self.listener, self.names)
@@ -280,92 +304,106 @@ class GradientCoordinator:
         number = self.rounds
         count = fragment_count(self.floats)
         bit = {w: 1 << i for i, w in enumerate(self.workers)}
-        ip = plan["addresses"]
-        ranges_of = {}     # worker -> [(node, first, last, rate)]
+        ip, ports = plan["addresses"], plan["ports"]
+        held = fragment_ranges(plan["split"], count)
+        ranges_of = {}     # worker -> [(node, ps, first, last, rate)]
         for worker in self.workers:
-            legs = sorted(plan["workers"][worker], key=lambda leg: leg["node"] == self.ps)
-            first, pieces = 0, []
-            for position, leg in enumerate(legs):   # aggregated part first, then the rest
-                last = count if position == len(legs) - 1 else min(count, first + round(leg["share"] * count))
-                pieces.append((leg["node"], first, last, leg["rate_mbps"] * self.rate_fraction))
-                first = last
+            pieces = []
+            for ps in self.pss:   # per PS: the aggregated part of its range first, then the rest
+                legs = sorted((leg for leg in plan["workers"][worker] if leg["ps"] == ps),
+                              key=lambda leg: leg["node"] == ps)
+                first, end = held[ps]
+                size = end - first
+                for position, leg in enumerate(legs):
+                    last = end if position == len(legs) - 1 else min(end, first + round(leg["share"] * size))
+                    pieces.append((leg["node"], ps, first, last, leg["rate_mbps"] * self.rate_fraction))
+                    first = last
             ranges_of[worker] = pieces
-        expected = {a: np.zeros(count, dtype=np.uint64) for a in self.aggregators}
-        at_ps = np.zeros(count, dtype=np.uint64)
+        expected = {node: np.zeros(count, dtype=np.uint64) for node in self.aggregators + self.pss}
         for worker, pieces in ranges_of.items():
-            at_ps |= np.uint64(bit[worker])
-            for node, first, last, _rate in pieces:
-                if node != self.ps:
+            for node, ps, first, last, _rate in pieces:
+                expected[ps][first:last] |= np.uint64(bit[worker])
+                if node != ps:
                     expected[node][first:last] |= np.uint64(bit[worker])
-        common = {"job": plan["id"], "round": number, "port": plan["port"], "floats": self.floats,
-                  "seed": self.seed}
+        common = {"job": plan["id"], "round": number, "ports": sorted(ports.values()),
+                  "floats": self.floats, "seed": self.seed}
         for worker in self.workers:
             self.channels[worker].send(dict(common, role="worker", index=self.workers.index(worker),
-                                            legs=[{"ip": ip[node], "fragments": [first, last],
-                                                   "rate_mbps": rate}
-                                                  for node, first, last, rate in ranges_of[worker]
+                                            legs=[{"ip": ip[node], "port": ports[ps],
+                                                   "fragments": [first, last], "rate_mbps": rate}
+                                                  for node, ps, first, last, rate in ranges_of[worker]
                                                   if last > first]))
         for aggregator in self.aggregators:
-            self.channels[aggregator].send(dict(common, role="aggregator",
-                                                expected=expected[aggregator].tolist(),
-                                                next_ip=ip[self.ps]))
-        self.channels[self.ps].send(dict(common, role="ps", expected=at_ps.tolist(),
-                                         workers=len(self.workers)))
+            self.channels[aggregator].send(dict(
+                common, role="aggregator", expected=expected[aggregator].tolist(),
+                next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss]))
+        for ps in self.pss:
+            self.channels[ps].send(dict(common, role="ps", expected=expected[ps].tolist(),
+                                        workers=len(self.workers), range=held[ps]))
         self._expect(self.names, {"ready": number})
-        aggregate_rate = {a: info["rate_mbps"] * self.rate_fraction
-                          for a, info in plan["aggregators"].items()}
+        aggregate_rate = {(a["aggregator"], a["ps"]): a["rate_mbps"] * self.rate_fraction
+                          for a in plan["aggregates"]}
         started = time.perf_counter()
         for worker in self.workers:
             self.channels[worker].send({"go": number})
         self._expect(self.workers, {"sent": number})
         passes = 0
         while True:
-            reports = self._reports([*self.aggregators, self.ps], number)
-            if not reports[self.ps]["missing"]:
+            reports = self._reports([*self.aggregators, *self.pss], number)
+            if not any(reports[ps]["missing"] for ps in self.pss):
                 break
             passes += 1
             if passes > self.max_repair_passes:
                 raise RuntimeError("round %d: fragments still missing after %d repair passes"
                                    % (number, self.max_repair_passes))
-            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip)
+            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports)
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
             self._expect(list(resend), {"sent": number})
         comm_time_s = time.perf_counter() - started
-        self.channels[self.ps].send({"sum": number})
-        check = self.channels[self.ps].receive()
+        checks = []
+        for ps in self.pss:
+            self.channels[ps].send({"sum": number})
+            checks.append(self.channels[ps].receive())
+        check = checks[0] if len(checks) == 1 else {
+            "verified": all(c["verified"] for c in checks),
+            "error_to_bound": max(c["error_to_bound"] for c in checks)}
         for name in self.names:
             self.channels[name].send({"done": number})
         return {"comm_time_s": comm_time_s, "repair_passes": passes,
-                "ps_bytes": reports[self.ps]["received_bytes"],
+                "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **check}
 
-    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip):
-        """{process: [{"ip", "fragments", "rate_mbps"}]} that fill what is missing."""
-        wanted = {}   # (sender, destination ip, rate) -> fragment indices
+    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip, ports):
+        """{process: [{"ip", "port", "fragments", "rate_mbps"}]} that fill what is missing."""
+        wanted = {}   # (sender, destination, port, rate) -> fragment indices
 
-        def ask(sender, destination, rate, index):
-            wanted.setdefault((sender, destination, rate), set()).add(index)
+        def ask(sender, destination, ps, rate, index):
+            wanted.setdefault((sender, ip[destination], ports[ps], rate), set()).add(index)
+
+        def piece(worker, index):
+            return next(p for p in ranges_of[worker] if p[2] <= index < p[3])
         incomplete = {a: {f for f, _mask in reports[a]["missing"]} for a in self.aggregators}
         for aggregator in self.aggregators:
             for index, mask in reports[aggregator]["missing"]:
                 for worker in self.workers:
                     if mask & bit[worker]:
-                        rate = next(r for n, _f, _l, r in ranges_of[worker] if n == aggregator)
-                        ask(worker, ip[aggregator], rate, index)
-        for index, mask in reports[self.ps]["missing"]:
-            for worker in self.workers:
-                if not mask & bit[worker]:
-                    continue
-                node, _first, _last, rate = next(p for p in ranges_of[worker] if p[1] <= index < p[2])
-                if node == self.ps:
-                    ask(worker, ip[self.ps], rate, index)
-                elif index not in incomplete[node]:   # the aggregator has it: send it again
-                    ask(node, ip[self.ps], aggregate_rate[node], index)
+                        _node, ps, _first, _last, rate = piece(worker, index)
+                        ask(worker, aggregator, ps, rate, index)
+        for ps in self.pss:
+            for index, mask in reports[ps]["missing"]:
+                for worker in self.workers:
+                    if not mask & bit[worker]:
+                        continue
+                    node, _ps, _first, _last, rate = piece(worker, index)
+                    if node == ps:
+                        ask(worker, ps, ps, rate, index)
+                    elif index not in incomplete[node]:   # the aggregator has it: send it again
+                        ask(node, ps, ps, aggregate_rate[node, ps], index)
         resend = {}
-        for (sender, destination, rate), indices in wanted.items():
-            resend.setdefault(sender, []).append({"ip": destination, "rate_mbps": rate,
+        for (sender, destination, port, rate), indices in wanted.items():
+            resend.setdefault(sender, []).append({"ip": destination, "port": port, "rate_mbps": rate,
                                                   "fragments": ranges(sorted(indices))})
         return resend
 
@@ -391,9 +429,9 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
                         timeout_s=120):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails."""
-    aggregators = sorted(plan["aggregators"])
+    aggregators = sorted({a["aggregator"] for a in plan["aggregates"]})
     workers = list(plan["workers"])
-    coordinator = GradientCoordinator(bed.management_ip, workers, plan["ps"], aggregators,
+    coordinator = GradientCoordinator(bed.management_ip, workers, list(plan["ports"]), aggregators,
                                       gradient_floats(gradient_mb), seed, rate_fraction,
                                       connect_timeout_s=timeout_s)
     command = [sys.executable, "-m", "experiments.traffic.gradients",

@@ -258,7 +258,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
     coordinator = None
     try:
         coordinator = TrainingCoordinator(
-            bed.management_ip, workers, ps, sorted(plan["aggregators"]),
+            bed.management_ip, workers, ps, sorted({a["aggregator"] for a in plan["aggregates"]}),
             {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s)
         reference = ReferenceRun(setup)
         x_test, y_test = reference.data[2], reference.data[3]
