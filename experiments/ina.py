@@ -1,14 +1,19 @@
 """In-network aggregation on an emulated spine-leaf: one round of real gradients per
-policy (grid, no-ina, nearest, switchml), steered by the INA app.
+policy, steered by the INA app: GRID and its baselines (grid, no-ina, nearest,
+switchml) for one PS, or with --ps InArt and its (inart, atp, lbmm, equal-split)
+for a model split over several PSs.
 
     python -m experiments.ina --workers 8,16 --out results/ina.csv
+    python -m experiments.ina --ps 2,4 --workers 16,24 --hetero --out results/inart.csv
     python -m experiments.ina --bench
 
 An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
 (--aggregators; capacity --aggregator-bw 9 Mbit/s, below the PS's ingress,
 its 20 Mbit/s link). Workers are h1..hN (packed under the first leaves, as
 a job's workers are when it is scheduled rack by rack), the PS is the last
-host. For each worker count and policy the INA app plans and installs
+host (with --ps P, the last P hosts are the PSs; --hetero draws every
+leaf-spine link's rate from U[10, 30] Mbit/s, seeded, host links stay at
+--bw). For each worker count, PS count and policy the INA app plans and installs
 (apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
 float32 gradients through the plan and checks the PS's sum. The CSV has per
 round the communication time, the achieved minimum rate (a worker's
@@ -17,7 +22,9 @@ and the plan's rates; the PNG compares planned and measured minimum rates.
 
 --bench plans GRID for 100 workers on a 64x64 spine-leaf (2 hosts per leaf,
 100 Gbit/s links) with a random 20% of the switches programmable, 5 times,
-and prints one JSON object with the median planning time.
+and InArt's phase 2 for 50 workers and 4 PSs on an 8x8 spine-leaf (8 hosts
+per leaf, 20 Mbit/s, aggregators of 9 Mbit/s on every switch), and prints one
+JSON object with the median planning times.
 """
 
 import json
@@ -30,7 +37,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
+from apps import inart_placement
 from apps.ina_placement import GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
+from apps.inart_placement import ATP, INART, InartProblem, model_split
 from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots import plot_ina
@@ -51,7 +60,15 @@ def parse_args(argv):
     fabric_arguments(parser, hosts_per_leaf=4)
     parser.add_argument("--workers", type=comma_list(int), default=[8, 16],
                         help="worker counts, comma-separated")
-    parser.add_argument("--policies", type=comma_list(str, POLICIES), default=list(POLICIES))
+    parser.add_argument("--ps", type=comma_list(int), default=None,
+                        help="PS counts, comma-separated: InArt's policies split the model "
+                             "among them (default: one PS, GRID's policies)")
+    parser.add_argument("--policies", type=comma_list(str, POLICIES + inart_placement.POLICIES),
+                        default=None, help="default: %s; with --ps: %s" % (
+                            ",".join(POLICIES), ",".join(inart_placement.POLICIES)))
+    parser.add_argument("--hetero", action="store_true",
+                        help="leaf-spine links at U[10, 30] Mbit/s (seeded) instead of --bw")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --hetero link rates")
     parser.add_argument("--aggregators", default="spines",
                         help="switches with an aggregator: leaves, spines, all or names joined by +")
     parser.add_argument("--aggregator-bw", type=float, default=9.0,
@@ -62,9 +79,17 @@ def parse_args(argv):
                         help="only time GRID's planning at paper scale (no Mininet)")
     parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
     args = parser.parse_args(argv)
+    if args.policies is None:
+        args.policies = list(POLICIES if args.ps is None else inart_placement.POLICIES)
+    args.ps = args.ps or [1]
     hosts = args.leaves * args.hosts_per_leaf
-    if not args.bench and not all(1 <= n < hosts for n in args.workers):
-        parser.error("--workers must be between 1 and %d (one host is the PS)" % (hosts - 1))
+    if not 1 <= min(args.ps) <= max(args.ps) <= 8:
+        parser.error("--ps must be between 1 and 8")
+    if max(args.ps) > 1 and set(args.policies) & set(POLICIES):
+        parser.error("several PSs need InArt's policies: %s" % ",".join(inart_placement.POLICIES))
+    if not args.bench and not all(1 <= n <= hosts - max(args.ps) for n in args.workers):
+        parser.error("--workers must be between 1 and %d (the PSs need hosts too)"
+                     % (hosts - max(args.ps)))
     if args.gradient_mb <= 0 or args.rounds < 1 or args.aggregator_bw <= 0:
         parser.error("--gradient-mb, --rounds and --aggregator-bw must be positive")
     return args
@@ -90,26 +115,56 @@ def bench(repeats=5, workers=100, programmable=0.2, seed=0):
                                         view.aggregators), policy).theta
     return {"workers": workers, "fabric": "%dx%d spine-leaf, %d%% programmable" % (
         BENCH_FABRIC["spines"], BENCH_FABRIC["leaves"], round(100 * programmable)),
-        "plan_s": statistics.median(times), "theta_gbps": {p: t / 1000 for p, t in theta.items()}}
+        "plan_s": statistics.median(times), "theta_gbps": {p: t / 1000 for p, t in theta.items()},
+        "inart": bench_inart(repeats)}
+
+
+def bench_inart(repeats, workers=50, pss=4, seed=0):
+    """InArt's phases on 8x8 (8 hosts per leaf, 20 Mbit/s, 9 Mbit/s aggregators on every
+    switch): median seconds of phase 1 and of phase 2, and f of inart and atp."""
+    view = FabricView(describe(SpineLeafTopo(spines=8, leaves=8, hosts_per_leaf=8, bw=20,
+                                             aggregators="all", aggregator_bw=9)))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    random.Random(seed).shuffle(hosts)
+    problem = InartProblem(view.graph, hosts[pss:pss + workers], hosts[:pss], view.aggregators)
+    phase1, phase2 = [], []
+    for _ in tqdm(range(repeats), desc="InArt plans", unit="plan", file=sys.stderr):
+        started = time.perf_counter()
+        split = model_split(problem).shares
+        phase1.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        result = inart_placement.plan(problem, INART, split=split)
+        phase2.append(time.perf_counter() - started)
+    return {"workers": workers, "pss": pss, "fabric": "8x8 spine-leaf, 8 hosts per leaf",
+            "phase1_s": statistics.median(phase1), "phase2_s": statistics.median(phase2),
+            "f_mbps": {INART: result.f, ATP: inart_placement.plan(problem, ATP).f}}
+
+
+def hetero_rates(args):
+    """Every leaf-spine link's rate from U[10, 30] Mbit/s, seeded (leaf-major)."""
+    rng = random.Random(args.seed)
+    return [round(rng.uniform(10, 30), 2) for _ in range(args.leaves * args.spines)]
 
 
 def run(args):
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
+                         bw=hetero_rates(args) if args.hetero else args.bw, host_bw=args.bw,
+                         aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
     hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
                    key=lambda h: int(h[1:]))
-    ps = hosts[-1]
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("ina")) as bed:
-        jobs = [(n, policy) for n in args.workers for policy in args.policies]
-        for n, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
-            answer, results = run_plan(bed, {"job": "%s-%d" % (policy, n), "workers": hosts[:n],
-                                             "ps": ps, "policy": policy},
-                                       args.rounds, args.gradient_mb)
+        jobs = [(n, p, policy) for n in args.workers for p in args.ps for policy in args.policies]
+        for n, p, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
+            pss = hosts[-p:]
+            answer, results = run_plan(bed, {
+                "job": "%s-%d-%d" % (policy, n, p), "workers": hosts[:n], "policy": policy,
+                "ps": pss if policy in inart_placement.POLICIES else pss[0]},
+                args.rounds, args.gradient_mb)
             for number, result in enumerate(results, start=1):
                 rows.append({
-                    "policy": policy, "workers": n, "ps_count": 1, "round": number,
+                    "policy": policy, "workers": n, "ps_count": p, "round": number,
                     "comm_time_s": result["comm_time_s"],
                     "min_rate_mbps": result["min_rate_mbps"],
                     "ps_ingress_mbps": result["ps_bytes"] * 8 / 1e6 / result["comm_time_s"],
@@ -119,26 +174,30 @@ def run(args):
                     "theta_rounded_mbps": answer["theta_rounded_mbps"],
                     "theta_repaired_mbps": answer["theta_repaired_mbps"],
                     "repair_passes": result["repair_passes"],
-                    "aggregators_used": len(answer["aggregators"])})
+                    "aggregators_used": len({a["aggregator"] for a in answer["aggregates"]})})
         leftovers = bed.leftovers()
     return rows, leftovers
 
 
 def summary(rows):
-    lines = ["%-9s %7s %12s %13s %15s %8s" % ("policy", "workers", "comm_time_s", "min_rate_mbps",
-                                                "ps_ingress_mbps", "verified")]
+    lines = ["%-11s %7s %3s %12s %13s %15s %8s" % (
+        "policy", "workers", "ps", "comm_time_s", "min_rate_mbps", "ps_ingress_mbps", "verified")]
     medians = {}
-    for key in sorted({(r["workers"], r["policy"]) for r in rows}):
-        group = [r for r in rows if (r["workers"], r["policy"]) == key]
+    for key in sorted({(r["workers"], r["ps_count"], r["policy"]) for r in rows}):
+        group = [r for r in rows if (r["workers"], r["ps_count"], r["policy"]) == key]
         medians[key] = statistics.median(r["comm_time_s"] for r in group)
-        lines.append("%-9s %7d %12.2f %13.2f %15.2f %8s" % (
-            key[1], key[0], medians[key], statistics.median(r["min_rate_mbps"] for r in group),
+        lines.append("%-11s %7d %3d %12.2f %13.2f %15.2f %8s" % (
+            key[2], key[0], key[1], medians[key],
+            statistics.median(r["min_rate_mbps"] for r in group),
             statistics.median(r["ps_ingress_mbps"] for r in group), all(r["verified"] for r in group)))
-    for workers in sorted({w for w, _ in medians}):
-        for other in (NO_INA, NEAREST):
-            if (workers, GRID) in medians and (workers, other) in medians:
-                lines.append("%d workers: GRID's communication time is %.1f%% below %s's" % (
-                    workers, 100 * (1 - medians[workers, GRID] / medians[workers, other]), other))
+    comparisons = [(GRID, NO_INA), (GRID, NEAREST), (INART, ATP), (INART, inart_placement.LBMM),
+                   (INART, inart_placement.EQUAL_SPLIT)]
+    for workers, pss in sorted({(w, p) for w, p, _policy in medians}):
+        for ours, other in comparisons:
+            if (workers, pss, ours) in medians and (workers, pss, other) in medians:
+                lines.append("%d workers, %d PS: %s's communication time is %.1f%% below %s's" % (
+                    workers, pss, ours, 100 * (1 - medians[workers, pss, ours]
+                                               / medians[workers, pss, other]), other))
     return "\n".join(lines)
 
 

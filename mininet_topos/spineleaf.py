@@ -63,7 +63,10 @@ class SpineLeafTopo(Topo):
 
     bw is the spine-leaf link rate and host_bw the host link rate, in Mbit/s
     (host_bw defaults to bw; a list gives each host h1, h2, ... its own rate,
-    for heterogeneous workers); links are shaped to them (use a TCLink).
+    for heterogeneous workers; a list for bw gives each leaf-spine link its
+    own, leaf-major: leaf1-spine1, leaf1-spine2, ...); links are shaped to them
+    (use a TCLink). With a list for bw, host_bw and aggregator_bw default to
+    its largest rate.
     """
 
     def build(self, spines=2, leaves=2, hosts_per_leaf=1, bw=20, host_bw=None, aggregators=None,
@@ -72,9 +75,15 @@ class SpineLeafTopo(Topo):
         validate_size("leaves", leaves)
         validate_size("hosts_per_leaf", hosts_per_leaf)
         host_count = hosts_per_leaf * leaves
+        link_bws = list(bw) if isinstance(bw, (list, tuple)) else [bw] * (leaves * spines)
+        if len(link_bws) != leaves * spines:
+            raise ValueError("bw needs one rate per leaf-spine link (%d), got %d"
+                             % (leaves * spines, len(link_bws)))
+        for rate in link_bws:
+            validate_rate("bw", rate)
+        bw = max(link_bws)
         host_bw = bw if host_bw is None else host_bw
         host_bws = list(host_bw) if isinstance(host_bw, (list, tuple)) else [host_bw] * host_count
-        validate_rate("bw", bw)
         if len(host_bws) != host_count:
             raise ValueError("host_bw needs one rate per host (%d), got %d" % (host_count, len(host_bws)))
         for rate in host_bws:
@@ -89,7 +98,8 @@ class SpineLeafTopo(Topo):
             leaf_name = self.addSwitch("leaf%d" % leaf, dpid="%016x" % (LEAF_DPID_BASE + leaf),
                                        role="leaf")
             for s, spine_name in enumerate(spine_names, start=1):
-                self.addLink(leaf_name, spine_name, port1=s, port2=leaf, bw=bw)
+                self.addLink(leaf_name, spine_name, port1=s, port2=leaf,
+                             bw=link_bws[(leaf - 1) * spines + s - 1])
             for k in range(1, hosts_per_leaf + 1):
                 number = (leaf - 1) * hosts_per_leaf + k
                 host = self.addHost("h%d" % number, ip="%s/8" % host_ip(number),
