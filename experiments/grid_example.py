@@ -14,19 +14,12 @@ and checks the PS's sum: each object then also has `measured_min_rate_mbps`
 communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 """
 
-import json
-import statistics
 import sys
-from pathlib import Path
-
-from tqdm import tqdm
 
 from apps.fabric_view import FabricView
 from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
-from experiments.cli import ArgumentParser, progress_printer, write_csv
-from experiments.plots import plot_ina
-from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import run_plan
+from experiments.cli import ArgumentParser
+from experiments.worked_examples import emulate, example_arguments, finish
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
 from mininet_topos.platform_net import PlatformError
@@ -41,18 +34,7 @@ COLUMNS = ["policy", "workers", "min_rate", "theta_lp", "theta_rounded", "theta_
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.grid_example",
                             description=__doc__.split("\n\n")[0])
-    parser.add_argument("--emulate", action="store_true",
-                        help="also run each plan in Mininet with real gradients")
-    parser.add_argument("--gradient-mb", type=float, default=1.0,
-                        help="gradient size per worker, MB (with --emulate)")
-    parser.add_argument("--rounds", type=int, default=1, help="rounds per policy (with --emulate)")
-    parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
-    parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
-    parser.add_argument("--out", type=Path, default=Path("results/grid_example.csv"))
-    args = parser.parse_args(argv)
-    if args.gradient_mb <= 0 or args.rounds < 1:
-        parser.error("--gradient-mb and --rounds must be positive")
-    return args
+    return example_arguments(parser, "grid_example", argv)
 
 
 def planned(topo):
@@ -66,38 +48,17 @@ def planned(topo):
     return rows
 
 
-def emulate(args, topo, rows):
-    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
-                       progress=progress_printer("grid_example")) as bed:
-        for row in tqdm(rows, desc="policies", unit="policy", file=sys.stderr):
-            answer, results = run_plan(bed, {"job": "example-%s" % row["policy"], "workers": WORKERS,
-                                             "ps": "ps", "policy": row["policy"]},
-                                       args.rounds, args.gradient_mb)
-            row.update(measured_min_rate_mbps=statistics.median(r["min_rate_mbps"] for r in results),
-                       comm_time_s=statistics.median(r["comm_time_s"] for r in results),
-                       predicted_comm_time_s=answer["predicted_comm_time_s"],
-                       verified=all(r["verified"] for r in results),
-                       repair_passes=max(r["repair_passes"] for r in results))
-        leftovers = bed.leftovers()
-    if leftovers:
-        raise RuntimeError("switches still hold steering state: %s" % leftovers)
-
-
 def main(argv=None):
     args = parse_args(argv)
     topo = GridExampleTopo()
     rows = planned(topo)
     if args.emulate:
         try:
-            emulate(args, topo, rows)
+            emulate(args, topo, rows, {"workers": WORKERS, "ps": "ps"}, "measured_min_rate_mbps",
+                    "grid_example")
         except (PlatformError, RuntimeError, ValueError) as error:
             sys.exit("error: %s" % error)
-    for row in rows:
-        print(json.dumps({k: v for k, v in row.items() if k != "workers"}))
-    write_csv(rows, args.out, COLUMNS)
-    print("CSV: %s  figure: %s" % (args.out, plot_ina(args.out)), file=sys.stderr)
-    if args.emulate and not all(row["verified"] for row in rows):
-        sys.exit("error: a round's sum at the PS did not match the exact sum")
+    finish(args, rows, COLUMNS)
 
 
 if __name__ == "__main__":

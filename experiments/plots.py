@@ -111,7 +111,7 @@ def plot_selmcast(csv_path):
 
 def plot_ina(csv_path):
     """Minimum worker rate per policy (and number of workers): planned, and measured
-    when the CSV has it (grid_example, ina)."""
+    when the CSV has it (grid_example, inart_example, ina)."""
     rows = read_rows(csv_path)
     groups = defaultdict(list)
     for row in rows:
@@ -121,8 +121,9 @@ def plot_ina(csv_path):
     def median(key, group):
         values = [float(r[key]) for r in group if r.get(key) not in (None, "")]
         return statistics.median(values) if values else 0.0
-    planned_key = "theta_mbps" if "theta_mbps" in rows[0] else "min_rate"
-    measured_key = "min_rate_mbps" if "min_rate_mbps" in rows[0] else "measured_min_rate_mbps"
+    planned_key = next(k for k in ("theta_mbps", "min_rate", "rate") if k in rows[0])
+    measured_key = next(k for k in ("min_rate_mbps", "measured_min_rate_mbps", "measured_rate_mbps")
+                        if k in rows[0])
     planned = [median(planned_key, groups[k]) for k in labels]
     measured = [median(measured_key, groups[k]) for k in labels]
     positions = range(len(labels))
@@ -178,7 +179,7 @@ def save(figure, csv_path):
 PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
             "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
             "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
-            "test_accuracy": plot_train}
+            "f_repaired": plot_ina, "test_accuracy": plot_train}
 
 
 def main(argv=None):

@@ -35,7 +35,8 @@ def test_bench_trees_prints_one_json_object_per_case():
 @pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
-                                    "traffic.gradients", "train", "traffic.training"])
+                                    "traffic.gradients", "train", "traffic.training",
+                                    "inart_example"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -127,6 +128,19 @@ def test_grid_example_prints_the_papers_min_rates(tmp_path):
     rates = {r["policy"]: r["min_rate"] for r in map(json.loads, answer.stdout.strip().splitlines())}
     assert rates == pytest.approx({"no-ina": 1.0, "nearest": 2.4375, "grid": 3.0}, abs=0.01)
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_inart_example_prints_rates_at_least_the_papers_and_the_split(tmp_path):
+    out = tmp_path / "inart.csv"
+    answer = run("inart_example", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr
+    results = {r["policy"]: r for r in map(json.loads, answer.stdout.strip().splitlines())}
+    assert set(results) == {"lbmm", "atp", "equal-split", "inart"}
+    assert results["lbmm"]["rate"] == pytest.approx(4 / 3)
+    assert results["atp"]["rate"] >= 2 and results["inart"]["rate"] >= 2.5
+    assert results["inart"]["rate"] == pytest.approx(max(r["rate"] for r in results.values()))
+    assert sum(results["inart"]["x"].values()) == pytest.approx(1)
+    assert len(rows(out)) == 4 and out.with_suffix(".png").stat().st_size > 0
 
 
 def test_ina_bench_prints_the_planning_time():

@@ -84,3 +84,13 @@ def test_float32_reordering_stays_within_the_documented_bound(workers):
     for w in rng.permutation(workers):
         total += grads[w]
     assert exact_sum_check(total, SEED, workers, ROUND, FLOATS)[0]
+
+
+def test_fragment_ranges_cover_every_fragment_once_in_proportion_to_the_split():
+    from experiments.traffic.gradients import fragment_ranges
+    assert fragment_ranges({"ps": 1.0}, 10) == {"ps": (0, 10)}
+    assert fragment_ranges({"s1": 0.6, "s2": 0.4}, 10) == {"s1": (0, 6), "s2": (6, 10)}
+    ranges = fragment_ranges({"a": 0.001, "b": 0.998, "c": 0.001}, 5)
+    assert ranges["a"][0] == 0 and ranges["c"][1] == 5
+    assert all(last > first for first, last in ranges.values())   # every PS holds one at least
+    assert ranges["a"][1] == ranges["b"][0] and ranges["b"][1] == ranges["c"][0]

@@ -140,3 +140,19 @@ def test_bad_jobs_are_refused():
         InartProblem(view.graph, TOY_WORKERS, ["s1", "nowhere"], view.aggregators)
     with pytest.raises(PlacementError, match="policy"):
         plan(toy_problem(), "fastest")
+
+
+def test_a_grid_plan_is_the_one_ps_case_of_an_inart_plan():
+    from apps import ina_placement
+    from apps.inart_placement import from_grid
+    from mininet_topos.grid_example import GridExampleTopo
+    view = FabricView(describe(GridExampleTopo()))
+    workers = ["w%d" % i for i in range(1, 9)]
+    for policy in ina_placement.POLICIES:
+        grid = ina_placement.plan(ina_placement.InaProblem(view.graph, workers, "ps",
+                                                           view.aggregators), policy)
+        converted = from_grid(grid, "ps")
+        assert converted.f == grid.theta and converted.split == {"ps": 1.0}
+        assert converted.loads() == pytest.approx(grid.loads())
+        assert {(a, s): r for (a, s), r in converted.aggregate_rates().items()} == pytest.approx(
+            {(a, "ps"): r for a, r in grid.aggregate_rates().items()})

@@ -28,6 +28,17 @@ def test_names_dpids_ports_macs_and_ips_are_deterministic():
                   "switch": "leaf2", "port": 4, "capacity_mbps": 40}
 
 
+def test_each_leaf_spine_link_can_have_its_own_rate():
+    description = describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=1,
+                                         bw=[10, 12.5, 14, 30], host_bw=20))
+    rates = {(link["a"], link["b"]): link["capacity_mbps"] for link in description["links"]}
+    assert rates == {("leaf1", "spine1"): 10, ("leaf1", "spine2"): 12.5,
+                     ("leaf2", "spine1"): 14, ("leaf2", "spine2"): 30}
+    assert {h["capacity_mbps"] for h in description["hosts"]} == {20}
+    with pytest.raises(ValueError, match="one rate per leaf-spine link"):
+        SpineLeafTopo(spines=2, leaves=2, bw=[10, 20, 30])
+
+
 def test_host_addresses_go_past_one_byte():
     assert host_ip(300) == "10.0.1.44"
     assert host_mac(300) == "00:00:00:00:01:2c"
@@ -36,6 +47,7 @@ def test_host_addresses_go_past_one_byte():
 @pytest.mark.parametrize("kwargs", [
     {"spines": 0}, {"leaves": -1}, {"hosts_per_leaf": 0}, {"spines": 2.5},
     {"spines": 5000}, {"bw": 0}, {"bw": -3}, {"host_bw": 0}, {"spines": True},
+    {"bw": [20, 20, 0, 20]},
 ])
 def test_bad_sizes_and_rates_are_refused(kwargs):
     with pytest.raises(ValueError):

@@ -1,0 +1,70 @@
+"""The InArt paper's toy example: the common sending rate of each policy, planned and
+(with --emulate) measured with real gradients split between two PSs in Mininet.
+
+    python -m experiments.inart_example [--emulate] [--out results/inart_example.csv]
+
+Two switches v1 and v2; workers w1-w4 and PS s1 on v1, w5-w6 and PS s2 on v2;
+switch (aggregator) capacity 6, PS ingress 4, links 6
+(mininet_topos/inart_example.py). Prints one JSON object per policy (lbmm,
+atp, equal-split, inart) with `rate` (f, a worker's whole gradient) from
+apps/inart_placement.py and the split `x` (the paper: 4/3, 2 and 2.5 for
+LBMM, ATP and InArt), plus the LP's, the rounded and the repaired f. With
+--emulate the same topology runs in Mininet at those numbers in Mbit/s; the
+INA app installs each policy's plan and experiments/traffic/gradients.py
+moves seeded float32 gradients through it, each PS checking the exact sum of
+its share: each object then also has `measured_rate_mbps` (a worker's
+gradient on the wire over the round's communication time), `comm_time_s`
+and `verified`. Writes a CSV and a PNG.
+"""
+
+import sys
+
+from apps.fabric_view import FabricView
+from apps.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
+from experiments.cli import ArgumentParser
+from experiments.worked_examples import emulate, example_arguments, finish
+from mininet_topos.description import describe
+from mininet_topos.inart_example import HOSTS_ON, PSS, InartExampleTopo
+from mininet_topos.platform_net import PlatformError
+
+POLICIES = (LBMM, ATP, EQUAL_SPLIT, INART)
+WORKERS = sorted((h for hs in HOSTS_ON.values() for h in hs if h not in PSS),
+                 key=lambda w: int(w[1:]))
+COLUMNS = ["policy", "workers", "rate", "x", "f_lp", "f_rounded", "f_repaired",
+           "measured_rate_mbps", "comm_time_s", "predicted_comm_time_s", "verified",
+           "repair_passes"]
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.inart_example",
+                            description=__doc__.split("\n\n")[0])
+    return example_arguments(parser, "inart_example", argv)
+
+
+def planned(topo):
+    view = FabricView(describe(topo))
+    problem = InartProblem(view.graph, WORKERS, PSS, view.aggregators)
+    rows = []
+    for policy in POLICIES:
+        result = plan(problem, policy)
+        rows.append({"policy": policy, "workers": len(WORKERS), "rate": result.f,
+                     "x": {s: round(x, 6) for s, x in result.split.items()}, "f_lp": result.f_lp,
+                     "f_rounded": result.f_rounded, "f_repaired": result.f_repaired})
+    return rows
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    topo = InartExampleTopo()
+    rows = planned(topo)
+    if args.emulate:
+        try:
+            emulate(args, topo, rows, {"workers": WORKERS, "ps": PSS}, "measured_rate_mbps",
+                    "inart_example")
+        except (PlatformError, RuntimeError, ValueError) as error:
+            sys.exit("error: %s" % error)
+    finish(args, rows, COLUMNS)
+
+
+if __name__ == "__main__":
+    main()
