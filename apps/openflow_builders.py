@@ -26,6 +26,7 @@ ETH_TYPE_ARP = 0x0806
 
 
 METER_BURST_S = 0.1  # explicit: OVS turns burst 0 into a whole second of traffic
+MIN_BURST_KBITS = 50  # four full-size frames: a bucket smaller than one frame passes none
 
 
 def flow_add(datapath, cookie, priority, match, actions, meter_id=None):
@@ -80,7 +81,8 @@ def meter_add(datapath, meter_id, rate_mbps):
     """A meter that drops what exceeds rate_mbps (with an explicit burst)."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     rate_kbps = max(1, int(round(rate_mbps * 1000)))
-    band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(1, int(rate_kbps * METER_BURST_S)))
+    band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(MIN_BURST_KBITS,
+                                                                  int(rate_kbps * METER_BURST_S)))
     return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,
                               flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
                               meter_id=meter_id, bands=[band])

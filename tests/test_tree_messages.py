@@ -44,6 +44,13 @@ def test_tree_messages_deliver_one_copy_to_each_receiver_only(policy):
     assert walk(view, tables, "h1", unicast)[-1] == "h5"
 
 
+def test_a_slow_meter_s_bucket_still_holds_full_size_frames():
+    # 0.1 s at 99 kbit/s is 9.9 kbit, less than one 1514-byte frame (12.1 kbit): such a
+    # bucket never passes a full datagram, so the burst has a floor of a few frames
+    (band,) = of.meter_add(fake_datapath(), 7, 0.099).bands
+    assert band.rate == 99 and band.burst_size * 1000 >= 4 * 1514 * 8
+
+
 def test_each_tree_switch_gets_one_meter_one_group_one_flow_at_the_reserved_rate():
     view = spine_leaf_view(2, 2, 2)
     tree = compute_tree(view, "h1", ["h2", "h3"], 5.0)

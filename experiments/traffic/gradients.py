@@ -354,8 +354,10 @@ class GradientCoordinator:
                 break
             passes += 1
             if passes > self.max_repair_passes:
-                raise RuntimeError("round %d: fragments still missing after %d repair passes"
-                                   % (number, self.max_repair_passes))
+                raise RuntimeError("round %d: fragments still missing after %d repair passes: %s"
+                                   % (number, self.max_repair_passes, {
+                                       name: reports[name]["missing"][:3] for name in reports
+                                       if reports[name]["missing"]}))
             resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports)
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
