@@ -18,7 +18,6 @@ import sys
 
 from apps.fabric_view import FabricView
 from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
-from experiments.cli import ArgumentParser
 from experiments.worked_examples import emulate, example_arguments, finish
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
@@ -32,9 +31,7 @@ COLUMNS = ["policy", "workers", "min_rate", "theta_lp", "theta_rounded", "theta_
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.grid_example",
-                            description=__doc__.split("\n\n")[0])
-    return example_arguments(parser, "grid_example", argv)
+    return example_arguments("grid_example", __doc__, argv)
 
 
 def planned(topo):

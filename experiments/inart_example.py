@@ -21,7 +21,6 @@ import sys
 
 from apps.fabric_view import FabricView
 from apps.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
-from experiments.cli import ArgumentParser
 from experiments.worked_examples import emulate, example_arguments, finish
 from mininet_topos.description import describe
 from mininet_topos.inart_example import HOSTS_ON, PSS, InartExampleTopo
@@ -36,9 +35,7 @@ COLUMNS = ["policy", "workers", "rate", "x", "f_lp", "f_rounded", "f_repaired",
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.inart_example",
-                            description=__doc__.split("\n\n")[0])
-    return example_arguments(parser, "inart_example", argv)
+    return example_arguments("inart_example", __doc__, argv)
 
 
 def planned(topo):

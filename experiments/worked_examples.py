@@ -8,13 +8,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import progress_printer, write_csv
+from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import run_plan
 
 
-def example_arguments(parser, name, argv=None):
+def example_arguments(name, doc, argv=None):
+    """The flags of `python -m experiments.NAME` (doc: its module docstring)."""
+    parser = ArgumentParser(prog="python -m experiments.%s" % name, description=doc.split("\n\n")[0])
     parser.add_argument("--emulate", action="store_true",
                         help="also run each plan in Mininet with real gradients")
     parser.add_argument("--gradient-mb", type=float, default=1.0,
