@@ -115,7 +115,9 @@ def plot_ina(csv_path):
     rows = read_rows(csv_path)
     groups = defaultdict(list)
     for row in rows:
-        groups["%s\n%s workers" % (row["policy"], row["workers"])].append(row)
+        several = row.get("ps_count") not in (None, "", "1")
+        groups["%s\n%s workers%s" % (row["policy"], row["workers"],
+                                     "\n%s PSs" % row["ps_count"] if several else "")].append(row)
     labels = list(groups)
 
     def median(key, group):
@@ -127,7 +129,7 @@ def plot_ina(csv_path):
     planned = [median(planned_key, groups[k]) for k in labels]
     measured = [median(measured_key, groups[k]) for k in labels]
     positions = range(len(labels))
-    figure, axes = plt.subplots(figsize=(max(6, len(labels) * 0.9), 4))
+    figure, axes = plt.subplots(figsize=(max(6, len(labels) * 1.1), 4))
     axes.bar([x - 0.2 for x in positions], planned, 0.4, label="planned theta", color="tab:grey")
     if any(measured):
         axes.bar([x + 0.2 for x in positions], measured, 0.4, label="measured", color="tab:blue")
