@@ -88,6 +88,7 @@ class InartProblem:
 class Split:
     shares: dict       # PS -> x_s, summing to 1
     rate: float        # f of the relaxed problem
+    solution: dict     # the relaxed problem's variables: ("g", s), ("h", w, s, a), ("u", w, s), ("z", a, s)
 
 
 @dataclass
@@ -188,7 +189,7 @@ def model_split(problem):
     except LpError as error:
         raise PlacementError("the split LP failed: %s" % error) from None
     total = sum(x["g", s] for s in problem.pss)
-    return Split({s: x["g", s] / total for s in problem.pss}, rate)
+    return Split({s: x["g", s] / total for s in problem.pss}, rate, x)
 
 
 def equal_split(problem):

@@ -35,6 +35,32 @@ def test_the_toy_split_is_the_relaxed_optimum():
     assert all(x >= 0 for x in split.shares.values())
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_split_respects_the_relaxed_constraints(seed):
+    rng = random.Random(seed)
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=3, bw=20,
+                                             aggregators="all", aggregator_bw=rng.choice([4, 9]))))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    rng.shuffle(hosts)
+    problem = InartProblem(view.graph, hosts[2:8], hosts[:2], view.aggregators)
+    split = model_split(problem)
+    x, eps = split.solution, 1e-6
+    assert sum(split.shares.values()) == pytest.approx(1.0)
+    assert sum(x["g", s] for s in problem.pss) == pytest.approx(split.rate, rel=1e-6)
+    for w, s in problem.fragments:   # each fragment aggregated somewhere or sent on whole
+        placed = x["u", w, s] + sum(v for k, v in x.items() if k[:3] == ("h", w, s))
+        assert placed >= x["g", s] - eps
+    for key, value in x.items():     # an aggregate runs at least at each of its inputs
+        if key[0] == "h":
+            assert value <= x["z", key[3], key[2]] + eps
+    for a, capacity in problem.aggregators.items():
+        assert sum(v for k, v in x.items() if k[0] == "h" and k[3] == a) <= capacity + eps
+    for s in problem.pss:
+        ingress = sum(v for k, v in x.items() if (k[0] == "u" and k[2] == s)
+                      or (k[0] == "z" and k[2] == s))
+        assert ingress <= problem.ingress(s) + eps
+
+
 def test_the_split_is_limited_by_ps_ingress_without_aggregators():
     view = FabricView(describe(InartExampleTopo()))
     problem = InartProblem(view.graph, TOY_WORKERS, ["s1", "s2"], {})
