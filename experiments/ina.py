@@ -76,7 +76,7 @@ def parse_args(argv):
     parser.add_argument("--gradient-mb", type=float, default=1.0, help="gradient per worker, MB")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per policy")
     parser.add_argument("--bench", action="store_true",
-                        help="only time GRID's planning at paper scale (no Mininet)")
+                        help="only time GRID's and InArt's planning (no Mininet)")
     parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
     args = parser.parse_args(argv)
     if args.policies is None:
