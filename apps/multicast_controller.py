@@ -120,13 +120,23 @@ class MulticastController(app_manager.RyuApp):
                 messages[datapath] += of.tree_install(datapath, reservation.tree_id,
                                                       reservation.address, in_port, out_ports,
                                                       reservation.tree.bandwidth_mbps)
+        book = self.book
         batch = self.tracker.send(messages)
         confirmed = batch.wait(CONFIRM_TIMEOUT_S)
         ids = ",".join(str(r.tree_id) for r in reservations)
+        released = [r.tree_id for r in reservations if self.book is not book
+                    or r.tree_id not in book.ids()]
+        if released:   # a DELETE or a fabric reload took some while they were installed
+            self.tracker.abandon(batch)
+            for reservation in reservations:
+                self._release_if_booked(reservation.tree_id, book)
+            self.logger.info("tree(s) %s released while being installed", ids)
+            raise RequestError(409, "tree(s) %s were released while being installed; nothing "
+                                    "is left of them" % ",".join(map(str, released)))
         if not confirmed or batch.errors:
             self.tracker.abandon(batch)
             for reservation in reservations:
-                self.release_tree(reservation.tree_id)
+                self._release_if_booked(reservation.tree_id, book)
             reason = ("%d switch error(s), first: type=%d code=%d" % (
                 len(batch.errors), batch.errors[0][1].type, batch.errors[0][1].code)
                 if batch.errors else "no confirmation within %.0f s" % CONFIRM_TIMEOUT_S)
@@ -151,13 +161,17 @@ class MulticastController(app_manager.RyuApp):
             raise RequestError(503, "switch(es) not connected: %s" % ", ".join(missing))
         return datapaths
 
-    def release_tree(self, tree_id):
-        """Remove the tree's flows, groups and meters and return its bandwidth; RequestError 404 if unknown."""
+    def release_tree(self, tree_id, book=None):
+        """Remove the tree's flows, groups and meters and return its bandwidth; RequestError
+        404 if unknown. The tree leaves the book before the first yield, so of concurrent
+        releases (DELETEs, the lease) exactly one wins and the others get 404. book: the
+        one the tree is in (default: the current one; an old one after a fabric change)."""
+        book = book or self.book   # and its fabric, even if the current one changes meanwhile
         try:
-            reservation = self.book.get(tree_id)
+            reservation = book.release(tree_id)
         except (ReservationError, AttributeError):
             raise RequestError(404, "no tree with id %r" % (tree_id,)) from None
-        view = self.book.view  # the fabric the tree was built on, even while it is being replaced
+        view = book.view
         removals = {}
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
             datapath = self.fabric.datapaths.get(view.dpid(switch))
@@ -167,14 +181,20 @@ class MulticastController(app_manager.RyuApp):
         if not batch.wait(CONFIRM_TIMEOUT_S):
             self.tracker.abandon(batch)
             self.logger.warning("tree %d: removal not confirmed by every switch", tree_id)
-        self.book.release(tree_id)
         self.logger.info("tree %d released (%.3f Mbit/s returned)", tree_id,
                          reservation.tree.bandwidth_mbps)
         return reservation
 
-    def tree_report(self, reservation):
+    def _release_if_booked(self, tree_id, book=None):
+        """Release a tree unless a concurrent DELETE already did."""
+        try:
+            self.release_tree(tree_id, book)
+        except RequestError:
+            pass
+
+    def tree_report(self, reservation, released=False):
         tree = reservation.tree
-        expires_in = (None if reservation.expires_at is None
+        expires_in = (None if reservation.expires_at is None or released
                       else max(0.0, reservation.expires_at - self.book.clock()))
         return {"id": reservation.tree_id, "address": reservation.address, "source": tree.source,
                 "receivers": list(tree.receivers), "policy": tree.policy,
@@ -186,22 +206,24 @@ class MulticastController(app_manager.RyuApp):
     def _expire_leases(self):
         while True:
             hub.sleep(LEASE_CHECK_INTERVAL_S)
-            for tree_id in self.book.expired() if self.book is not None else []:
-                self.logger.info("tree %d: lease expired", tree_id)
-                try:
-                    self.release_tree(tree_id)
-                except RequestError:
-                    pass  # released meanwhile by a DELETE
+            try:
+                for tree_id in self.book.expired() if self.book is not None else []:
+                    self.logger.info("tree %d: lease expired", tree_id)
+                    try:
+                        self.release_tree(tree_id)
+                    except RequestError:
+                        pass  # released meanwhile by a DELETE
+            except Exception:   # a background thread logs and keeps going
+                self.logger.exception("lease check failed; retrying")
 
     # --- events ---------------------------------------------------------------
 
     @set_ev_cls(EventFabricChanged)
     def _fabric_changed(self, ev):
-        if self.book is not None:
-            for reservation in list(self.book):
-                self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
-                self.release_tree(reservation.tree_id)
-        self.book = ReservationBook(ev.view)
+        old, self.book = self.book, ReservationBook(ev.view)   # new requests see the new fabric
+        for reservation in list(old or []):
+            self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
+            self._release_if_booked(reservation.tree_id, old)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):
@@ -248,7 +270,7 @@ class MulticastRestApi(ControllerBase):
     def delete(self, req, tree_id, **_kwargs):
         def release():
             reservation = self.multicast.release_tree(self._reservation(tree_id).tree_id)
-            return {"released": self.multicast.tree_report(reservation)}, 200
+            return {"released": self.multicast.tree_report(reservation, released=True)}, 200
         return answer(release)
 
     def _reservation(self, tree_id):

@@ -48,6 +48,9 @@ class ReservationBook:
     def __iter__(self):
         return iter(sorted(self._by_id.values(), key=lambda r: r.tree_id))
 
+    def ids(self):
+        return set(self._by_id)
+
     def get(self, tree_id):
         try:
             return self._by_id[tree_id]

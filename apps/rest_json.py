@@ -37,10 +37,15 @@ def json_response(body, status=200):
                     body=json.dumps(body, indent=1, sort_keys=True) + "\n")
 
 
+def _not_json(constant):
+    raise ValueError("%s is not JSON (RFC 8259 has no NaN or Infinity)" % constant)
+
+
 def read_json_body(request):
-    """The request's JSON body, or RequestError(400) saying why it is not usable."""
+    """The request's JSON body, or RequestError(400) saying why it is not usable. Python's
+    parser takes NaN and Infinity; RFC 8259 does not, and neither do we."""
     try:
-        return json.loads(request.body or b"")
+        return json.loads(request.body or b"", parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as error:
         raise RequestError(400, "malformed JSON body: %s" % error) from None
 

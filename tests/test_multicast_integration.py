@@ -107,11 +107,17 @@ def test_meter_enforces_the_reserved_rate(bed):
      "unknown host(s): h9"),
     ("POST", "/multicast/trees", {"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 50}, 409,
      "largest feasible bandwidth is 20.000"),
+    (b'{"source": "h1", "receivers": ["h3"], "bandwidth_mbps": 5, "ttl_s": Infinity}', None, None,
+     400, "Infinity is not JSON"),
+    (b'{"source": "h1", "receivers": ["h3"], "bandwidth_mbps": NaN}', None, None, 400,
+     "NaN is not JSON"),
     ("GET", "/multicast/trees/999", None, 404, "no tree with id"),
     ("DELETE", "/multicast/trees/999", None, 404, "no tree with id"),
     ("DELETE", "/multicast/trees/abc", None, 404, "no tree with id"),
 ])
 def test_bad_requests_get_their_status_and_change_nothing(bed, method, path, body, status, message):
+    if isinstance(method, bytes):   # a raw POST body
+        method, path, body = "POST", "/multicast/trees", method
     raw = body if isinstance(body, bytes) else None
     with pytest.raises(ControllerHttpError) as error:
         bed.client.request(method, path, None if raw else body, raw_body=raw)
@@ -170,3 +176,68 @@ def test_loading_a_new_fabric_releases_every_tree(bed):
     tree = post_tree(bed, bandwidth_mbps=20)          # the new book starts empty
     bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert "fabric changed: releasing tree" in bed.controller_log()
+
+
+def statuses(calls):
+    """Run calls (each returning an HTTP status) at the same moment; their statuses, sorted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def status(call):
+        try:
+            call()
+            return 200
+        except ControllerHttpError as error:
+            return error.status
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return sorted(pool.map(status, calls))
+
+
+def test_of_concurrent_deletes_of_one_tree_exactly_one_wins_and_the_rest_get_404(bed):
+    for _ in range(3):
+        tree = post_tree(bed, receivers=["h2", "h3", "h4"])
+        path = "/multicast/trees/%d" % tree["id"]
+        assert statuses([lambda: bed.client.request("DELETE", path)] * 4) == [200, 404, 404, 404]
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert multicast_state(bed) == NOTHING
+    assert "Traceback" not in bed.controller_log()
+
+
+def test_deletes_racing_the_lease_never_fail_and_leave_nothing(bed):
+    trees = [post_tree(bed, receivers=["h2", "h3", "h4"], bandwidth_mbps=1, ttl_s=1.0)
+             for _ in range(4)]
+    time.sleep(max(0.0, 1.0 - 0.05 * len(trees)))   # DELETEs land while the lease runs out
+    answers = statuses([lambda t=t: bed.client.request("DELETE", "/multicast/trees/%d" % t["id"])
+                        for t in trees])
+    assert set(answers) <= {200, 404}
+    wait_until(lambda: bed.client.get("/multicast/trees") == {"trees": []}, 5, "leases")
+    assert multicast_state(bed) == NOTHING
+    assert "Traceback" not in bed.controller_log()
+
+
+def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(bed):
+    """ovs-vswitchd is paused (SIGSTOP) so that the installation waits for its barrier:
+    the DELETE lands inside that window every time."""
+    import os
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+    pid = int(subprocess.run(["pidof", "ovs-vswitchd"], capture_output=True, text=True,
+                             check=True).stdout.split()[0])
+    with ThreadPoolExecutor(2) as pool:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            creating = pool.submit(post_tree, bed, receivers=["h2", "h3", "h4"])
+            wait_until(lambda: bed.client.get("/multicast/trees")["trees"], 3, "the tree booked")
+            (listed,) = bed.client.get("/multicast/trees")["trees"]
+            deleting = pool.submit(bed.client.request, "DELETE", "/multicast/trees/%d" % listed["id"])
+            time.sleep(0.3)
+            assert not creating.done() and not deleting.done()   # both wait for the switches
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert deleting.result()["released"]["id"] == listed["id"]
+        with pytest.raises(ControllerHttpError) as error:
+            creating.result()
+    assert error.value.status == 409
+    assert "released while being installed" in error.value.body["error"]
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert multicast_state(bed) == NOTHING
+    assert "Traceback" not in bed.controller_log()
