@@ -6,7 +6,8 @@ Links are directed and each has a residual: capacity minus what is reserved
 feasibility, since unreserved traffic is not protected and a just-released
 tree's own traffic lingers in the measurement, but it steers the choice
 among feasible trees: headroom is capacity minus max(reserved, load). The largest feasible b is the minimum,
-over receivers, of the widest single path to each (Luo et al. 2019); an
+over receivers, of the widest single path to each (Luo et al. 2019) among
+the trees the policy builds (on a spine-leaf: up once, down once); an
 infeasible request reports it.
 
 Policies:
@@ -139,8 +140,13 @@ def is_spine_leaf(view):
 
 
 def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
-    """The largest b for which some tree reaches every receiver (0 if none)."""
+    """The largest b for which a tree of the family compute_tree builds reaches every
+    receiver (0 if none), so that asking again for exactly b is granted. On a
+    spine-leaf that family is one spine per remote leaf (up once, down once); on
+    other graphs any tree."""
     residual = Residuals(view, reserved_mbps)
+    if is_spine_leaf(view):
+        return _spine_leaf_max_feasible(view, residual, source, receivers)
     levels = sorted({residual(u, v) for u, v in view.graph.edges if residual(u, v) > 0})
     best, low, high = 0.0, 0, len(levels) - 1
     while low <= high:  # reachability only shrinks as b grows: binary search
@@ -150,6 +156,19 @@ def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
         else:
             high = middle - 1
     return best
+
+
+def _spine_leaf_max_feasible(view, residual, source, receivers):
+    """min over the host links and, per remote leaf, the best spine's min residual."""
+    source_leaf = view.attachment(source)[0]
+    leaf_of = {r: view.attachment(r)[0] for r in receivers}
+    best = min([residual(source, source_leaf)] + [residual(leaf_of[r], r) for r in receivers])
+    spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"
+              and view.graph.has_edge(source_leaf, s)]
+    for leaf in set(leaf_of.values()) - {source_leaf}:
+        best = min(best, max((min(residual(source_leaf, s), residual(s, leaf)) for s in spines
+                              if view.graph.has_edge(s, leaf)), default=0.0))
+    return max(best, 0.0)
 
 
 def _all_reachable(view, residual, source, receivers, demand):

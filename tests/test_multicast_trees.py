@@ -126,6 +126,37 @@ def test_generic_graph_infeasible_gives_widest_bottleneck():
     assert error.value.max_feasible_mbps == pytest.approx(3.0)
 
 
+def test_on_spine_leaf_the_409_bound_is_over_up_once_down_once_trees_and_is_granted():
+    # leaf3 is reachable at 20 only by going up and down twice (leaf1-spine1-leaf2-spine2-
+    # leaf3); the trees we build go up once, so their bound is 3 (via spine1), not 20
+    view = spine_leaf_view(2, 3, 1, bw=20)
+    used = {("spine1", "leaf3"): 17.0, ("leaf1", "spine2"): 18.0}
+    with pytest.raises(InfeasibleTree) as error:
+        compute_tree(view, "h1", ["h2", "h3"], 5.0, used)
+    assert error.value.max_feasible_mbps == pytest.approx(3.0)
+    tree = compute_tree(view, "h1", ["h2", "h3"], error.value.max_feasible_mbps, used)
+    assert_valid_tree(view, tree, used)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_asking_again_at_the_reported_bound_is_granted(seed):
+    rng = random.Random(seed)
+    view = spine_leaf_view(3, 4, 2, bw=20)
+    used = {edge: rng.choice([0, 5, 12, 18, 20]) for edge in view.graph.edges
+            if rng.random() < 0.5}
+    hosts = sorted(view.hosts)
+    rng.shuffle(hosts)
+    source, receivers = hosts[0], hosts[1:rng.randint(2, 7)]
+    try:
+        compute_tree(view, source, receivers, 20.0, used)
+    except InfeasibleTree as error:
+        bound = error.max_feasible_mbps
+        if bound > 0:
+            assert_valid_tree(view, compute_tree(view, source, receivers, bound, used), used)
+        with pytest.raises(InfeasibleTree):
+            compute_tree(view, source, receivers, bound + 0.01, used)
+
+
 def test_measured_load_steers_but_does_not_refuse():
     view = spine_leaf_view(2, 2, 1, bw=20)
     load = {("leaf1", "spine1"): 19.0, ("h1", "leaf1"): 19.0}
