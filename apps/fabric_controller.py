@@ -198,3 +198,8 @@ class FabricRestApi(ControllerBase):
     @route("fabric", "/fabric/links", methods=["GET"])
     def get_links(self, req, **_kwargs):
         return json_response(self.fabric.links_report())
+
+
+if __name__ not in ("apps.fabric_controller", "__main__"):   # ryu-manager apps/fabric_controller.py
+    from apps.launch_by_path import stand_in
+    stand_in(globals())

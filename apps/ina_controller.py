@@ -49,12 +49,13 @@ GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradien
 MAX_PSS = 8
 MIN_THETA_MBPS = 1e-3
 MIN_CAPACITY_MBPS = 1e-9
+# ryu-manager loads these too (ryu reads the list from the module, not the class)
+_REQUIRED_APP = ["apps.fabric_controller"]
 
 
 class InaController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
-    _REQUIRED_APP = ["apps.fabric_controller"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -328,3 +329,8 @@ class InaRestApi(ControllerBase):
     @route("ina", "/ina/plans/{plan_id}", methods=["DELETE"])
     def delete(self, req, plan_id, **_kwargs):
         return answer(lambda: ({"released": self.ina.release_plan(plan_id)}, 200))
+
+
+if __name__ not in ("apps.ina_controller", "__main__"):   # ryu-manager apps/ina_controller.py
+    from apps.launch_by_path import stand_in
+    stand_in(globals())

@@ -41,6 +41,8 @@ CONFIRM_TIMEOUT_S = 5.0
 LEASE_CHECK_INTERVAL_S = 0.5
 REST_APP_KEY = "multicast_controller"
 REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}
+# ryu-manager loads these too (ryu reads the list from the module, not the class)
+_REQUIRED_APP = ["apps.fabric_controller"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,6 @@ class TreeSpec:
 class MulticastController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
-    _REQUIRED_APP = ["apps.fabric_controller"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -279,3 +280,8 @@ class MulticastRestApi(ControllerBase):
         except (ValueError, ReservationError, AttributeError):
             raise RequestError(404, "no tree with id %r" % tree_id) from None
 
+
+
+if __name__ not in ("apps.multicast_controller", "__main__"):   # ryu-manager apps/multicast_controller.py
+    from apps.launch_by_path import stand_in
+    stand_in(globals())

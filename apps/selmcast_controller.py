@@ -38,11 +38,12 @@ REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy
                   "ttl_s"}
 DEFAULT_K = 4
 MBIT_PER_MB = 8.0
+# ryu-manager loads these too (ryu reads the list from the module, not the class)
+_REQUIRED_APP = ["apps.multicast_controller"]
 
 
 class SelmcastController(app_manager.RyuApp):
     _CONTEXTS = {"wsgi": WSGIApplication}
-    _REQUIRED_APP = ["apps.multicast_controller"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -210,3 +211,8 @@ class SelmcastRestApi(ControllerBase):
     @route("selmcast", "/selmcast/rounds/{round_id}", methods=["DELETE"])
     def delete(self, req, round_id, **_kwargs):
         return answer(lambda: ({"released": self.selmcast.release_round(round_id)}, 200))
+
+
+if __name__ not in ("apps.selmcast_controller", "__main__"):   # ryu-manager apps/selmcast_controller.py
+    from apps.launch_by_path import stand_in
+    stand_in(globals())

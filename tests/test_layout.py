@@ -9,7 +9,7 @@ import pytest
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 # REST answers, barrier-confirmed batches, ARP frames built with Ryu's packet library
-RYU_FACING_HELPERS = {"rest_json.py", "ofp_transactions.py", "arp_responder.py"}
+RYU_FACING_HELPERS = {"rest_json.py", "ofp_transactions.py", "arp_responder.py", "launch_by_path.py"}
 PURE_MODULES = sorted(path.name for path in APPS.glob("*.py")
                       if not path.name.endswith("_controller.py")
                       and path.name not in RYU_FACING_HELPERS | {"__init__.py"})
