@@ -10,6 +10,11 @@ then hand it the fabric (experiments/testbed.py does this for you)::
     python -m mininet_topos.spineleaf 8 8 2 --bw 20 > fabric.json
     curl -X PUT --data @fabric.json http://127.0.0.1:8080/fabric/topology
 
+When a switch connects (first time, after a restart, or to a restarted
+controller) it is cleared of every flow, group and meter of ours, gets the
+fabric flows, and EventSwitchSynced tells the other apps to install there
+what they know, so a switch holds exactly what the controller reports.
+
 REST: GET/PUT /fabric/topology, GET /fabric/links. Decisions come from the pure
 modules fabric_view, unicast_routes and link_load; this app only turns events
 into calls and decisions into the messages of openflow_builders.
@@ -44,10 +49,19 @@ class EventFabricChanged(event.EventBase):
         self.view = view
 
 
+class EventSwitchSynced(event.EventBase):
+    """`switch` (connected as `datapath`) was cleared of everything of ours and holds the
+    fabric flows again: the other apps install there what they have (trees, plans)."""
+
+    def __init__(self, switch, datapath):
+        super().__init__()
+        self.switch, self.datapath = switch, datapath
+
+
 class FabricController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
-    _EVENTS = [EventFabricChanged]
+    _EVENTS = [EventFabricChanged, EventSwitchSynced]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -86,8 +100,8 @@ class FabricController(app_manager.RyuApp):
             self.logger.warning("dpid %#x is not in the fabric description; leaving it alone",
                                 datapath.id)
             return
-        messages = of.fabric_flows(datapath, self.view.host_ports(switch),
-                                   self.rules_by_switch.get(switch, []))
+        messages = of.switch_reset(datapath) + of.fabric_flows(
+            datapath, self.view.host_ports(switch), self.rules_by_switch.get(switch, []))
         self.tracker.send({datapath: messages},
                           on_done=lambda batch: self._fabric_confirmed(switch, datapath, batch))
         self.logger.info("%s (dpid %#x): sent %d flow mods", switch, datapath.id, len(messages))
@@ -97,7 +111,8 @@ class FabricController(app_manager.RyuApp):
             self.logger.error("%s rejected %d fabric flow mods", switch, len(batch.errors))
         elif self.datapaths.get(datapath.id) is datapath:
             self.synced_dpids.add(datapath.id)
-            self.logger.info("%s (dpid %#x): fabric flows confirmed", switch, datapath.id)
+            self.logger.info("%s (dpid %#x): cleared, fabric flows confirmed", switch, datapath.id)
+            self.send_event_to_observers(EventSwitchSynced(switch, datapath))
 
     def topology_report(self):
         """The description, each switch marked connected/synced, plus unknown connected dpids."""

@@ -33,7 +33,7 @@ from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cl
 from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
-from apps.fabric_controller import EventFabricChanged
+from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
 from apps import ina_placement, inart_placement
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem, from_grid
@@ -142,20 +142,33 @@ class InaController(app_manager.RyuApp):
                                         - self.booked_mbps.get((tail, head), 0.0))
         return graph
 
-    def _install(self, view, plan_id, result):
+    def _messages(self, view, plan_id, datapath_of):
+        """{datapath: [messages]} of the plan for the switches datapath_of(switch) gives a
+        datapath for (it returns None to skip a switch), and {switch: [meter ids]}."""
+        report = self.plans[plan_id]
         messages, meters = defaultdict(list), defaultdict(list)
-        ports = self.plans[plan_id]["ports"]
-        for leg_index, (source, destination, path, rate, ps) in enumerate(result.streams()):
+        for leg_index, (source, destination, path, rate, ps) in enumerate(report["_streams"]):
             for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
-                datapath = self.fabric.datapaths.get(view.dpid(switch))
-                if datapath is None:   # nothing sent yet
-                    raise RequestError(503, "switch %s is not connected" % switch)
                 first = hop == 0
-                messages[datapath] += of.steering_install(
-                    datapath, plan_id, leg_index, view.ip(source), view.ip(destination), ports[ps],
-                    view.out_port(switch, next_node), rate if first else None)
                 if first:
                     meters[switch].append(of.steering_meter_id(plan_id, leg_index))
+                datapath = datapath_of(switch)
+                if datapath is not None:
+                    messages[datapath] += of.steering_install(
+                        datapath, plan_id, leg_index, view.ip(source), view.ip(destination),
+                        report["ports"][ps], view.out_port(switch, next_node),
+                        rate if first else None)
+        return messages, meters
+
+    def _install(self, view, plan_id, result):
+        self.plans[plan_id]["_streams"] = result.streams()
+
+        def connected(switch):
+            datapath = self.fabric.datapaths.get(view.dpid(switch))
+            if datapath is None:   # nothing sent yet
+                raise RequestError(503, "switch %s is not connected" % switch)
+            return datapath
+        messages, meters = self._messages(view, plan_id, connected)
         self.plans[plan_id]["_meters"] = meters
         batch = self.tracker.send(messages)
         confirmed = batch.wait(CONFIRM_TIMEOUT_S)
@@ -223,6 +236,23 @@ class InaController(app_manager.RyuApp):
                 self._remove(old_view, plan_id, report.get("_meters", {}))
         self.booked_mbps.clear()
         self.view = ev.view
+
+    @set_ev_cls(EventSwitchSynced)
+    def _switch_synced(self, ev):
+        """A switch came (back) empty: install its share of every plan."""
+        if self.view is None or self.view is not self.fabric.view:
+            return
+        count = 0
+        for plan_id in list(self.plans):
+            if "_streams" not in self.plans[plan_id]:
+                continue   # still being installed: its own batch reaches the switch
+            messages, _meters = self._messages(
+                self.view, plan_id, lambda switch: ev.datapath if switch == ev.switch else None)
+            if messages:
+                self.tracker.send(messages)
+                count += 1
+        if count:
+            self.logger.info("%s: reinstalled %d plan(s)", ev.switch, count)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):

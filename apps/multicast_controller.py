@@ -28,7 +28,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
-from apps.fabric_controller import EventFabricChanged
+from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
 from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan)
@@ -225,6 +225,22 @@ class MulticastController(app_manager.RyuApp):
         for reservation in list(old or []):
             self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
             self._release_if_booked(reservation.tree_id, old)
+
+    @set_ev_cls(EventSwitchSynced)
+    def _switch_synced(self, ev):
+        """A switch came (back) empty: install its share of every live tree."""
+        if self.book is None or self.book.view is not self.fabric.view:
+            return
+        messages = []
+        for reservation in self.book:
+            for switch, in_port, out_ports in forwarding_plan(self.book.view, reservation.tree):
+                if switch == ev.switch:
+                    messages += of.tree_install(ev.datapath, reservation.tree_id,
+                                                reservation.address, in_port, out_ports,
+                                                reservation.tree.bandwidth_mbps)
+        if messages:
+            self.tracker.send({ev.datapath: messages})
+            self.logger.info("%s: reinstalled %d tree(s)", ev.switch, len(messages) // 3)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):

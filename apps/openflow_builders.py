@@ -73,6 +73,22 @@ def fabric_flows(datapath, host_ports, rules):
             + [route_flow(datapath, rule) for rule in rules])
 
 
+def switch_reset(datapath):
+    """Remove everything of ours from a switch: the flows of every app's cookie, every
+    group and every meter (we own them all on fabric switches). Sent before the fabric
+    flows when a switch connects, so whatever a killed controller or a restarted switch
+    left is gone, and the apps install again only what they know."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    flows = [parser.OFPFlowMod(datapath=datapath, cookie=cookie, cookie_mask=APP_COOKIE_MASK,
+                               table_id=ofproto.OFPTT_ALL, command=ofproto.OFPFC_DELETE,
+                               out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY)
+             for cookie in (FABRIC_COOKIE, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE)]
+    return flows + [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
+                                       group_id=ofproto.OFPG_ALL),
+                    parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
+                                       meter_id=ofproto.OFPM_ALL)]
+
+
 def multicast_cookie(tree_id):
     return MULTICAST_COOKIE_BASE | tree_id
 

@@ -127,6 +127,23 @@ class FabricTestbed:
     def host(self, name):
         return self.net.get(name)
 
+    def restart_controller(self):
+        """Kill ryu-manager (no goodbye to the switches) and start it again with the same
+        apps and ports; returns once the fabric is loaded and every switch synced."""
+        self.controller.kill()
+        self.controller.wait()
+        self.progress("restarting ryu-manager")
+        self._start_controller(mode="a")
+        self.client.put("/fabric/topology", describe(self.topo))
+        self._wait_until_synced()
+
+    def reconnect_switch(self, switch):
+        """Make `switch` drop its OpenFlow connection and connect again."""
+        target = subprocess.run(["ovs-vsctl", "get-controller", switch], capture_output=True,
+                                text=True, check=True).stdout.split()
+        subprocess.run(["ovs-vsctl", "del-controller", switch], check=True)
+        subprocess.run(["ovs-vsctl", "set-controller", switch, *target], check=True)
+
     def leftovers(self):
         """{switch: [group, meter, multicast-flow and steering-flow lines]} for switches that
         hold any: empty once every tree and plan is released."""
@@ -143,11 +160,11 @@ class FabricTestbed:
     def controller_log(self):
         return Path(self.log_path).read_text(errors="replace")
 
-    def _start_controller(self):
+    def _start_controller(self, mode="w"):
         command = [ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
                    "--ofp-tcp-listen-port", str(self.of_port),
                    "--wsapi-host", "0.0.0.0", "--wsapi-port", str(self.rest_port), *self.apps]
-        with open(self.log_path, "w") as log:
+        with open(self.log_path, mode) as log:
             self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
         self._wait_for(self._controller_answers, "the controller's REST API to answer")

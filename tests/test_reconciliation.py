@@ -1,0 +1,86 @@
+"""Switch reconnects and controller restarts (ryu-manager + OVS + Mininet, 2x2 spine-leaf):
+a switch ends up holding exactly what the controller reports, nothing more."""
+
+import subprocess
+
+import pytest
+
+from experiments.testbed import ofctl_lines, wait_until
+from mininet_topos.spineleaf import SpineLeafTopo
+from tests.conftest import running_testbed
+
+pytestmark = pytest.mark.integration
+
+OF_PORT, REST_PORT = 16663, 18090
+
+
+@pytest.fixture(scope="module")
+def bed():
+    yield from running_testbed(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20,
+                                             aggregators="spines", aggregator_bw=9),
+                               OF_PORT, REST_PORT)
+
+
+def ofctl(*arguments):
+    subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments], check=True)
+
+
+def synced(bed):
+    return all(s["synced"] for s in bed.client.get("/fabric/topology")["switches"])
+
+
+def state(switch):
+    """Every group and meter line, and the multicast and steering flows, of one switch."""
+    return sorted(ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
+                  + [line for line in ofctl_lines("dump-flows", "--no-stats", switch)
+                     if "cookie=0x5346000" in line and "cookie=0x5346000000000001" not in line])
+
+
+def reconnect(bed, switch):
+    bed.reconnect_switch(switch)
+    wait_until(lambda: not synced(bed), 5, "the switch to drop", poll_s=0.02)
+    wait_until(lambda: synced(bed), 10, "the switch to come back")
+
+
+def test_a_reconnecting_switch_loses_what_we_do_not_know(bed):
+    ofctl("add-meter", "leaf1", "meter=4242,kbps,band=type=drop,rate=1000")
+    ofctl("add-group", "leaf1", "group_id=4242,type=all,bucket=output:1")
+    ofctl("add-flow", "leaf1", "cookie=0x5346000200000999,priority=400,ip,nw_dst=239.9.9.9,"
+                               "actions=group:4242")
+    assert state("leaf1")
+    reconnect(bed, "leaf1")
+    assert state("leaf1") == []
+    assert bed.leftovers() == {}
+    ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h4").IP())
+    assert " 0% packet loss" in ping   # the fabric flows are back
+
+
+def test_a_switch_that_lost_everything_gets_the_live_trees_and_plans_back(bed):
+    tree = bed.client.request("POST", "/multicast/trees", {
+        "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5})
+    plan = bed.client.request("POST", "/ina/plans", {
+        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
+    before = state("leaf1")
+    assert before
+    for command in ("del-flows", "del-groups", "del-meters"):   # a restarted switch
+        ofctl(command, "leaf1")
+    reconnect(bed, "leaf1")
+    wait_until(lambda: state("leaf1") == before, 5, "leaf1's trees and plans to be back")
+    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    assert bed.leftovers() == {}
+    assert "reinstalled 1 tree(s)" in bed.controller_log()
+    assert "reinstalled 1 plan(s)" in bed.controller_log()
+
+
+def test_a_killed_controller_leaves_nothing_once_started_again(bed):
+    bed.client.request("POST", "/multicast/trees", {
+        "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5})
+    bed.client.request("POST", "/ina/plans", {
+        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
+    assert bed.leftovers()
+    bed.restart_controller()
+    assert bed.client.get("/multicast/trees") == {"trees": []}
+    assert bed.leftovers() == {}
+    ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h4").IP())
+    assert " 0% packet loss" in ping
