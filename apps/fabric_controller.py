@@ -208,7 +208,7 @@ class FabricRestApi(ControllerBase):
             except FabricError as error:
                 raise RequestError(400, "invalid fabric description: %s" % error) from None
             return self.fabric.topology_report(), 200
-        return answer(load)
+        return answer(req, load)
 
     @route("fabric", "/fabric/links", methods=["GET"])
     def get_links(self, req, **_kwargs):

@@ -38,8 +38,8 @@ from apps import ina_placement, inart_placement
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem, from_grid
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
-                             read_json_body)
+from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+                             positive_number, read_json_body, release_key_of)
 
 CONFIRM_TIMEOUT_S = 5.0
 REST_APP_KEY = "ina_controller"
@@ -61,6 +61,7 @@ class InaController(app_manager.RyuApp):
         super().__init__(*args, **kwargs)
         self.view = None
         self.plans = {}                          # plan id -> report (with "_installed")
+        self.release_keys = {}                   # plan id -> the key that may DELETE it
         self.booked_mbps = defaultdict(float)    # directed link or aggregator -> Mbit/s
         self.tracker = BarrierTracker()
         self._ids = itertools.count(1)
@@ -79,7 +80,7 @@ class InaController(app_manager.RyuApp):
 
     # --- plans ------------------------------------------------------------------
 
-    def create_plan(self, body):
+    def create_plan(self, body, release_key=None):
         request = parse_plan_request(body)
         view = self.view
         if view is None or view is not self.fabric.view:
@@ -119,9 +120,11 @@ class InaController(app_manager.RyuApp):
         report = plan_report(plan_id, request, result, view)
         self._book(report, result.loads(), book)
         self.plans[plan_id] = report
+        self.release_keys[plan_id] = release_key
         try:
             self._install(view, plan_id, result)
         except RequestError:
+            self.release_keys.pop(plan_id, None)
             if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
                 self._unbook(report)
             raise
@@ -131,7 +134,7 @@ class InaController(app_manager.RyuApp):
                          ",".join("%.3f" % result.split[s] for s in pss), result.f, result.f_lp,
                          result.f_rounded, result.rounded_overload, result.f_repaired,
                          ",".join(sorted(result.aggregators_used())) or "none")
-        return public(report)
+        return dict(public(report), release_key=release_key)
 
     def _available_graph(self, view, book):
         graph = view.graph.copy()
@@ -213,6 +216,7 @@ class InaController(app_manager.RyuApp):
 
     def release_plan(self, plan_id):
         report = self.plans.pop(self.get_plan(plan_id)["id"])   # before any yield: one DELETE wins
+        self.release_keys.pop(report["id"], None)
         self._remove(self.view, report["id"], report.get("_meters", {}))
         self._unbook(report)
         self.logger.info("plan %d (job %r) removed", report["id"], report["job"])
@@ -231,6 +235,7 @@ class InaController(app_manager.RyuApp):
         old_view = self.view
         for plan_id in list(self.plans):
             report = self.plans.pop(plan_id)
+            self.release_keys.pop(plan_id, None)
             self.logger.info("fabric changed: removing plan %d", plan_id)
             if old_view is not None:
                 self._remove(old_view, plan_id, report.get("_meters", {}))
@@ -346,7 +351,8 @@ class InaRestApi(ControllerBase):
 
     @route("ina", "/ina/plans", methods=["POST"])
     def create(self, req, **_kwargs):
-        return answer(lambda: (self.ina.create_plan(read_json_body(req)), 201))
+        return answer(req, lambda: (self.ina.create_plan(read_json_body(req), release_key_of(req)),
+                                    201))
 
     @route("ina", "/ina/plans", methods=["GET"])
     def list_plans(self, req, **_kwargs):
@@ -354,11 +360,15 @@ class InaRestApi(ControllerBase):
 
     @route("ina", "/ina/plans/{plan_id}", methods=["GET"])
     def show(self, req, plan_id, **_kwargs):
-        return answer(lambda: (public(self.ina.get_plan(plan_id)), 200))
+        return answer(req, lambda: (public(self.ina.get_plan(plan_id)), 200))
 
     @route("ina", "/ina/plans/{plan_id}", methods=["DELETE"])
     def delete(self, req, plan_id, **_kwargs):
-        return answer(lambda: ({"released": self.ina.release_plan(plan_id)}, 200))
+        def release():
+            number = self.ina.get_plan(plan_id)["id"]
+            check_release_key(req, self.ina.release_keys.get(number), "plan %d" % number)
+            return {"released": self.ina.release_plan(number)}, 200
+        return answer(req, release)
 
 
 if __name__ not in ("apps.ina_controller", "__main__"):   # ryu-manager apps/ina_controller.py

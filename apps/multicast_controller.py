@@ -33,8 +33,8 @@ from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan)
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
-                             read_json_body)
+from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+                             positive_number, read_json_body, release_key_of)
 from apps.reservations import ReservationBook, ReservationError
 
 CONFIRM_TIMEOUT_S = 5.0
@@ -61,6 +61,7 @@ class MulticastController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.book = None
+        self.release_keys = {}   # tree id -> the key that may DELETE it (None: nobody)
         self.tracker = BarrierTracker()
         self.rng = random.Random()
         kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self})
@@ -72,11 +73,13 @@ class MulticastController(app_manager.RyuApp):
 
     # --- trees ----------------------------------------------------------------
 
-    def create_tree(self, request):
-        """Validate, compute, reserve, install; returns the tree's report or raises RequestError."""
+    def create_tree(self, request, release_key=None):
+        """Validate, compute, reserve, install; returns the tree's report or raises
+        RequestError. The tree belongs to release_key (rest_json)."""
         source, receivers, demand, policy, ttl_s = parse_tree_request(request)
-        (reservation,) = self.create_trees([TreeSpec(source, receivers, demand, policy)], ttl_s)
-        return self.tree_report(reservation)
+        (reservation,) = self.create_trees([TreeSpec(source, receivers, demand, policy)], ttl_s,
+                                           release_key)
+        return dict(self.tree_report(reservation), release_key=release_key)
 
     def ready_view(self):
         """The fabric view trees are booked on; RequestError(503) if no fabric is loaded."""
@@ -84,7 +87,7 @@ class MulticastController(app_manager.RyuApp):
             raise RequestError(503, "no fabric description loaded (PUT /fabric/topology)")
         return self.book.view
 
-    def create_trees(self, specs, ttl_s=None):
+    def create_trees(self, specs, ttl_s=None, release_key=None):
         """Compute, book and install several trees as one (each computed on what the
         ones before it booked): every tree is installed and confirmed, or nothing is
         booked or left on a switch. Returns their Reservations or raises RequestError."""
@@ -101,10 +104,12 @@ class MulticastController(app_manager.RyuApp):
                                     self.book.reserved_mbps, spec.policy, self.rng, load_mbps=load)
                 plans.append(forwarding_plan(view, tree))
                 reservations.append(self.book.reserve(tree, ttl_s))
+                self.release_keys[reservations[-1].tree_id] = release_key
             datapaths = self._datapaths_for(view, [step for plan in plans for step in plan])
         except (TreeRequestError, InfeasibleTree, ReservationError, RequestError) as error:
             for reservation in reservations:
                 self.book.release(reservation.tree_id)
+                self.release_keys.pop(reservation.tree_id, None)
             prefix = "tree from %s: " % spec.source if len(specs) > 1 else ""
             if isinstance(error, TreeRequestError):
                 raise RequestError(400, prefix + str(error)) from None
@@ -172,6 +177,7 @@ class MulticastController(app_manager.RyuApp):
             reservation = book.release(tree_id)
         except (ReservationError, AttributeError):
             raise RequestError(404, "no tree with id %r" % (tree_id,)) from None
+        self.release_keys.pop(tree_id, None)
         view = book.view
         removals = {}
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
@@ -272,7 +278,8 @@ class MulticastRestApi(ControllerBase):
 
     @route("multicast", "/multicast/trees", methods=["POST"])
     def create(self, req, **_kwargs):
-        return answer(lambda: (self.multicast.create_tree(read_json_body(req)), 201))
+        return answer(req, lambda: (self.multicast.create_tree(read_json_body(req),
+                                                               release_key_of(req)), 201))
 
     @route("multicast", "/multicast/trees", methods=["GET"])
     def list_trees(self, req, **_kwargs):
@@ -281,14 +288,16 @@ class MulticastRestApi(ControllerBase):
 
     @route("multicast", "/multicast/trees/{tree_id}", methods=["GET"])
     def show(self, req, tree_id, **_kwargs):
-        return answer(lambda: (self.multicast.tree_report(self._reservation(tree_id)), 200))
+        return answer(req, lambda: (self.multicast.tree_report(self._reservation(tree_id)), 200))
 
     @route("multicast", "/multicast/trees/{tree_id}", methods=["DELETE"])
     def delete(self, req, tree_id, **_kwargs):
         def release():
-            reservation = self.multicast.release_tree(self._reservation(tree_id).tree_id)
+            number = self._reservation(tree_id).tree_id
+            check_release_key(req, self.multicast.release_keys.get(number), "tree %d" % number)
+            reservation = self.multicast.release_tree(number)
             return {"released": self.multicast.tree_report(reservation, released=True)}, 200
-        return answer(release)
+        return answer(req, release)
 
     def _reservation(self, tree_id):
         try:

@@ -1,8 +1,36 @@
-"""JSON request/response helpers shared by the apps' REST controllers (Ryu wsgi / WebOb)."""
+"""JSON request/response helpers shared by the apps' REST controllers (Ryu wsgi / WebOb),
+and who may change what.
 
+- Listening: unless ryu-manager is given --wsapi-host, the REST API listens on
+  loopback only (Ryu's own default is every interface). The testbed passes
+  --wsapi-host 0.0.0.0 so that programs in Mininet hosts reach it over the
+  management network, and it sets a token.
+- Token: with SYNCFABRIC_REST_TOKEN in ryu-manager's environment (or
+  `rest_token = ...` in a ryu-manager --config-file), every request that
+  changes state (POST, PUT, DELETE) must carry `Authorization: Bearer TOKEN`,
+  else 401. GETs stay open where the API listens.
+- Ownership: what a POST creates (a tree, round or plan) belongs to the
+  release key the POST carried in `X-Release-Key` (or, without one, a new key
+  the answer returns as `release_key`); its DELETE must carry that key, else
+  403, so a client releases only what it created. Leases and fabric changes
+  release anything. experiments/controller_client.py sends the token and one
+  key per client for you.
+"""
+
+import hmac
 import json
+import os
+import secrets
 
+from ryu import cfg
 from ryu.app.wsgi import Response
+
+TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
+STATE_CHANGING = ("POST", "PUT", "DELETE")
+cfg.CONF.set_default("wsapi_host", "127.0.0.1")
+if "rest_token" not in cfg.CONF:
+    cfg.CONF.register_opt(cfg.StrOpt("rest_token", default=None, secret=True,
+                                     help="token that POST, PUT and DELETE must carry"))
 
 
 class RequestError(Exception):
@@ -50,9 +78,39 @@ def read_json_body(request):
         raise RequestError(400, "malformed JSON body: %s" % error) from None
 
 
-def answer(handler):
-    """Run handler() -> (body, status); a RequestError becomes its JSON error response."""
+def configured_token():
+    return os.environ.get(TOKEN_ENV) or cfg.CONF.rest_token
+
+
+def check_token(request):
+    """RequestError(401) unless a state-changing request carries the configured token."""
+    token = configured_token()
+    if not token or request.method not in STATE_CHANGING:
+        return
+    given = request.headers.get("Authorization", "")
+    if not hmac.compare_digest(given.encode(), ("Bearer " + token).encode()):
+        raise RequestError(401, "this request changes state: send Authorization: Bearer <token>")
+
+
+def release_key_of(request):
+    """The key a POST's creation will belong to: the one it carries, or a new one."""
+    return request.headers.get("X-Release-Key") or secrets.token_urlsafe(16)
+
+
+def check_release_key(request, key, what):
+    """RequestError(403) unless the request carries `what`'s release key (None: a thing
+    no client created, e.g. a SELMCAST round's tree)."""
+    given = request.headers.get("X-Release-Key", "")
+    if key is None or not hmac.compare_digest(given.encode(), key.encode()):
+        raise RequestError(403, "%s was created by another client: send the release_key its "
+                                "POST answered in X-Release-Key" % what)
+
+
+def answer(request, handler):
+    """Check the token, run handler() -> (body, status); a RequestError becomes its JSON
+    error response."""
     try:
+        check_token(request)
         body, status = handler()
     except RequestError as error:
         return json_response(dict(error.details, error=str(error)), status=error.status)

@@ -30,8 +30,8 @@ from apps.multicast_trees import POLICIES as TREE_POLICIES
 from apps.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
                                      SelectionError, SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, select)
-from apps.rest_json import (RequestError, answer, check_fields, json_response, positive_number,
-                             read_json_body)
+from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+                             positive_number, read_json_body, release_key_of)
 
 REST_APP_KEY = "selmcast_controller"
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",
@@ -49,6 +49,7 @@ class SelmcastController(app_manager.RyuApp):
         super().__init__(*args, **kwargs)
         self.histories = {}        # job -> SyncHistory
         self.rounds = {}           # round id -> report
+        self.release_keys = {}     # round id -> the key that may DELETE it
         self.installing = set()    # jobs with a round between selection and installation
         self._ids = itertools.count(1)
         self.rng = random.Random()
@@ -58,7 +59,7 @@ class SelmcastController(app_manager.RyuApp):
     def multicast(self):
         return app_manager.lookup_service_brick("MulticastController")
 
-    def create_round(self, body):
+    def create_round(self, body, release_key=None):
         request = parse_round_request(body)
         multicast = self.multicast
         view = multicast.ready_view()
@@ -106,16 +107,18 @@ class SelmcastController(app_manager.RyuApp):
                        "address": r.address, "bandwidth_mbps": r.tree.bandwidth_mbps}
                       for r in reservations]}
         self.rounds[round_id] = report
+        self.release_keys[round_id] = release_key
         self.logger.info("round %d of job %r (#%d): %d workers, %s %s, t = %.3f s (%.3f x LB), "
                          "%d trees, %d forced pairs", round_id, job, report["round"],
                          len(workers), selection.policy, selection.cost_model, selection.t,
                          report["normalized_completion"], len(reservations),
                          report["forced_pairs"])
-        return report
+        return dict(report, release_key=release_key)
 
     def release_round(self, round_id):
         report = self.rounds.pop(self.get_round(round_id)["id"])   # before any yield: one DELETE wins
         round_id = report["id"]
+        self.release_keys.pop(round_id, None)
         for tree in report["trees"]:
             try:
                 self.multicast.release_tree(tree["id"])
@@ -198,7 +201,8 @@ class SelmcastRestApi(ControllerBase):
 
     @route("selmcast", "/selmcast/rounds", methods=["POST"])
     def create(self, req, **_kwargs):
-        return answer(lambda: (self.selmcast.create_round(read_json_body(req)), 201))
+        return answer(req, lambda: (self.selmcast.create_round(read_json_body(req),
+                                                               release_key_of(req)), 201))
 
     @route("selmcast", "/selmcast/rounds", methods=["GET"])
     def list_rounds(self, req, **_kwargs):
@@ -206,11 +210,15 @@ class SelmcastRestApi(ControllerBase):
 
     @route("selmcast", "/selmcast/rounds/{round_id}", methods=["GET"])
     def show(self, req, round_id, **_kwargs):
-        return answer(lambda: (self.selmcast.get_round(round_id), 200))
+        return answer(req, lambda: (self.selmcast.get_round(round_id), 200))
 
     @route("selmcast", "/selmcast/rounds/{round_id}", methods=["DELETE"])
     def delete(self, req, round_id, **_kwargs):
-        return answer(lambda: ({"released": self.selmcast.release_round(round_id)}, 200))
+        def release():
+            number = self.selmcast.get_round(round_id)["id"]
+            check_release_key(req, self.selmcast.release_keys.get(number), "round %d" % number)
+            return {"released": self.selmcast.release_round(number)}, 200
+        return answer(req, release)
 
 
 if __name__ not in ("apps.selmcast_controller", "__main__"):   # ryu-manager apps/selmcast_controller.py

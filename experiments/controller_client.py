@@ -1,8 +1,16 @@
-"""A small JSON client for the controller's REST API (stdlib only, usable inside Mininet hosts)."""
+"""A small JSON client for the controller's REST API (stdlib only, usable inside Mininet hosts).
+
+It sends the token in SYNCFABRIC_REST_TOKEN (if set) with every request, and
+one release key of its own with every POST and DELETE, so whatever it creates
+only it may release (apps/rest_json.py)."""
 
 import json
+import os
+import secrets
 import urllib.error
 import urllib.request
+
+TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
 
 
 class ControllerHttpError(RuntimeError):
@@ -16,16 +24,21 @@ class ControllerHttpError(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, base_url, timeout_s=10.0):
+    def __init__(self, base_url, timeout_s=10.0, token=None):
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self.release_key = secrets.token_urlsafe(16)
 
     def request(self, method, path, body=None, raw_body=None):
         """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
         data = raw_body if raw_body is not None else (
             None if body is None else json.dumps(body).encode())
+        headers = {"Content-Type": "application/json", "X-Release-Key": self.release_key}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+                                         headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
                 return json.loads(answer.read() or b"null")

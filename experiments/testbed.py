@@ -4,12 +4,17 @@
         bed.net.pingAll()
         bed.client.get("/fabric/links")
 
+The controller runs with a fresh REST token (SYNCFABRIC_REST_TOKEN, apps/rest_json.py);
+the testbed sets it in its own environment too, so its client and the programs it
+starts in hosts send it.
+
 Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first and fails
 with a one-line PlatformError (only then does it report progress); whatever had started by a failure is torn
 down again, so nothing (bridges, hosts, controller) is left behind.
 """
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -18,7 +23,7 @@ import time
 from pathlib import Path
 
 from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
-from experiments.controller_client import ControllerClient
+from experiments.controller_client import TOKEN_ENV, ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
@@ -74,7 +79,8 @@ class FabricTestbed:
         self.rest_port = rest_port
         self.ready_timeout_s = ready_timeout_s
         self.log_path = log_path or tempfile.mkstemp(prefix="syncfabric-ryu-", suffix=".log")[1]
-        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port)
+        self.token = secrets.token_urlsafe(16)
+        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, token=self.token)
         self.controller = None
         self.net = None
         self.management_ip = None   # the root namespace as seen from inside hosts
@@ -164,6 +170,7 @@ class FabricTestbed:
         command = [ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
                    "--ofp-tcp-listen-port", str(self.of_port),
                    "--wsapi-host", "0.0.0.0", "--wsapi-port", str(self.rest_port), *self.apps]
+        os.environ[TOKEN_ENV] = self.token   # for the programs started in hosts
         with open(self.log_path, mode) as log:
             self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True)
