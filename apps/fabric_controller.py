@@ -58,10 +58,19 @@ class EventSwitchSynced(event.EventBase):
         self.switch, self.datapath = switch, datapath
 
 
+class EventLinksChanged(event.EventBase):
+    """The set of fabric links that are down changed; `down_links`: frozensets of the two
+    switches of each link that is down now."""
+
+    def __init__(self, down_links):
+        super().__init__()
+        self.down_links = down_links
+
+
 class FabricController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = {"wsgi": WSGIApplication}
-    _EVENTS = [EventFabricChanged, EventSwitchSynced]
+    _EVENTS = [EventFabricChanged, EventSwitchSynced, EventLinksChanged]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -69,6 +78,8 @@ class FabricController(app_manager.RyuApp):
         self.rules_by_switch = {}
         self.datapaths = {}
         self.synced_dpids = set()
+        self.port_down = set()     # (switch, port) reported down by port status
+        self.down_links = frozenset()
         self.tracker = BarrierTracker()
         self.rates = PortRates()
         kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self})
@@ -84,6 +95,8 @@ class FabricController(app_manager.RyuApp):
             rules_by_switch[rule.switch].append(rule)
         self.view, self.rules_by_switch = view, rules_by_switch
         self.synced_dpids.clear()
+        self.port_down.clear()
+        self.down_links = frozenset()
         self.logger.info("fabric loaded: %d switches, %d hosts, %d unicast rules",
                          len(view.switches), len(view.hosts),
                          sum(map(len, rules_by_switch.values())))
@@ -100,6 +113,7 @@ class FabricController(app_manager.RyuApp):
             self.logger.warning("dpid %#x is not in the fabric description; leaving it alone",
                                 datapath.id)
             return
+        self.port_down = {p for p in self.port_down if p[0] != switch}   # it reports afresh
         messages = of.switch_reset(datapath) + of.fabric_flows(
             datapath, self.view.host_ports(switch), self.rules_by_switch.get(switch, []))
         self.tracker.send({datapath: messages},
@@ -113,6 +127,34 @@ class FabricController(app_manager.RyuApp):
             self.synced_dpids.add(datapath.id)
             self.logger.info("%s (dpid %#x): cleared, fabric flows confirmed", switch, datapath.id)
             self.send_event_to_observers(EventSwitchSynced(switch, datapath))
+            self._links_changed()
+
+    def _links_changed(self):
+        """Recompute which fabric links are down (a port down at either end, or a switch
+        gone); if that changed, route unicast around them and tell the other apps."""
+        down = set()
+        for switch, port in self.port_down:
+            neighbour = self.view.fabric_neighbour(switch, port)
+            if neighbour is not None:
+                down.add(frozenset((switch, neighbour)))
+        for switch in self.view.switches:
+            if self.view.dpid(switch) not in self.datapaths:
+                down |= self.view.fabric_links_of(switch)
+        down = frozenset(down)
+        if down == self.down_links:
+            return
+        self.down_links = down
+        self.rules_by_switch = defaultdict(list)
+        for rule in unicast_rules(self.view, down):
+            self.rules_by_switch[rule.switch].append(rule)
+        self.logger.info("fabric links down: %s; unicast routes recomputed",
+                         ", ".join(sorted("-".join(sorted(link)) for link in down)) or "none")
+        for datapath in list(self.datapaths.values()):
+            switch = self.view.switch_by_dpid.get(datapath.id)
+            if switch is not None:
+                self.tracker.send({datapath: of.fabric_flows(datapath, self.view.host_ports(switch),
+                                                              self.rules_by_switch.get(switch, []))})
+        self.send_event_to_observers(EventLinksChanged(down))
 
     def topology_report(self):
         """The description, each switch marked connected/synced, plus unknown connected dpids."""
@@ -148,6 +190,21 @@ class FabricController(app_manager.RyuApp):
             self.synced_dpids.discard(dpid)
             self.rates.forget(dpid)
             self.logger.info("dpid %#x disconnected", dpid)
+            if self.view is not None:
+                self._links_changed()
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg = ev.msg
+        ofproto = msg.datapath.ofproto
+        switch = self.view.switch_by_dpid.get(msg.datapath.id) if self.view else None
+        if switch is None:
+            return
+        port = (switch, msg.desc.port_no)
+        down = (msg.reason == ofproto.OFPPR_DELETE or msg.desc.state & ofproto.OFPPS_LINK_DOWN
+                or msg.desc.config & ofproto.OFPPC_PORT_DOWN)
+        (self.port_down.add if down else self.port_down.discard)(port)
+        self._links_changed()
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):

@@ -181,6 +181,19 @@ class FabricView:
     def out_port(self, node, neighbour):
         return self.graph.edges[node, neighbour]["port"]
 
+    def fabric_neighbour(self, switch, port):
+        """The switch at the other end of `switch`'s `port`, or None (a host port, or unknown)."""
+        for neighbour in self.graph.successors(switch):
+            data = self.graph.edges[switch, neighbour]
+            if data["port"] == port and data["kind"] == "fabric":
+                return neighbour
+        return None
+
+    def fabric_links_of(self, switch):
+        """The fabric links of `switch`, each as a frozenset of its two ends."""
+        return {frozenset((switch, n)) for n in self.graph.successors(switch)
+                if self.graph.edges[switch, n]["kind"] == "fabric"}
+
     def links(self):
         """Every directed link as (tail, head, edge attributes), in a stable order."""
         return sorted(self.graph.edges(data=True), key=lambda edge: (edge[0], edge[1]))

@@ -139,10 +139,12 @@ class InaController(app_manager.RyuApp):
     def _available_graph(self, view, book):
         graph = view.graph.copy()
         reserved = book.reserved_mbps if book is not None else {}
+        down = self.fabric.down_links
         for tail, head, data in graph.edges(data=True):
-            data["capacity_mbps"] = max(MIN_CAPACITY_MBPS,   # the planner needs capacity > 0
-                                        data["capacity_mbps"] - reserved.get((tail, head), 0.0)
-                                        - self.booked_mbps.get((tail, head), 0.0))
+            free = 0.0 if frozenset((tail, head)) in down else (
+                data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+                - self.booked_mbps.get((tail, head), 0.0))
+            data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)   # the planner needs capacity > 0
         return graph
 
     def _messages(self, view, plan_id, datapath_of):

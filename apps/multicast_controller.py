@@ -28,7 +28,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
-from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
+from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
 from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan)
@@ -66,6 +66,8 @@ class MulticastController(app_manager.RyuApp):
         self.rng = random.Random()
         kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self})
         self.lease_thread = hub.spawn(self._expire_leases)
+        self.link_changes = hub.Queue()
+        self.reroute_thread = hub.spawn(self._reroute_trees)
 
     @property
     def fabric(self):
@@ -101,7 +103,8 @@ class MulticastController(app_manager.RyuApp):
         try:  # no yield in here: the trees are computed and booked against one state
             for spec in specs:
                 tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
-                                    self.book.reserved_mbps, spec.policy, self.rng, load_mbps=load)
+                                    self._usable(self.book.reserved_mbps), spec.policy, self.rng,
+                                    load_mbps=load)
                 plans.append(forwarding_plan(view, tree))
                 reservations.append(self.book.reserve(tree, ttl_s))
                 self.release_keys[reservations[-1].tree_id] = release_key
@@ -155,6 +158,18 @@ class MulticastController(app_manager.RyuApp):
                              tree.bandwidth_mbps, ",".join(s for s, _, _ in plan), tree.policy,
                              reservation.address)
         return reservations
+
+    def _usable(self, reserved_mbps, down_links=None):
+        """Reservations with every link that is down counted as full: trees avoid them."""
+        down_links = self.fabric.down_links if down_links is None else down_links
+        if not down_links:
+            return reserved_mbps
+        reserved = dict(reserved_mbps)
+        for link in down_links:
+            tail, head = tuple(link)
+            for edge in ((tail, head), (head, tail)):
+                reserved[edge] = self.book.view.graph.edges[edge]["capacity_mbps"]
+        return reserved
 
     def _datapaths_for(self, view, plan):
         datapaths, missing = {}, []
@@ -231,6 +246,85 @@ class MulticastController(app_manager.RyuApp):
         for reservation in list(old or []):
             self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
             self._release_if_booked(reservation.tree_id, old)
+
+    @set_ev_cls(EventLinksChanged)
+    def _links_changed(self, ev):
+        # rerouting waits for barrier replies, which reach this app as events: not here
+        self.link_changes.put(ev.down_links)
+
+    def _reroute_trees(self):
+        """Thread: move every live tree that uses a link that is down onto the rest of the
+        fabric, for the latest set of down links."""
+        while True:
+            down_links = self.link_changes.get()
+            while not self.link_changes.empty():
+                down_links = self.link_changes.get()
+            try:
+                if self.book is None or self.book.view is not self.fabric.view:
+                    continue
+                for reservation in list(self.book):
+                    if any(frozenset(edge) in down_links for edge in reservation.tree.edges):
+                        self._reroute(reservation.tree_id, down_links)
+            except Exception:   # a background thread logs and keeps going
+                self.logger.exception("rerouting trees failed")
+
+    def _reroute(self, tree_id, down_links):
+        """Make-before-break: compute the tree again without the down links (its own
+        bandwidth counted free), install the new switch state and confirm it, then
+        remove what only the old tree had, and rebook. If no tree fits, release it."""
+        book, view = self.book, self.book.view
+        try:
+            old = book.get(tree_id)
+        except ReservationError:
+            return   # released meanwhile
+        reserved = dict(book.reserved_mbps)
+        for edge in old.tree.edges:
+            reserved[edge] -= old.tree.bandwidth_mbps
+        reserved = self._usable(reserved, down_links)
+        try:
+            tree = compute_tree(view, old.tree.source, old.tree.receivers, old.tree.bandwidth_mbps,
+                                reserved, old.tree.policy, self.rng)
+            datapaths = self._datapaths_for(view, forwarding_plan(view, tree))
+        except (InfeasibleTree, RequestError) as error:
+            self.logger.warning("tree %d crosses a failed link and no other tree fits (%s): "
+                                "releasing it", tree_id, error)
+            self._release_if_booked(tree_id, book)
+            return
+        old_plan = {switch: in_port for switch, in_port, _ in forwarding_plan(view, old.tree)}
+        new_plan = forwarding_plan(view, tree)
+        messages = defaultdict(list)
+        for switch, in_port, out_ports in new_plan:
+            datapath = datapaths[switch]
+            if switch in old_plan:
+                messages[datapath] += of.tree_update(datapath, tree_id, old.address, in_port,
+                                                     out_ports, old_plan[switch])
+            else:
+                messages[datapath] += of.tree_install(datapath, tree_id, old.address, in_port,
+                                                      out_ports, tree.bandwidth_mbps)
+        batch = self.tracker.send(messages)
+        if not batch.wait(CONFIRM_TIMEOUT_S) or batch.errors:
+            self.tracker.abandon(batch)
+            self.logger.error("tree %d: the new tree was not confirmed; releasing it", tree_id)
+            self._release_if_booked(tree_id, book)
+            return
+        if self.book is not book or tree_id not in book.ids():   # released meanwhile
+            for switch in {s for s, _, _ in new_plan} - set(old_plan):
+                self.tracker.send({datapaths[switch]: of.tree_removal(datapaths[switch], tree_id)})
+            return
+        book.replace(tree_id, tree)
+        new_in_port = {switch: in_port for switch, in_port, _ in new_plan}
+        removals = {}
+        for switch, in_port in old_plan.items():
+            datapath = self.fabric.datapaths.get(view.dpid(switch))
+            if datapath is None:
+                continue
+            if switch not in new_in_port:
+                removals[datapath] = of.tree_removal(datapath, tree_id)
+            elif new_in_port[switch] != in_port:
+                removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
+        self.tracker.send(removals)
+        self.logger.info("tree %d rerouted around failed link(s): now via %s", tree_id,
+                         ",".join(s for s, _, _ in new_plan))
 
     @set_ev_cls(EventSwitchSynced)
     def _switch_synced(self, ev):

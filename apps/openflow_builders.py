@@ -120,6 +120,31 @@ def tree_install(datapath, tree_id, address, in_port, out_ports, rate_mbps):
     return [meter, group, flow]
 
 
+def tree_update(datapath, tree_id, address, in_port, out_ports, old_in_port):
+    """A switch that had the tree gets its new share before the old goes: the group
+    changes its buckets; a new in_port gets its own flow (the old flow is removed by
+    tree_flow_removal once every switch confirmed)."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
+    messages = [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_MODIFY, type_=ofproto.OFPGT_ALL,
+                                   group_id=tree_id, buckets=buckets)]
+    if in_port != old_in_port:
+        match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
+        messages.append(flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
+                                 [parser.OFPActionGroup(tree_id)], meter_id=tree_id))
+    return messages
+
+
+def tree_flow_removal(datapath, tree_id, address, in_port):
+    """Remove the tree's flow for one in_port only (the others stay)."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
+    return parser.OFPFlowMod(datapath=datapath, cookie=multicast_cookie(tree_id),
+                             cookie_mask=ALL_COOKIE_BITS, priority=PRIORITY_MULTICAST, match=match,
+                             command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
+                             out_group=ofproto.OFPG_ANY)
+
+
 def tree_removal(datapath, tree_id):
     """Remove one switch's share of a tree: its flow first, then its group and meter."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto

@@ -83,6 +83,18 @@ class ReservationBook:
             self._unbook(edge, reservation.tree.bandwidth_mbps)
         return reservation
 
+    def replace(self, tree_id, tree):
+        """Move a reservation to another tree (same id, address and lease), e.g. around a
+        failed link; no capacity check here (the tree was computed on what is free)."""
+        old = self.get(tree_id)
+        for edge in old.tree.edges:
+            self._unbook(edge, old.tree.bandwidth_mbps)
+        for edge in tree.edges:
+            self.reserved_mbps[edge] += tree.bandwidth_mbps
+        self._by_id[tree_id] = Reservation(tree_id, old.address, tree, old.created_at,
+                                           old.expires_at)
+        return self._by_id[tree_id]
+
     def hold(self, key, loads_mbps):
         """Book other traffic (e.g. an INA plan's streams) on links: {(tail, head): Mbit/s}.
         Trees are then admitted against it; no capacity check here (the caller planned on

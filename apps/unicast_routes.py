@@ -28,8 +28,11 @@ class ForwardingRule:
     out_port: int
 
 
-def host_pair_paths(view):
-    """{(src_host, dst_host): [switch, ...]} for every ordered pair of distinct hosts."""
+def host_pair_paths(view, down_links=frozenset()):
+    """{(src_host, dst_host): [switch, ...]} for every ordered pair of distinct hosts that
+    the fabric without `down_links` (frozensets of two switches) still joins."""
+    graph = nx.Graph(view.switch_graph)
+    graph.remove_edges_from(tuple(link) for link in down_links)
     hosts = view.hosts
     switch_of = {h: view.attachment(h)[0] for h in hosts}
     candidates = {}
@@ -41,7 +44,12 @@ def host_pair_paths(view):
                 continue
             ends = (switch_of[src], switch_of[dst])
             if ends not in candidates:
-                candidates[ends] = sorted(nx.all_shortest_paths(view.switch_graph, *ends))
+                try:
+                    candidates[ends] = sorted(nx.all_shortest_paths(graph, *ends))
+                except nx.NetworkXNoPath:
+                    candidates[ends] = []
+            if not candidates[ends]:
+                continue
 
             def crowding(path):
                 loads = [pairs_on_link[link] for link in zip(path, path[1:])]
@@ -53,10 +61,10 @@ def host_pair_paths(view):
     return paths
 
 
-def unicast_rules(view):
-    """The sorted list of ForwardingRules that realize host_pair_paths(view)."""
+def unicast_rules(view, down_links=frozenset()):
+    """The sorted list of ForwardingRules that realize host_pair_paths(view, down_links)."""
     next_port = defaultdict(dict)  # (switch, dst_host) -> {src_host: out_port}
-    for (src, dst), path in host_pair_paths(view).items():
+    for (src, dst), path in host_pair_paths(view, down_links).items():
         hops = path + [dst]
         for here, there in zip(hops, hops[1:]):
             next_port[here, dst][src] = view.out_port(here, there)

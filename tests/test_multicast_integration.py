@@ -241,3 +241,54 @@ def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(bed):
     assert bed.client.get("/multicast/trees") == {"trees": []}
     assert multicast_state(bed) == NOTHING
     assert "Traceback" not in bed.controller_log()
+
+
+def set_port(switch, port, state):
+    subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "mod-port", switch, str(port), state], check=True)
+
+
+def test_a_failed_link_moves_the_tree_make_before_break_and_unicast_follows(bed):
+    tree = post_tree(bed, receivers=["h2", "h3", "h4"])
+    spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
+    other = ({"spine1", "spine2"} - {spine}).pop()
+    port = bed.view.out_port("leaf1", spine)
+    set_port("leaf1", port, "down")
+    try:
+        def moved():
+            now = bed.client.get("/multicast/trees/%d" % tree["id"])
+            return ["leaf1", spine] not in now["edges"] and now
+        now = wait_until(moved, 5, "the tree to leave the failed link") or moved()
+        assert (now["id"], now["address"], now["bandwidth_mbps"]) == (
+            tree["id"], tree["address"], tree["bandwidth_mbps"])
+        assert ["leaf1", other] in now["edges"]
+        state = multicast_state(bed)
+        assert state[spine] == [] and state[other]   # the old spine holds nothing any more
+        ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h3").IP())
+        assert " 0% packet loss" in ping                 # unicast goes around too
+        (result,) = run_transfer(bed, "h1", ["h2", "h3", "h4"], "path-aware", model_mb=0.5,
+                                 rate_mbps=15)
+        assert result["verified"] is True
+    finally:
+        set_port("leaf1", port, "up")
+        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    wait_until(lambda: "fabric links down: none" in bed.controller_log(), 5, "the link back")
+    assert multicast_state(bed) == NOTHING
+    assert "tree %d rerouted around failed link(s)" % tree["id"] in bed.controller_log()
+
+
+def test_a_tree_that_fits_nowhere_after_a_failure_is_released(bed):
+    tree = post_tree(bed, receivers=["h3"])
+    ports = [bed.view.out_port("leaf1", spine) for spine in ("spine1", "spine2")]
+    for port in ports:
+        set_port("leaf1", port, "down")
+    try:
+        wait_until(lambda: bed.client.get("/multicast/trees") == {"trees": []}, 5,
+                   "the tree to be released")
+        assert multicast_state(bed) == NOTHING
+        assert "no other tree fits" in bed.controller_log()
+    finally:
+        for port in ports:
+            set_port("leaf1", port, "up")
+    wait_until(lambda: bed.host("h1").cmd("ping -c 1 -W 1 %s" % bed.host("h3").IP()).count(
+        " 0% packet loss"), 10, "unicast to be restored")
+    del tree
