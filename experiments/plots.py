@@ -170,6 +170,23 @@ def plot_train(csv_path):
     return save(figure, csv_path)
 
 
+def plot_fault_recovery(csv_path):
+    """The longest silence a worker saw around each run's fault."""
+    rows = read_rows(csv_path)
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    gaps = [float(r["gap_ms"]) if r["gap_ms"] else 0.0 for r in rows]
+    colors = ["tab:blue" if r["verified"] == "True" else "tab:red" for r in rows]
+    axes.bar([r["run"] for r in rows], gaps, color=colors)
+    if gaps:
+        axes.axhline(statistics.median(gaps), color="tab:grey", linestyle="--", label="median")
+        axes.legend()
+    axes.set_xlabel("run")
+    axes.set_ylabel("longest gap at a worker (ms)")
+    axes.set_title("Recovery from a %s fault" % rows[0]["fault"] if rows else "Recovery")
+    axes.grid(alpha=0.3, axis="y")
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -181,7 +198,7 @@ def save(figure, csv_path):
 PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
             "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
             "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
-            "f_repaired": plot_ina, "test_accuracy": plot_train}
+            "f_repaired": plot_ina, "test_accuracy": plot_train, "gap_ms": plot_fault_recovery}
 
 
 def main(argv=None):

@@ -115,6 +115,8 @@ class ParameterServer:
                     channel.send({"report": number})
                 missing = set()
                 reports = {name: channel.receive() for name, channel in self.workers.items()}
+                if passes == 0:   # the longest silence any worker saw in the first pass
+                    gap_ms = max(r["first_pass_max_gap_ms"] for r in reports.values())
                 for report in reports.values():
                     for first, last in report["missing"]:
                         missing.update(range(first, last))
@@ -129,7 +131,7 @@ class ParameterServer:
             for channel in self.workers.values():
                 channel.send({"done": number})
             return {"completion_s": time.perf_counter() - started, "tree_setup_s": tree_setup_s,
-                    "bytes_sent": bytes_sent, "repair_passes": passes,
+                    "bytes_sent": bytes_sent, "repair_passes": passes, "gap_ms": gap_ms,
                     "verified": all(r["sha256_ok"] for r in reports.values()),
                     "tree_id": tree["id"], "tree_edges": len(tree["edges"])}
         finally:

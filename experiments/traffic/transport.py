@@ -105,6 +105,9 @@ class ChunkReceiver:
     def __init__(self, group, port, data_ip, number, size):
         self.number, self.data = number, bytearray(size)
         self.have = np.zeros(chunk_count(size), dtype=bool)
+        self.last_arrival = None
+        self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
+        self.measuring = True
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
@@ -123,6 +126,10 @@ class ChunkReceiver:
         except BlockingIOError:
             return
         round_number, index, _chunks = HEADER.unpack_from(packet)
+        now = time.perf_counter()
+        if self.measuring and self.last_arrival is not None:
+            self.max_gap_s = max(self.max_gap_s, now - self.last_arrival)
+        self.last_arrival = now
         if round_number == self.number and not self.have[index]:
             payload = packet[HEADER.size:]
             self.data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
@@ -161,7 +168,9 @@ def receive_chunks(channel, receiver, sha256):
                 if request != {"report": number}:
                     raise RuntimeError("unexpected %r while receiving round %d" % (request, number))
                 receiver.drain()
-                channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256)})
+                receiver.measuring = False   # the first pass is over: repairs come in bursts
+                channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256),
+                              "first_pass_max_gap_ms": receiver.max_gap_s * 1000})
     finally:
         selector.close()
 
