@@ -36,7 +36,7 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
                                     "traffic.gradients", "train", "traffic.training",
-                                    "inart_example"])
+                                    "inart_example", "fault_recovery"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -183,3 +183,17 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     assert out.with_suffix(".png").stat().st_size > 0
     assert "test accuracy equals the reference's at every round: True" in answer.stdout
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fault", ["link", "switch"])
+def test_fault_recovery_moves_the_tree_and_every_run_is_verified(tmp_path, fault):
+    require_root()
+    out = tmp_path / "fault.csv"
+    answer = run("fault_recovery", *SMALL, "--fault", fault, "--workers", "3", "--runs", "1",
+                 "--model-mb", "2", "--fail-after-s", "0.3", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    assert result["repaired"] is True and result["verified"] is True
+    assert result["leftovers"] == {} and 0 < result["gap_ms"] < 1000
+    assert out.with_suffix(".png").stat().st_size > 0
