@@ -286,6 +286,12 @@ class MulticastController(app_manager.RyuApp):
                                 reserved, old.tree.policy, self.rng)
             datapaths = self._datapaths_for(view, forwarding_plan(view, tree))
         except (InfeasibleTree, RequestError) as error:
+            gone = [s for s, _, _ in forwarding_plan(view, old.tree)
+                    if view.dpid(s) not in self.fabric.datapaths]
+            if gone:   # a switch away (restarting?): it gets the tree back when it reconnects
+                self.logger.warning("tree %d: no way around disconnected %s (%s); kept for "
+                                    "when it reconnects", tree_id, ",".join(gone), error)
+                return
             self.logger.warning("tree %d crosses a failed link and no other tree fits (%s): "
                                 "releasing it", tree_id, error)
             self._release_if_booked(tree_id, book)
