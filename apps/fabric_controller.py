@@ -41,6 +41,14 @@ STATS_INTERVAL_S = 1.0
 REST_APP_KEY = "fabric_controller"
 
 
+def rules_per_switch(view, down_links=frozenset()):
+    """{switch: [ForwardingRule]} of the unicast routes around down_links."""
+    rules = defaultdict(list)
+    for rule in unicast_rules(view, down_links):
+        rules[rule.switch].append(rule)
+    return rules
+
+
 class EventFabricChanged(event.EventBase):
     """A new fabric description was adopted; `view` is its FabricView."""
 
@@ -90,9 +98,7 @@ class FabricController(app_manager.RyuApp):
     def load_fabric(self, description):
         """Adopt a new description (FabricError if invalid; then nothing changes)."""
         view = FabricView(description)
-        rules_by_switch = defaultdict(list)
-        for rule in unicast_rules(view):
-            rules_by_switch[rule.switch].append(rule)
+        rules_by_switch = rules_per_switch(view)
         self.view, self.rules_by_switch = view, rules_by_switch
         self.synced_dpids.clear()
         self.port_down.clear()
@@ -144,9 +150,7 @@ class FabricController(app_manager.RyuApp):
         if down == self.down_links:
             return
         self.down_links = down
-        self.rules_by_switch = defaultdict(list)
-        for rule in unicast_rules(self.view, down):
-            self.rules_by_switch[rule.switch].append(rule)
+        self.rules_by_switch = rules_per_switch(self.view, down)
         self.logger.info("fabric links down: %s; unicast routes recomputed",
                          ", ".join(sorted("-".join(sorted(link)) for link in down)) or "none")
         for datapath in list(self.datapaths.values()):

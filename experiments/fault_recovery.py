@@ -19,7 +19,6 @@ must be empty). Writes a CSV and a PNG, and prints the median gap.
 
 import json
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from tqdm import tqdm
 from apps.fabric_view import FabricView
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.testbed import FabricTestbed, ofctl, wait_until
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
@@ -64,11 +63,6 @@ def parse_args(argv):
     return args
 
 
-def ofctl(*arguments):
-    subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments], check=True,
-                   capture_output=True)
-
-
 class Fault:
     """Waits for the PS's tree, then breaks what it crosses; heal() undoes it."""
 
@@ -92,13 +86,7 @@ class Fault:
             ofctl("mod-port", leaf, str(port), "down")
             self.heal_steps.append(lambda: ofctl("mod-port", leaf, str(port), "up"))
         else:
-            target = subprocess.run(["ovs-vsctl", "get-controller", spine], capture_output=True,
-                                    text=True, check=True).stdout.split()
-            subprocess.run(["ovs-vsctl", "del-controller", spine], check=True)
-            for command in ("del-flows", "del-groups", "del-meters"):   # a restart forgets all
-                ofctl(command, spine)
-            time.sleep(self.down_s)
-            subprocess.run(["ovs-vsctl", "set-controller", spine, *target], check=True)
+            self.bed.reconnect_switch(spine, restart=True, away_s=self.down_s)
 
     def heal(self):
         for step in self.heal_steps:

@@ -56,11 +56,16 @@ def wait_until(condition, timeout_s, what, poll_s=0.25):
         time.sleep(poll_s)
 
 
+def ofctl(*arguments):
+    """Run `ovs-ofctl -O OpenFlow13 ARGUMENTS`; returns what it prints."""
+    return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def ofctl_lines(*arguments):
     """What `ovs-ofctl -O OpenFlow13 ARGUMENTS` prints, without its reply headers."""
-    output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments],
-                            capture_output=True, text=True, check=True).stdout
-    return [line.strip() for line in output.splitlines() if line.strip() and " reply (" not in line]
+    return [line.strip() for line in ofctl(*arguments).splitlines()
+            if line.strip() and " reply (" not in line]
 
 
 def ryu_manager_command():
@@ -143,11 +148,17 @@ class FabricTestbed:
         self.client.put("/fabric/topology", describe(self.topo))
         self._wait_until_synced()
 
-    def reconnect_switch(self, switch):
-        """Make `switch` drop its OpenFlow connection and connect again."""
+    def reconnect_switch(self, switch, restart=False, away_s=0.0):
+        """Make `switch` drop its OpenFlow connection and connect again after away_s; with
+        restart, it also loses every flow, group and meter meanwhile, as a restarted
+        switch does."""
         target = subprocess.run(["ovs-vsctl", "get-controller", switch], capture_output=True,
                                 text=True, check=True).stdout.split()
         subprocess.run(["ovs-vsctl", "del-controller", switch], check=True)
+        if restart:
+            for command in ("del-flows", "del-groups", "del-meters"):
+                ofctl(command, switch)
+        time.sleep(away_s)
         subprocess.run(["ovs-vsctl", "set-controller", switch, *target], check=True)
 
     def leftovers(self):

@@ -10,7 +10,7 @@ import pytest
 from apps.fabric_view import FabricView
 from experiments.controller_client import ControllerHttpError
 from experiments.traffic.model_transfer import run_transfer
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.testbed import FabricTestbed, ofctl, wait_until
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import require_root
@@ -244,7 +244,7 @@ def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(bed):
 
 
 def set_port(switch, port, state):
-    subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "mod-port", switch, str(port), state], check=True)
+    ofctl("mod-port", switch, str(port), state)
 
 
 def test_a_failed_link_moves_the_tree_make_before_break_and_unicast_follows(bed):
