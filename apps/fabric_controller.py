@@ -15,6 +15,10 @@ controller) it is cleared of every flow, group and meter of ours, gets the
 fabric flows, and EventSwitchSynced tells the other apps to install there
 what they know, so a switch holds exactly what the controller reports.
 
+With a state directory (apps/state_files.py) the description is saved on every
+PUT and loaded again when the controller starts, so a restarted controller
+needs no PUT; a PUT always reloads (and releases every tree).
+
 REST: GET/PUT /fabric/topology, GET /fabric/links. Decisions come from the pure
 modules fabric_view, unicast_routes and link_load; this app only turns events
 into calls and decisions into the messages of openflow_builders.
@@ -30,6 +34,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
+from apps import state_files
 from apps.arp_responder import arp_reply
 from apps.fabric_view import FabricError, FabricView
 from apps.link_load import PortRates, link_report
@@ -50,11 +55,12 @@ def rules_per_switch(view, down_links=frozenset()):
 
 
 class EventFabricChanged(event.EventBase):
-    """A new fabric description was adopted; `view` is its FabricView."""
+    """A new fabric description was adopted; `view` is its FabricView. `restored`: it is
+    the one saved before a restart (the apps restore what they saved with it)."""
 
-    def __init__(self, view):
+    def __init__(self, view, restored=False):
         super().__init__()
-        self.view = view
+        self.view, self.restored = view, restored
 
 
 class EventSwitchSynced(event.EventBase):
@@ -93,9 +99,21 @@ class FabricController(app_manager.RyuApp):
         kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self})
         self.stats_thread = hub.spawn(self._poll_port_stats)
 
+    def start(self):
+        """Load the description saved before a restart, once every app listens for events."""
+        thread = super().start()
+        description = state_files.load("fabric")
+        if description is not None:
+            try:
+                self.load_fabric(description, restored=True)
+            except FabricError as error:
+                self.logger.error("saved fabric description unusable (%s); waiting for "
+                                  "PUT /fabric/topology", error)
+        return thread
+
     # --- fabric description -------------------------------------------------
 
-    def load_fabric(self, description):
+    def load_fabric(self, description, restored=False):
         """Adopt a new description (FabricError if invalid; then nothing changes)."""
         view = FabricView(description)
         rules_by_switch = rules_per_switch(view)
@@ -103,10 +121,12 @@ class FabricController(app_manager.RyuApp):
         self.synced_dpids.clear()
         self.port_down.clear()
         self.down_links = frozenset()
-        self.logger.info("fabric loaded: %d switches, %d hosts, %d unicast rules",
-                         len(view.switches), len(view.hosts),
+        self.logger.info("fabric %s: %d switches, %d hosts, %d unicast rules",
+                         "restored" if restored else "loaded", len(view.switches), len(view.hosts),
                          sum(map(len, rules_by_switch.values())))
-        self.send_event_to_observers(EventFabricChanged(view))
+        if not restored:
+            state_files.save("fabric", description)
+        self.send_event_to_observers(EventFabricChanged(view, restored))
         for datapath in list(self.datapaths.values()):
             self._install_fabric(datapath)
 

@@ -11,6 +11,11 @@ switch confirmed with a barrier. A rejected message removes everything
 installed for that tree and books nothing. DELETE, or the lease running
 out, removes it all and returns the bandwidth.
 
+With a state directory (apps/state_files.py) the trees clients created are
+saved after every change and restored, same ids, addresses, leases and
+release keys, when a restarted controller restores the fabric; the switches
+get them back as they connect. Trees of SELMCAST rounds go with their rounds.
+
 REST: POST /multicast/trees, GET /multicast/trees, GET/DELETE /multicast/trees/<id>.
 Errors: 400 malformed or invalid, 404 unknown host or tree, 409 infeasible
 (with max_feasible_mbps), 503 fabric not ready, 500 a switch rejected the tree.
@@ -28,6 +33,7 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 
 from apps import openflow_builders as of
+from apps import state_files
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
 from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
@@ -157,6 +163,7 @@ class MulticastController(app_manager.RyuApp):
                              "address %s", reservation.tree_id, tree.source, len(tree.receivers),
                              tree.bandwidth_mbps, ",".join(s for s, _, _ in plan), tree.policy,
                              reservation.address)
+        self._remember()
         return reservations
 
     def _usable(self, reserved_mbps, down_links=None):
@@ -192,7 +199,9 @@ class MulticastController(app_manager.RyuApp):
             reservation = book.release(tree_id)
         except (ReservationError, AttributeError):
             raise RequestError(404, "no tree with id %r" % (tree_id,)) from None
-        self.release_keys.pop(tree_id, None)
+        if book is self.book:   # else the key belongs to the new book's tree of that id
+            self.release_keys.pop(tree_id, None)
+            self._remember()
         view = book.view
         removals = {}
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
@@ -206,6 +215,26 @@ class MulticastController(app_manager.RyuApp):
         self.logger.info("tree %d released (%.3f Mbit/s returned)", tree_id,
                          reservation.tree.bandwidth_mbps)
         return reservation
+
+    def _remember(self):
+        """Save the trees clients own, for a restart (nothing without a state directory)."""
+        if self.book is not None:
+            state_files.save("multicast", {"trees": [
+                dict(self.book.record(r.tree_id), release_key=self.release_keys[r.tree_id])
+                for r in self.book if self.release_keys.get(r.tree_id)]})
+
+    def _restore_trees(self):
+        for record in (state_files.load("multicast") or {}).get("trees", []):
+            try:
+                reservation = self.book.restore(record)
+            except ReservationError as error:
+                self.logger.error("saved tree %s not restored: %s", record.get("id"), error)
+                continue
+            self.release_keys[reservation.tree_id] = record.get("release_key")
+            self.logger.info("tree %d restored: %s -> %d receivers at %.3f Mbit/s, address %s",
+                             reservation.tree_id, reservation.tree.source,
+                             len(reservation.tree.receivers), reservation.tree.bandwidth_mbps,
+                             reservation.address)
 
     def _release_if_booked(self, tree_id, book=None):
         """Release a tree unless a concurrent DELETE already did."""
@@ -243,6 +272,10 @@ class MulticastController(app_manager.RyuApp):
     @set_ev_cls(EventFabricChanged)
     def _fabric_changed(self, ev):
         old, self.book = self.book, ReservationBook(ev.view)   # new requests see the new fabric
+        self.release_keys = {}
+        if ev.restored:
+            self._restore_trees()
+        self._remember()
         for reservation in list(old or []):
             self.logger.info("fabric changed: releasing tree %d", reservation.tree_id)
             self._release_if_booked(reservation.tree_id, old)
@@ -318,6 +351,7 @@ class MulticastController(app_manager.RyuApp):
                 self.tracker.send({datapaths[switch]: of.tree_removal(datapaths[switch], tree_id)})
             return
         book.replace(tree_id, tree)
+        self._remember()
         new_in_port = {switch: in_port for switch, in_port, _ in new_plan}
         removals = {}
         for switch, in_port in old_plan.items():

@@ -59,10 +59,7 @@ class ReservationBook:
 
     def reserve(self, tree, ttl_s=None):
         """Book tree.bandwidth_mbps on every edge of `tree`; returns the Reservation."""
-        for edge in tree.edges:
-            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps.get(edge, 0.0)
-            if free + CAPACITY_TOLERANCE_MBPS < tree.bandwidth_mbps:
-                raise ReservationError("link %s->%s has only %.3f Mbit/s unreserved" % (*edge, free))
+        self._check_free(tree)
         in_use = {r.address for r in self._by_id.values()}
         address = next((a for a in self._addresses if a not in in_use), None)
         if address is None:
@@ -70,10 +67,52 @@ class ReservationBook:
         now = self.clock()
         reservation = Reservation(next(self._ids), address, tree, now,
                                   None if ttl_s is None else now + ttl_s)
-        self._by_id[reservation.tree_id] = reservation
-        for edge in tree.edges:
-            self.reserved_mbps[edge] += tree.bandwidth_mbps
+        self._book(reservation)
         return reservation
+
+    def _check_free(self, tree):
+        for edge in tree.edges:
+            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps.get(edge, 0.0)
+            if free + CAPACITY_TOLERANCE_MBPS < tree.bandwidth_mbps:
+                raise ReservationError("link %s->%s has only %.3f Mbit/s unreserved" % (*edge, free))
+
+    def _book(self, reservation):
+        self._by_id[reservation.tree_id] = reservation
+        for edge in reservation.tree.edges:
+            self.reserved_mbps[edge] += reservation.tree.bandwidth_mbps
+
+    def record(self, tree_id):
+        """The reservation as JSON-able data that restore() takes back, e.g. in a new
+        process: its lease as seconds left, since clocks do not survive a restart."""
+        reservation = self.get(tree_id)
+        tree = reservation.tree
+        return {"id": tree_id, "address": reservation.address, "source": tree.source,
+                "receivers": list(tree.receivers), "edges": [list(e) for e in tree.edges],
+                "bandwidth_mbps": tree.bandwidth_mbps, "policy": tree.policy,
+                "expires_in_s": None if reservation.expires_at is None
+                else reservation.expires_at - self.clock()}
+
+    def restore(self, record):
+        """Book a reservation record() made, with its id and address; ReservationError
+        if it no longer fits this fabric (unknown links, capacity, id or address taken).
+        Later ids follow it, so ids stay unique."""
+        try:
+            tree = MulticastTree(record["source"], tuple(record["receivers"]),
+                                 tuple(tuple(edge) for edge in record["edges"]),
+                                 float(record["bandwidth_mbps"]), record["policy"])
+            missing = [edge for edge in tree.edges if not self.view.graph.has_edge(*edge)]
+            tree_id, address = int(record["id"]), record["address"]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ReservationError("not a reservation record: %r" % (error,)) from None
+        if missing:
+            raise ReservationError("links not in this fabric: %s" % missing)
+        if tree_id in self._by_id or address in {r.address for r in self._by_id.values()}:
+            raise ReservationError("id %d or address %s already booked" % (tree_id, address))
+        self._check_free(tree)
+        now, ttl_s = self.clock(), record.get("expires_in_s")
+        self._book(Reservation(tree_id, address, tree, now, None if ttl_s is None else now + ttl_s))
+        self._ids = itertools.count(max(tree_id + 1, next(self._ids)))
+        return self._by_id[tree_id]
 
     def release(self, tree_id):
         """Return the tree's bandwidth and address; returns the released Reservation."""

@@ -2,11 +2,14 @@
 
 It sends the token in SYNCFABRIC_REST_TOKEN (if set) with every request, and
 one release key of its own with every POST and DELETE, so whatever it creates
-only it may release (apps/rest_json.py)."""
+only it may release (apps/rest_json.py). With retry_s, a refused connection (the
+request never reached a controller, e.g. one that is restarting) is tried
+again for up to retry_s seconds."""
 
 import json
 import os
 import secrets
+import time
 import urllib.error
 import urllib.request
 
@@ -24,9 +27,10 @@ class ControllerHttpError(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, base_url, timeout_s=10.0, token=None):
+    def __init__(self, base_url, timeout_s=10.0, token=None, retry_s=0.0):
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.retry_s = retry_s
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.release_key = secrets.token_urlsafe(16)
 
@@ -39,6 +43,17 @@ class ControllerClient:
             headers["Authorization"] = "Bearer " + self.token
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
                                          headers=headers)
+        deadline = time.monotonic() + self.retry_s
+        while True:
+            try:
+                return self._send(request)
+            except urllib.error.URLError as error:
+                refused = isinstance(getattr(error, "reason", None), ConnectionRefusedError)
+                if not refused or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _send(self, request):
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
                 return json.loads(answer.read() or b"null")

@@ -1,5 +1,5 @@
-"""Fault recovery: a PS streams a model over a path-aware tree while a fabric link fails
-or a switch restarts, and the controller moves the tree.
+"""Fault recovery: a PS streams a model over a path-aware tree while a fabric link fails,
+a switch restarts or the controller is killed, and the tree carries on.
 
     python -m experiments.fault_recovery --fault link --runs 5 --out results/fault_recovery.csv
 
@@ -9,10 +9,13 @@ model to the next --workers hosts over a reserved path-aware tree
 - link: the tree's uplink from h1's leaf goes down (ovs-ofctl mod-port ...
   down); it comes back after the run;
 - switch: the spine the tree crosses restarts: it loses its controller
-  connection and all its tables, and connects again --down-s later.
+  connection and all its tables, and connects again --down-s later;
+- controller: ryu-manager is killed and started again --down-s later; it
+  restores the fabric and the tree from its state directory, and each switch
+  is reconciled as it connects (the PS's REST calls wait for it meanwhile).
 Each run prints one JSON object: gap_ms (the longest time any worker saw no
 tree packets in the first pass, i.e. around the failure), repaired (the tree
-was moved and kept its id), verified (every worker's SHA-256 matched in the
+was moved, or for a controller restored, and kept its id), verified (every worker's SHA-256 matched in the
 end), leftovers (groups, meters and multicast flows left after the release;
 must be empty). Writes a CSV and a PNG, and prints the median gap.
 """
@@ -35,7 +38,7 @@ from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
-FAULTS = ("link", "switch")
+FAULTS = ("link", "switch", "controller")
 COLUMNS = ["fault", "run", "gap_ms", "repaired", "verified", "leftovers", "completion_s",
            "repair_passes", "failed"]
 
@@ -53,7 +56,7 @@ def parse_args(argv):
     parser.add_argument("--fail-after-s", type=float, default=0.8,
                         help="when the fault happens, after the tree exists")
     parser.add_argument("--down-s", type=float, default=1.0,
-                        help="how long a restarted switch stays away")
+                        help="how long a restarted switch or controller stays away")
     parser.add_argument("--out", type=Path, default=Path("results/fault_recovery.csv"))
     args = parser.parse_args(argv)
     if not 1 <= args.workers < args.leaves * args.hosts_per_leaf:
@@ -78,6 +81,9 @@ class Fault:
         wait_until(tree, 20, "the PS's tree", poll_s=0.02)
         self.tree = tree()
         time.sleep(self.after_s)
+        if self.kind == "controller":
+            self.bed.restart_controller(away_s=self.down_s)
+            return
         leaf = next(s for s in self.view.switches if self.view.graph.nodes[s]["role"] == "leaf"
                     and ["h1", s] in self.tree["edges"])
         spine = next(child for parent, child in self.tree["edges"] if parent == leaf)
@@ -118,7 +124,8 @@ def one_run(bed, view, args, number):
                20, "every switch back")
     log = bed.controller_log()
     repaired = fault.tree is not None and (
-        "tree %d rerouted around failed link(s)" % fault.tree["id"] in log)
+        ("tree %d restored" if args.fault == "controller" else
+         "tree %d rerouted around failed link(s)") % fault.tree["id"] in log)
     return {"fault": args.fault, "run": number, "gap_ms": result.get("gap_ms"),
             "repaired": repaired, "verified": result["verified"],
             "leftovers": bed.leftovers(), "completion_s": result.get("completion_s"),

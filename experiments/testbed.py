@@ -6,7 +6,8 @@
 
 The controller runs with a fresh REST token (SYNCFABRIC_REST_TOKEN, apps/rest_json.py);
 the testbed sets it in its own environment too, so its client and the programs it
-starts in hosts send it.
+starts in hosts send it. It also gets a fresh state directory (apps/state_files.py),
+so restart_controller() restarts it with its memory, unless told to forget.
 
 Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first and fails
 with a one-line PlatformError (only then does it report progress); whatever had started by a failure is torn
@@ -15,6 +16,7 @@ down again, so nothing (bridges, hosts, controller) is left behind.
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
+from apps.state_files import STATE_DIR_ENV
 from experiments.controller_client import TOKEN_ENV, ControllerClient
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
@@ -85,6 +88,7 @@ class FabricTestbed:
         self.ready_timeout_s = ready_timeout_s
         self.log_path = log_path or tempfile.mkstemp(prefix="syncfabric-ryu-", suffix=".log")[1]
         self.token = secrets.token_urlsafe(16)
+        self.state_dir = None
         self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, token=self.token)
         self.controller = None
         self.net = None
@@ -106,6 +110,7 @@ class FabricTestbed:
         check_management_network_free()
         check_port_free(self.of_port, "OpenFlow")
         check_port_free(self.rest_port, "REST")
+        self.state_dir = Path(tempfile.mkdtemp(prefix="syncfabric-state-"))
         try:
             self.progress("starting ryu-manager (%s), log in %s" % (" ".join(self.apps), self.log_path))
             self._start_controller()
@@ -134,18 +139,28 @@ class FabricTestbed:
                 self.controller.kill()
                 self.controller.wait()
             self.controller = None
+        if self.state_dir is not None:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self.state_dir = None
 
     def host(self, name):
         return self.net.get(name)
 
-    def restart_controller(self):
-        """Kill ryu-manager (no goodbye to the switches) and start it again with the same
-        apps and ports; returns once the fabric is loaded and every switch synced."""
+    def restart_controller(self, forget=False, away_s=0.0):
+        """Kill ryu-manager (no goodbye to the switches) and start it again away_s later with
+        the same apps and ports; it restores the fabric and its trees from the state
+        directory, or with forget starts without them (and gets the fabric by PUT).
+        Returns once every switch is synced."""
         self.controller.kill()
         self.controller.wait()
+        if forget:
+            for saved in self.state_dir.iterdir():
+                saved.unlink()
+        time.sleep(away_s)
         self.progress("restarting ryu-manager")
         self._start_controller(mode="a")
-        self.client.put("/fabric/topology", describe(self.topo))
+        if not self.client.get("/fabric/topology")["switches"]:
+            self.client.put("/fabric/topology", describe(self.topo))
         self._wait_until_synced()
 
     def reconnect_switch(self, switch, restart=False, away_s=0.0):
@@ -184,7 +199,9 @@ class FabricTestbed:
         os.environ[TOKEN_ENV] = self.token   # for the programs started in hosts
         with open(self.log_path, mode) as log:
             self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True)
+                                               stdin=subprocess.DEVNULL, start_new_session=True,
+                                               env=dict(os.environ,
+                                                        **{STATE_DIR_ENV: str(self.state_dir)}))
         self._wait_for(self._controller_answers, "the controller's REST API to answer")
 
     def _controller_answers(self):

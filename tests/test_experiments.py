@@ -186,8 +186,8 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("fault", ["link", "switch"])
-def test_fault_recovery_moves_the_tree_and_every_run_is_verified(tmp_path, fault):
+@pytest.mark.parametrize("fault", ["link", "switch", "controller"])
+def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault):
     require_root()
     out = tmp_path / "fault.csv"
     answer = run("fault_recovery", *SMALL, "--fault", fault, "--workers", "3", "--runs", "1",

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from apps.multicast_trees import compute_tree
@@ -87,3 +89,36 @@ def test_holds_count_against_trees_and_release_cleanly(view):
     book.release_hold(("ina", 1))
     assert dict(book.reserved_mbps) == {}
     book.reserve(tree)
+
+
+def test_a_record_restores_the_same_reservation_in_a_new_book_with_its_lease_left(view):
+    clock = Clock()
+    book = ReservationBook(view, clock=clock)
+    book.reserve(compute_tree(view, "h1", ["h3"], 1.0))
+    kept = book.reserve(compute_tree(view, "h1", ["h2", "h4"], 6.0, book.reserved_mbps), ttl_s=30)
+    clock.now += 10
+    record = json.loads(json.dumps(book.record(kept.tree_id)))   # as a state file holds it
+    later = Clock()
+    later.now = 5.0                          # a new process: another clock
+    restored_book = ReservationBook(view, clock=later)
+    restored = restored_book.restore(record)
+    assert (restored.tree_id, restored.address, restored.tree) == (kept.tree_id, kept.address,
+                                                                   kept.tree)
+    assert restored.expires_at == pytest.approx(25.0)
+    assert dict(restored_book.reserved_mbps) == {edge: 6.0 for edge in kept.tree.edges}
+    assert restored_book.reserve(compute_tree(view, "h1", ["h3"], 1.0)).tree_id == 3
+
+
+def test_a_record_that_does_not_fit_books_nothing(view):
+    book = ReservationBook(view)
+    kept = book.reserve(compute_tree(view, "h1", ["h2", "h3"], 15.0))
+    record = book.record(kept.tree_id)
+    full = ReservationBook(view)
+    full.reserve(kept.tree)
+    for target, broken in [(full, dict(record, id=7, address="239.1.0.9")), (full, record),
+                           (ReservationBook(view), dict(record, edges=[["h1", "h9"]])),
+                           (ReservationBook(view), {"id": 1})]:
+        before = dict(target.reserved_mbps), target.ids()
+        with pytest.raises(ReservationError):
+            target.restore(broken)
+        assert (dict(target.reserved_mbps), target.ids()) == before

@@ -33,6 +33,7 @@ from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, ch
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
 MODES = ("unicast",) + MULTICAST_MODES
+CONTROLLER_RESTART_GRACE_S = 30.0   # how long a PS waits for a restarting controller
 
 
 # --- PS ------------------------------------------------------------------------
@@ -43,7 +44,8 @@ class ParameterServer:
         self.model = model_bytes(args.model_mb, args.seed)
         self.sha256 = hashlib.sha256(self.model).hexdigest()
         self.chunks = chunk_count(len(self.model))
-        self.controller = ControllerClient(args.controller) if args.controller else None
+        self.controller = (ControllerClient(args.controller, retry_s=CONTROLLER_RESTART_GRACE_S)
+                           if args.controller else None)
         self.workers = {}
 
     def accept_workers(self, names):
