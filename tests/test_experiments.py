@@ -186,14 +186,18 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("fault", ["link", "switch", "controller"])
-def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault):
+@pytest.mark.parametrize("fault, model_mb", [("link", "2"), ("switch", "2"),
+                                             ("controller", "10")])   # outlasts the restart
+def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault, model_mb):
     require_root()
     out = tmp_path / "fault.csv"
     answer = run("fault_recovery", *SMALL, "--fault", fault, "--workers", "3", "--runs", "1",
-                 "--model-mb", "2", "--fail-after-s", "0.3", "--out", str(out))
+                 "--model-mb", model_mb, "--fail-after-s", "0.3", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
     assert result["repaired"] is True and result["verified"] is True
     assert result["leftovers"] == {} and 0 < result["gap_ms"] < 1000
+    with open(out) as table:
+        (row,) = csv.DictReader(table)
+    assert row["during_transfer"] == "True"
     assert out.with_suffix(".png").stat().st_size > 0
