@@ -72,7 +72,7 @@ class MulticastController(app_manager.RyuApp):
         self.rng = random.Random()
         kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self})
         self.lease_thread = hub.spawn(self._expire_leases)
-        self.link_changes = hub.Queue()
+        self.links_changed = hub.Event()
         self.reroute_thread = hub.spawn(self._reroute_trees)
 
     @property
@@ -283,21 +283,26 @@ class MulticastController(app_manager.RyuApp):
     @set_ev_cls(EventLinksChanged)
     def _links_changed(self, ev):
         # rerouting waits for barrier replies, which reach this app as events: not here
-        self.link_changes.put(ev.down_links)
+        self.links_changed.set()
 
     def _reroute_trees(self):
-        """Thread: move every live tree that uses a link that is down onto the rest of the
-        fabric, for the latest set of down links."""
+        """Thread: after links changed, move every live tree that uses a link that is down
+        onto the rest of the fabric. Which links are down is read afresh for each tree:
+        they change while trees are moved (e.g. switches connecting one by one)."""
         while True:
-            down_links = self.link_changes.get()
-            while not self.link_changes.empty():
-                down_links = self.link_changes.get()
+            self.links_changed.wait()
+            self.links_changed.clear()
             try:
                 if self.book is None or self.book.view is not self.fabric.view:
                     continue
-                for reservation in list(self.book):
-                    if any(frozenset(edge) in down_links for edge in reservation.tree.edges):
-                        self._reroute(reservation.tree_id, down_links)
+                for tree_id in sorted(self.book.ids()):
+                    down_links = self.fabric.down_links
+                    try:
+                        edges = self.book.get(tree_id).tree.edges
+                    except ReservationError:
+                        continue   # released meanwhile
+                    if any(frozenset(edge) in down_links for edge in edges):
+                        self._reroute(tree_id, down_links)
             except Exception:   # a background thread logs and keeps going
                 self.logger.exception("rerouting trees failed")
 

@@ -93,10 +93,15 @@ def multicast_cookie(tree_id):
     return MULTICAST_COOKIE_BASE | tree_id
 
 
+def meter_rate_kbps(rate_mbps):
+    """The rate a meter for rate_mbps enforces, in the kbit/s OpenFlow counts."""
+    return max(1, int(round(rate_mbps * 1000)))
+
+
 def meter_add(datapath, meter_id, rate_mbps):
     """A meter that drops what exceeds rate_mbps (with an explicit burst)."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    rate_kbps = max(1, int(round(rate_mbps * 1000)))
+    rate_kbps = meter_rate_kbps(rate_mbps)
     band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(MIN_BURST_KBITS,
                                                                   int(rate_kbps * METER_BURST_S)))
     return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,

@@ -132,6 +132,7 @@ def one_run(bed, view, args, number):
                                  args.model_mb, args.rate_fraction * args.bw)
     except RuntimeError as error:
         result = {"verified": False}
+        tqdm.write("run %d: %s" % (number, error), file=sys.stderr)   # all of it, once
         failures.append(str(error).splitlines()[0])
     injector.join()
     fault.heal()

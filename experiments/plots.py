@@ -187,6 +187,30 @@ def plot_fault_recovery(csv_path):
     return save(figure, csv_path)
 
 
+def plot_soak(csv_path):
+    """Live trees and the most-booked link over a soak, with the steps that broke a rule."""
+    rows = read_rows(csv_path)
+    elapsed = [float(r["elapsed_s"]) for r in rows]
+    figure, trees_axes = plt.subplots(figsize=(7, 3.5))
+    trees_axes.step(elapsed, [int(r["live_trees"]) for r in rows], where="post",
+                    color="tab:blue", label="live trees")
+    trees_axes.set_xlabel("time (s)")
+    trees_axes.set_ylabel("live trees", color="tab:blue")
+    booked_axes = trees_axes.twinx()
+    booked_axes.plot(elapsed, [float(r["max_reserved_fraction"]) for r in rows],
+                     color="tab:green", alpha=0.7)
+    booked_axes.set_ylabel("most-booked link (fraction)", color="tab:green")
+    booked_axes.set_ylim(0, 1.05)
+    for r, start, end in zip(rows, elapsed, elapsed[1:] + elapsed[-1:]):
+        if r["down_link"]:   # down from this step's end to the next one's
+            trees_axes.axvspan(start, end, color="tab:grey", alpha=0.15, lw=0)
+        if int(r["violations"]):
+            trees_axes.axvline(start, color="tab:red")
+    trees_axes.set_title("Soak: %d steps, %d violations (red), link down (grey)"
+                         % (len(rows), sum(int(r["violations"]) for r in rows)))
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -198,7 +222,8 @@ def save(figure, csv_path):
 PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
             "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
             "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
-            "f_repaired": plot_ina, "test_accuracy": plot_train, "gap_ms": plot_fault_recovery}
+            "f_repaired": plot_ina, "test_accuracy": plot_train, "gap_ms": plot_fault_recovery,
+            "max_reserved_fraction": plot_soak}
 
 
 def main(argv=None):

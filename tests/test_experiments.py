@@ -36,7 +36,7 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
                                     "traffic.gradients", "train", "traffic.training",
-                                    "inart_example", "fault_recovery"])
+                                    "inart_example", "fault_recovery", "soak"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -200,4 +200,20 @@ def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault
     with open(out) as table:
         (row,) = csv.DictReader(table)
     assert row["during_transfer"] == "True"
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.integration
+def test_soak_finds_no_violation_in_30_seconds(tmp_path):
+    require_root()
+    out = tmp_path / "soak.csv"
+    answer = run("soak", "--seconds", "30", "--of-port", "16657", "--rest-port", "18084",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stdout[-2000:] + answer.stderr[-2000:]
+    (summary,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    assert summary["violations"] == 0 and summary["leftovers"] == {}
+    assert summary["steps"] >= 5 and summary["faults"] >= 1
+    assert summary["answers"]["create"].get("201", 0) > 0
+    table = rows(out)
+    assert len(table) == summary["steps"] and all(r["violations"] == "0" for r in table)
     assert out.with_suffix(".png").stat().st_size > 0

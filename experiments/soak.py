@@ -1,0 +1,328 @@
+"""Soak: many clients create and release trees at once while fabric links flap; after
+every step, nothing is overbooked and every switch holds exactly the live trees.
+
+    python -m experiments.soak --seconds 600 --out results/soak.csv
+
+On a spine-leaf (default 4x4, 2 hosts per leaf, 20 Mbit/s) each step runs, all at
+the same moment, one random operation per client:
+- create: a tree from a random host to 1-5 others at 1-8 Mbit/s, a third of them
+  with a short lease (0.5-4 s) that runs out on its own; answers 201 or 409;
+- delete: one of the client's trees; 200, or 404 if its lease ran out;
+- double delete: two DELETEs of one tree at once; one 200, the other 404;
+- foreign delete: another client's tree; 403 (or 404 if gone);
+and, with --flap-probability, takes a leaf's uplink down (ovs-ofctl mod-port)
+or brings the one that is down back. Then it checks, once the controller has
+settled (up to --settle-s): the live trees' reservations fit every link; no
+tree crosses the link that is down; every switch holds exactly the groups
+(buckets), meters (rates) and multicast flows of the live trees, nothing
+else; no answer outside the expected ones; no traceback in the controller log.
+At the end every tree is released and nothing may be left on a switch.
+
+Writes a CSV (one row per step) and a PNG, prints one JSON summary
+(operations, faults, violations, ...); exits non-zero on any violation.
+"""
+
+import json
+import random
+import re
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from apps.fabric_view import FabricView
+from apps.multicast_trees import MulticastTree, forwarding_plan
+from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, meter_rate_kbps
+from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.controller_client import ControllerClient, ControllerHttpError
+from experiments.plots import plot_soak
+from experiments.testbed import FabricTestbed, ofctl, ofctl_lines
+from mininet_topos.description import describe
+from mininet_topos.platform_net import PlatformError
+from mininet_topos.spineleaf import SpineLeafTopo
+
+EXPECTED = {"create": {201, 409}, "delete": {200, 404}, "double delete": {200, 404},
+            "foreign delete": {403, 404}}
+COLUMNS = ["step", "elapsed_s", "operations", "faults", "down_link", "live_trees",
+           "max_reserved_fraction", "violations"]
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.soak", description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser, spines=4, leaves=4)
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to soak")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent REST clients")
+    parser.add_argument("--flap-probability", type=float, default=0.3,
+                        help="chance per step that a link goes down or comes back")
+    parser.add_argument("--settle-s", type=float, default=5.0,
+                        help="how long the switches may take to match the controller's report")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("results/soak.csv"))
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.clients < 1 or not 0 <= args.flap_probability <= 1:
+        parser.error("--seconds and --clients must be positive, --flap-probability in [0, 1]")
+    if args.leaves * args.hosts_per_leaf < 2:
+        parser.error("the fabric needs at least 2 hosts")
+    return args
+
+
+class Client:
+    """One REST client (its own release key) and the trees it created."""
+
+    def __init__(self, base_url, rng):
+        self.rest = ControllerClient(base_url)
+        self.rng = rng
+        self.trees = []
+
+    def status(self, method, path, body=None):
+        try:
+            answer = self.rest.request(method, path, body)
+            return (201 if method == "POST" else 200), answer
+        except ControllerHttpError as error:
+            return error.status, error.body
+
+    def operation(self, hosts, others):
+        """(kind, [status, ...], detail) of one random operation."""
+        choice = self.rng.random()
+        if not self.trees or choice < 0.4:
+            return self.create(hosts)
+        tree_id = self.rng.choice(self.trees)
+        if choice < 0.7:
+            self.trees.remove(tree_id)
+            status, answer = self.status("DELETE", "/multicast/trees/%d" % tree_id)
+            return "delete", [status], answer
+        if choice < 0.85:
+            self.trees.remove(tree_id)
+            answers = [None, None]
+
+            def delete(index):
+                answers[index] = self.status("DELETE", "/multicast/trees/%d" % tree_id)
+            threads = [threading.Thread(target=delete, args=(i,)) for i in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            statuses = sorted(status for status, _ in answers)
+            return "double delete", statuses, [a for _, a in answers]
+        theirs = [t for other in others for t in other.trees]
+        if not theirs:
+            return self.create(hosts)
+        status, answer = self.status("DELETE", "/multicast/trees/%d" % self.rng.choice(theirs))
+        return "foreign delete", [status], answer
+
+    def create(self, hosts):
+        source, *receivers = self.rng.sample(hosts, self.rng.randint(2, min(6, len(hosts))))
+        body = {"source": source, "receivers": receivers,
+                "bandwidth_mbps": self.rng.randint(1, 8),
+                "ttl_s": round(self.rng.uniform(0.5, 4.0), 1) if self.rng.random() < 1 / 3 else None}
+        status, answer = self.status("POST", "/multicast/trees", body)
+        if status == 201:
+            self.trees.append(answer["id"])
+        return "create", [status], answer
+
+
+def unexpected(kind, statuses):
+    if kind == "double delete":
+        return statuses not in ([200, 404], [404, 404])
+    return statuses[0] not in EXPECTED[kind]
+
+
+class LinkFlapper:
+    """Takes one leaf uplink down at a time (the leaf's port) and brings it back."""
+
+    def __init__(self, view, rng):
+        self.view, self.rng = view, rng
+        self.uplinks = sorted((leaf, spine) for leaf in view.switches
+                              if view.graph.nodes[leaf]["role"] == "leaf"
+                              for spine in view.graph.successors(leaf)
+                              if view.graph.nodes[spine]["role"] == "spine")
+        self.down = None
+
+    def flap(self):
+        if self.down is None:
+            self.down = self.rng.choice(self.uplinks)
+            self._set("down")
+        else:
+            self._set("up")
+            self.down = None
+
+    def restore(self):
+        if self.down is not None:
+            self.flap()
+
+    def _set(self, state):
+        leaf, spine = self.down
+        ofctl("mod-port", leaf, str(self.view.out_port(leaf, spine)), state)
+
+
+def switch_state(switch):
+    """What a switch holds of ours: ({group: out ports}, {meter: kbps}, {(tree, in_port,
+    address)}), read with ovs-ofctl."""
+    groups = {}
+    for line in ofctl_lines("dump-groups", switch):
+        found = re.match(r"group_id=(\d+),", line)
+        if found:
+            groups[int(found.group(1))] = sorted(int(p) for p in re.findall(r"output:(\d+)", line))
+    meters, meter = {}, None
+    for line in ofctl_lines("dump-meters", switch):
+        if line.startswith("meter="):
+            meter = int(line.split()[0].split("=")[1])
+            meters[meter] = None
+        elif meter is not None and "rate=" in line:
+            meters[meter] = int(re.search(r"rate=(\d+)", line).group(1))
+    flows = set()
+    for line in ofctl_lines("dump-flows", "--no-stats", switch,
+                            "cookie=%#x/%#x" % (MULTICAST_COOKIE_BASE, APP_COOKIE_MASK)):
+        cookie = int(re.search(r"cookie=(0x[0-9a-f]+)", line).group(1), 16)
+        in_port = int(re.search(r"in_port=(\d+)", line).group(1))
+        flows.add((cookie & ~APP_COOKIE_MASK, in_port, re.search(r"nw_dst=([\d.]+)", line).group(1)))
+    return groups, meters, flows
+
+
+def expected_state(view, trees):
+    """{switch: (groups, meters, flows)} the live trees call for, in switch_state's form."""
+    expected = {switch: ({}, {}, set()) for switch in view.switches}
+    for report in trees:
+        tree = MulticastTree(report["source"], tuple(report["receivers"]),
+                             tuple(tuple(edge) for edge in report["edges"]), report["bandwidth_mbps"])
+        for switch, in_port, out_ports in forwarding_plan(view, tree):
+            groups, meters, flows = expected[switch]
+            groups[report["id"]] = sorted(out_ports)
+            meters[report["id"]] = meter_rate_kbps(report["bandwidth_mbps"])
+            flows.add((report["id"], in_port, report["address"]))
+    return expected
+
+
+def problems(bed, view, down_link):
+    """What is wrong now (empty if nothing), and the live trees it was checked against."""
+    trees = bed.client.get("/multicast/trees")["trees"]
+    found = []
+    reserved = defaultdict(float)
+    for tree in trees:
+        for tail, head in tree["edges"]:
+            reserved[(tail, head)] += tree["bandwidth_mbps"]
+            if down_link is not None and {tail, head} == set(down_link):
+                found.append("tree %d crosses the link that is down, %s-%s" % (tree["id"], tail, head))
+    for edge, mbps in reserved.items():
+        capacity = view.graph.edges[edge]["capacity_mbps"]
+        if mbps > capacity + 1e-6:
+            found.append("%s->%s booked %.3f of %.3f Mbit/s" % (*edge, mbps, capacity))
+    for switch, wanted in expected_state(view, trees).items():
+        held = switch_state(switch)
+        for what, want, have in zip(("groups", "meters", "flows"), wanted, held):
+            if want != have:
+                found.append("%s %s: holds %s, the live trees need %s" % (switch, what, have, want))
+    if bed.client.get("/multicast/trees")["trees"] != trees:
+        found.append("trees changed while the switches were read")   # not settled yet
+    return found, trees, reserved
+
+
+def settled_check(bed, view, down_link, settle_s):
+    """problems() until it finds none or settle_s passed (a lease may be mid-release)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found, trees, reserved = problems(bed, view, down_link)
+        if not found or time.monotonic() > deadline:
+            return found, trees, reserved
+        time.sleep(0.2)
+
+
+def soak(bed, view, args, say):
+    rng = random.Random(args.seed)
+    hosts = sorted(view.hosts, key=lambda h: int(h[1:]))
+    clients = [Client(bed.client.base_url, random.Random(rng.random())) for _ in range(args.clients)]
+    flapper = LinkFlapper(view, random.Random(rng.random()))
+    outcomes, rows = defaultdict(Counter), []
+    faults = violations = 0
+    started = time.monotonic()
+    progress = tqdm(total=round(args.seconds), desc="soak", unit="s", file=sys.stderr)
+    try:
+        while time.monotonic() - started < args.seconds:
+            results, threads = [None] * len(clients), []
+            for index, client in enumerate(clients):
+                others = [c for c in clients if c is not client]
+
+                def act(index=index, client=client, others=others):
+                    results[index] = client.operation(hosts, others)
+                threads.append(threading.Thread(target=act))
+            flap = rng.random() < args.flap_probability
+            if flap:
+                threads.append(threading.Thread(target=flapper.flap))
+                faults += 1
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            found = []
+            for kind, statuses, answer in results:
+                outcomes[kind].update(statuses)
+                if unexpected(kind, statuses):
+                    found.append("%s answered %s: %s" % (kind, statuses, answer))
+            check, trees, reserved = settled_check(bed, view, flapper.down, args.settle_s)
+            found += check
+            if "Traceback" in bed.controller_log():
+                found.append("a traceback in the controller log")
+            for problem in found:
+                say("violation in step %d: %s" % (len(rows) + 1, problem))
+            violations += len(found)
+            live = {t["id"] for t in trees}
+            for client in clients:   # leases take trees away too
+                client.trees = [t for t in client.trees if t in live]
+            elapsed = time.monotonic() - started
+            rows.append({"step": len(rows) + 1, "elapsed_s": round(elapsed, 3),
+                         "operations": len(results), "faults": int(flap),
+                         "down_link": "-".join(flapper.down) if flapper.down else "",
+                         "live_trees": len(trees),
+                         "max_reserved_fraction": round(max(
+                             [mbps / view.graph.edges[e]["capacity_mbps"]
+                              for e, mbps in reserved.items()], default=0.0), 4),
+                         "violations": len(found)})
+            progress.update(min(round(elapsed), round(args.seconds)) - progress.n)
+            if found and "a traceback in the controller log" in found:
+                break   # the log says it once and for all
+    finally:
+        progress.close()
+        flapper.restore()
+    for client in clients:
+        for tree_id in client.trees:
+            status, answer = client.status("DELETE", "/multicast/trees/%d" % tree_id)
+            if status not in (200, 404):
+                violations += 1
+                say("violation at the end: DELETE of tree %d answered %d: %s"
+                    % (tree_id, status, answer))
+    return rows, outcomes, faults, violations
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.bw)
+    view = FabricView(describe(topo))
+    say = progress_printer("soak")
+    try:
+        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                           progress=say) as bed:
+            rows, outcomes, faults, violations = soak(bed, view, args, say)
+            leftovers = bed.leftovers()
+            log = bed.log_path
+    except (PlatformError, RuntimeError, ValueError) as error:
+        sys.exit("error: %s" % error)
+    write_csv(rows, args.out, COLUMNS)
+    summary = {"seconds": args.seconds, "steps": len(rows),
+               "operations": sum(row["operations"] for row in rows),
+               "requests": sum(sum(c.values()) for c in outcomes.values()),
+               "answers": {kind: dict(sorted(c.items())) for kind, c in sorted(outcomes.items())},
+               "faults": faults, "violations": violations + bool(leftovers),
+               "leftovers": leftovers, "max_live_trees": max((r["live_trees"] for r in rows),
+                                                             default=0)}
+    print(json.dumps(summary), flush=True)
+    print("CSV: %s  figure: %s  controller log: %s" % (args.out, plot_soak(args.out), log))
+    if summary["violations"]:
+        sys.exit("error: %d violation(s)" % summary["violations"])
+
+
+if __name__ == "__main__":
+    main()
