@@ -1,0 +1,77 @@
+"""The soak's checker (experiments/soak.py) on canned switch dumps: it reads what
+ovs-ofctl prints, and it reports every kind of inconsistency it claims to catch."""
+
+import pytest
+
+from apps.multicast_trees import compute_tree
+from apps.reservations import ReservationBook
+from experiments import soak
+from tests.conftest import spine_leaf_view
+
+DUMPS = {
+    "dump-groups": ["group_id=1,type=all,bucket=actions=output:1,bucket=actions=output:4"],
+    "dump-meters": ["meter=1 kbps burst bands=", "type=drop rate=5000 burst_size=500"],
+    "dump-flows": ["cookie=0x5346000200000001, priority=400,ip,in_port=3,nw_dst=239.1.0.1 "
+                   "actions=meter:1,group:1"],
+}
+
+
+def test_switch_state_reads_groups_meters_and_multicast_flows(monkeypatch):
+    monkeypatch.setattr(soak, "ofctl_lines", lambda command, *_args: DUMPS[command])
+    assert soak.switch_state("leaf1") == ({1: [1, 4]}, {1: 5000}, {(1, 3, "239.1.0.1")})
+
+
+class FakeBed:
+    def __init__(self, trees):
+        self.client = self
+        self.trees = trees
+
+    def get(self, path):
+        assert path == "/multicast/trees"
+        return {"trees": self.trees}
+
+
+@pytest.fixture
+def live():
+    """A view, two tree reports as GET /multicast/trees gives them, and the switch state
+    they call for."""
+    view = spine_leaf_view(2, 2, 2, bw=20)
+    book = ReservationBook(view)
+    trees = [book.record(book.reserve(compute_tree(view, "h1", receivers, 8.0,
+                                                   book.reserved_mbps)).tree_id)
+             for receivers in (["h2", "h3"], ["h4"])]
+    return view, trees, soak.expected_state(view, trees)
+
+
+def test_switches_holding_exactly_the_live_trees_pass(monkeypatch, live):
+    view, trees, expected = live
+    monkeypatch.setattr(soak, "switch_state", lambda switch: expected[switch])
+    assert soak.problems(FakeBed(trees), view, None)[0] == []
+    leaf = next(s for s, (groups, _, _) in expected.items() if len(groups) == 2)
+    assert expected[leaf][1] == {trees[0]["id"]: 8000, trees[1]["id"]: 8000}
+
+
+def test_an_extra_group_a_missing_meter_or_a_wrong_bucket_is_found(monkeypatch, live):
+    view, trees, expected = live
+    for switch, broken in [("spine1", ({**expected["spine1"][0], 99: [1]}, *expected["spine1"][1:])),
+                           ("leaf1", (expected["leaf1"][0], {}, expected["leaf1"][2])),
+                           ("leaf1", ({k: [7] for k in expected["leaf1"][0]},
+                                      *expected["leaf1"][1:]))]:
+        held = dict(expected, **{switch: broken})
+        monkeypatch.setattr(soak, "switch_state", lambda s: held[s])
+        found = soak.problems(FakeBed(trees), view, None)[0]
+        assert len(found) == 1 and found[0].startswith(switch)
+
+
+def test_overbooking_and_a_tree_on_the_link_that_is_down_are_found(monkeypatch, live):
+    view, trees, _ = live
+    overbooked = trees + [dict(trees[0], id=9, bandwidth_mbps=15.0)]
+    monkeypatch.setattr(soak, "switch_state",
+                        lambda s: soak.expected_state(view, overbooked)[s])
+    found = soak.problems(FakeBed(overbooked), view, None)[0]
+    assert found and all(" booked " in problem for problem in found)
+    assert "h1->leaf1 booked 31.000 of 20.000 Mbit/s" in found   # 8 + 8 + 15
+    tail, head = next(edge for edge in trees[0]["edges"] if not edge[0].startswith("h"))
+    monkeypatch.setattr(soak, "switch_state", lambda s: soak.expected_state(view, trees)[s])
+    found = soak.problems(FakeBed(trees), view, (tail, head))[0]
+    assert found == ["tree %d crosses the link that is down, %s-%s" % (trees[0]["id"], tail, head)]
