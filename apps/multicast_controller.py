@@ -334,6 +334,19 @@ class MulticastController(app_manager.RyuApp):
                                 "releasing it", tree_id, error)
             self._release_if_booked(tree_id, book)
             return
+        # the links only the new tree uses are held while it is installed: requests
+        # admitted meanwhile see them taken
+        hold = ("reroute", tree_id)
+        book.hold(hold, {edge: tree.bandwidth_mbps for edge in set(tree.edges) - set(old.tree.edges)})
+        try:
+            self._move_tree(book, view, old, tree, datapaths)
+        finally:
+            book.release_hold(hold)
+
+    def _move_tree(self, book, view, old, tree, datapaths):
+        """Install `tree` where `old` was (same id and address), confirm, rebook, then
+        remove what only the old one had; release it if the switches refuse."""
+        tree_id = old.tree_id
         old_plan = {switch: in_port for switch, in_port, _ in forwarding_plan(view, old.tree)}
         new_plan = forwarding_plan(view, tree)
         messages = defaultdict(list)

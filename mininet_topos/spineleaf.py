@@ -105,8 +105,8 @@ class SpineLeafTopo(Topo):
                 host = self.addHost("h%d" % number, ip="%s/8" % host_ip(number),
                                     mac=host_mac(number))
                 self.addLink(host, leaf_name, port1=0, port2=spines + k, bw=host_bws[number - 1])
-        programmable = programmable_switches(aggregators, spine_names,
-                                             ["leaf%d" % leaf for leaf in range(1, leaves + 1)])
+        programmable = programmable_switches(aggregators, {
+            "spines": spine_names, "leaves": ["leaf%d" % leaf for leaf in range(1, leaves + 1)]})
         aggregator_bw = bw if aggregator_bw is None else float(aggregator_bw)
         validate_rate("aggregator_bw", aggregator_bw)
         for number, switch in enumerate(programmable, start=host_count + 1):
@@ -114,18 +114,20 @@ class SpineLeafTopo(Topo):
             add_aggregator(self, switch, number, port, aggregator_bw)
 
 
-def programmable_switches(aggregators, spine_names, leaf_names):
-    """The switches that get an aggregator host, in a stable order."""
+def programmable_switches(aggregators, tiers):
+    """The switches that get an aggregator host, in a stable order: a tier's name (a key
+    of `tiers`, {name: [switch, ...]}), "all", or chosen switches (a list, or names
+    joined by "+")."""
     if aggregators in (None, "none", ""):
         return []
-    groups = {"leaves": leaf_names, "spines": spine_names, "all": spine_names + leaf_names}
+    groups = dict(tiers, all=[s for switches in tiers.values() for s in switches])
     if isinstance(aggregators, str) and aggregators in groups:
         return groups[aggregators]
     chosen = aggregators.split("+") if isinstance(aggregators, str) else list(aggregators)
     unknown = sorted(set(chosen) - set(groups["all"]))
     if unknown:
-        raise ValueError("aggregators: no switch named %s (give leaves, spines, all or switch "
-                         "names)" % ", ".join(unknown))
+        raise ValueError("aggregators: no switch named %s (give %s, all or switch names)"
+                         % (", ".join(unknown), ", ".join(tiers)))
     return [s for s in groups["all"] if s in chosen]
 
 
