@@ -415,7 +415,11 @@ class SyncHistory:
     def matrices(self, names):
         """(forced, unsynced_rounds) as symmetric n x n arrays for `names` in this order."""
         n = len(names)
-        last = np.array([[self._last.get(_pair(a, b), 0) for b in names] for a in names])
+        index = {name: i for i, name in enumerate(names)}
+        last = np.zeros((n, n), dtype=int)
+        for (a, b), synced in self._last.items():   # the pairs that ever synced, not n^2
+            if a in index and b in index:
+                last[index[a], index[b]] = last[index[b], index[a]] = synced
         unsynced = self.completed_rounds + 1 - last
         return (unsynced > self.k) & ~np.eye(n, dtype=bool), unsynced
 

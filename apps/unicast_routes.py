@@ -28,9 +28,11 @@ class ForwardingRule:
     out_port: int
 
 
-def host_pair_paths(view, down_links=frozenset()):
+def host_pair_paths(view, down_links=frozenset(), pairs=None):
     """{(src_host, dst_host): [switch, ...]} for every ordered pair of distinct hosts that
-    the fabric without `down_links` (frozensets of two switches) still joins."""
+    the fabric without `down_links` (frozensets of two switches) still joins; with
+    `pairs`, for those only (balanced among themselves; e.g. one PS's flows at a scale
+    where all pairs would be too many)."""
     graph = nx.Graph(view.switch_graph)
     graph.remove_edges_from(tuple(link) for link in down_links)
     hosts = view.hosts
@@ -38,26 +40,25 @@ def host_pair_paths(view, down_links=frozenset()):
     candidates = {}
     pairs_on_link = Counter()
     paths = {}
-    for src in hosts:
-        for dst in hosts:
-            if src == dst:
-                continue
-            ends = (switch_of[src], switch_of[dst])
-            if ends not in candidates:
-                try:
-                    candidates[ends] = sorted(nx.all_shortest_paths(graph, *ends))
-                except nx.NetworkXNoPath:
-                    candidates[ends] = []
-            if not candidates[ends]:
-                continue
+    if pairs is None:
+        pairs = [(src, dst) for src in hosts for dst in hosts if src != dst]
+    for src, dst in pairs:
+        ends = (switch_of[src], switch_of[dst])
+        if ends not in candidates:
+            try:
+                candidates[ends] = sorted(nx.all_shortest_paths(graph, *ends))
+            except nx.NetworkXNoPath:
+                candidates[ends] = []
+        if not candidates[ends]:
+            continue
 
-            def crowding(path):
-                loads = [pairs_on_link[link] for link in zip(path, path[1:])]
-                return (max(loads, default=0), sum(loads))
+        def crowding(path):
+            loads = [pairs_on_link[link] for link in zip(path, path[1:])]
+            return (max(loads, default=0), sum(loads))
 
-            path = min(candidates[ends], key=crowding)
-            pairs_on_link.update(zip(path, path[1:]))
-            paths[src, dst] = path
+        path = min(candidates[ends], key=crowding)
+        pairs_on_link.update(zip(path, path[1:]))
+        paths[src, dst] = path
     return paths
 
 

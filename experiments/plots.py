@@ -211,6 +211,56 @@ def plot_soak(csv_path):
     return save(figure, csv_path)
 
 
+def plot_sim_ps_multicast(csv_path):
+    """Simulated PS distribution: completion vs workers, max link utilization vs jobs."""
+    rows = read_rows(csv_path)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    styles = ["-", "--", ":", "-."]
+    fabrics = list(dict.fromkeys(r["fabric"] for r in rows))
+    for style, fabric in zip(styles * len(fabrics), fabrics):
+        for mode, (colour, marker) in MODE_STYLE.items():
+            for axes, sweep, x, y in ((left, "workers", "workers", "completion_s"),
+                                      (right, "jobs", "jobs", "max_link_util")):
+                points = sorted((int(r[x]), float(r[y])) for r in rows if r["fabric"] == fabric
+                                and r["mode"] == mode and r["sweep"] == sweep)
+                if points:
+                    axes.plot(*zip(*points), linestyle=style, color=colour, marker=marker,
+                              label="%s %s" % (fabric, mode))
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("workers")
+    left.set_ylabel("completion time (s)")
+    left.set_title("One PS, model to N workers")
+    right.set_xscale("log", base=2)
+    right.set_xlabel("concurrent jobs")
+    right.set_ylabel("max link utilization")
+    right.set_title("Concurrent jobs")
+    for axes in (left, right):
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    return save(figure, csv_path)
+
+
+def plot_emulation_check(csv_path):
+    """Per scenario: each emulated round and the simulated time."""
+    rows = read_rows(csv_path)
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    for x, scenario in enumerate(scenarios):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        axes.scatter([x - 0.1] * len(mine), [float(r["emulated_s"]) for r in mine],
+                     color="tab:blue", label="emulated rounds" if x == 0 else None)
+        axes.scatter([x + 0.1], [float(mine[0]["simulated_s"])], color="tab:orange", marker="D",
+                     label="simulated" if x == 0 else None)
+    axes.set_xticks(range(len(scenarios)), scenarios)
+    axes.set_yscale("log")
+    axes.set_ylabel("completion time (s)")
+    axes.set_title("Simulator vs emulation (8x8, 15 workers, 20 Mbit/s)")
+    axes.grid(alpha=0.3, axis="y")
+    axes.legend()
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -223,7 +273,8 @@ PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_bala
             "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
             "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
             "f_repaired": plot_ina, "test_accuracy": plot_train, "gap_ms": plot_fault_recovery,
-            "max_reserved_fraction": plot_soak}
+            "max_reserved_fraction": plot_soak, "link_util_cov": plot_sim_ps_multicast,
+            "simulated_s": plot_emulation_check}
 
 
 def main(argv=None):

@@ -17,7 +17,9 @@ def max_min_rates(usage, capacity):
     """Rates of the flows (columns of `usage`, a resources x flows array, dense or
     scipy.sparse, bool or weights >= 0) under the resources' capacities (same units
     as the rates). A flow that uses nothing gets rate 0."""
-    usage = sparse.csr_matrix(usage, dtype=float)
+    # small problems go faster dense, large sparse: the same operations serve both
+    usage = (sparse.csr_matrix(usage, dtype=float) if sparse.issparse(usage)
+             else np.asarray(usage, dtype=float))
     capacity = np.asarray(capacity, dtype=float)
     rates = np.zeros(usage.shape[1])
     active = np.asarray((usage != 0).sum(axis=0)).ravel() > 0

@@ -59,15 +59,19 @@ def simulate_ssp(sizes, ingress, egress, min_receivers, compute_s, policy, cost_
     transfers, delivered_per_update = [], []
     result = SspResult(0.0, 0, 0, 0)
     now = 0.0
+    capacity = np.r_[ingress, egress]
 
     def advance(until):
         nonlocal now
         while transfers and now < until:
-            usage = np.zeros((2 * n, len(transfers)), bool)
+            rows, columns = [], []
             for column, transfer in enumerate(transfers):
-                usage[transfer.sender, column] = True
-                usage[[n + j for j in transfer.receivers], column] = True
-            rates = max_min_rates(usage, np.r_[ingress, egress])
+                rows.append(transfer.sender)
+                rows.extend(n + j for j in transfer.receivers)
+                columns.extend([column] * (len(transfer.receivers) + 1))
+            usage = np.zeros((2 * n, len(transfers)))
+            usage[rows, columns] = 1.0
+            rates = max_min_rates(usage, capacity)
             finish = np.array([t.remaining for t in transfers]) / rates
             step = min(finish.min(), until - now)
             now += step

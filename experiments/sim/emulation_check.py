@@ -1,0 +1,132 @@
+"""Does the simulator agree with the emulation? The same small scenarios, both ways.
+
+    python -m experiments.sim.emulation_check                 # against tests/data's CSVs
+    python -m experiments.sim.emulation_check --emulate       # run the emulations first (root)
+
+Scenarios (the emulation's defaults on 8x8 spine-leaf, 20 Mbit/s links):
+- PS distribution (experiments/ps_distribution.py, 2 hosts per leaf): h1 sends
+  a 5 MB model to 15 workers, unicast (15 TCP flows sharing h1's link) and
+  path-aware (the tree reserved and sent at 19 Mbit/s);
+- one GRID plan (experiments/ina.py, 4 hosts per leaf, 9 Mbit/s aggregators on
+  the spines): 15 workers send a 1 MB gradient (on the wire, headers
+  included) to the PS h32, every leg paced at 0.95 of the plan's rate.
+The simulator runs each with the tree, routes and plan the controller's
+modules compute; each emulated round's completion time is compared with the
+simulated one. Writes a CSV and a PNG; exits non-zero if one differs by more
+than --tolerance.
+"""
+
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from apps import ina_placement
+from apps.inart_placement import from_grid
+from apps.multicast_trees import PATH_AWARE, compute_tree
+from apps.unicast_routes import host_pair_paths
+from experiments.cli import ArgumentParser, write_csv
+from experiments.plots import plot_emulation_check, read_rows
+from experiments.sim.fabrics import servers, spine_leaf
+from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
+from experiments.traffic.gradients import gradient_floats, wire_mbit
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+PS_CSV, INA_CSV = DATA / "ps_distribution_8x8.csv", DATA / "ina_grid_8x8.csv"
+WORKERS, BW_MBPS, MODEL_MB, GRADIENT_MB, RATE_FRACTION = 15, 20.0, 5.0, 1.0, 0.95
+# the emulations that wrote PS_CSV and INA_CSV (also what --emulate runs)
+PS_COMMAND = ["-m", "experiments.ps_distribution", "--workers", str(WORKERS), "--model-mb",
+              str(MODEL_MB), "--modes", "unicast,path-aware", "--rounds", "3"]
+INA_COMMAND = ["-m", "experiments.ina", "--workers", str(WORKERS), "--policies", "grid",
+               "--rounds", "3"]
+COLUMNS = ["scenario", "round", "emulated_s", "simulated_s", "difference"]
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.sim.emulation_check",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ps-csv", type=Path, default=PS_CSV,
+                        help="the emulated PS distribution (experiments.ps_distribution's CSV)")
+    parser.add_argument("--ina-csv", type=Path, default=INA_CSV,
+                        help="the emulated GRID round (experiments.ina's CSV)")
+    parser.add_argument("--emulate", action="store_true",
+                        help="run both emulations first, writing --ps-csv and --ina-csv "
+                             "(needs root; default there: results/)")
+    parser.add_argument("--tolerance", type=float, default=0.15)
+    parser.add_argument("--out", type=Path, default=Path("results/sim/emulation_check.csv"))
+    args = parser.parse_args(argv)
+    if args.emulate:
+        args.ps_csv = args.ps_csv if args.ps_csv != PS_CSV else Path("results/ps_distribution_8x8.csv")
+        args.ina_csv = args.ina_csv if args.ina_csv != INA_CSV else Path("results/ina_grid_8x8.csv")
+    return args
+
+
+def simulated_distribution():
+    """{mode: seconds} the simulator gives the PS distribution scenario."""
+    view = spine_leaf("8x8", 2, BW_MBPS)
+    ps, *workers = servers(view)[:WORKERS + 1]
+    size = MODEL_MB * 8
+    paths = host_pair_paths(view)
+    unicast = [path_flow(w, view, ps, paths[ps, w], w, size) for w in workers]
+    rate = RATE_FRACTION * BW_MBPS
+    tree = compute_tree(view, ps, workers, rate, policy=PATH_AWARE)
+    return {"unicast": simulate(unicast, capacities(view)).makespan_s,
+            "path-aware": simulate([tree_flow("tree", tree, size, reserved_mbps=rate)],
+                                   capacities(view)).makespan_s}
+
+
+def simulated_grid_round():
+    """Seconds the simulator gives one round of the GRID scenario's plan."""
+    view = spine_leaf("8x8", 4, BW_MBPS, aggregators="spines", aggregator_bw=9)
+    hosts = servers(view)
+    problem = ina_placement.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
+    plan = from_grid(ina_placement.plan(problem, ina_placement.GRID), hosts[-1])
+    job = plan_flow("grid", plan, wire_mbit(gradient_floats(GRADIENT_MB)))
+    job.cap_mbps = RATE_FRACTION * plan.f   # the senders' pacing
+    return simulate([job], capacities(view)).makespan_s
+
+
+def compare(ps_csv, ina_csv):
+    """Rows: every emulated round of the scenarios next to the simulated time."""
+    distribution, grid = simulated_distribution(), simulated_grid_round()
+    rows = []
+    for row in read_rows(ps_csv):
+        if int(row["workers"]) == WORKERS and row["mode"] in distribution:
+            rows.append(("ps %s" % row["mode"], row["round"], float(row["completion_s"]),
+                         distribution[row["mode"]]))
+    for row in read_rows(ina_csv):
+        if int(row["workers"]) == WORKERS and row["policy"] == ina_placement.GRID:
+            rows.append(("ina grid", row["round"], float(row["comm_time_s"]), grid))
+    return [{"scenario": scenario, "round": number, "emulated_s": round(emulated, 4),
+             "simulated_s": round(simulated, 4),
+             "difference": round(simulated / emulated - 1, 4)}
+            for scenario, number, emulated, simulated in rows]
+
+
+def emulate(args):
+    for command, out in ((PS_COMMAND, args.ps_csv), (INA_COMMAND, args.ina_csv)):
+        subprocess.run([sys.executable, *command, "--out", str(out)], check=True)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.emulate:
+        emulate(args)
+    rows = compare(args.ps_csv, args.ina_csv)
+    if not rows:
+        sys.exit("error: no emulated rounds of the scenarios in %s, %s" % (args.ps_csv, args.ina_csv))
+    write_csv(rows, args.out, COLUMNS)
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        print("%s: emulated median %.3f s, simulated %.3f s (%+.1f%%)" % (
+            scenario, statistics.median(r["emulated_s"] for r in mine), mine[0]["simulated_s"],
+            100 * statistics.median(r["difference"] for r in mine)))
+    print("CSV: %s  figure: %s" % (args.out, plot_emulation_check(args.out)))
+    worst = max(abs(r["difference"]) for r in rows)
+    if worst > args.tolerance:
+        sys.exit("error: simulated and emulated differ by %.1f%% (tolerance %.0f%%)"
+                 % (100 * worst, 100 * args.tolerance))
+
+
+if __name__ == "__main__":
+    main()
