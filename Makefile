@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv
 
-.PHONY: setup apt ovs venv demo fabric-check test unit-test clean
+.PHONY: setup apt ovs venv demo fabric-check test unit-test figures clean
 
 setup: apt ovs venv
 
@@ -45,6 +45,32 @@ test: setup
 
 unit-test: venv
 	$(PYTHON) -m pytest -m 'not integration'
+
+# Every figure we reproduce, into results/figures/: the simulated ones always (about 10
+# minutes on 2 cores), the emulated ones too with `make figures EMULATED=1` (Mininet, root,
+# about an hour more). The README's table says which paper claim each one is about.
+FIGURES := results/figures
+figures: setup
+	$(PYTHON) -m experiments.sim.ps_multicast --out $(FIGURES)/sim_ps_multicast.csv
+	$(PYTHON) -m experiments.sim.selmcast --out $(FIGURES)/sim_selmcast.csv
+	$(PYTHON) -m experiments.sim.ina --out $(FIGURES)/sim_ina.csv
+	$(PYTHON) -m experiments.sim.ina --parts inart --hetero --out $(FIGURES)/sim_inart_hetero.csv
+	$(PYTHON) -m experiments.selmcast_selection --n 4,6,8,10 --out $(FIGURES)/selmcast_vs_milp.csv
+	$(PYTHON) -m experiments.sim.emulation_check --out $(FIGURES)/emulation_check.csv
+ifeq ($(EMULATED),1)
+	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3 \
+		--out $(FIGURES)/ps_distribution.csv
+	$(PYTHON) -m experiments.load_balance --jobs 24 --out $(FIGURES)/load_balance.csv
+	$(PYTHON) -m experiments.selmcast --workers 16 --rounds 3 --out $(FIGURES)/selmcast.csv
+	$(PYTHON) -m experiments.grid_example --emulate --out $(FIGURES)/grid_example.csv
+	$(PYTHON) -m experiments.ina --workers 8,16 --out $(FIGURES)/ina.csv
+	$(PYTHON) -m experiments.inart_example --emulate --out $(FIGURES)/inart_example.csv
+	$(PYTHON) -m experiments.ina --ps 2,4 --workers 16,24 --hetero --out $(FIGURES)/inart.csv
+	$(PYTHON) -m experiments.train --workers 8 --rounds 30 --out $(FIGURES)/train.csv
+	$(PYTHON) -m experiments.fault_recovery --fault link --runs 5 --out $(FIGURES)/fault_recovery.csv
+	$(PYTHON) -m experiments.sim.emulation_check --emulate --ps-csv $(FIGURES)/emulated_ps_8x8.csv \
+		--ina-csv $(FIGURES)/emulated_ina_8x8.csv --out $(FIGURES)/emulation_check_fresh.csv
+endif
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache results

@@ -261,6 +261,68 @@ def plot_emulation_check(csv_path):
     return save(figure, csv_path)
 
 
+def plot_sim_selmcast(csv_path):
+    """BSP normalized completion and BSP/SSP multicast scale, against n and lambda."""
+    rows = read_rows(csv_path)
+    figure, grid = plt.subplots(2, 2, figsize=(11, 7))
+    panels = [(grid[0][0], "n", "normalized_completion", ("bsp",)),
+              (grid[0][1], "lam", "normalized_completion", ("bsp",)),
+              (grid[1][0], "n", "multicast_scale", ("bsp", "ssp")),
+              (grid[1][1], "lam", "multicast_scale", ("bsp", "ssp"))]
+    for axes, sweep, metric, syncs in panels:
+        for sync in syncs:
+            for cost_model, style in (("L3", "-"), ("L7", "--")):
+                for policy, (colour, marker) in SELECTION_STYLE.items():
+                    points = sorted((float(r[sweep]), float(r[metric])) for r in rows
+                                    if r["sweep"] == sweep and r["sync"] == sync
+                                    and r["cost_model"] == cost_model and r["policy"] == policy
+                                    and r[metric])
+                    if points:
+                        axes.plot(*zip(*points), linestyle=style if sync == "bsp" else ":",
+                                  color=colour, marker=marker,
+                                  label="%s %s %s" % (sync.upper(), cost_model, policy))
+        axes.set_xlabel("workers n" if sweep == "n" else "heterogeneity lambda")
+        axes.set_ylabel(metric.replace("_", " "))
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    figure.suptitle("SELMCAST vs random-p on one big switch (p = 0.3n, k = 4)")
+    return save(figure, csv_path)
+
+
+INA_STYLE = {"grid": ("tab:blue", "o"), "nearest": ("tab:orange", "^"),
+             "switchml": ("tab:green", "s"), "no-ina": ("tab:red", "x"),
+             "inart": ("tab:blue", "o"), "atp": ("tab:orange", "^"),
+             "equal-split": ("tab:purple", "D"), "lbmm": ("tab:red", "x")}
+
+
+def plot_sim_ina(csv_path):
+    """Sending rate per worker vs workers, one panel per fabric setting and PS count."""
+    rows = read_rows(csv_path)
+    panels = list(dict.fromkeys((r["part"], r["fabric"], r["programmable"], r["ps_count"])
+                                for r in rows))
+    columns = min(3, len(panels))
+    lines = -(-len(panels) // columns)
+    figure, grid = plt.subplots(lines, columns, figsize=(5 * columns, 3.6 * lines), squeeze=False)
+    for axes, (part, fabric, programmable, pss) in zip(grid.flat, panels):
+        mine = [r for r in rows if (r["part"], r["fabric"], r["programmable"], r["ps_count"])
+                == (part, fabric, programmable, pss)]
+        unit = 1000.0 if part == "grid" else 1.0
+        for policy in dict.fromkeys(r["policy"] for r in mine):
+            colour, marker = INA_STYLE.get(policy, (None, "."))
+            points = sorted((int(r["workers"]), float(r["rate_mbps"]) / unit) for r in mine
+                            if r["policy"] == policy)
+            axes.plot(*zip(*points), color=colour, marker=marker, label=policy)
+        axes.set_title("%s: %s, %s programmable, %s PS" % (part, fabric, programmable, pss),
+                       fontsize=9)
+        axes.set_xlabel("workers")
+        axes.set_ylabel("rate per worker (%s)" % ("Gbit/s" if part == "grid" else "Mbit/s"))
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    for axes in list(grid.flat)[len(panels):]:
+        axes.set_visible(False)
+    return save(figure, csv_path)
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
     figure.tight_layout()
@@ -269,12 +331,18 @@ def save(figure, csv_path):
     return path
 
 
-PLOTTERS = {"line_rate_s": plot_ps_distribution, "max_link_util": plot_load_balance,
-            "normalized_completion": plot_selmcast_selection, "predicted_s": plot_selmcast,
-            "theta_repaired": plot_ina, "theta_repaired_mbps": plot_ina,
-            "f_repaired": plot_ina, "test_accuracy": plot_train, "gap_ms": plot_fault_recovery,
-            "max_reserved_fraction": plot_soak, "link_util_cov": plot_sim_ps_multicast,
-            "simulated_s": plot_emulation_check}
+# which figure a CSV gets: the first plotter whose columns the CSV has (the simulated
+# experiments' CSVs share columns with the emulated ones, so they come first)
+PLOTTERS = [(("sweep", "link_util_cov"), plot_sim_ps_multicast),
+            (("part", "sim_rate_mbps"), plot_sim_ina),
+            (("sweep", "sync"), plot_sim_selmcast),
+            (("simulated_s",), plot_emulation_check),
+            (("line_rate_s",), plot_ps_distribution), (("max_link_util",), plot_load_balance),
+            (("normalized_completion",), plot_selmcast_selection),
+            (("predicted_s",), plot_selmcast), (("theta_repaired",), plot_ina),
+            (("theta_repaired_mbps",), plot_ina), (("f_repaired",), plot_ina),
+            (("test_accuracy",), plot_train), (("gap_ms",), plot_fault_recovery),
+            (("max_reserved_fraction",), plot_soak)]
 
 
 def main(argv=None):
@@ -284,7 +352,7 @@ def main(argv=None):
         return
     for path in paths:
         header = read_rows(path)[0].keys()
-        plotter = next((plot for column, plot in PLOTTERS.items() if column in header), None)
+        plotter = next((plot for columns, plot in PLOTTERS if set(columns) <= set(header)), None)
         if plotter is None:
             sys.exit("error: %s is not a CSV of one of our experiments" % path)
         print(plotter(path))

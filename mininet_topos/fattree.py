@@ -37,7 +37,9 @@ MAX_K = 254
 
 
 class FatTreeTopo(Topo):
-    """bw: every link's rate in Mbit/s (host_bw for host links, default bw)."""
+    """bw: the switch links' rate in Mbit/s, or a list of k^3/2 rates, one per switch link
+    in the order they are built (per pod: its aggregation-core links, then its
+    edge-aggregation links); host_bw for host links (default: bw, or its largest)."""
 
     def build(self, k=4, hosts_per_edge=None, bw=20, host_bw=None, aggregators=None,
               aggregator_bw=None):
@@ -47,7 +49,14 @@ class FatTreeTopo(Topo):
         half = k // 2
         hosts_per_edge = half if hosts_per_edge is None else hosts_per_edge
         validate_size("hosts_per_edge", hosts_per_edge)
-        validate_rate("bw", bw)
+        link_bws = list(bw) if isinstance(bw, (list, tuple)) else [bw] * (k ** 3 // 2)
+        if len(link_bws) != k ** 3 // 2:
+            raise ValueError("bw needs one rate per switch link (%d), got %d"
+                             % (k ** 3 // 2, len(link_bws)))
+        for rate in link_bws:
+            validate_rate("bw", rate)
+        bw = max(link_bws)
+        rates = iter(link_bws)
         host_bw = bw if host_bw is None else host_bw
         validate_rate("host_bw", host_bw)
         cores = [self.addSwitch("c%d" % c, dpid="%016x" % (CORE_DPID_BASE + c), role="core")
@@ -60,12 +69,12 @@ class FatTreeTopo(Topo):
             for a, switch in enumerate(pod_aggregation, start=1):
                 for j in range(1, half + 1):
                     self.addLink(switch, cores[(a - 1) * half + j - 1], port1=half + j, port2=pod,
-                                 bw=bw)
+                                 bw=next(rates))
             for e in range(1, half + 1):
                 edge = self.addSwitch("p%de%d" % (pod, e), role="edge",
                                       dpid="%016x" % (EDGE_DPID_BASE + pod * 0x100 + e))
                 for a, switch in enumerate(pod_aggregation, start=1):
-                    self.addLink(edge, switch, port1=a, port2=e, bw=bw)
+                    self.addLink(edge, switch, port1=a, port2=e, bw=next(rates))
                 for port in range(half + 1, half + hosts_per_edge + 1):
                     number += 1
                     host = self.addHost("h%d" % number, ip="%s/8" % host_ip(number),

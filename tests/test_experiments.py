@@ -36,7 +36,8 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
                                     "traffic.gradients", "train", "traffic.training",
-                                    "inart_example", "fault_recovery", "soak"])
+                                    "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
+                                    "sim.selmcast", "sim.ina", "sim.emulation_check"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
