@@ -8,6 +8,7 @@ from apps.ina_placement import PlacementError, capacity_of, edges_of
 from apps.inart_placement import (ATP, EQUAL_SPLIT, INART, LBMM, POLICIES, InartProblem,
                                   model_split, plan)
 from mininet_topos.description import describe
+from mininet_topos.fattree import FatTreeTopo
 from mininet_topos.inart_example import InartExampleTopo
 from mininet_topos.spineleaf import SpineLeafTopo
 
@@ -182,3 +183,29 @@ def test_a_grid_plan_is_the_one_ps_case_of_an_inart_plan():
         assert converted.loads() == pytest.approx(grid.loads())
         assert {(a, s): r for (a, s), r in converted.aggregate_rates().items()} == pytest.approx(
             {(a, "ps"): r for a, r in grid.aggregate_rates().items()})
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_inart_is_never_slower_than_its_equal_split(seed):
+    rng = random.Random(seed)
+    view = FabricView(describe(SpineLeafTopo(
+        spines=2, leaves=3, hosts_per_leaf=4, bw=[rng.choice([10, 20, 30]) for _ in range(6)],
+        host_bw=20, aggregators="all", aggregator_bw=9)))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    rng.shuffle(hosts)
+    problem = InartProblem(view.graph, hosts[3:], hosts[:3], view.aggregators)
+    inart, equal = plan(problem, INART), plan(problem, EQUAL_SPLIT)
+    assert inart.f >= equal.f * (1 - 1e-9)
+    assert inart.split in (model_split(problem).shares, equal.split)
+
+
+def test_on_a_fat_tree_where_phase_1_splits_worse_inart_takes_the_equal_split():
+    # InArt's emulated fat-tree (k = 6) with 20 workers and 2 PSs: phase 1's split plans
+    # 4.75 Mbit/s, the equal split 5
+    view = FabricView(describe(FatTreeTopo(k=6, hosts_per_edge=3, bw=20, aggregators="all",
+                                           aggregator_bw=9)))
+    hosts = sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
+    random.Random(0).shuffle(hosts)
+    problem = InartProblem(view.graph, hosts[2:22], hosts[:2], view.aggregators)
+    result = plan(problem, INART)
+    assert result.f == pytest.approx(5.0) and result.split == plan(problem, EQUAL_SPLIT).split
