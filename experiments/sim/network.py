@@ -81,7 +81,8 @@ def simulate(flows, capacity):
     usage = sparse.csc_matrix((weights, (rows, columns)), shape=(len(used) + len(capped), len(flows)))
     limit = np.array([capacity[r] for r in used] + [flows[i].cap_mbps for i in capped], dtype=float)
     starts = np.array([flow.start_s for flow in flows], dtype=float)
-    remaining = np.array([flow.size_mbit for flow in flows], dtype=float)
+    sizes = np.array([flow.size_mbit for flow in flows], dtype=float)
+    remaining = sizes.copy()
     finish = np.full(len(flows), np.nan)
     peak = np.zeros(len(used))
     now, events, worst = 0.0, 0, 0.0
@@ -111,8 +112,7 @@ def simulate(flows, capacity):
                                   % [names[i] for i in running[~moving]][:5])
         now += step
         remaining[running] -= rates * step
-        done = running[remaining[running] <= 1e-9 * np.maximum(
-            [flows[i].size_mbit for i in running], 1.0)]
+        done = running[remaining[running] <= 1e-9 * np.maximum(sizes[running], 1.0)]
         finish[done] = now
     return Result(dict(zip(names, finish.tolist())), events, worst,
                   {r: float(p) for r, p in zip(used, peak)})
