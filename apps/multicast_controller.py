@@ -37,7 +37,7 @@ from apps import state_files
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
 from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
-                                  forwarding_plan)
+                                  forwarding_plan, repaired_tree, without_links)
 from apps.ofp_transactions import BarrierTracker
 from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
                              positive_number, read_json_body, release_key_of)
@@ -109,7 +109,8 @@ class MulticastController(app_manager.RyuApp):
         try:  # no yield in here: the trees are computed and booked against one state
             for spec in specs:
                 tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
-                                    self._usable(self.book.reserved_mbps), spec.policy, self.rng,
+                                    without_links(view, self.book.reserved_mbps,
+                                                  self.fabric.down_links), spec.policy, self.rng,
                                     load_mbps=load)
                 plans.append(forwarding_plan(view, tree))
                 reservations.append(self.book.reserve(tree, ttl_s))
@@ -165,18 +166,6 @@ class MulticastController(app_manager.RyuApp):
                              reservation.address)
         self._remember()
         return reservations
-
-    def _usable(self, reserved_mbps, down_links=None):
-        """Reservations with every link that is down counted as full: trees avoid them."""
-        down_links = self.fabric.down_links if down_links is None else down_links
-        if not down_links:
-            return reserved_mbps
-        reserved = dict(reserved_mbps)
-        for link in down_links:
-            tail, head = tuple(link)
-            for edge in ((tail, head), (head, tail)):
-                reserved[edge] = self.book.view.graph.edges[edge]["capacity_mbps"]
-        return reserved
 
     def _datapaths_for(self, view, plan):
         datapaths, missing = {}, []
@@ -315,13 +304,8 @@ class MulticastController(app_manager.RyuApp):
             old = book.get(tree_id)
         except ReservationError:
             return   # released meanwhile
-        reserved = dict(book.reserved_mbps)
-        for edge in old.tree.edges:
-            reserved[edge] -= old.tree.bandwidth_mbps
-        reserved = self._usable(reserved, down_links)
         try:
-            tree = compute_tree(view, old.tree.source, old.tree.receivers, old.tree.bandwidth_mbps,
-                                reserved, old.tree.policy, self.rng)
+            tree = repaired_tree(view, old.tree, book.reserved_mbps, down_links, self.rng)
             datapaths = self._datapaths_for(view, forwarding_plan(view, tree))
         except (InfeasibleTree, RequestError) as error:
             gone = [s for s, _, _ in forwarding_plan(view, old.tree)

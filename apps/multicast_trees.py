@@ -196,6 +196,30 @@ def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, polic
     return MulticastTree(source, receivers, tuple(edges), float(demand_mbps), policy)
 
 
+def without_links(view, reserved_mbps, down_links):
+    """Reservations with both directions of every link in down_links (frozensets of its
+    two nodes) counted as full: trees computed on them avoid those links."""
+    if not down_links:
+        return reserved_mbps
+    reserved = dict(reserved_mbps)
+    for link in down_links:
+        tail, head = tuple(link)
+        for edge in ((tail, head), (head, tail)):
+            reserved[edge] = view.graph.edges[edge]["capacity_mbps"]
+    return reserved
+
+
+def repaired_tree(view, tree, reserved_mbps, down_links, rng=None):
+    """`tree` computed again (same source, receivers, bandwidth and policy) on the fabric
+    without down_links, its own bandwidth counted free (reserved_mbps includes it), so
+    it may keep the links it had; InfeasibleTree if no tree fits."""
+    reserved = dict(reserved_mbps)
+    for edge in tree.edges:
+        reserved[edge] = reserved.get(edge, 0.0) - tree.bandwidth_mbps
+    return compute_tree(view, tree.source, tree.receivers, tree.bandwidth_mbps,
+                        without_links(view, reserved, down_links), tree.policy, rng)
+
+
 def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rng):
     source_leaf = view.attachment(source)[0]
     leaf_of = {r: view.attachment(r)[0] for r in receivers}

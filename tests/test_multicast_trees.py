@@ -4,8 +4,9 @@ import networkx as nx
 import pytest
 
 from apps.fabric_view import FabricView
-from apps.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, TreeRequestError, compute_tree,
-                                  is_spine_leaf, max_feasible_mbps)
+from apps.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, MulticastTree,
+                                  TreeRequestError, compute_tree, is_spine_leaf,
+                                  max_feasible_mbps, repaired_tree, without_links)
 from tests.conftest import spine_leaf_view
 
 
@@ -165,3 +166,35 @@ def test_measured_load_steers_but_does_not_refuse():
     reserved = {("leaf1", "spine2"): 15.0}
     tree = compute_tree(view, "h1", ["h2"], 10.0, reserved, load_mbps=load)
     assert ("leaf1", "spine1") in tree.edges          # busy but unreserved: still admitted
+
+
+def test_a_repaired_tree_avoids_the_down_link_and_may_keep_its_own_bandwidth():
+    # h1 -> h2, h3 at 15 of 20 via spine1; another tree holds 15 on spine2 -> leaf2; then
+    # spine1-leaf3 fails. Counting its own 15 free, the tree keeps spine1 for leaf2 and
+    # takes spine2 for leaf3; counted as taken, nothing would fit
+    view = spine_leaf_view(2, 3, 1, bw=20)
+    tree = MulticastTree("h1", ("h2", "h3"), (("h1", "leaf1"), ("leaf1", "spine1"),
+                                              ("spine1", "leaf2"), ("spine1", "leaf3"),
+                                              ("leaf2", "h2"), ("leaf3", "h3")), 15.0)
+    reserved = {edge: 15.0 for edge in tree.edges}
+    reserved["spine2", "leaf2"] = 15.0
+    down = {frozenset(("spine1", "leaf3"))}
+    repaired = repaired_tree(view, tree, reserved, down)
+    assert (repaired.source, repaired.receivers, repaired.bandwidth_mbps, repaired.policy) == (
+        tree.source, tree.receivers, tree.bandwidth_mbps, tree.policy)
+    assert set(repaired.edges) == {("h1", "leaf1"), ("leaf1", "spine1"), ("spine1", "leaf2"),
+                                   ("leaf2", "h2"), ("leaf1", "spine2"), ("spine2", "leaf3"),
+                                   ("leaf3", "h3")}
+    with pytest.raises(InfeasibleTree):   # its own bandwidth counted as taken
+        compute_tree(view, "h1", ["h2", "h3"], 15.0, without_links(view, reserved, down))
+
+
+def test_a_tree_with_no_way_around_the_down_links_is_infeasible():
+    view = spine_leaf_view(2, 3, 1, bw=20)
+    tree = compute_tree(view, "h1", ["h2", "h3"], 5.0)
+    down = {frozenset(("spine1", "leaf3")), frozenset(("spine2", "leaf3"))}
+    with pytest.raises(InfeasibleTree):
+        repaired_tree(view, tree, {edge: 5.0 for edge in tree.edges}, down)
+    full = without_links(view, {}, down)
+    assert full[("leaf3", "spine1")] == full[("spine1", "leaf3")] == 20
+    assert without_links(view, {("h1", "leaf1"): 1.0}, set()) == {("h1", "leaf1"): 1.0}
