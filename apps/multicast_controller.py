@@ -308,11 +308,14 @@ class MulticastController(app_manager.RyuApp):
             tree = repaired_tree(view, old.tree, book.reserved_mbps, down_links, self.rng)
             datapaths = self._datapaths_for(view, forwarding_plan(view, tree))
         except (InfeasibleTree, RequestError) as error:
-            gone = [s for s, _, _ in forwarding_plan(view, old.tree)
-                    if view.dpid(s) not in self.fabric.datapaths]
-            if gone:   # a switch away (restarting?): it gets the tree back when it reconnects
-                self.logger.warning("tree %d: no way around disconnected %s (%s); kept for "
-                                    "when it reconnects", tree_id, ",".join(gone), error)
+            # a switch away or still connecting (restarting, or a restarted controller):
+            # it gets the tree when it has synced. Synced, not connected: down links count
+            # a connected switch as gone until then
+            away = [s for s, _, _ in forwarding_plan(view, old.tree)
+                    if view.dpid(s) not in self.fabric.synced_dpids]
+            if away:
+                self.logger.warning("tree %d: no way around %s, not synced (%s); kept for "
+                                    "when it is", tree_id, ",".join(away), error)
                 return
             self.logger.warning("tree %d crosses a failed link and no other tree fits (%s): "
                                 "releasing it", tree_id, error)
