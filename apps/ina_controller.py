@@ -37,8 +37,9 @@ from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
 from apps import ina_placement, inart_placement
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem, from_grid
+from apps.multicast_trees import without_links
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+from apps.rest_json import (RequestError, answer, answer_release, check_fields, json_response,
                              positive_number, read_json_body, release_key_of)
 
 CONFIRM_TIMEOUT_S = 5.0
@@ -138,12 +139,11 @@ class InaController(app_manager.RyuApp):
 
     def _available_graph(self, view, book):
         graph = view.graph.copy()
-        reserved = book.reserved_mbps if book is not None else {}
-        down = self.fabric.down_links
+        reserved = without_links(view, book.reserved_mbps if book is not None else {},
+                                 self.fabric.down_links)
         for tail, head, data in graph.edges(data=True):
-            free = 0.0 if frozenset((tail, head)) in down else (
-                data["capacity_mbps"] - reserved.get((tail, head), 0.0)
-                - self.booked_mbps.get((tail, head), 0.0))
+            free = (data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+                    - self.booked_mbps.get((tail, head), 0.0))
             data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)   # the planner needs capacity > 0
         return graph
 
@@ -366,11 +366,8 @@ class InaRestApi(ControllerBase):
 
     @route("ina", "/ina/plans/{plan_id}", methods=["DELETE"])
     def delete(self, req, plan_id, **_kwargs):
-        def release():
-            number = self.ina.get_plan(plan_id)["id"]
-            check_release_key(req, self.ina.release_keys.get(number), "plan %d" % number)
-            return {"released": self.ina.release_plan(number)}, 200
-        return answer(req, release)
+        return answer_release(req, "plan", lambda: self.ina.get_plan(plan_id)["id"],
+                              self.ina.release_keys, self.ina.release_plan)
 
 
 if __name__ not in ("apps.ina_controller", "__main__"):   # ryu-manager apps/ina_controller.py

@@ -39,7 +39,7 @@ from apps.link_load import measured_mbps
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
                                   forwarding_plan, repaired_tree, without_links)
 from apps.ofp_transactions import BarrierTracker
-from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+from apps.rest_json import (RequestError, answer, answer_release, check_fields, json_response,
                              positive_number, read_json_body, release_key_of)
 from apps.reservations import ReservationBook, ReservationError
 
@@ -431,12 +431,10 @@ class MulticastRestApi(ControllerBase):
 
     @route("multicast", "/multicast/trees/{tree_id}", methods=["DELETE"])
     def delete(self, req, tree_id, **_kwargs):
-        def release():
-            number = self._reservation(tree_id).tree_id
-            check_release_key(req, self.multicast.release_keys.get(number), "tree %d" % number)
-            reservation = self.multicast.release_tree(number)
-            return {"released": self.multicast.tree_report(reservation, released=True)}, 200
-        return answer(req, release)
+        multicast = self.multicast
+        return answer_release(req, "tree", lambda: self._reservation(tree_id).tree_id,
+                              multicast.release_keys, lambda number: multicast.tree_report(
+                                  multicast.release_tree(number), released=True))
 
     def _reservation(self, tree_id):
         try:

@@ -128,10 +128,7 @@ class ReservationBook:
         old = self.get(tree_id)
         for edge in old.tree.edges:
             self._unbook(edge, old.tree.bandwidth_mbps)
-        for edge in tree.edges:
-            self.reserved_mbps[edge] += tree.bandwidth_mbps
-        self._by_id[tree_id] = Reservation(tree_id, old.address, tree, old.created_at,
-                                           old.expires_at)
+        self._book(Reservation(tree_id, old.address, tree, old.created_at, old.expires_at))
         return self._by_id[tree_id]
 
     def hold(self, key, loads_mbps):

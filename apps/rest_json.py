@@ -106,6 +106,17 @@ def check_release_key(request, key, what):
                                 "POST answered in X-Release-Key" % what)
 
 
+def answer_release(request, what, find, keys, release):
+    """Answer a DELETE of something a client created: find() -> its number (or
+    RequestError 404), 403 unless the request carries its key in `keys`, then
+    {"released": release(number)}."""
+    def handler():
+        number = find()
+        check_release_key(request, keys.get(number), "%s %d" % (what, number))
+        return {"released": release(number)}, 200
+    return answer(request, handler)
+
+
 def answer(request, handler):
     """Check the token, run handler() -> (body, status); a RequestError becomes its JSON
     error response."""

@@ -30,7 +30,7 @@ from apps.multicast_trees import POLICIES as TREE_POLICIES
 from apps.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
                                      SelectionError, SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, select)
-from apps.rest_json import (RequestError, answer, check_fields, check_release_key, json_response,
+from apps.rest_json import (RequestError, answer, answer_release, check_fields, json_response,
                              positive_number, read_json_body, release_key_of)
 
 REST_APP_KEY = "selmcast_controller"
@@ -214,11 +214,8 @@ class SelmcastRestApi(ControllerBase):
 
     @route("selmcast", "/selmcast/rounds/{round_id}", methods=["DELETE"])
     def delete(self, req, round_id, **_kwargs):
-        def release():
-            number = self.selmcast.get_round(round_id)["id"]
-            check_release_key(req, self.selmcast.release_keys.get(number), "round %d" % number)
-            return {"released": self.selmcast.release_round(number)}, 200
-        return answer(req, release)
+        return answer_release(req, "round", lambda: self.selmcast.get_round(round_id)["id"],
+                              self.selmcast.release_keys, self.selmcast.release_round)
 
 
 if __name__ not in ("apps.selmcast_controller", "__main__"):   # ryu-manager apps/selmcast_controller.py

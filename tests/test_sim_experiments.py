@@ -1,28 +1,17 @@
 """The simulated experiments' commands, on small settings: their CSV, figure and
 printed figures (no Mininet)."""
 
-import csv
 import json
-import subprocess
-import sys
 
 import pytest
 
-
-def run(module, *args):
-    return subprocess.run([sys.executable, "-m", "experiments.sim." + module, *args],
-                          capture_output=True, text=True, timeout=600)
-
-
-def rows(path):
-    with open(path) as handle:
-        return list(csv.DictReader(handle))
+from tests.test_experiments import rows, run
 
 
 def test_ps_multicast_sweeps_workers_and_jobs(tmp_path):
     out = tmp_path / "ps.csv"
-    answer = run("ps_multicast", "--fabrics", "2x4", "--hosts-per-leaf", "4", "--workers", "3,15",
-                 "--jobs", "1,4", "--job-workers", "3", "--out", str(out))
+    answer = run("sim.ps_multicast", "--fabrics", "2x4", "--hosts-per-leaf", "4",
+                 "--workers", "3,15", "--jobs", "1,4", "--job-workers", "3", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
     assert {(r["sweep"], r["mode"], r["workers"], r["jobs"]) for r in table} == {
@@ -40,7 +29,7 @@ def test_ps_multicast_sweeps_workers_and_jobs(tmp_path):
 
 
 def test_ps_multicast_bench_prints_one_json_object():
-    answer = run("ps_multicast", "--bench")
+    answer = run("sim.ps_multicast", "--bench")
     assert answer.returncode == 0, answer.stderr[-2000:]
     result = json.loads(answer.stdout)
     assert result["workers"] == 1000 and result["fabric"] == "64x64" and result["flows"] == 1
@@ -49,7 +38,7 @@ def test_ps_multicast_bench_prints_one_json_object():
 
 def test_selmcast_sweeps_n_and_lambda_for_bsp_and_ssp(tmp_path):
     out = tmp_path / "selmcast.csv"
-    answer = run("selmcast", "--n", "10,20", "--lams", "0.2,0.6", "--lam-n", "10",
+    answer = run("sim.selmcast", "--n", "10,20", "--lams", "0.2,0.6", "--lam-n", "10",
                  "--ssp-n", "10", "--trials", "1", "--ssp-trials", "1", "--ssp-iterations", "3",
                  "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
@@ -63,7 +52,7 @@ def test_selmcast_sweeps_n_and_lambda_for_bsp_and_ssp(tmp_path):
 
 def test_ina_plans_agree_with_the_simulator(tmp_path):
     out = tmp_path / "ina.csv"
-    answer = run("ina", "--grid-workers", "6", "--inart-workers", "6", "--inart-ps", "2",
+    answer = run("sim.ina", "--grid-workers", "6", "--inart-workers", "6", "--inart-ps", "2",
                  "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)

@@ -45,19 +45,20 @@ COLUMNS = ["scenario", "round", "emulated_s", "simulated_s", "difference"]
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.sim.emulation_check",
                             description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ps-csv", type=Path, default=PS_CSV,
-                        help="the emulated PS distribution (experiments.ps_distribution's CSV)")
-    parser.add_argument("--ina-csv", type=Path, default=INA_CSV,
-                        help="the emulated GRID round (experiments.ina's CSV)")
+    parser.add_argument("--ps-csv", type=Path,
+                        help="the emulated PS distribution (experiments.ps_distribution's CSV; "
+                             "default %s, or with --emulate results/%s)" % (PS_CSV, PS_CSV.name))
+    parser.add_argument("--ina-csv", type=Path,
+                        help="the emulated GRID round (experiments.ina's CSV; default %s, or "
+                             "with --emulate results/%s)" % (INA_CSV, INA_CSV.name))
     parser.add_argument("--emulate", action="store_true",
-                        help="run both emulations first, writing --ps-csv and --ina-csv "
-                             "(needs root; default there: results/)")
+                        help="run both emulations first, writing --ps-csv and --ina-csv (root)")
     parser.add_argument("--tolerance", type=float, default=0.15)
     parser.add_argument("--out", type=Path, default=Path("results/sim/emulation_check.csv"))
     args = parser.parse_args(argv)
-    if args.emulate:
-        args.ps_csv = args.ps_csv if args.ps_csv != PS_CSV else Path("results/ps_distribution_8x8.csv")
-        args.ina_csv = args.ina_csv if args.ina_csv != INA_CSV else Path("results/ina_grid_8x8.csv")
+    for name, checked_in in (("ps_csv", PS_CSV), ("ina_csv", INA_CSV)):
+        if getattr(args, name) is None:   # never overwrite the checked-in data
+            setattr(args, name, Path("results") / checked_in.name if args.emulate else checked_in)
     return args
 
 
@@ -81,8 +82,8 @@ def simulated_grid_round():
     hosts = servers(view)
     problem = ina_placement.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
     plan = from_grid(ina_placement.plan(problem, ina_placement.GRID), hosts[-1])
-    job = plan_flow("grid", plan, wire_mbit(gradient_floats(GRADIENT_MB)))
-    job.cap_mbps = RATE_FRACTION * plan.f   # the senders' pacing
+    job = plan_flow("grid", plan, wire_mbit(gradient_floats(GRADIENT_MB)),
+                    cap_mbps=RATE_FRACTION * plan.f)   # the senders' pacing
     return simulate([job], capacities(view)).makespan_s
 
 

@@ -120,10 +120,11 @@ def simulate(flows, capacity):
 
 # --- flows from the controller's decisions ---------------------------------------
 
-def path_flow(name, view, source, switches, destination, size_mbit, start_s=0.0):
+def path_flow(name, view, source, switches, destination, size_mbit, start_s=0.0,
+              cap_mbps=math.inf):
     """A unicast flow: source host, the switches of its route, destination host."""
     nodes = [source, *switches, destination]
-    return Flow(name, {edge: 1.0 for edge in zip(nodes, nodes[1:])}, size_mbit, start_s)
+    return Flow(name, {edge: 1.0 for edge in zip(nodes, nodes[1:])}, size_mbit, start_s, cap_mbps)
 
 
 def tree_flow(name, tree, size_mbit, start_s=0.0, reserved_mbps=None):
@@ -132,11 +133,12 @@ def tree_flow(name, tree, size_mbit, start_s=0.0, reserved_mbps=None):
                 math.inf if reserved_mbps is None else reserved_mbps)
 
 
-def plan_flow(name, plan, size_mbit, start_s=0.0):
+def plan_flow(name, plan, size_mbit, start_s=0.0, cap_mbps=math.inf):
     """An InArt plan (a GRID plan through inart_placement.from_grid) as one flow at the
     plan's rate f per worker: every link and aggregator carries plan.loads() / f per
-    unit. size_mbit is one worker's gradient: the flow ends when every worker sent it."""
+    unit. size_mbit is one worker's gradient: the flow ends when every worker sent it.
+    cap_mbps: the workers' pacing, if they send slower than f."""
     if not plan.f > 0:
         raise ValueError("plan %s has rate %r" % (name, plan.f))
     return Flow(name, {resource: load / plan.f for resource, load in plan.loads().items()
-                       if load > 0}, size_mbit, start_s)
+                       if load > 0}, size_mbit, start_s, cap_mbps)

@@ -20,6 +20,7 @@ links) with the flow-level simulator (experiments/sim/network.py):
 """
 
 import json
+import math
 import random
 import sys
 import time
@@ -74,15 +75,12 @@ def parse_args(argv):
 
 
 def job_flows(view, mode, name, ps, workers, size_mbit, demand_mbps, book, rng, cap=False):
-    """The flows one job puts on the fabric (empty if its tree does not fit)."""
+    """The flows one job puts on the fabric (empty if its tree does not fit); with cap,
+    unicast flows go at most at demand_mbps each (trees always do)."""
     if mode == UNICAST:
         paths = host_pair_paths(view, pairs=[(ps, w) for w in workers])
-        flows = [path_flow("%s>%s" % (name, w), view, ps, paths[ps, w], w, size_mbit)
-                 for w in workers]
-        if cap:
-            for flow in flows:
-                flow.cap_mbps = demand_mbps
-        return flows
+        return [path_flow("%s>%s" % (name, w), view, ps, paths[ps, w], w, size_mbit,
+                          cap_mbps=demand_mbps if cap else math.inf) for w in workers]
     try:
         tree = compute_tree(view, ps, workers, demand_mbps, book.reserved_mbps, mode, rng)
     except InfeasibleTree:
