@@ -6,7 +6,19 @@ import sys
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are one line on stderr and exit status 2."""
+    """argparse whose errors are one line on stderr and exit status 2, and which turns
+    --bw auto into the rate calibrated for the experiment's traffic pattern."""
+
+    def parse_args(self, args=None, namespace=None):
+        from experiments.platform_capacity import NotCalibrated, resolve_bw
+        parsed = super().parse_args(args, namespace)
+        pattern = getattr(parsed, "bw_pattern", None)
+        if pattern is not None and (parsed.bw == "auto" or parsed.bw != self.get_default("bw")):
+            try:
+                parsed.bw = resolve_bw(parsed.bw, pattern)
+            except NotCalibrated as error:
+                self.error(str(error))
+        return parsed
 
     def error(self, message):
         sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
@@ -23,13 +35,19 @@ def comma_list(kind, allowed=None):
     return parse
 
 
-def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw=20.0):
-    """The spine-leaf flags every experiment takes."""
+def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw="auto", pattern="multicast"):
+    """The spine-leaf flags every experiment takes. --bw is a rate or "auto": a safe
+    fraction of the rate calibrated for `pattern`, the experiment's heaviest traffic
+    (experiments/platform_capacity.py)."""
+    from experiments.platform_capacity import bw_argument
+    parser.set_defaults(bw_pattern=pattern)
     parser.add_argument("--spines", type=int, default=spines, help="number of spine switches")
     parser.add_argument("--leaves", type=int, default=leaves, help="number of leaf switches")
     parser.add_argument("--hosts-per-leaf", type=int, default=hosts_per_leaf,
                         help="hosts under each leaf")
-    parser.add_argument("--bw", type=float, default=bw, help="link rate, Mbit/s")
+    parser.add_argument("--bw", type=bw_argument, default=bw,
+                        help="link rate, Mbit/s, or auto: a safe fraction of the rate "
+                             "`make calibrate` measured on this machine (default %(default)s)")
     parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
     parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
 

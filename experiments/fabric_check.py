@@ -19,7 +19,7 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.fabric_check", description=__doc__.split("\n\n")[0])
-    fabric_arguments(parser)
+    fabric_arguments(parser, bw=20.0)
     parser.add_argument("--tcp-seconds", type=int, default=5, help="iperf3 duration")
     return parser.parse_args(argv)
 

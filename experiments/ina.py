@@ -57,7 +57,7 @@ BENCH_FABRIC = {"spines": 64, "leaves": 64, "hosts_per_leaf": 2, "bw": 100000.0}
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.ina", description=__doc__.split("\n\n")[0])
-    fabric_arguments(parser, hosts_per_leaf=4)
+    fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=comma_list(int), default=[8, 16],
                         help="worker counts, comma-separated")
     parser.add_argument("--ps", type=comma_list(int), default=None,

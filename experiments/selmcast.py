@@ -34,7 +34,7 @@ COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s",
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.selmcast", description=__doc__.split("\n\n")[0])
-    fabric_arguments(parser)
+    fabric_arguments(parser, pattern="all-to-all")
     parser.add_argument("--workers", type=int, default=16, help="workers N (h1..hN)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per policy")
     parser.add_argument("--model-mb", type=float, default=1.0, help="update size per worker, MB")

@@ -52,7 +52,7 @@ COLUMNS = ["step", "elapsed_s", "operations", "faults", "down_link", "live_trees
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.soak", description=__doc__.split("\n\n")[0])
-    fabric_arguments(parser, spines=4, leaves=4)
+    fabric_arguments(parser, spines=4, leaves=4, bw=20.0)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to soak")
     parser.add_argument("--clients", type=int, default=4, help="concurrent REST clients")
     parser.add_argument("--flap-probability", type=float, default=0.3,

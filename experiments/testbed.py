@@ -27,6 +27,8 @@ from pathlib import Path
 from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
 from apps.state_files import STATE_DIR_ENV
 from experiments.controller_client import TOKEN_ENV, ControllerClient
+from experiments.fidelity import PlatformSampler
+from experiments.traffic.transport import MTU_ENV
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
@@ -79,8 +81,9 @@ def ryu_manager_command():
 class FabricTestbed:
     def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
                  rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0,
-                 progress=lambda step: None):
+                 progress=lambda step: None, mtu=1500):
         self.topo = topo
+        self.mtu = mtu
         self.progress = progress
         self.apps = tuple(apps)
         self.of_port = of_port
@@ -116,7 +119,8 @@ class FabricTestbed:
             self._start_controller()
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
-            self.net = start_network(self.topo, self.of_port)
+            self.net = start_network(self.topo, self.of_port, mtu=self.mtu)
+            os.environ[MTU_ENV] = str(self.mtu)   # for the programs started in hosts
             self.management_ip = add_management_network(self.net)
             self.management_url = "http://%s:%d" % (self.management_ip, self.rest_port)
             self.client.put("/fabric/topology", describe(self.topo))
@@ -188,6 +192,10 @@ class FabricTestbed:
             if lines:
                 leftovers[switch] = lines
         return leftovers
+
+    def sampler(self):
+        """A PlatformSampler over this fabric: start() before a run, stop() after it."""
+        return PlatformSampler(self.net.hosts)
 
     def controller_log(self):
         return Path(self.log_path).read_text(errors="replace")

@@ -44,7 +44,7 @@ BASELINE = "unicast+ps"
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.train", description=__doc__.split("\n\n")[0])
-    fabric_arguments(parser, hosts_per_leaf=4)
+    fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=int, default=8, help="number of workers")
     parser.add_argument("--rounds", type=int, default=30, help="training rounds per mode")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=DEFAULT_MODES,

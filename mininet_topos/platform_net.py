@@ -79,8 +79,9 @@ def disable_offloads(node, interface):
     node.cmd("ethtool -K %s %s" % (interface, " ".join("%s off" % f for f in OFFLOADS)))
 
 
-def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning"):
-    """Build and start `topo`; returns the started Mininet (stop it with net.stop())."""
+def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500):
+    """Build and start `topo` with every data-plane interface at `mtu`; returns the started
+    Mininet (stop it with net.stop())."""
     setLogLevel(log_level)
     switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     net = Mininet(topo=topo, switch=switch, link=ShapedLink, controller=None,
@@ -89,18 +90,32 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
     try:
         net.build()
         net.start()
-        for host in net.hosts:
-            for interface in host.intfNames():
-                disable_offloads(host, interface)
-            host.cmd("ip route add %s dev %s" % (MULTICAST_NET, host.defaultIntf()))
-        for switch_node in net.switches:
-            for interface in switch_node.intfNames():
+        for node in net.hosts + net.switches:
+            for interface in node.intfNames():
                 if interface != "lo":
-                    disable_offloads(switch_node, interface)
+                    disable_offloads(node, interface)
+                    node.cmd("ip link set %s mtu %d" % (interface, mtu))
+        for host in net.hosts:
+            host.cmd("ip route add %s dev %s" % (MULTICAST_NET, host.defaultIntf()))
     except BaseException:
         net.stop()
         raise
     return net
+
+
+def shape_links(net, mbps):
+    """Reshape every data-plane link of `net` to `mbps` in place (the HTB class that
+    ShapedLink set up), without restarting anything: calibration probes rate after rate."""
+    command = "class change dev %s parent 5:0 classid 5:1 htb rate %fMbit burst 15k"
+    root_side = []
+    for link in net.links:
+        for intf in (link.intf1, link.intf2):
+            if intf.node.inNamespace:
+                intf.node.cmd("tc " + command % (intf.name, mbps))
+            else:
+                root_side.append(command % (intf.name, mbps))
+    subprocess.run(["tc", "-batch", "-"], input="\n".join(root_side) + "\n", text=True,
+                   check=True, capture_output=True)
 
 
 def _root(command):

@@ -19,6 +19,7 @@ The PS prints one JSON object per round on stdout.
 
 import hashlib
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -26,14 +27,26 @@ import time
 
 from experiments.cli import ArgumentParser
 from experiments.controller_client import ControllerClient
+from experiments.traffic.rate_control import LossAdaptiveRate, ReceiverLoss
 from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
                                            model_bytes, multicast_sender, receive_chunks,
-                                           send_paced)
+                                           send_paced, wire_bytes)
 
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
 MODES = ("unicast",) + MULTICAST_MODES
 CONTROLLER_RESTART_GRACE_S = 30.0   # how long a PS waits for a restarting controller
+PROGRESS_S = 0.05                   # how often a receiving worker reports its progress
+
+
+def unfinished_message(missing_of, size, passes, rate, budget_s):
+    """Why a round gave up: who still misses what, and at what rate the sender was."""
+    worst = sorted(missing_of.items(), key=lambda item: -item[1])
+    missing = ", ".join("%s %d" % (name, count) for name, count in worst if count)
+    return ("workers still miss chunks after %.0f s of repair (%d passes): %s of %d; the sender "
+            "had backed off to %.2f Mbit/s of %.2f reserved and receivers kept losing, so the "
+            "platform is not carrying the tree (see `make calibrate`, use a lower --bw)"
+            % (budget_s, passes, missing, chunk_count(size), rate.lowest, rate.ceiling))
 
 
 # --- PS ------------------------------------------------------------------------
@@ -107,37 +120,77 @@ class ParameterServer:
         try:
             self._announce(number, mode="multicast", group=tree["address"], port=DATA_PORT)
             tree_setup_s = time.perf_counter() - setup_started
-            started = time.perf_counter()
             sender = multicast_sender(self.args.data_ip)
-            wanted, passes, bytes_sent = range(self.chunks), 0, 0
-            while True:
-                bytes_sent += send_paced(sender, [(tree["address"], DATA_PORT)], number, self.model,
-                                         wanted, self.args.rate_mbps)
-                for channel in self.workers.values():
-                    channel.send({"report": number})
-                missing = set()
-                reports = {name: channel.receive() for name, channel in self.workers.items()}
-                if passes == 0:   # the longest silence any worker saw in the first pass
-                    gap_ms = max(r["first_pass_max_gap_ms"] for r in reports.values())
-                for report in reports.values():
-                    for first, last in report["missing"]:
-                        missing.update(range(first, last))
-                if not missing:
-                    break
-                passes += 1
-                if passes > self.args.max_repair_passes:
-                    raise RuntimeError("workers still miss %d chunks after %d repair passes"
-                                       % (len(missing), self.args.max_repair_passes))
-                wanted = sorted(missing)
-            sender.close()
+            try:
+                result = self._send_reliably(number, sender, (tree["address"], DATA_PORT))
+            finally:
+                sender.close()
             for channel in self.workers.values():
                 channel.send({"done": number})
-            return {"completion_s": time.perf_counter() - started, "tree_setup_s": tree_setup_s,
-                    "bytes_sent": bytes_sent, "repair_passes": passes, "gap_ms": gap_ms,
-                    "verified": all(r["sha256_ok"] for r in reports.values()),
-                    "tree_id": tree["id"], "tree_edges": len(tree["edges"])}
+            return dict(result, tree_setup_s=tree_setup_s, tree_id=tree["id"],
+                        tree_edges=len(tree["edges"]))
         finally:
             self.controller.request("DELETE", "/multicast/trees/%d" % tree["id"])
+
+    def _send_reliably(self, number, sender, group):
+        """Multicast the model, then repair what the workers miss (NACK), at a rate that
+        follows their loss reports (rate_control), until every worker has it all or the
+        repair budget is spent."""
+        rate = LossAdaptiveRate(self.args.rate_mbps)
+        started = time.perf_counter()
+        wanted, passes, bytes_sent, first_pass = list(range(self.chunks)), 0, 0, None
+        while True:
+            losses = ReceiverLoss(wanted)
+            pass_started = time.perf_counter()
+            bytes_sent += send_paced(sender, [group], number, self.model, wanted, rate,
+                                     idle=lambda seconds: self._read_progress(seconds, losses, rate))
+            send_s = time.perf_counter() - pass_started
+            reports = self._reports(number)
+            missing_of = {name: sum(last - first for first, last in report["missing"])
+                          for name, report in reports.items()}
+            if first_pass is None:
+                first_pass = {"first_pass_s": send_s,
+                              "first_pass_loss": max(missing_of.values()) / len(wanted),
+                              "lost_chunks": sum(missing_of.values()),
+                              "achieved_mbps": wire_bytes(len(self.model)) * 8 / 1e6 / send_s,
+                              # the longest silence any worker saw in the first pass
+                              "gap_ms": max(r["first_pass_max_gap_ms"] for r in reports.values())}
+            missing = sorted({i for report in reports.values()
+                              for first, last in report["missing"] for i in range(first, last)})
+            if not missing:
+                break
+            rate.update(max(missing_of.values()) / len(wanted), time.perf_counter())
+            passes += 1
+            if time.perf_counter() - started > self.args.repair_budget_s:
+                raise RuntimeError(unfinished_message(missing_of, len(self.model), passes, rate,
+                                                      self.args.repair_budget_s))
+            wanted = missing
+        return dict(first_pass, completion_s=time.perf_counter() - started, bytes_sent=bytes_sent,
+                    repair_passes=passes, planned_mbps=self.args.rate_mbps,
+                    lowest_rate_mbps=round(rate.lowest, 3),
+                    verified=all(r["sha256_ok"] for r in reports.values()))
+
+    def _read_progress(self, seconds, losses, rate):
+        """While ahead of schedule: take the workers' progress reports and adapt the rate."""
+        channels = {channel.sock: (name, channel) for name, channel in self.workers.items()}
+        readable, _, _ = select.select(list(channels), [], [], seconds)
+        for sock in readable:
+            name, channel = channels[sock]
+            for message in channel.poll():
+                loss = losses.report(name, message["datagrams"], message["highest"])
+                if loss is not None:
+                    rate.report(loss, time.perf_counter())
+
+    def _reports(self, number):
+        """Every worker's answer to {"report": number}, past the progress it sent before."""
+        for channel in self.workers.values():
+            channel.send({"report": number})
+        reports = {}
+        for name, channel in self.workers.items():
+            while "missing" not in (reply := channel.receive()):
+                pass
+            reports[name] = reply
+        return reports
 
     def close(self):
         for channel in self.workers.values():
@@ -180,7 +233,7 @@ class Worker:
                                  announcement["round"], announcement["size"])
         self.channel.send({"ready": announcement["round"]})
         try:
-            receive_chunks(self.channel, receiver, announcement["sha256"])
+            receive_chunks(self.channel, receiver, announcement["sha256"], PROGRESS_S)
         finally:
             receiver.close()
 
@@ -229,8 +282,8 @@ def parse_args(argv):
     ps.add_argument("--seed", type=int, default=0)
     ps.add_argument("--tree-ttl-s", type=float, default=300.0,
                     help="lease on each tree, a safety net if the PS dies")
-    ps.add_argument("--max-repair-passes", type=int, default=20,
-                    help="give up on a round whose chunks keep getting lost")
+    ps.add_argument("--repair-budget-s", type=float, default=120.0,
+                    help="give up on a round still incomplete this long after it started")
     ps.add_argument("--connect-timeout-s", type=float, default=30.0)
     worker = roles.add_parser("worker", help="a worker")
     worker.add_argument("--name", required=True)

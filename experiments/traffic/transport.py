@@ -4,6 +4,7 @@ Shared by the PS/worker programs (model_transfer.py) and the peers (peer_sync.py
 
 import hashlib
 import json
+import os
 import selectors
 import socket
 import struct
@@ -20,6 +21,16 @@ WIRE_OVERHEAD = FRAME_OVERHEAD + HEADER.size  # ... and our chunk header
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
 SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
+MTU_ENV = "SYNCFABRIC_MTU"   # the data plane's MTU; the testbed sets it for the programs in hosts
+
+
+def data_mtu():
+    return int(os.environ.get(MTU_ENV, "1500"))
+
+
+def chunk_payload_bytes():
+    """The UDP payload that fills one data-plane MTU."""
+    return data_mtu() - 20 - 8
 
 
 def model_bytes(model_mb, seed=0):
@@ -66,35 +77,42 @@ def chunk_packets(number, data, indices):
 
 def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None):
     """Send chunks `indices` of `data` to every destination (one copy each, interleaved),
-    paced so that all copies together take rate_mbps of wire bytes; returns payload
-    bytes sent. idle(seconds), if given, is called instead of sleeping when ahead."""
+    paced so that all copies together take rate_mbps of wire bytes (a number, or a
+    callable giving the rate now); returns payload bytes sent. idle(seconds), if given,
+    is called instead of sleeping when ahead."""
     packets = chunk_packets(number, data, indices)
-    share = rate_mbps / len(destinations)
+    if callable(rate_mbps):
+        def share():
+            return rate_mbps() / len(destinations)
+    else:
+        share = rate_mbps / len(destinations)
     send_streams(sender, [(destination, packets, share) for destination in destinations], idle)
     return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
 
 
 def send_streams(sock, streams, idle=None):
     """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
-    rate of wire bytes (FRAME_OVERHEAD counted per datagram). idle(seconds), if given,
-    is called instead of sleeping while every stream is ahead of schedule (it may
-    return early)."""
-    started = time.perf_counter()
+    rate of wire bytes (FRAME_OVERHEAD counted per datagram); a rate may be a callable
+    giving the rate now, for a sender that adapts. idle(seconds), if given, is called
+    instead of sleeping while every stream is ahead of schedule (it may return early)."""
+    now = time.perf_counter()
+    due = [now] * len(streams)
     position = [0] * len(streams)
-    wire = [0] * len(streams)
     while True:
-        due = [(started + wire[i] * 8 / (rate * 1e6), i)
-               for i, (_address, packets, rate) in enumerate(streams) if position[i] < len(packets)]
-        if not due:
+        pending = [(due[i], i) for i, (_address, packets, _rate) in enumerate(streams)
+                   if position[i] < len(packets)]
+        if not pending:
             return
-        when, i = min(due)
+        when, i = min(pending)
         wait = when - time.perf_counter()
         if wait > 0.001:
             (idle or time.sleep)(wait)
             continue
-        address, packets, _rate = streams[i]
-        sock.sendto(packets[position[i]], address)
-        wire[i] += len(packets[position[i]]) + FRAME_OVERHEAD
+        address, packets, rate = streams[i]
+        packet = packets[position[i]]
+        sock.sendto(packet, address)
+        current = rate() if callable(rate) else rate
+        due[i] = when + (len(packet) + FRAME_OVERHEAD) * 8 / (current * 1e6)
         position[i] += 1
 
 
@@ -108,6 +126,7 @@ class ChunkReceiver:
         self.last_arrival = None
         self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
         self.measuring = True
+        self.pass_datagrams, self.pass_highest = 0, -1   # this pass's, for progress reports
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
@@ -130,7 +149,11 @@ class ChunkReceiver:
         if self.measuring and self.last_arrival is not None:
             self.max_gap_s = max(self.max_gap_s, now - self.last_arrival)
         self.last_arrival = now
-        if round_number == self.number and not self.have[index]:
+        if round_number != self.number:
+            return
+        self.pass_datagrams += 1
+        self.pass_highest = max(self.pass_highest, index)
+        if not self.have[index]:
             payload = packet[HEADER.size:]
             self.data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
             self.have[index] = True
@@ -148,17 +171,20 @@ class ChunkReceiver:
         self.sock.close()
 
 
-def receive_chunks(channel, receiver, sha256):
+def receive_chunks(channel, receiver, sha256, progress_s=None):
     """Take `receiver`'s chunks while the sender asks over `channel`: {"report": round}
     is answered with the missing ranges and whether the data is complete and matches
-    sha256; {"done": round} ends it."""
+    sha256; {"done": round} ends it. With progress_s, every progress_s while chunks
+    arrive it also tells the sender how many datagrams of this pass came and the
+    highest chunk among them ({"progress": round, ...}), so that it can adapt its rate."""
     number = receiver.number
     selector = selectors.DefaultSelector()
     selector.register(receiver.sock, selectors.EVENT_READ, "data")
     selector.register(channel.sock, selectors.EVENT_READ, "control")
+    told = (time.perf_counter(), 0)
     try:
         while True:
-            for key, _events in selector.select():
+            for key, _events in selector.select(progress_s):
                 if key.data == "data":
                     receiver.take()
                     continue
@@ -171,6 +197,13 @@ def receive_chunks(channel, receiver, sha256):
                 receiver.measuring = False   # the first pass is over: repairs come in bursts
                 channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256),
                               "first_pass_max_gap_ms": receiver.max_gap_s * 1000})
+                receiver.pass_datagrams, receiver.pass_highest = 0, -1
+                told = (time.perf_counter(), 0)
+            now = time.perf_counter()
+            if progress_s and now - told[0] >= progress_s and receiver.pass_datagrams > told[1]:
+                channel.send({"progress": number, "datagrams": receiver.pass_datagrams,
+                              "highest": receiver.pass_highest})
+                told = (now, receiver.pass_datagrams)
     finally:
         selector.close()
 
@@ -243,23 +276,53 @@ def accept_named(listener, names):
 
 
 class Channel:
-    """Newline-delimited JSON over a TCP socket."""
+    """Newline-delimited JSON over a TCP socket. receive() waits for the next message;
+    poll() returns those already here without waiting (a sender reads its receivers'
+    progress between datagrams)."""
 
     def __init__(self, sock):
         self.sock = sock
-        self.reader = sock.makefile("rb")
+        self.buffer = bytearray()
 
     def send(self, message):
         self.sock.sendall(json.dumps(message).encode() + b"\n")
 
-    def receive(self):
-        line = self.reader.readline()
-        if not line:
+    def _fill(self, wait):
+        """Read what the socket has (waiting for something if `wait`); False if nothing."""
+        try:
+            data = self.sock.recv(65536, 0 if wait else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        if not data:
             raise ConnectionError("peer closed the control channel")
+        self.buffer += data
+        return True
+
+    def _next_message(self):
+        end = self.buffer.find(b"\n")
+        if end < 0:
+            return None
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
         return json.loads(line)
 
+    def receive(self):
+        while (message := self._next_message()) is None:
+            self._fill(wait=True)
+        return message
+
+    def poll(self):
+        """Every complete message that has arrived, without waiting."""
+        while self._fill(wait=False):
+            pass
+        messages = []
+        while (message := self._next_message()) is not None:
+            messages.append(message)
+        return messages
+
     def receive_exactly(self, size):
-        data = self.reader.read(size)
-        if len(data) != size:
-            raise ConnectionError("peer closed after %d of %d bytes" % (len(data), size))
+        while len(self.buffer) < size:
+            self._fill(wait=True)
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
         return data

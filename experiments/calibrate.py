@@ -1,0 +1,204 @@
+"""Measure the highest per-link rate at which this machine's emulated fabric carries the
+experiments' heaviest patterns with first-pass loss under 0.5%.
+
+    python -m experiments.calibrate            # also: make calibrate
+
+On an 8x8 spine-leaf (2 hosts per leaf) every link is shaped to a trial rate R and
+the hosts send paced UDP for a few seconds at 95% of what their links carry:
+- multicast: h1 to the 15 other hosts over a reserved path-aware tree;
+- all-to-one: the 15 other hosts to h1, together at 0.95 R (a PS's gradients);
+- all-to-all: every host to every other, each host at 0.95 R (peer sync).
+Bisection finds, per pattern, the highest R whose loss stays under the threshold.
+The rates, the machine and the date go to results/platform.json, which `--bw auto`
+reads (experiments/platform_capacity.py). Ratios measured in one run hold at any
+rate; seconds are labelled with the rate and the machine.
+"""
+
+import datetime
+import json
+import platform as platform_module
+import socket
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments.cli import ArgumentParser, comma_list, progress_printer
+from experiments.platform_capacity import PATTERNS, PLATFORM_FILE
+from experiments.testbed import FabricTestbed
+from experiments.traffic.load_probe import COORDINATOR_PORT
+from experiments.traffic.transport import accept_named, data_mtu, run_in_hosts
+from mininet_topos.platform_net import PlatformError, shape_links
+from mininet_topos.spineleaf import SpineLeafTopo
+
+SEND_FRACTION = 0.95
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.calibrate",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--patterns", type=comma_list(str, PATTERNS), default=list(PATTERNS),
+                        help="comma list of %s" % ", ".join(PATTERNS))
+    parser.add_argument("--max-mbps", type=float, default=40.0, help="the highest rate tried")
+    parser.add_argument("--steps", type=int, default=6, help="bisection steps per pattern")
+    parser.add_argument("--seconds", type=float, default=2.0, help="traffic per trial")
+    parser.add_argument("--loss", type=float, default=0.005, help="the largest acceptable loss")
+    parser.add_argument("--mtu", type=int, default=1500, help="data-plane MTU (1500 or 9000)")
+    parser.add_argument("--of-port", type=int, default=6653)
+    parser.add_argument("--rest-port", type=int, default=8080)
+    parser.add_argument("--out", type=Path, default=PLATFORM_FILE, help="where the rates go")
+    args = parser.parse_args(argv)
+    if args.max_mbps <= 0 or args.steps < 1 or args.seconds <= 0 or not 0 < args.loss < 1:
+        parser.error("--max-mbps, --steps, --seconds and --loss must be positive (loss < 1)")
+    if not 576 <= args.mtu <= 9000:
+        parser.error("--mtu must be between 576 and 9000")
+    return args
+
+
+def streams(pattern, hosts, ips, rate, group=None):
+    """{host: ([[address, Mbit/s], ...], [groups to join])} and {stream: receivers} for
+    one trial of `pattern` with links at `rate`."""
+    send = SEND_FRACTION * rate
+    plan = {name: ([], []) for name in hosts}
+    receivers = {}     # (sender, address) -> receiving hosts
+    first, others = hosts[0], hosts[1:]
+    if pattern == "multicast":
+        plan[first][0].append([group, send])
+        for name in others:
+            plan[name][1].append(group)
+        receivers[first, group] = others
+    elif pattern == "all-to-one":
+        for name in others:
+            plan[name][0].append([ips[first], send / len(others)])
+            receivers[name, ips[first]] = [first]
+    else:
+        for name in hosts:
+            for other in hosts:
+                if other != name:
+                    plan[name][0].append([ips[other], send / (len(hosts) - 1)])
+                    receivers[name, ips[other]] = [other]
+    return plan, receivers
+
+
+class Calibration:
+    def __init__(self, bed, args, hosts):
+        self.bed, self.args, self.hosts = bed, args, hosts
+        self.ips = {name: bed.host(name).IP() for name in hosts}
+        self.listener = socket.create_server((bed.management_ip, COORDINATOR_PORT))
+        self.listener.settimeout(60)
+        self.channels = {}
+        self.trials = 0
+
+    def trial(self, pattern, rate):
+        """One trial at `rate`: its loss, CPU and drop counters."""
+        shape_links(self.bed.net, rate)
+        tree = None
+        if pattern == "multicast":
+            tree = self.bed.client.request("POST", "/multicast/trees", {
+                "source": self.hosts[0], "receivers": self.hosts[1:], "policy": "path-aware",
+                "bandwidth_mbps": SEND_FRACTION * rate, "ttl_s": 60})
+        try:
+            return self._send(pattern, rate, tree and tree["address"])
+        finally:
+            if tree:
+                self.bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+
+    def _send(self, pattern, rate, group):
+        self.trials += 1
+        number = self.trials
+        plan, receivers = streams(pattern, self.hosts, self.ips, rate, group)
+        for index, name in enumerate(self.hosts):
+            send, join = plan[name]
+            self.channels[name].send({"step": number, "index": index, "send": send, "join": join,
+                                      "seconds": self.args.seconds})
+        for name in self.hosts:
+            assert self.channels[name].receive() == {"ready": number}
+        sampler = self.bed.sampler().start()
+        for name in self.hosts:
+            self.channels[name].send({"go": number})
+        sent = {name: self.channels[name].receive()["packets"] for name in self.hosts}
+        usage = sampler.stop()
+        for name in self.hosts:
+            self.channels[name].send({"report": number})
+        received = {name: self.channels[name].receive()["received"] for name in self.hosts}
+        expected = got = 0
+        for name in self.hosts:
+            for (address, _rate), packets in zip(plan[name][0], sent[name]):
+                for receiver in receivers[name, address]:
+                    expected += packets
+                    got += received[receiver].get(str(self.hosts.index(name)), 0)
+        return {"pattern": pattern, "rate_mbps": round(rate, 2),
+                "loss": round(1 - got / expected, 5), "ovs_cpu": round(usage.ovs_cpu, 3),
+                "machine_busy": round(usage.machine_busy, 3), "drops": usage.drops}
+
+    def highest_clean_rate(self, pattern, progress):
+        """Bisection over (0, max]: the highest rate tried whose loss is acceptable."""
+        low, high, trials = 0.0, self.args.max_mbps, []
+        rate = high / 2
+        for _step in range(self.args.steps):
+            result = self.trial(pattern, rate)
+            trials.append(result)
+            progress.set_postfix(pattern=pattern, rate=rate, loss=result["loss"])
+            progress.update()
+            if result["loss"] <= self.args.loss:
+                low = rate
+            else:
+                high = rate
+            rate = (low + high) / 2
+        return round(low, 2), trials
+
+    def run(self):
+        command = [sys.executable, "-m", "experiments.traffic.load_probe",
+                   "--coordinator", "%s:%d" % (self.bed.management_ip, COORDINATOR_PORT)]
+
+        def drive():
+            self.channels = accept_named(self.listener, self.hosts)
+            found = {}
+            with tqdm(total=len(self.args.patterns) * self.args.steps, desc="trials",
+                      unit="trial") as progress:
+                for pattern in self.args.patterns:
+                    rate, trials = self.highest_clean_rate(pattern, progress)
+                    found[pattern] = {"max_mbps": rate, "trials": trials}
+            for channel in self.channels.values():
+                channel.send({"bye": True})
+            return found
+        try:
+            return run_in_hosts(self.bed, self.hosts, command, drive, "calibration")
+        finally:
+            self.listener.close()
+
+
+def machine():
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform_module.processor())
+    import os
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform_module.release(),
+            "hostname": socket.gethostname()}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    topo = SpineLeafTopo(spines=8, leaves=8, hosts_per_leaf=2, bw=args.max_mbps)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    try:
+        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, mtu=args.mtu,
+                           progress=progress_printer("calibrate")) as bed:
+            patterns = Calibration(bed, args, topo.hosts(sort=True)).run()
+    except (PlatformError, RuntimeError) as error:
+        sys.exit("error: %s" % error)
+    elapsed = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
+    result = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
+              "fabric": "8x8 spine-leaf, 2 hosts per leaf", "mtu": args.mtu,
+              "chunk_bytes": data_mtu() - 28, "loss_threshold": args.loss,
+              "send_fraction": SEND_FRACTION, "seconds_per_trial": args.seconds,
+              "calibration_s": round(elapsed, 1), "patterns": patterns}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    for pattern, found in patterns.items():
+        print("%-11s %6.2f Mbit/s per link" % (pattern, found["max_mbps"]))
+    print("calibrated in %.0f s on %s (%d cores), MTU %d; written to %s"
+          % (elapsed, result["machine"]["cpu"], result["machine"]["cores"], args.mtu, args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""What this machine's emulated fabric sustains, as `experiments.calibrate` measured it
+(results/platform.json), and the link rate `--bw auto` turns into."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+PLATFORM_FILE = Path(os.environ.get("SYNCFABRIC_PLATFORM_FILE", "results/platform.json"))
+SAFE_FRACTION = 0.8       # of the calibrated rate: headroom for the experiments' own processes
+PATTERNS = ("multicast", "all-to-one", "all-to-all")
+
+
+class NotCalibrated(RuntimeError):
+    pass
+
+
+def load(path=None):
+    path = Path(path or PLATFORM_FILE)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise NotCalibrated("%s is missing: run `make calibrate` (python -m experiments.calibrate) "
+                            "on this machine first, or give --bw" % path) from None
+
+
+def calibrated_mbps(platform, pattern):
+    """The highest per-link rate at which the fabric carried `pattern` cleanly."""
+    return platform["patterns"][pattern]["max_mbps"]
+
+
+def resolve_bw(bw, pattern, path=None):
+    """The link rate for an experiment whose heaviest traffic is `pattern`: with bw "auto",
+    a safe fraction of the calibrated rate (printed); an explicit rate above the
+    calibrated one is kept, with a warning."""
+    if bw != "auto":
+        rate = float(bw)
+        try:
+            platform = load(path)
+        except NotCalibrated:
+            return rate
+        limit = calibrated_mbps(platform, pattern)
+        if rate > limit:
+            print("warning: --bw %g is above the %g Mbit/s at which this machine carried %s "
+                  "cleanly (%s): expect loss from the CPU, and rows flagged not faithful"
+                  % (rate, limit, pattern, path or PLATFORM_FILE), file=sys.stderr)
+        return rate
+    platform = load(path)
+    rate = round(SAFE_FRACTION * calibrated_mbps(platform, pattern), 1)
+    print("--bw auto: %g Mbit/s per link (%.0f%% of the %g Mbit/s calibrated for %s on %s, %s)"
+          % (rate, 100 * SAFE_FRACTION, calibrated_mbps(platform, pattern), pattern,
+             platform["machine"]["cpu"], platform["date"][:10]), file=sys.stderr)
+    return rate
+
+
+def bw_argument(text):
+    """argparse type of --bw: "auto" or a positive rate."""
+    if text == "auto":
+        return text
+    rate = float(text)
+    if not rate > 0:
+        raise ValueError(text)
+    return rate

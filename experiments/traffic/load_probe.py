@@ -1,0 +1,106 @@
+"""Paced UDP load for calibration: every host sends its streams for a few seconds and
+counts what reaches it, so the coordinator can tell loss per stream.
+
+    python -m experiments.traffic.load_probe --name h1 --data-ip 10.0.0.1 \\
+        --coordinator 172.30.0.1:7300
+
+Per step the coordinator tells each host which streams to send ([address, Mbit/s]),
+which groups to join and for how long; on "go" all send at once; on "report" each
+answers how many datagrams it received from each sender.
+"""
+
+import selectors
+import socket
+import struct
+import sys
+
+from experiments.cli import ArgumentParser
+from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, FRAME_OVERHEAD,
+                                           chunk_payload_bytes, connect, multicast_sender,
+                                           send_streams)
+
+COORDINATOR_PORT = 7300
+PROBE_PORT = 7301
+HEADER = struct.Struct("!II")    # step, sender index
+QUIET_S = 0.2
+
+
+def packets_for(rate_mbps, seconds, size):
+    """How many `size`-byte datagrams a stream of rate_mbps (wire bytes) sends in `seconds`."""
+    return max(1, int(rate_mbps * 1e6 * seconds / 8 / (size + FRAME_OVERHEAD)))
+
+
+class Prober:
+    def __init__(self, args):
+        self.args = args
+        self.channel = connect(args.coordinator, args.connect_timeout_s)
+        self.channel.send({"hello": args.name})
+        self.sender = multicast_sender(args.data_ip)
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            self._step(message)
+
+    def _step(self, plan):
+        number, size = plan["step"], chunk_payload_bytes()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        sock.bind(("", PROBE_PORT))
+        for group in plan["join"]:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                            socket.inet_aton(group) + socket.inet_aton(self.args.data_ip))
+        sock.setblocking(False)
+        received = {}
+
+        def take():
+            while True:
+                try:
+                    packet = sock.recv(65536)
+                except BlockingIOError:
+                    return
+                step, sender = HEADER.unpack_from(packet)
+                if step == number:
+                    received[sender] = received.get(sender, 0) + 1
+
+        selector = selectors.DefaultSelector()
+        selector.register(sock, selectors.EVENT_READ)
+
+        def idle(seconds):
+            if selector.select(seconds):
+                take()
+
+        self.channel.send({"ready": number})
+        assert self.channel.receive() == {"go": number}
+        payload = HEADER.pack(number, plan["index"]) + bytes(size - HEADER.size)
+        streams = [((address, PROBE_PORT), [payload] * packets_for(rate, plan["seconds"], size), rate)
+                   for address, rate in plan["send"]]
+        send_streams(self.sender, streams, idle)
+        self.channel.send({"sent": number, "packets": [len(packets) for _a, packets, _r in streams]})
+        assert self.channel.receive() == {"report": number}
+        while selector.select(QUIET_S):
+            take()
+        selector.close()
+        sock.close()
+        self.channel.send({"received": {str(k): v for k, v in received.items()}})
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.traffic.load_probe",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="this host's name in the fabric")
+    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    parser.add_argument("--connect-timeout-s", type=float, default=30.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    Prober(parse_args(argv)).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
