@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv
 
-.PHONY: setup apt ovs venv demo fabric-check test unit-test figures clean
+.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test figures clean
 
 setup: apt ovs venv
 
@@ -31,10 +31,20 @@ $(VENV)/.installed: setup.cfg setup.py | apt
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# What this machine's emulated fabric sustains (about a minute), for --bw auto; `make demo`
+# calibrates first when results/platform.json is missing.
+PLATFORM := results/platform.json
+calibrate: setup
+	$(PYTHON) -m experiments.calibrate --out $(PLATFORM)
+
+$(PLATFORM): | setup
+	$(PYTHON) -m experiments.calibrate --out $(PLATFORM)
+
 # The main demo: a PS on an 8x8 spine-leaf sends a real 2 MB model to 3 and to 15 workers by
-# unicast, random multicast and path-aware multicast; prints the table, writes CSV + PNG.
-demo: setup
-	$(PYTHON) -m experiments.ps_distribution --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20 \
+# unicast, random multicast and path-aware multicast at the calibrated link rate; prints the
+# table (faithful rows only), writes CSV + PNG.
+demo: setup $(PLATFORM)
+	$(PYTHON) -m experiments.ps_distribution --spines 8 --leaves 8 --hosts-per-leaf 2 --bw auto \
 		--workers 3,15 --model-mb 2 --rounds 1 --out results/demo.csv
 
 fabric-check: setup
@@ -58,6 +68,7 @@ figures: setup
 	$(PYTHON) -m experiments.selmcast_selection --n 4,6,8,10 --out $(FIGURES)/selmcast_vs_milp.csv
 	$(PYTHON) -m experiments.sim.emulation_check --out $(FIGURES)/emulation_check.csv
 ifeq ($(EMULATED),1)
+	$(MAKE) calibrate
 	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3 \
 		--out $(FIGURES)/ps_distribution.csv
 	$(PYTHON) -m experiments.load_balance --jobs 24 --out $(FIGURES)/load_balance.csv

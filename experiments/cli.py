@@ -13,11 +13,13 @@ class ArgumentParser(argparse.ArgumentParser):
         from experiments.platform_capacity import NotCalibrated, resolve_bw
         parsed = super().parse_args(args, namespace)
         pattern = getattr(parsed, "bw_pattern", None)
-        if pattern is not None and (parsed.bw == "auto" or parsed.bw != self.get_default("bw")):
+        if pattern is None or getattr(parsed, "bench", False):   # --bench: no fabric, no rate
+            return parsed
+        if parsed.bw == "auto" or parsed.bw != self.get_default("bw"):
             try:
-                parsed.bw = resolve_bw(parsed.bw, pattern)
+                parsed.bw, parsed.bw_note = resolve_bw(parsed.bw, pattern)
             except NotCalibrated as error:
-                self.error(str(error))
+                parsed.bw, parsed.bw_note = None, error
         return parsed
 
     def error(self, message):
@@ -50,6 +52,16 @@ def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw="auto", pa
                              "`make calibrate` measured on this machine (default %(default)s)")
     parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
     parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
+
+
+def announce_rate(args):
+    """Say which link rate --bw became, or exit with what to do if this machine has no
+    calibration yet: an experiment's first words, once its arguments are known good."""
+    note = getattr(args, "bw_note", None)
+    if isinstance(note, Exception):
+        sys.exit("error: %s" % note)
+    if note:
+        print(note, file=sys.stderr)
 
 
 def progress_printer(name):

@@ -33,7 +33,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
 from experiments.testbed import FabricTestbed, ofctl, wait_until
 from experiments.traffic.model_transfer import run_transfer
@@ -154,6 +154,7 @@ def one_run(bed, view, args, number):
 
 def main(argv=None):
     args = parse_args(argv)
+    announce_rate(args)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw)
     view = FabricView(describe(topo))

@@ -13,13 +13,14 @@ Three invariants decide a row, each with the measure that decided it:
 """
 
 import re
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
 
 RATE_RATIO_MIN = 0.9
 UNEXPLAINED_LOSS_MAX = 0.005
-OVS_CPU_MAX = 0.9          # of one core
+OVS_CPU_MAX = 0.97         # of one core: pegged (0.9 is common on a platform that keeps up)
 MACHINE_BUSY_MAX = 0.95    # of all cores
 
 COLUMNS = ["fidelity_ok", "fidelity_reason", "rate_ratio", "first_pass_loss", "unexplained_loss",
@@ -65,6 +66,21 @@ def verdict(planned_mbps, achieved_mbps, first_pass_loss, lost_packets, usage):
 def faithful(row):
     """Whether a CSV or in-memory row was marked faithful."""
     return str(row.get("fidelity_ok")) in ("True", "true", "1")
+
+
+def faithful_median(rows, key):
+    """The median of `key` over the faithful rows, or None if none is."""
+    values = [row[key] for row in rows if faithful(row)]
+    return statistics.median(values) if values else None
+
+
+def unfaithful_note(rows):
+    """A summary line on the rows that are not faithful (empty if all are)."""
+    reasons = sorted({row["fidelity_reason"] for row in rows if not faithful(row)})
+    if not reasons:
+        return ""
+    return ("%d of %d rows not faithful, no ratio uses them: %s"
+            % (sum(not faithful(row) for row in rows), len(rows), " | ".join(reasons)))
 
 
 def _rounded(value, digits=3):

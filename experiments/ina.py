@@ -8,11 +8,13 @@ for a model split over several PSs.
     python -m experiments.ina --bench
 
 An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
-(--aggregators; capacity --aggregator-bw 9 Mbit/s, below the PS's ingress,
-its 20 Mbit/s link). Workers are h1..hN (packed under the first leaves, as
+(--aggregators; capacity --aggregator-bw, by default 0.45 x --bw: below the
+PS's ingress, its link). --bw auto (the default) is a safe fraction of the
+all-to-all rate `make calibrate` measured here; every row says whether the
+emulator kept up (experiments/fidelity.py) and ratios use faithful rows only. Workers are h1..hN (packed under the first leaves, as
 a job's workers are when it is scheduled rack by rack), the PS is the last
 host (with --ps P, the last P hosts are the PSs; --hetero draws every
-leaf-spine link's rate from U[10, 30] Mbit/s, seeded, host links stay at
+leaf-spine link's rate from U[0.5, 1.5] x --bw, seeded, host links stay at
 --bw). For each worker count, PS count and policy the INA app plans and installs
 (apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
 float32 gradients through the plan and checks the PS's sum. The CSV has per
@@ -37,10 +39,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
+from experiments import fidelity
 from apps import inart_placement
 from apps.ina_placement import GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
 from apps.inart_placement import ATP, INART, InartProblem, model_split
-from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
@@ -51,7 +54,9 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["policy", "workers", "ps_count", "round", "comm_time_s", "min_rate_mbps",
            "ps_ingress_mbps", "verified", "predicted_comm_time_s", "theta_mbps", "theta_lp_mbps",
-           "theta_rounded_mbps", "theta_repaired_mbps", "repair_passes", "aggregators_used"]
+           "theta_rounded_mbps", "theta_repaired_mbps", "repair_passes", "aggregators_used",
+           "link_mbps"] + fidelity.COLUMNS
+AGGREGATOR_SHARE = 0.45   # an aggregator's capacity, of the link rate (9 Mbit/s at 20)
 BENCH_FABRIC = {"spines": 64, "leaves": 64, "hosts_per_leaf": 2, "bw": 100000.0}
 
 
@@ -67,12 +72,12 @@ def parse_args(argv):
                         default=None, help="default: %s; with --ps: %s" % (
                             ",".join(POLICIES), ",".join(inart_placement.POLICIES)))
     parser.add_argument("--hetero", action="store_true",
-                        help="leaf-spine links at U[10, 30] Mbit/s (seeded) instead of --bw")
+                        help="leaf-spine links at U[0.5, 1.5] x --bw (seeded; U[10, 30] at 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --hetero link rates")
     parser.add_argument("--aggregators", default="spines",
                         help="switches with an aggregator: leaves, spines, all or names joined by +")
-    parser.add_argument("--aggregator-bw", type=float, default=9.0,
-                        help="aggregator capacity, Mbit/s")
+    parser.add_argument("--aggregator-bw", type=float, default=None,
+                        help="aggregator capacity, Mbit/s (default 0.45 x --bw: 9 at 20)")
     parser.add_argument("--gradient-mb", type=float, default=1.0, help="gradient per worker, MB")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per policy")
     parser.add_argument("--bench", action="store_true",
@@ -90,7 +95,9 @@ def parse_args(argv):
     if not args.bench and not all(1 <= n <= hosts - max(args.ps) for n in args.workers):
         parser.error("--workers must be between 1 and %d (the PSs need hosts too)"
                      % (hosts - max(args.ps)))
-    if args.gradient_mb <= 0 or args.rounds < 1 or args.aggregator_bw <= 0:
+    if args.aggregator_bw is None and not args.bench and args.bw is not None:
+        args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
+    if args.gradient_mb <= 0 or args.rounds < 1 or (args.aggregator_bw or 1) <= 0:
         parser.error("--gradient-mb, --rounds and --aggregator-bw must be positive")
     return args
 
@@ -141,12 +148,14 @@ def bench_inart(repeats, workers=50, pss=4, seed=0):
 
 
 def hetero_rates(args):
-    """Every leaf-spine link's rate from U[10, 30] Mbit/s, seeded (leaf-major)."""
+    """Every leaf-spine link's rate from U[0.5, 1.5] x --bw, seeded (leaf-major): InArt's
+    U[10, 30] Mbit/s at 20."""
     rng = random.Random(args.seed)
-    return [round(rng.uniform(10, 30), 2) for _ in range(args.leaves * args.spines)]
+    return [round(args.bw * rng.uniform(0.5, 1.5), 2) for _ in range(args.leaves * args.spines)]
 
 
 def run(args):
+    announce_rate(args)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=hetero_rates(args) if args.hetero else args.bw, host_bw=args.bw,
                          aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
@@ -158,10 +167,12 @@ def run(args):
         jobs = [(n, p, policy) for n in args.workers for p in args.ps for policy in args.policies]
         for n, p, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
             pss = hosts[-p:]
+            sampler = bed.sampler().start()
             answer, results = run_plan(bed, {
                 "job": "%s-%d-%d" % (policy, n, p), "workers": hosts[:n], "policy": policy,
                 "ps": pss if policy in inart_placement.POLICIES else pss[0]},
                 args.rounds, args.gradient_mb)
+            usage = sampler.stop()
             for number, result in enumerate(results, start=1):
                 rows.append({
                     "policy": policy, "workers": n, "ps_count": p, "round": number,
@@ -174,7 +185,10 @@ def run(args):
                     "theta_rounded_mbps": answer["theta_rounded_mbps"],
                     "theta_repaired_mbps": answer["theta_repaired_mbps"],
                     "repair_passes": result["repair_passes"],
-                    "aggregators_used": len({a["aggregator"] for a in answer["aggregates"]})})
+                    "aggregators_used": len({a["aggregator"] for a in answer["aggregates"]}),
+                    "link_mbps": args.bw,
+                    **fidelity.verdict(1.0, result["planned_first_pass_s"] / result["first_pass_s"],
+                                       result["first_pass_loss"], result["lost_fragments"], usage)})
         leftovers = bed.leftovers()
     return rows, leftovers
 
@@ -185,11 +199,14 @@ def summary(rows):
     medians = {}
     for key in sorted({(r["workers"], r["ps_count"], r["policy"]) for r in rows}):
         group = [r for r in rows if (r["workers"], r["ps_count"], r["policy"]) == key]
-        medians[key] = statistics.median(r["comm_time_s"] for r in group)
-        lines.append("%-11s %7d %3d %12.2f %13.2f %15.2f %8s" % (
-            key[2], key[0], key[1], medians[key],
+        median = fidelity.faithful_median(group, "comm_time_s")
+        if median is not None:
+            medians[key] = median
+        lines.append("%-11s %7d %3d %12s %13.2f %15.2f %8s %4d/%d faithful" % (
+            key[2], key[0], key[1], "%.2f" % median if median else "-",
             statistics.median(r["min_rate_mbps"] for r in group),
-            statistics.median(r["ps_ingress_mbps"] for r in group), all(r["verified"] for r in group)))
+            statistics.median(r["ps_ingress_mbps"] for r in group), all(r["verified"] for r in group),
+            sum(fidelity.faithful(r) for r in group), len(group)))
     comparisons = [(GRID, NO_INA), (GRID, NEAREST), (INART, ATP), (INART, inart_placement.LBMM),
                    (INART, inart_placement.EQUAL_SPLIT)]
     for workers, pss in sorted({(w, p) for w, p, _policy in medians}):
@@ -198,6 +215,9 @@ def summary(rows):
                 lines.append("%d workers, %d PS: %s's communication time is %.1f%% below %s's" % (
                     workers, pss, ours, 100 * (1 - medians[workers, pss, ours]
                                                / medians[workers, pss, other]), other))
+    lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
+    lines.append("link rate %g Mbit/s; seconds are this machine's, ratios are the claim"
+                 % rows[0]["link_mbps"])
     return "\n".join(lines)
 
 

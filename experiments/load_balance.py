@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until
@@ -116,6 +116,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    announce_rate(args)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw)
     jobs = make_jobs(topo.hosts(sort=True), args.jobs, args.receivers_per_job, random.Random(args.seed))

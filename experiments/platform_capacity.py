@@ -3,7 +3,6 @@
 
 import json
 import os
-import sys
 from pathlib import Path
 
 PLATFORM_FILE = Path(os.environ.get("SYNCFABRIC_PLATFORM_FILE", "results/platform.json"))
@@ -30,34 +29,28 @@ def calibrated_mbps(platform, pattern):
 
 
 def resolve_bw(bw, pattern, path=None):
-    """The link rate for an experiment whose heaviest traffic is `pattern`: with bw "auto",
-    a safe fraction of the calibrated rate (printed); an explicit rate above the
-    calibrated one is kept, with a warning."""
+    """(rate, note) for an experiment whose heaviest traffic is `pattern`: with bw "auto",
+    a safe fraction of the calibrated rate; an explicit rate above the calibrated one
+    is kept, with a warning as the note."""
     if bw != "auto":
         rate = float(bw)
         try:
             platform = load(path)
         except NotCalibrated:
-            return rate
+            return rate, None
         limit = calibrated_mbps(platform, pattern)
-        if rate > limit:
-            print("warning: --bw %g is above the %g Mbit/s at which this machine carried %s "
-                  "cleanly (%s): expect loss from the CPU, and rows flagged not faithful"
-                  % (rate, limit, pattern, path or PLATFORM_FILE), file=sys.stderr)
-        return rate
+        if rate <= limit:
+            return rate, None
+        return rate, ("warning: --bw %g is above the %g Mbit/s at which this machine carried %s "
+                      "cleanly (%s): expect loss from the CPU, and rows flagged not faithful"
+                      % (rate, limit, pattern, path or PLATFORM_FILE))
     platform = load(path)
     rate = round(SAFE_FRACTION * calibrated_mbps(platform, pattern), 1)
-    print("--bw auto: %g Mbit/s per link (%.0f%% of the %g Mbit/s calibrated for %s on %s, %s)"
-          % (rate, 100 * SAFE_FRACTION, calibrated_mbps(platform, pattern), pattern,
-             platform["machine"]["cpu"], platform["date"][:10]), file=sys.stderr)
-    return rate
+    return rate, ("--bw auto: %g Mbit/s per link (%.0f%% of the %g Mbit/s calibrated for %s on "
+                  "%s, %s)" % (rate, 100 * SAFE_FRACTION, calibrated_mbps(platform, pattern),
+                               pattern, platform["machine"]["cpu"], platform["date"][:10]))
 
 
 def bw_argument(text):
-    """argparse type of --bw: "auto" or a positive rate."""
-    if text == "auto":
-        return text
-    rate = float(text)
-    if not rate > 0:
-        raise ValueError(text)
-    return rate
+    """argparse type of --bw: "auto" or a number (the topology checks that it is positive)."""
+    return text if text == "auto" else float(text)

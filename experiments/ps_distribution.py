@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.traffic.model_transfer import MODES, run_transfer
 from experiments.plots import plot_ps_distribution
@@ -59,6 +59,7 @@ def parse_args(argv):
 
 
 def run(args):
+    announce_rate(args)
     bw = args.bw
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=bw)

@@ -19,7 +19,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.receiver_selection import COST_MODELS, L3, POLICIES
-from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+from experiments import fidelity
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots import plot_selmcast
 from experiments.testbed import FabricTestbed
@@ -29,7 +30,7 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s", "predicted_s",
            "multicast_scale", "verified", "predicted_normalized", "forced_pairs", "setup_s",
-           "repair_passes", "deliveries"]
+           "repair_passes", "deliveries", "link_mbps"] + fidelity.COLUMNS
 
 
 def parse_args(argv):
@@ -65,6 +66,7 @@ def host_rates(args):
 
 
 def run(args):
+    announce_rate(args)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw, host_bw=host_rates(args))
     workers = topo.hosts(sort=True)[:args.workers]
@@ -76,8 +78,10 @@ def run(args):
         for policy, cost_model in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
             request = {"job": "%s-%s" % (policy, cost_model), "p": p,
                        "k": args.k, "policy": policy, "cost_model": cost_model}
+            sampler = bed.sampler().start()
             results = run_peer_sync(bed, workers, args.model_mb, [request] * args.rounds,
                                     args.rate_fraction)
+            usage = sampler.stop()
             for number, result in enumerate(results, start=1):
                 plan = result["plan"]
                 rows.append({"policy": policy, "cost_model": cost_model, "workers": args.workers,
@@ -88,7 +92,10 @@ def run(args):
                              "predicted_normalized": plan["normalized_completion"],
                              "forced_pairs": plan["forced_pairs"], "setup_s": result["setup_s"],
                              "repair_passes": result["repair_passes"],
-                             "deliveries": result["deliveries"]})
+                             "deliveries": result["deliveries"], "link_mbps": args.bw,
+                             **fidelity.verdict(1.0, result["planned_send_s"] / result["send_s"],
+                                                result["first_pass_loss"], result["lost_chunks"],
+                                                usage)})
         leftovers = bed.leftovers()
     return rows, leftovers
 
@@ -102,16 +109,22 @@ def summary(rows):
         "verified")]
     medians = {}
     for (cost_model, policy), group in sorted(groups.items()):
-        completion = statistics.median(r["completion_s"] for r in group)
+        completion = fidelity.faithful_median(group, "completion_s")
         predicted = statistics.median(r["predicted_s"] for r in group)
-        medians[cost_model, policy] = completion
-        lines.append("%-4s %-9s %13.2f %12.2f %17.2f %15.3f %9s" % (
-            cost_model, policy, completion, predicted, completion / predicted,
-            statistics.fmean(r["multicast_scale"] for r in group), all(r["verified"] for r in group)))
+        if completion is not None:
+            medians[cost_model, policy] = completion
+        lines.append("%-4s %-9s %13s %12.2f %17s %15.3f %9s %4d/%d faithful" % (
+            cost_model, policy, "%.2f" % completion if completion else "-", predicted,
+            "%.2f" % (completion / predicted) if completion else "-",
+            statistics.fmean(r["multicast_scale"] for r in group), all(r["verified"] for r in group),
+            sum(fidelity.faithful(r) for r in group), len(group)))
     for cost_model in sorted({c for c, _ in medians}):
         if (cost_model, "selmcast") in medians and (cost_model, "random") in medians:
             lines.append("%s: SELMCAST's completion is %.1f%% below random-p's" % (
                 cost_model, 100 * (1 - medians[cost_model, "selmcast"] / medians[cost_model, "random"])))
+    lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
+    lines.append("link rate %g Mbit/s; seconds are this machine's, ratios are the claim"
+                 % rows[0]["link_mbps"])
     return "\n".join(lines)
 
 

@@ -25,11 +25,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import (ArgumentParser, comma_list, fabric_arguments, progress_printer,
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.digits_mlp import TrainingSetup
+from experiments.ina import AGGREGATOR_SHARE
 from experiments.traffic.training import MODES, run_training
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -51,8 +52,8 @@ def parse_args(argv):
                         help="comma list of %s" % ", ".join(MODES))
     parser.add_argument("--aggregators", default="spines",
                         help="switches with an aggregator: leaves, spines, all or names joined by +")
-    parser.add_argument("--aggregator-bw", type=float, default=9.0,
-                        help="aggregator capacity, Mbit/s")
+    parser.add_argument("--aggregator-bw", type=float, default=None,
+                        help="aggregator capacity, Mbit/s (default 0.45 x --bw: 9 at 20)")
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="parameter sending rate (and multicast reservation) as a fraction of --bw")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
@@ -72,12 +73,15 @@ def parse_args(argv):
         parser.error("--workers must be between 1 and %d" % (min(hosts, 65) - 1))
     if args.rounds < 1 or args.hidden < 1 or args.batch < 1 or args.learning_rate <= 0:
         parser.error("--rounds, --hidden, --batch and --learning-rate must be positive")
+    if args.aggregator_bw is None and args.bw is not None:
+        args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
     if not 0 < args.rate_fraction <= 1 or args.aggregator_bw <= 0:
         parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
     return args
 
 
 def run(args):
+    announce_rate(args)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
     hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),

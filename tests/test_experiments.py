@@ -54,9 +54,27 @@ def test_ps_distribution_writes_verified_rows_and_a_figure(tmp_path):
     assert [(r["mode"], r["workers"]) for r in table] == [
         ("unicast", "3"), ("random", "3"), ("path-aware", "3")]
     assert all(r["verified"] == "True" for r in table)
+    # a small fabric at 10 Mbit/s is well within what this machine kind carries
+    assert all(r["fidelity_ok"] == "True" for r in table), [r["fidelity_reason"] for r in table]
+    assert all(float(r["rate_ratio"]) >= 0.9 for r in table)
     assert out.with_suffix(".png").stat().st_size > 0
     assert "switches hold no groups, meters or multicast flows" in answer.stdout
     assert not bridges() & {"spine1", "leaf1"}
+
+
+@pytest.mark.integration
+def test_an_overloaded_run_is_flagged_not_faithful_and_still_delivers(tmp_path):
+    require_root()
+    out = tmp_path / "overloaded.csv"
+    overloaded = [a if a != "10" else "400" for a in SMALL]   # far above any calibrated rate
+    answer = run("ps_distribution", *overloaded, "--workers", "3", "--model-mb", "8",
+                 "--rounds", "1", "--modes", "path-aware", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    (row,) = rows(out)
+    assert row["verified"] == "True"
+    assert row["fidelity_ok"] == "False" and row["fidelity_reason"] != "kept up"
+    assert "not faithful" in answer.stdout
+    assert "speedup" in answer.stdout and " - " in answer.stdout.splitlines()[1]
 
 
 @pytest.mark.integration

@@ -22,8 +22,9 @@ experiment in the root namespace) over the management network. Per round:
    with their set on to the PS; the PS adds what reaches it the same way;
 4. repair: the PS and the aggregators report, per fragment, the workers still
    missing; an aggregator resends the aggregates it has, the workers resend
-   what did not reach their aggregator or the PS; until the PS holds every
-   worker in every fragment;
+   what did not reach their aggregator or the PS, at a share of the planned
+   rates that backs off on loss and probes back up (rate_control.py); until
+   the PS holds every worker in every fragment, or the repair budget is spent;
 5. the PS checks the sum against the exact one, computed in float64 from the
    same seeds: every element within the float32 summation bound
    n * 2**-24 * sum_i |g_i| (recursive summation, any order) plus one
@@ -42,6 +43,7 @@ import time
 import numpy as np
 
 from experiments.cli import ArgumentParser
+from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
                                            accept_named, connect, drain, ranges, run_in_hosts,
                                            send_streams)
@@ -50,6 +52,7 @@ COORDINATOR_PORT = 7200
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
 FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
 MAX_WORKERS = 64
+REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives up
 
 
 def gradient(seed, worker, number, floats):
@@ -276,7 +279,7 @@ class GradientCoordinator:
     range of fragments, fragment_ranges)."""
 
     def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
-                 rate_fraction=0.95, max_repair_passes=30, connect_timeout_s=60.0):
+                 rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.pss = [pss] if isinstance(pss, str) else list(pss)
@@ -285,7 +288,7 @@ class GradientCoordinator:
         self.floats = floats
         self.seed = seed
         self.rate_fraction = rate_fraction
-        self.max_repair_passes = max_repair_passes
+        self.repair_budget_s = repair_budget_s
         self.listener = socket.create_server((listen_ip, COORDINATOR_PORT))
         self.listener.settimeout(connect_timeout_s)
         self.channels = {}
@@ -347,18 +350,33 @@ class GradientCoordinator:
         for worker in self.workers:
             self.channels[worker].send({"go": number})
         self._expect(self.workers, {"sent": number})
-        passes = 0
+        first_pass_s = time.perf_counter() - started
+        planned_s = max(max(wire_mbit((last - first) * FLOATS_PER_FRAGMENT) / rate
+                            for _node, _ps, first, last, rate in pieces if last > first)
+                        for pieces in ranges_of.values())
+        passes, sent, first_pass = 0, len(self.workers) * count, None
+        scale = LossAdaptiveRate(1.0)   # of every stream's planned rate, for repairs
         while True:
             reports = self._reports([*self.aggregators, *self.pss], number)
-            if not any(reports[ps]["missing"] for ps in self.pss):
+            lost = sum(bin(mask).count("1") for ps in self.pss for _f, mask in reports[ps]["missing"])
+            if first_pass is None:
+                first_pass = {"first_pass_s": first_pass_s, "planned_first_pass_s": planned_s,
+                              "first_pass_loss": lost / sent, "lost_fragments": lost}
+            if not lost:
                 break
             passes += 1
-            if passes > self.max_repair_passes:
-                raise RuntimeError("round %d: fragments still missing after %d repair passes: %s"
-                                   % (number, self.max_repair_passes, {
-                                       name: reports[name]["missing"][:3] for name in reports
-                                       if reports[name]["missing"]}))
-            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports)
+            if time.perf_counter() - started > self.repair_budget_s:
+                raise RuntimeError(
+                    "round %d: after %.0f s of repair (%d passes), %d worker fragments still miss "
+                    "the PS (first: %s); repairs were sent at %.0f%% of the planned rates and kept "
+                    "being lost, so the platform is not carrying the plan (see `make calibrate`, "
+                    "use a lower --bw)" % (number, self.repair_budget_s, passes, lost, {
+                        name: reports[name]["missing"][:3] for name in reports
+                        if reports[name]["missing"]}, 100 * scale.lowest))
+            scale.update(min(1.0, lost / sent), time.perf_counter())
+            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports, scale.rate)
+            sent = sum(last - first for items in resend.values() for item in items
+                       for first, last in item["fragments"])
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
             self._expect(list(resend), {"sent": number})
@@ -372,13 +390,14 @@ class GradientCoordinator:
             "error_to_bound": max(c["error_to_bound"] for c in checks)}
         for name in self.names:
             self.channels[name].send({"done": number})
-        return {"comm_time_s": comm_time_s, "repair_passes": passes,
+        return {"comm_time_s": comm_time_s, "repair_passes": passes, **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **check}
 
-    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip, ports):
-        """{process: [{"ip", "port", "fragments", "rate_mbps"}]} that fill what is missing."""
+    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip, ports, scale):
+        """{process: [{"ip", "port", "fragments", "rate_mbps"}]} that fill what is missing,
+        each stream at `scale` times its planned rate."""
         wanted = {}   # (sender, destination, port, rate) -> fragment indices
 
         def ask(sender, destination, ps, rate, index):
@@ -405,7 +424,8 @@ class GradientCoordinator:
                         ask(node, ps, ps, aggregate_rate[node, ps], index)
         resend = {}
         for (sender, destination, port, rate), indices in wanted.items():
-            resend.setdefault(sender, []).append({"ip": destination, "port": port, "rate_mbps": rate,
+            resend.setdefault(sender, []).append({"ip": destination, "port": port,
+                                                  "rate_mbps": rate * scale,
                                                   "fragments": ranges(sorted(indices))})
         return resend
 

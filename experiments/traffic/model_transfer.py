@@ -150,7 +150,8 @@ class ParameterServer:
                           for name, report in reports.items()}
             if first_pass is None:
                 first_pass = {"first_pass_s": send_s,
-                              "first_pass_loss": max(missing_of.values()) / len(wanted),
+                              "first_pass_loss": sum(missing_of.values()) / len(wanted)
+                              / len(missing_of),
                               "lost_chunks": sum(missing_of.values()),
                               "achieved_mbps": wire_bytes(len(self.model)) * 8 / 1e6 / send_s,
                               # the longest silence any worker saw in the first pass

@@ -13,7 +13,9 @@ and the controller over its REST API. Per round:
 2. every peer makes its update (seeded float32, new bytes each round), joins,
    and answers ready with its SHA-256; on "go" all send at once;
 3. repair: each receiver reports the chunks it misses per sender, each sender
-   resends them (to the group that misses them), until nobody misses anything;
+   resends them (to the group that misses them) at a share of its rate that
+   backs off on loss and probes back up (rate_control.py), until nobody misses
+   anything or the repair budget is spent;
    every receiver checks every sender's SHA-256;
 4. the coordinator releases the round (DELETE).
 Completion is from "go" to the last report with nothing missing; send_s from "go" to
@@ -27,6 +29,7 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
+from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
                                            connect, drain, run_in_hosts,
                                            model_bytes, multicast_sender, ranges, send_paced,
@@ -84,7 +87,7 @@ class Peer:
                     for group, missing in request["resend"].items():
                         indices = [i for first, last in missing for i in range(first, last)]
                         send_paced(self.sender, [(group, DATA_PORT)], number, update, indices,
-                                   plan["rate_mbps"] / len(plan["send"]), idle=take_for)
+                                   request["rate_mbps"] / len(plan["send"]), idle=take_for)
                     self.channel.send({"sent": number})
                 elif "report" in request:
                     drain(receivers.values())
@@ -102,11 +105,11 @@ class SyncCoordinator:
     """Drives rounds: asks the controller, tells the peers, repairs, releases."""
 
     def __init__(self, client, listen_ip, names, update_mb, rate_fraction=0.95,
-                 max_repair_passes=20, connect_timeout_s=30.0):
+                 repair_budget_s=120.0, connect_timeout_s=30.0):
         self.client = client
         self.update_size = len(model_bytes(update_mb, seed=0))
         self.rate_fraction = rate_fraction   # senders pace a little below their reservation
-        self.max_repair_passes = max_repair_passes
+        self.repair_budget_s = repair_budget_s
         self.listener = socket.create_server((listen_ip, COORDINATOR_PORT))
         self.listener.settimeout(connect_timeout_s)
         self.names = list(names)
@@ -159,7 +162,12 @@ class SyncCoordinator:
             channel.send({"go": number, "expected": {s: hashes[s] for s in receive[name]}})
         self._wait_sent(self.names, number)
         send_s = time.perf_counter() - started
-        passes = 0
+        planned_send_s = max(wire_bytes(size) * 8 / 1e6 * len(groups_of[name]) / rate_of[name]
+                             for name in rate_of)
+        chunks = chunk_count(size)
+        sent = {sender: chunks for sender in groups_of if groups_of[sender]}
+        rates = {sender: LossAdaptiveRate(1.0) for sender in sent}   # of the planned rate
+        passes, first_pass = 0, None
         while True:
             reports = {}
             for name, channel in self.peers.items():
@@ -172,15 +180,30 @@ class SyncCoordinator:
                     group = group_of[sender, receiver]
                     chunks = resend.setdefault(sender, {}).setdefault(group, set())
                     chunks.update(i for first, last in missing for i in range(first, last))
+            worst = {sender: max(len(chunks) for chunks in by_group.values()) / sent[sender]
+                     for sender, by_group in resend.items()}
+            if first_pass is None:   # the share of (pair, chunk) deliveries lost
+                lost = sum(last - first for report in reports.values()
+                           for missing in report["missing"].values() for first, last in missing)
+                pairs = sum(len(senders) for senders in receive.values())
+                first_pass = {"first_pass_loss": lost / (pairs * chunks), "lost_chunks": lost}
             if not resend:
                 break
             passes += 1
-            if passes > self.max_repair_passes:
-                raise RuntimeError("round %d: chunks still missing after %d repair passes"
-                                   % (number, self.max_repair_passes))
+            if time.perf_counter() - started > self.repair_budget_s:
+                raise RuntimeError(
+                    "round %d: chunks still missing after %.0f s of repair (%d passes), from %s; "
+                    "the senders had backed off to %.0f%% of their reservations and kept losing, "
+                    "so the platform is not carrying the round (see `make calibrate`, use a "
+                    "lower --bw)" % (number, self.repair_budget_s, passes, ", ".join(sorted(resend)),
+                                     100 * min(rates[s].lowest for s in resend)))
+            now = time.perf_counter()
             for sender, by_group in resend.items():
+                scale = rates[sender].update(worst[sender], now)
+                sent[sender] = sum(len(chunks) for chunks in by_group.values())
                 self.peers[sender].send({"resend": {group: ranges(sorted(chunks))
-                                                    for group, chunks in by_group.items()}})
+                                                    for group, chunks in by_group.items()},
+                                         "rate_mbps": rate_of[sender] * scale})
             self._wait_sent(list(resend), number)
         completion_s = time.perf_counter() - started
         for channel in self.peers.values():
@@ -188,7 +211,7 @@ class SyncCoordinator:
         verified = all(all(report["verified"].values()) for report in reports.values())
         deliveries = sum(len(r["verified"]) for r in reports.values())
         return {"completion_s": completion_s, "send_s": send_s, "setup_s": setup_s,
-                "repair_passes": passes,
+                "repair_passes": passes, "planned_send_s": planned_send_s, **first_pass,
                 "verified": verified, "deliveries": deliveries}
 
     def _wait_sent(self, senders, number):

@@ -43,6 +43,7 @@ from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accurac
                                             sgd_update, worker_gradient)
 from experiments.traffic.gradients import (COORDINATOR_PORT, GradientCoordinator, Process,
                                            parse_args, wire_mbit)
+from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
                                            multicast_sender, ranges, receive_chunks, run_in_hosts,
                                            send_streams)
@@ -51,7 +52,7 @@ PARAMETER_MODES = ("unicast", "multicast")
 GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}
 MODES = tuple("%s+%s" % (p, g) for p in PARAMETER_MODES for g in GRADIENT_POLICIES)
 ATOL, RTOL = 1e-6, 1e-4
-MAX_PARAMETER_REPAIRS = 30
+PARAMETER_REPAIR_BUDGET_S = 120.0   # a parameter round still incomplete this long gives up
 
 
 def expand(chunk_ranges):
@@ -203,14 +204,15 @@ class TrainingCoordinator(GradientCoordinator):
                                         "size": announced["size"], "sha256": announced["sha256"]})
         self._expect(self.workers, {"ready": number})
         missing = {w: [[0, chunk_count(announced["size"])]] for w in self.workers}
-        passes = 0
+        passes, started = 0, time.perf_counter()
+        rate = LossAdaptiveRate(self.rate_mbps)   # backs off on loss, probes back up
         while True:
+            union = sorted({i for chunks in missing.values() for i in expand(chunks)})
             if group:
-                union = sorted({i for chunks in missing.values() for i in expand(chunks)})
-                streams = [{"ip": group, "chunks": ranges(union), "rate_mbps": self.rate_mbps}]
+                streams = [{"ip": group, "chunks": ranges(union), "rate_mbps": rate.rate}]
             else:
                 streams = [{"ip": self.addresses[w], "chunks": chunks,
-                            "rate_mbps": self.rate_mbps / len(missing)}
+                            "rate_mbps": rate.rate / len(missing)}
                            for w, chunks in missing.items()]
             ps.send({"send": streams})
             self._expect([self.ps], {"sent": number})
@@ -221,9 +223,14 @@ class TrainingCoordinator(GradientCoordinator):
             if not missing:
                 break
             passes += 1
-            if passes > MAX_PARAMETER_REPAIRS:
-                raise RuntimeError("round %d: workers still miss parameters after %d repair passes"
-                                   % (number, passes - 1))
+            if time.perf_counter() - started > PARAMETER_REPAIR_BUDGET_S:
+                raise RuntimeError(
+                    "round %d: %s still miss parameters after %.0f s of repair (%d passes) at "
+                    "down to %.2f Mbit/s: the platform is not carrying the tree (see `make "
+                    "calibrate`, use a lower --bw)" % (number, ", ".join(sorted(missing)),
+                                                      PARAMETER_REPAIR_BUDGET_S, passes, rate.lowest))
+            rate.update(max(len(expand(chunks)) for chunks in missing.values()) / len(union),
+                        time.perf_counter())
         for name in [self.ps, *self.workers]:
             self.channels[name].send({"done": number})
         if not all(r["sha256_ok"] for r in reports.values()):

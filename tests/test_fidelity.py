@@ -1,0 +1,95 @@
+"""The fidelity verdict on canned measurements, the calibration's traffic patterns and
+--bw auto."""
+
+import json
+
+import pytest
+
+from experiments import fidelity
+from experiments.calibrate import streams
+from experiments.fidelity import Usage, verdict
+from experiments.platform_capacity import NotCalibrated, resolve_bw
+
+IDLE = Usage(ovs_cpu=0.5, machine_busy=0.6)
+
+
+def test_a_run_that_kept_up_is_faithful():
+    row = verdict(8.075, 8.05, 0.0, 0, IDLE)
+    assert row["fidelity_ok"] and row["fidelity_reason"] == "kept up"
+    assert row["rate_ratio"] == pytest.approx(0.997, abs=1e-3)
+
+
+def test_each_invariant_decides_alone():
+    slow = verdict(19.0, 9.0, 0.0, 0, IDLE)
+    assert not slow["fidelity_ok"] and "47% of the planned rate" in slow["fidelity_reason"]
+    lossy = verdict(8.0, 8.0, 0.03, 300, IDLE)
+    assert not lossy["fidelity_ok"] and "3.0% first-pass loss" in lossy["fidelity_reason"]
+    pegged = verdict(8.0, 8.0, 0.0, 0, Usage(ovs_cpu=0.99, machine_busy=0.5))
+    assert not pegged["fidelity_ok"] and "ovs-vswitchd at 99%" in pegged["fidelity_reason"]
+    busy = verdict(8.0, 8.0, 0.0, 0, Usage(ovs_cpu=0.5, machine_busy=0.99))
+    assert not busy["fidelity_ok"] and "machine 99% busy" in busy["fidelity_reason"]
+
+
+def test_loss_that_counters_explain_is_not_the_emulators():
+    dropped = Usage(ovs_cpu=0.5, machine_busy=0.5, drops={"meter": 300, "queue": 0, "socket": 0})
+    row = verdict(8.0, 8.0, 0.03, 300, dropped)
+    assert row["fidelity_ok"] and row["unexplained_loss"] == 0.0
+    half = verdict(8.0, 8.0, 0.03, 600, dropped)
+    assert not half["fidelity_ok"] and half["unexplained_loss"] == pytest.approx(0.015)
+
+
+def test_tcp_rows_are_held_to_their_rate_only():
+    row = verdict(8.5, 8.1, None, 0, IDLE)
+    assert row["fidelity_ok"] and row["unexplained_loss"] is None
+
+
+def test_summaries_use_faithful_rows_only():
+    rows = [{"t": 1.0, "fidelity_ok": "True", "fidelity_reason": "kept up"},
+            {"t": 9.0, "fidelity_ok": "False", "fidelity_reason": "machine 99% busy"},
+            {"t": 3.0, "fidelity_ok": True, "fidelity_reason": "kept up"}]
+    assert fidelity.faithful_median(rows, "t") == 2.0
+    assert fidelity.faithful_median(rows[1:2], "t") is None
+    assert fidelity.unfaithful_note(rows).startswith("1 of 3 rows not faithful")
+    assert fidelity.unfaithful_note(rows[:1]) == ""
+
+
+def test_platform_counters_are_read_from_tc_and_snmp_text():
+    tc = (" Sent 100 bytes 2 pkt (dropped 3, overlimits 0 requeues 0)\n"
+          " Sent 5 bytes 1 pkt (dropped 4, overlimits 0 requeues 0)\n")
+    assert fidelity._qdisc_drops(tc) == 7
+    snmp = ("Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+            "Udp: 10 0 2 5 3 0\n")
+    assert fidelity._udp_socket_drops(snmp) == 5
+
+
+HOSTS = ["h%d" % i for i in range(1, 5)]
+IPS = {name: "10.0.0.%d" % i for i, name in enumerate(HOSTS, start=1)}
+
+
+def test_calibration_patterns_fill_every_host_link_at_most_once():
+    plan, receivers = streams("multicast", HOSTS, IPS, 10.0, group="239.1.0.1")
+    assert plan["h1"] == ([["239.1.0.1", 9.5]], []) and plan["h2"] == ([], ["239.1.0.1"])
+    assert receivers == {("h1", "239.1.0.1"): ["h2", "h3", "h4"]}
+    plan, receivers = streams("all-to-one", HOSTS, IPS, 10.0)
+    assert sum(rate for name in HOSTS for _a, rate in plan[name][0]) == pytest.approx(9.5)
+    assert all(receiver == ["h1"] for receiver in receivers.values())
+    plan, receivers = streams("all-to-all", HOSTS, IPS, 10.0)
+    for name in HOSTS:
+        assert sum(rate for _a, rate in plan[name][0]) == pytest.approx(9.5)
+    assert len(receivers) == 12
+
+
+def test_bw_auto_is_a_safe_fraction_of_the_calibrated_rate(tmp_path):
+    platform = tmp_path / "platform.json"
+    with pytest.raises(NotCalibrated, match="make calibrate"):
+        resolve_bw("auto", "multicast", platform)
+    assert resolve_bw(20.0, "multicast", platform) == (20.0, None)   # nothing to compare with
+    platform.write_text(json.dumps({
+        "date": "2026-11-23T12:00:00+00:00", "machine": {"cpu": "AMD EPYC"},
+        "patterns": {"multicast": {"max_mbps": 10.62}, "all-to-all": {"max_mbps": 5.62}}}))
+    rate, note = resolve_bw("auto", "multicast", platform)
+    assert rate == 8.5 and "10.62 Mbit/s calibrated for multicast" in note
+    assert resolve_bw("auto", "all-to-all", platform)[0] == 4.5
+    assert resolve_bw(8.0, "multicast", platform) == (8.0, None)
+    rate, warning = resolve_bw(20.0, "multicast", platform)
+    assert rate == 20.0 and warning.startswith("warning: --bw 20 is above the 10.62")
