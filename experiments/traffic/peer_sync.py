@@ -164,8 +164,8 @@ class SyncCoordinator:
         send_s = time.perf_counter() - started
         planned_send_s = max(wire_bytes(size) * 8 / 1e6 * len(groups_of[name]) / rate_of[name]
                              for name in rate_of)
-        chunks = chunk_count(size)
-        sent = {sender: chunks for sender in groups_of if groups_of[sender]}
+        update_chunks = chunk_count(size)
+        sent = {sender: update_chunks for sender in groups_of if groups_of[sender]}
         rates = {sender: LossAdaptiveRate(1.0) for sender in sent}   # of the planned rate
         passes, first_pass = 0, None
         while True:
@@ -186,7 +186,7 @@ class SyncCoordinator:
                 lost = sum(last - first for report in reports.values()
                            for missing in report["missing"].values() for first, last in missing)
                 pairs = sum(len(senders) for senders in receive.values())
-                first_pass = {"first_pass_loss": lost / (pairs * chunks), "lost_chunks": lost}
+                first_pass = {"first_pass_loss": lost / (pairs * update_chunks), "lost_chunks": lost}
             if not resend:
                 break
             passes += 1
