@@ -3,10 +3,11 @@ experiments' heaviest patterns with first-pass loss under 0.5%.
 
     python -m experiments.calibrate            # also: make calibrate
 
-On an 8x8 spine-leaf (2 hosts per leaf) every link is shaped to a trial rate R and
-the hosts send paced UDP for a few seconds at 95% of what their links carry:
-- multicast: h1 to the 15 other hosts over a reserved path-aware tree;
-- all-to-one: the 15 other hosts to h1, together at 0.95 R (a PS's gradients);
+On an 8x8 spine-leaf (2 hosts per leaf; the experiments' fabric, other sizes by
+flag) every link is shaped to a trial rate R and the hosts send paced UDP for a
+few seconds at 95% of what their links carry:
+- multicast: h1 to the other hosts over a reserved path-aware tree;
+- all-to-one: the other hosts to h1, together at 0.95 R (a PS's gradients);
 - all-to-all: every host to every other, each host at 0.95 R (peer sync).
 Bisection finds, per pattern, the highest R whose loss stays under the threshold.
 The rates, the machine and the date go to results/platform.json, which `--bw auto`
@@ -44,6 +45,9 @@ def parse_args(argv):
     parser.add_argument("--seconds", type=float, default=2.0, help="traffic per trial")
     parser.add_argument("--loss", type=float, default=0.005, help="the largest acceptable loss")
     parser.add_argument("--mtu", type=int, default=1500, help="data-plane MTU (1500 or 9000)")
+    parser.add_argument("--spines", type=int, default=8, help="the experiments' fabric: spines")
+    parser.add_argument("--leaves", type=int, default=8, help="... leaves")
+    parser.add_argument("--hosts-per-leaf", type=int, default=2, help="... and hosts per leaf")
     parser.add_argument("--of-port", type=int, default=6653)
     parser.add_argument("--rest-port", type=int, default=8080)
     parser.add_argument("--out", type=Path, default=PLATFORM_FILE, help="where the rates go")
@@ -178,17 +182,20 @@ def machine():
 
 def main(argv=None):
     args = parse_args(argv)
-    topo = SpineLeafTopo(spines=8, leaves=8, hosts_per_leaf=2, bw=args.max_mbps)
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
+                         bw=args.max_mbps)
     started = datetime.datetime.now(datetime.timezone.utc)
     try:
         with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, mtu=args.mtu,
                            progress=progress_printer("calibrate")) as bed:
             patterns = Calibration(bed, args, topo.hosts(sort=True)).run()
-    except (PlatformError, RuntimeError) as error:
+    except (PlatformError, RuntimeError, ValueError) as error:
         sys.exit("error: %s" % error)
     elapsed = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
     result = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
-              "fabric": "8x8 spine-leaf, 2 hosts per leaf", "mtu": args.mtu,
+              "fabric": "%dx%d spine-leaf, %d hosts per leaf" % (args.spines, args.leaves,
+                                                                args.hosts_per_leaf),
+              "mtu": args.mtu,
               "chunk_bytes": data_mtu() - 28, "loss_threshold": args.loss,
               "send_fraction": SEND_FRACTION, "seconds_per_trial": args.seconds,
               "calibration_s": round(elapsed, 1), "patterns": patterns}

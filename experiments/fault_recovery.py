@@ -33,6 +33,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
+from experiments import fidelity
 from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
 from experiments.testbed import FabricTestbed, ofctl, wait_until
@@ -43,7 +44,7 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 FAULTS = ("link", "switch", "controller")
 COLUMNS = ["fault", "run", "gap_ms", "repaired", "verified", "leftovers", "completion_s",
-           "repair_passes", "recovered_s", "during_transfer", "failed"]
+           "repair_passes", "recovered_s", "during_transfer", "failed", "link_mbps"] + fidelity.COLUMNS
 
 
 def parse_args(argv):
@@ -126,6 +127,7 @@ def one_run(bed, view, args, number):
         except Exception as error:   # reported in the row, the run goes on
             failures.append("fault: %s" % error)
     injector = threading.Thread(target=inject)
+    sampler = bed.sampler().start()
     injector.start()
     try:
         (result,) = run_transfer(bed, hosts[0], hosts[1:args.workers + 1], "path-aware",
@@ -135,6 +137,7 @@ def one_run(bed, view, args, number):
         tqdm.write("run %d: %s" % (number, error), file=sys.stderr)   # all of it, once
         failures.append(str(error).splitlines()[0])
     injector.join()
+    usage = sampler.stop()
     fault.heal()
     wait_until(lambda: all(s["synced"] for s in bed.client.get("/fabric/topology")["switches"]),
                20, "every switch back")
@@ -149,7 +152,10 @@ def one_run(bed, view, args, number):
             "during_transfer": fault.recovered_s is None or (
                 result.get("completion_s") is not None
                 and fault.recovered_s < result["completion_s"]),
-            "failed": "; ".join(failures)}
+            "failed": "; ".join(failures), "link_mbps": args.bw,
+            # loss is the fault's by design: the sending rate and the CPU decide
+            **fidelity.verdict(result.get("planned_mbps"), result.get("achieved_mbps"), None, 0,
+                               usage)}
 
 
 def main(argv=None):
@@ -171,9 +177,11 @@ def main(argv=None):
         sys.exit("error: %s" % error)
     write_csv([dict(row, leftovers=json.dumps(row["leftovers"])) for row in rows], args.out,
               COLUMNS)
-    gaps = [row["gap_ms"] for row in rows if row["gap_ms"] is not None]
-    print("median gap_ms over %d runs: %s" % (len(gaps), "%.0f" % statistics.median(gaps)
-                                              if gaps else "-"))
+    gaps = [row["gap_ms"] for row in rows if row["gap_ms"] is not None and fidelity.faithful(row)]
+    print("median gap_ms over %d faithful runs: %s" % (len(gaps), "%.0f" % statistics.median(gaps)
+                                                       if gaps else "-"))
+    if fidelity.unfaithful_note(rows):
+        print(fidelity.unfaithful_note(rows))
     print("CSV: %s  figure: %s" % (args.out, plot_fault_recovery(args.out)))
     if not all(row["during_transfer"] for row in rows):
         print("warning: in some runs the transfer ended before the fault was over; a larger "

@@ -37,6 +37,16 @@ class Usage:
     def explained_drops(self):
         return sum(self.drops.values())
 
+    @classmethod
+    def worst(cls, usages):
+        """Several phases of one row: the busiest CPU shares and all the drops."""
+        drops = {}
+        for usage in usages:
+            for kind, count in usage.drops.items():
+                drops[kind] = drops.get(kind, 0) + count
+        return cls(ovs_cpu=max(u.ovs_cpu for u in usages),
+                   machine_busy=max(u.machine_busy for u in usages), drops=drops)
+
 
 def verdict(planned_mbps, achieved_mbps, first_pass_loss, lost_packets, usage):
     """The fidelity columns of one row. planned/achieved: the sending rate the row

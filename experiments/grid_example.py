@@ -18,6 +18,7 @@ import sys
 
 from apps.fabric_view import FabricView
 from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
+from experiments import fidelity
 from experiments.worked_examples import emulate, example_arguments, finish
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
@@ -27,7 +28,7 @@ POLICIES = (NO_INA, NEAREST, GRID)
 WORKERS = sorted((w for ws in WORKERS_ON.values() for w in ws), key=lambda w: int(w[1:]))
 COLUMNS = ["policy", "workers", "min_rate", "theta_lp", "theta_rounded", "theta_repaired",
            "measured_min_rate_mbps", "comm_time_s", "predicted_comm_time_s", "verified",
-           "repair_passes"]
+           "repair_passes"] + fidelity.COLUMNS
 
 
 def parse_args(argv):

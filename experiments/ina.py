@@ -47,7 +47,7 @@ from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_a
                              write_csv)
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import run_plan
+from experiments.traffic.gradients import round_fidelity, run_plan
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -187,8 +187,7 @@ def run(args):
                     "repair_passes": result["repair_passes"],
                     "aggregators_used": len({a["aggregator"] for a in answer["aggregates"]}),
                     "link_mbps": args.bw,
-                    **fidelity.verdict(1.0, result["planned_first_pass_s"] / result["first_pass_s"],
-                                       result["first_pass_loss"], result["lost_fragments"], usage)})
+                    **round_fidelity(result, usage)})
         leftovers = bed.leftovers()
     return rows, leftovers
 

@@ -21,6 +21,7 @@ import sys
 
 from apps.fabric_view import FabricView
 from apps.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
+from experiments import fidelity
 from experiments.worked_examples import emulate, example_arguments, finish
 from mininet_topos.description import describe
 from mininet_topos.inart_example import HOSTS_ON, PSS, InartExampleTopo
@@ -31,7 +32,7 @@ WORKERS = sorted((h for hs in HOSTS_ON.values() for h in hs if h not in PSS),
                  key=lambda w: int(w[1:]))
 COLUMNS = ["policy", "workers", "rate", "x", "f_lp", "f_rounded", "f_repaired",
            "measured_rate_mbps", "comm_time_s", "predicted_comm_time_s", "verified",
-           "repair_passes"]
+           "repair_passes"] + fidelity.COLUMNS
 
 
 def parse_args(argv):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from experiments import fidelity
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots import plot_train
@@ -38,7 +39,7 @@ from mininet_topos.spineleaf import SpineLeafTopo
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",
            "reference_accuracy", "error_to_tolerance", "verified", "drift", "param_repair_passes",
-           "gradient_repair_passes", "aggregators_used"]
+           "gradient_repair_passes", "aggregators_used", "link_mbps"] + fidelity.COLUMNS
 DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina"]
 BASELINE = "unicast+ps"
 
@@ -99,7 +100,8 @@ def run(args):
                                        args.rounds, args.rate_fraction * args.bw,
                                        on_round=lambda: bar.update(1))
                 rows += [dict({key: result.get(key) for key in COLUMNS}, mode=mode,
-                              workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6)
+                              workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6,
+                              link_mbps=args.bw)
                          for result in results]
         leftovers = bed.leftovers()
     return rows, leftovers
@@ -109,6 +111,11 @@ def time_to_accuracy(rows, mode, target):
     """Wall-clock time at the first round of `mode` whose test accuracy reaches target."""
     return next((r["elapsed_s"] for r in rows if r["mode"] == mode and r["test_accuracy"] >= target),
                 None)
+
+
+def faithful_until(rows, mode, elapsed):
+    """Whether every round of `mode` up to `elapsed` kept up (a time to accuracy is a sum)."""
+    return all(fidelity.faithful(r) for r in rows if r["mode"] == mode and r["elapsed_s"] <= elapsed)
 
 
 def summary(rows, target):
@@ -129,9 +136,11 @@ def summary(rows, target):
     baseline = time_to_accuracy(rows, BASELINE, target)
     for mode in modes:
         reached = time_to_accuracy(rows, mode, target)
-        if mode != BASELINE and baseline and reached:
+        if mode != BASELINE and baseline and reached and faithful_until(rows, mode, reached) \
+                and faithful_until(rows, BASELINE, baseline):
             lines.append("%s reaches %.0f%% %.2fx faster than %s" % (mode, 100 * target,
                                                                     baseline / reached, BASELINE))
+    lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     same = all(r["test_accuracy"] == r["reference_accuracy"] for r in rows)
     lines.append("every mode's test accuracy equals the reference's at every round: %s" % same)
     return "\n".join(lines)

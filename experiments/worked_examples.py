@@ -11,7 +11,7 @@ from tqdm import tqdm
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import run_plan
+from experiments.traffic.gradients import round_fidelity, run_plan
 
 
 def example_arguments(name, doc, argv=None):
@@ -38,14 +38,19 @@ def emulate(args, topo, rows, request, measured_key, name):
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer(name)) as bed:
         for row in tqdm(rows, desc="policies", unit="policy", file=sys.stderr):
+            sampler = bed.sampler().start()
             answer, results = run_plan(bed, dict(request, job="example-%s" % row["policy"],
                                                  policy=row["policy"]),
                                        args.rounds, args.gradient_mb)
+            usage = sampler.stop()
+            verdicts = [round_fidelity(result, usage) for result in results]
             row.update({measured_key: statistics.median(r["min_rate_mbps"] for r in results)},
                        comm_time_s=statistics.median(r["comm_time_s"] for r in results),
                        predicted_comm_time_s=answer["predicted_comm_time_s"],
                        verified=all(r["verified"] for r in results),
-                       repair_passes=max(r["repair_passes"] for r in results))
+                       repair_passes=max(r["repair_passes"] for r in results),
+                       # the row keeps up only if every round did: the first that did not
+                       **next((v for v in verdicts if not v["fidelity_ok"]), verdicts[-1]))
         leftovers = bed.leftovers()
     if leftovers:
         raise RuntimeError("switches still hold steering state: %s" % leftovers)

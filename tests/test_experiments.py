@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -37,7 +38,8 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "traffic.model_transfer", "grid_example", "ina",
                                     "traffic.gradients", "train", "traffic.training",
                                     "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
-                                    "sim.selmcast", "sim.ina", "sim.emulation_check"])
+                                    "sim.selmcast", "sim.ina", "sim.emulation_check", "calibrate",
+                                    "traffic.load_probe"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -60,6 +62,33 @@ def test_ps_distribution_writes_verified_rows_and_a_figure(tmp_path):
     assert out.with_suffix(".png").stat().st_size > 0
     assert "switches hold no groups, meters or multicast flows" in answer.stdout
     assert not bridges() & {"spine1", "leaf1"}
+
+
+@pytest.mark.integration
+def test_a_run_at_the_calibrated_rate_is_faithful(tmp_path):
+    require_root()
+    platform = tmp_path / "platform.json"
+    answer = run("calibrate", "--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2",
+                 "--max-mbps", "40", "--steps", "3", "--seconds", "1", "--of-port", "16657",
+                 "--rest-port", "18084", "--out", str(platform))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    found = json.loads(platform.read_text())
+    assert set(found["patterns"]) == {"multicast", "all-to-one", "all-to-all"}
+    assert all(len(p["trials"]) == 3 for p in found["patterns"].values())
+    assert found["machine"]["cores"] >= 1 and found["date"] and found["mtu"] == 1500
+    rate = found["patterns"]["multicast"]["max_mbps"]
+    assert rate > 0, found
+    out = tmp_path / "calibrated.csv"
+    answer = subprocess.run(
+        [sys.executable, "-m", "experiments.ps_distribution", *SMALL[:6], "--bw", "auto",
+         *SMALL[8:], "--workers", "3", "--model-mb", "0.5", "--rounds", "1", "--modes",
+         "path-aware", "--out", str(out)], capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, SYNCFABRIC_PLATFORM_FILE=str(platform)))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    assert "--bw auto: %g Mbit/s" % round(0.8 * rate, 1) in answer.stderr
+    (row,) = rows(out)
+    assert float(row["link_mbps"]) == round(0.8 * rate, 1)
+    assert row["verified"] == "True" and row["fidelity_ok"] == "True", row["fidelity_reason"]
 
 
 @pytest.mark.integration
@@ -199,6 +228,9 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     assert all(r["verified"] == "True" and r["test_accuracy"] == r["reference_accuracy"]
                for r in table)
     assert all(float(r["round_s"]) >= float(r["param_s"]) + float(r["aggregate_s"]) for r in table)
+    # the verdict covers both directions: parameters out, gradients in
+    assert all(r["fidelity_ok"] in ("True", "False") and float(r["rate_ratio"]) > 0
+               and float(r["first_pass_loss"]) >= 0 for r in table)
     assert out.with_suffix(".png").stat().st_size > 0
     assert "test accuracy equals the reference's at every round: True" in answer.stdout
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout

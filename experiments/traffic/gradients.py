@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from experiments import fidelity
 from experiments.cli import ArgumentParser
 from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
@@ -468,6 +469,13 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
         return run_in_hosts(bed, coordinator.names, command, drive, "gradient rounds")
     finally:
         coordinator.listener.close()
+
+
+def round_fidelity(result, usage):
+    """Whether the emulator kept up with a round (fidelity.verdict): its workers' first
+    pass against the time the plan's rates give it, and what the PS missed after it."""
+    return fidelity.verdict(1.0, result["planned_first_pass_s"] / result["first_pass_s"],
+                            result["first_pass_loss"], result["lost_fragments"], usage)
 
 
 def run_plan(bed, request, rounds, gradient_mb):

@@ -43,10 +43,11 @@ from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accurac
                                             sgd_update, worker_gradient)
 from experiments.traffic.gradients import (COORDINATOR_PORT, GradientCoordinator, Process,
                                            parse_args, wire_mbit)
+from experiments import fidelity
 from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
                                            multicast_sender, ranges, receive_chunks, run_in_hosts,
-                                           send_streams)
+                                           send_streams, wire_bytes)
 
 PARAMETER_MODES = ("unicast", "multicast")
 GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}
@@ -163,29 +164,40 @@ class TrainingCoordinator(GradientCoordinator):
                                       else None})
         self._expect(self.names, {"ready": "setup"})
 
-    def train_round(self, plan, client, parameter_mode):
-        """One round; returns the phases' wall times, the workers' mean loss, the repairs
-        and how many aggregators received gradients."""
+    def train_round(self, plan, client, parameter_mode, sampler):
+        """One round; returns the phases' wall times, the workers' mean loss, the repairs,
+        how many aggregators received gradients, and whether the emulator kept up while
+        parameters and gradients moved (sampler() starts a fidelity.PlatformSampler;
+        the compute phase is left out: it is the CPU's by design)."""
         number = self.rounds + 1
         started = time.perf_counter()
+        sampling = sampler().start()
         if parameter_mode == "multicast":
             tree = client.request("POST", "/multicast/trees", {
                 "source": self.ps, "receivers": self.workers, "policy": "path-aware",
                 "bandwidth_mbps": self.rate_mbps, "ttl_s": 300})
             try:
-                parameter_repairs = self.distribute_parameters(number, tree["address"])
+                parameter_repairs, parameters = self.distribute_parameters(number, tree["address"])
             finally:
                 client.request("DELETE", "/multicast/trees/%d" % tree["id"])
         else:
-            parameter_repairs = self.distribute_parameters(number, None)
+            parameter_repairs, parameters = self.distribute_parameters(number, None)
+        usages = [sampling.stop()]
         computing = time.perf_counter()
         for worker in self.workers:
             self.channels[worker].send({"phase": "compute", "round": number})
         losses = [self.channels[worker].receive()["loss"] for worker in self.workers]
         aggregating = time.perf_counter()
+        sampling = sampler().start()
         gradients = self.run_round(plan)
+        usages.append(sampling.stop())
         ended = time.perf_counter()
-        return {"param_s": computing - started, "compute_s": aggregating - computing,
+        kept_up = fidelity.verdict(
+            1.0, min(parameters["planned_s"] / parameters["first_pass_s"],
+                     gradients["planned_first_pass_s"] / gradients["first_pass_s"]),
+            max(parameters["first_pass_loss"], gradients["first_pass_loss"]),
+            parameters["lost_chunks"] + gradients["lost_fragments"], fidelity.Usage.worst(usages))
+        return {**kept_up, "param_s": computing - started, "compute_s": aggregating - computing,
                 "aggregate_s": ended - aggregating - gradients["update_s"],
                 "update_s": gradients["update_s"], "round_s": ended - started,
                 "loss": float(np.mean(losses)), "param_repair_passes": parameter_repairs,
@@ -195,7 +207,8 @@ class TrainingCoordinator(GradientCoordinator):
 
     def distribute_parameters(self, number, group):
         """The PS's parameters to every worker: to the tree's `group` address, or with
-        group None one unicast stream per worker; returns the repair passes it took."""
+        group None one unicast stream per worker; returns the repair passes it took and
+        its first pass (time, planned time, loss, chunks lost)."""
         ps = self.channels[self.ps]
         ps.send({"phase": "parameters", "round": number})
         announced = ps.receive()
@@ -203,7 +216,10 @@ class TrainingCoordinator(GradientCoordinator):
             self.channels[worker].send({"phase": "parameters", "round": number, "group": group,
                                         "size": announced["size"], "sha256": announced["sha256"]})
         self._expect(self.workers, {"ready": number})
-        missing = {w: [[0, chunk_count(announced["size"])]] for w in self.workers}
+        chunks_total = chunk_count(announced["size"])
+        missing = {w: [[0, chunks_total]] for w in self.workers}
+        copies = 1 if group else len(self.workers)
+        first_pass = {"planned_s": wire_bytes(announced["size"]) * copies * 8 / 1e6 / self.rate_mbps}
         passes, started = 0, time.perf_counter()
         rate = LossAdaptiveRate(self.rate_mbps)   # backs off on loss, probes back up
         while True:
@@ -216,10 +232,15 @@ class TrainingCoordinator(GradientCoordinator):
                            for w, chunks in missing.items()]
             ps.send({"send": streams})
             self._expect([self.ps], {"sent": number})
+            first_pass.setdefault("first_pass_s", time.perf_counter() - started)
             for worker in self.workers:
                 self.channels[worker].send({"report": number})
             reports = {w: self.channels[w].receive() for w in self.workers}
             missing = {w: r["missing"] for w, r in reports.items() if r["missing"]}
+            if "lost_chunks" not in first_pass:
+                lost = sum(len(expand(chunks)) for chunks in missing.values())
+                first_pass.update(lost_chunks=lost,
+                                  first_pass_loss=lost / (chunks_total * len(self.workers)))
             if not missing:
                 break
             passes += 1
@@ -236,7 +257,7 @@ class TrainingCoordinator(GradientCoordinator):
         if not all(r["sha256_ok"] for r in reports.values()):
             raise RuntimeError("round %d: a worker's parameters do not match the PS's SHA-256"
                                % number)
-        return passes
+        return passes, first_pass
 
     def ps_state(self):
         """The PS's (parameters, velocity), over the management network."""
@@ -282,7 +303,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
             results, elapsed = [], 0.0
             state = (initial_parameters(setup), np.zeros(floats, dtype=np.float32))
             for number in range(1, rounds + 1):
-                result = coordinator.train_round(plan, bed.client, parameter_mode)
+                result = coordinator.train_round(plan, bed.client, parameter_mode, bed.sampler)
                 elapsed += result["round_s"]
                 _loss, *expected = reference_step(setup, reference.data, *state, number)
                 state = coordinator.ps_state()
