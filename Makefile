@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv
 
-.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test figures clean
+.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test figures figures-emulated clean
 
 setup: apt ovs venv
 
@@ -56,9 +56,10 @@ test: setup
 unit-test: venv
 	$(PYTHON) -m pytest -m 'not integration'
 
-# Every figure we reproduce, into results/figures/: the simulated ones always (about 10
+# Every figure we reproduce, into results/figures/: the simulated ones always (about 7
 # minutes on 2 cores), the emulated ones too with `make figures EMULATED=1` (Mininet, root,
-# about an hour more). The README's table says which paper claim each one is about.
+# about an hour more, at the link rates calibrated on this machine; `make figures-emulated`
+# runs only those). The README's table says which paper claim each one is about.
 FIGURES := results/figures
 figures: setup
 	$(PYTHON) -m experiments.sim.ps_multicast --out $(FIGURES)/sim_ps_multicast.csv
@@ -68,7 +69,10 @@ figures: setup
 	$(PYTHON) -m experiments.selmcast_selection --n 4,6,8,10 --out $(FIGURES)/selmcast_vs_milp.csv
 	$(PYTHON) -m experiments.sim.emulation_check --out $(FIGURES)/emulation_check.csv
 ifeq ($(EMULATED),1)
-	$(MAKE) calibrate
+	$(MAKE) figures-emulated
+endif
+
+figures-emulated: setup $(PLATFORM)
 	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3 \
 		--out $(FIGURES)/ps_distribution.csv
 	$(PYTHON) -m experiments.load_balance --jobs 24 --out $(FIGURES)/load_balance.csv
@@ -81,7 +85,6 @@ ifeq ($(EMULATED),1)
 	$(PYTHON) -m experiments.fault_recovery --fault link --runs 5 --out $(FIGURES)/fault_recovery.csv
 	$(PYTHON) -m experiments.sim.emulation_check --emulate --ps-csv $(FIGURES)/emulated_ps_8x8.csv \
 		--ina-csv $(FIGURES)/emulated_ina_8x8.csv --out $(FIGURES)/emulation_check_fresh.csv
-endif
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache results

@@ -34,6 +34,7 @@ MODES = ("random", "path-aware")
 COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_reserved_util",
            "reserved_cov", "link_mbps"] + fidelity.COLUMNS
 WARM_UP_S = 2.0
+JOB_SHARE = 0.1   # a job's reserved rate, of the link rate
 
 
 def make_jobs(hosts, jobs, receivers_per_job, rng):
@@ -109,13 +110,16 @@ def parse_args(argv):
     fabric_arguments(parser)
     parser.add_argument("--jobs", type=int, default=24, help="concurrent multicast jobs (trees)")
     parser.add_argument("--receivers-per-job", type=int, default=4)
-    parser.add_argument("--job-mbps", type=float, default=2.0, help="each job's reserved rate")
+    parser.add_argument("--job-mbps", type=float, default=None,
+                        help="each job's reserved rate (default 0.1 x --bw: 2 at 20)")
     parser.add_argument("--seconds", type=int, default=8, help="sending time per mode")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/load_balance.csv"))
     args = parser.parse_args(argv)
+    if args.job_mbps is None and args.bw is not None:
+        args.job_mbps = round(JOB_SHARE * args.bw, 3)
     hosts = args.leaves * args.hosts_per_leaf
-    if args.jobs < 1 or not 1 <= args.receivers_per_job < hosts or args.job_mbps <= 0:
+    if args.jobs < 1 or not 1 <= args.receivers_per_job < hosts or (args.job_mbps or 1) <= 0:
         parser.error("need --jobs >= 1, 1 <= --receivers-per-job < %d hosts, --job-mbps > 0" % hosts)
     if args.seconds < WARM_UP_S + 2:
         parser.error("--seconds must be at least %d" % (WARM_UP_S + 2))

@@ -3,7 +3,9 @@
     python -m experiments.sim.emulation_check                 # against tests/data's CSVs
     python -m experiments.sim.emulation_check --emulate       # run the emulations first (root)
 
-Scenarios (the emulation's defaults on 8x8 spine-leaf, 20 Mbit/s links):
+Scenarios (the emulation's defaults on 8x8 spine-leaf; the simulator takes each
+emulated row's link rate, `link_mbps`, 20 Mbit/s for CSVs older than calibration,
+and compares faithful rows only):
 - PS distribution (experiments/ps_distribution.py, 2 hosts per leaf): h1 sends
   a 5 MB model to 15 workers, unicast (15 TCP flows sharing h1's link) and
   path-aware (the tree reserved and sent at 19 Mbit/s);
@@ -25,7 +27,9 @@ from apps import ina_placement
 from apps.inart_placement import from_grid
 from apps.multicast_trees import PATH_AWARE, compute_tree
 from apps.unicast_routes import host_pair_paths
+from experiments import fidelity
 from experiments.cli import ArgumentParser, write_csv
+from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_emulation_check, read_rows
 from experiments.sim.fabrics import servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
@@ -62,23 +66,24 @@ def parse_args(argv):
     return args
 
 
-def simulated_distribution():
-    """{mode: seconds} the simulator gives the PS distribution scenario."""
-    view = spine_leaf("8x8", 2, BW_MBPS)
+def simulated_distribution(bw=BW_MBPS):
+    """{mode: seconds} the simulator gives the PS distribution scenario at link rate bw."""
+    view = spine_leaf("8x8", 2, bw)
     ps, *workers = servers(view)[:WORKERS + 1]
     size = MODEL_MB * 8
     paths = host_pair_paths(view)
     unicast = [path_flow(w, view, ps, paths[ps, w], w, size) for w in workers]
-    rate = RATE_FRACTION * BW_MBPS
+    rate = RATE_FRACTION * bw
     tree = compute_tree(view, ps, workers, rate, policy=PATH_AWARE)
     return {"unicast": simulate(unicast, capacities(view)).makespan_s,
             "path-aware": simulate([tree_flow("tree", tree, size, reserved_mbps=rate)],
                                    capacities(view)).makespan_s}
 
 
-def simulated_grid_round():
-    """Seconds the simulator gives one round of the GRID scenario's plan."""
-    view = spine_leaf("8x8", 4, BW_MBPS, aggregators="spines", aggregator_bw=9)
+def simulated_grid_round(bw=BW_MBPS):
+    """Seconds the simulator gives one round of the GRID scenario's plan at link rate bw."""
+    view = spine_leaf("8x8", 4, bw, aggregators="spines",
+                      aggregator_bw=round(AGGREGATOR_SHARE * bw, 2))
     hosts = servers(view)
     problem = ina_placement.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
     plan = from_grid(ina_placement.plan(problem, ina_placement.GRID), hosts[-1])
@@ -88,20 +93,30 @@ def simulated_grid_round():
 
 
 def compare(ps_csv, ina_csv):
-    """Rows: every emulated round of the scenarios next to the simulated time."""
-    distribution, grid = simulated_distribution(), simulated_grid_round()
+    """Rows: every faithful emulated round of the scenarios next to the simulated time."""
     rows = []
-    for row in read_rows(ps_csv):
+    for row in filter(kept_up, read_rows(ps_csv)):
+        distribution = simulated_distribution(link_rate(row))
         if int(row["workers"]) == WORKERS and row["mode"] in distribution:
             rows.append(("ps %s" % row["mode"], row["round"], float(row["completion_s"]),
                          distribution[row["mode"]]))
-    for row in read_rows(ina_csv):
+    for row in filter(kept_up, read_rows(ina_csv)):
         if int(row["workers"]) == WORKERS and row["policy"] == ina_placement.GRID:
-            rows.append(("ina grid", row["round"], float(row["comm_time_s"]), grid))
+            rows.append(("ina grid", row["round"], float(row["comm_time_s"]),
+                         simulated_grid_round(link_rate(row))))
     return [{"scenario": scenario, "round": number, "emulated_s": round(emulated, 4),
              "simulated_s": round(simulated, 4),
              "difference": round(simulated / emulated - 1, 4)}
             for scenario, number, emulated, simulated in rows]
+
+
+def link_rate(row):
+    return float(row.get("link_mbps") or BW_MBPS)
+
+
+def kept_up(row):
+    """Faithful, or from before rows carried a verdict."""
+    return "fidelity_ok" not in row or fidelity.faithful(row)
 
 
 def emulate(args):
