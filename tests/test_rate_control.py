@@ -53,12 +53,17 @@ def test_many_receivers_in_one_interval_count_once_by_the_worst():
     assert rate.report(0.0, 3 * INTERVAL_S) < 6.0
 
 
+def test_a_stall_at_most_halves_the_rate():
+    rate = LossAdaptiveRate(10.0)
+    assert rate.update(0.8, 0.0) == 5.0
+
+
 def test_receiver_loss_from_progress_reports():
-    losses = ReceiverLoss(range(100))
-    assert losses.report("h2", 3, 4) is None                 # too little sent to tell
-    assert losses.report("h2", 45, 49) == pytest.approx(0.1)  # 45 of the first 50
-    assert losses.report("h2", 95, 99) == pytest.approx(0.0)  # all 50 of the next
-    repair = ReceiverLoss([3, 7, 20, 21, 22, 40, 41, 42, 43, 60, 61])
-    assert repair.report("h3", 5, 43) == pytest.approx(1 - 5 / 9)
+    losses = ReceiverLoss(range(1000))
+    assert losses.report("h2", 30, 39) is None                  # too little sent to tell
+    assert losses.report("h2", 90, 99) == pytest.approx(0.1)    # 90 of the first 100
+    assert losses.report("h2", 190, 199) == pytest.approx(0.0)  # all 100 of the next
+    repair = ReceiverLoss(list(range(0, 400, 2)))               # every other chunk again
+    assert repair.report("h3", 50, 199) == pytest.approx(0.5)   # 50 of the first 100 sent
     with pytest.raises(ValueError):
         ReceiverLoss([5, 3])

@@ -2,8 +2,9 @@
 
 NORM (RFC 5740) paces a sender to its slowest receiver. We keep its principle and a
 simpler law (AIMD on loss instead of NORM-CC's TCP equation): on loss above
-LOSS_TARGET, drop to what got through, with headroom, at most once per hold time
-(feedback about packets sent before the drop is still arriving); on clean feedback,
+LOSS_TARGET, drop to what got through, with headroom (at most by half), at most once
+per hold time (feedback about packets sent before the drop is still arriving); on
+clean feedback,
 probe back up by a step, never above the reservation. A platform that cannot carry
 the reserved rate then sees a transfer finish in a few passes at the rate it
 sustains, instead of repair passes that lose as much as the first.
@@ -32,7 +33,9 @@ class LossAdaptiveRate:
         last report) at time `now` (seconds)."""
         if loss > LOSS_TARGET:
             if now >= self.held_until:
-                self.rate = max(FLOOR_FRACTION * self.ceiling, self.rate * (1 - loss) * BACKOFF)
+                # at most halved: a stall loses a burst, which says little about the rate
+                self.rate = max(FLOOR_FRACTION * self.ceiling, self.rate / 2,
+                                self.rate * (1 - loss) * BACKOFF)
                 self.held_until = now + HOLD_S
                 self.lowest = min(self.lowest, self.rate)
         elif now >= self.held_until:
@@ -59,7 +62,7 @@ class ReceiverLoss:
     against the position, in the pass's sending order (ascending chunk indices), of the
     highest chunk it saw."""
 
-    MIN_EXPECTED = 8    # datagrams a report must cover to say anything about loss
+    MIN_EXPECTED = 64   # datagrams a report must cover to say anything about loss
 
     def __init__(self, sent_indices):
         self.sent = list(sent_indices)
