@@ -160,12 +160,14 @@ class UdpEndpoint:
         self.on_packet = None
 
     def take(self):
-        try:
-            packet = self.sock.recv(65536)
-        except BlockingIOError:
-            return
-        if self.on_packet is not None:
-            self.on_packet(packet)
+        """Take every datagram waiting."""
+        while True:
+            try:
+                packet = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            if self.on_packet is not None:
+                self.on_packet(packet)
 
 
 class Process:

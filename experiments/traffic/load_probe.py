@@ -13,6 +13,9 @@ import selectors
 import socket
 import struct
 import sys
+import time
+
+import numpy as np
 
 from experiments.cli import ArgumentParser
 from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, FRAME_OVERHEAD,
@@ -55,6 +58,8 @@ class Prober:
                             socket.inet_aton(group) + socket.inet_aton(self.args.data_ip))
         sock.setblocking(False)
         received = {}
+        kept = bytearray(size)          # what a real receiver does with each datagram:
+        seen = np.zeros(1024, dtype=bool)   # keep its payload, mark its chunk
 
         def take():
             while True:
@@ -64,7 +69,10 @@ class Prober:
                     return
                 step, sender = HEADER.unpack_from(packet)
                 if step == number:
-                    received[sender] = received.get(sender, 0) + 1
+                    count = received.get(sender, 0)
+                    kept[:len(packet)] = packet
+                    seen[count % len(seen)] = True
+                    received[sender] = count + 1
 
         selector = selectors.DefaultSelector()
         selector.register(sock, selectors.EVENT_READ)
@@ -78,7 +86,10 @@ class Prober:
         payload = HEADER.pack(number, plan["index"]) + bytes(size - HEADER.size)
         streams = [((address, PROBE_PORT), [payload] * packets_for(rate, plan["seconds"], size), rate)
                    for address, rate in plan["send"]]
+        started = time.perf_counter()
         send_streams(self.sender, streams, idle)
+        while (left := started + plan["seconds"] - time.perf_counter()) > 0:
+            idle(left)     # a host that only receives takes its datagrams as they come
         self.channel.send({"sent": number, "packets": [len(packets) for _a, packets, _r in streams]})
         assert self.channel.receive() == {"report": number}
         while selector.select(QUIET_S):

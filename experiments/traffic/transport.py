@@ -139,11 +139,16 @@ class ChunkReceiver:
         self.sock.setblocking(False)
 
     def take(self):
-        """Take one datagram if there is one."""
-        try:
-            packet = self.sock.recv(65536)
-        except BlockingIOError:
-            return
+        """Take every datagram waiting (one wake-up, one pass: the receivers' CPU per
+        datagram competes with the switches' on this machine)."""
+        while True:
+            try:
+                packet = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            self._chunk(packet)
+
+    def _chunk(self, packet):
         round_number, index, _chunks = HEADER.unpack_from(packet)
         now = time.perf_counter()
         if self.measuring and self.last_arrival is not None:
