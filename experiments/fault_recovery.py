@@ -153,9 +153,8 @@ def one_run(bed, view, args, number):
                 result.get("completion_s") is not None
                 and fault.recovered_s < result["completion_s"]),
             "failed": "; ".join(failures), "link_mbps": args.bw,
-            # loss is the fault's by design: the sending rate and the CPU decide
-            **fidelity.verdict(result.get("planned_mbps"), result.get("achieved_mbps"), None, 0,
-                               usage)}
+            # loss, and the sender's backing off from it, are the fault's: the CPU decides
+            **fidelity.verdict(None, None, None, 0, usage)}
 
 
 def main(argv=None):

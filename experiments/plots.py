@@ -26,10 +26,13 @@ def read_rows(path):
 
 
 def plot_ps_distribution(csv_path):
-    """Median completion time vs workers per mode, with the line-rate limit S/b_link."""
+    """Median completion time vs workers per mode, with the line-rate limit S/b_link;
+    rows flagged not faithful are left out (the footer counts them)."""
     rows = read_rows(csv_path)
     by_mode = defaultdict(lambda: defaultdict(list))
     for row in rows:
+        if row.get("fidelity_ok") == "False":
+            continue
         by_mode[row["mode"]][int(row["workers"])].append(float(row["completion_s"]))
     figure, axes = plt.subplots(figsize=(6, 4))
     for mode, points in by_mode.items():
@@ -323,10 +326,25 @@ def plot_sim_ina(csv_path):
     return save(figure, csv_path)
 
 
+def emulation_footer(rows):
+    """Emulated seconds are this machine's at this link rate, and count only where the
+    emulator kept up: say both under the figure."""
+    if not rows or "fidelity_ok" not in rows[0]:
+        return None
+    rates = sorted({row["link_mbps"] for row in rows if row.get("link_mbps")})
+    faithful = sum(row["fidelity_ok"] == "True" for row in rows)
+    return "links %s Mbit/s (emulated; seconds are this machine's); %d of %d rows faithful" % (
+        "/".join(rates) or "?", faithful, len(rows))
+
+
 def save(figure, csv_path):
     path = Path(csv_path).with_suffix(".png")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    footer = emulation_footer(read_rows(csv_path))
+    if footer:
+        figure.text(0.5, 0.005, footer, ha="center", va="bottom", fontsize=7, color="grey")
+        figure.tight_layout(rect=(0, 0.03, 1, 1))
+    else:
+        figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
 

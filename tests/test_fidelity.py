@@ -88,8 +88,8 @@ def test_bw_auto_is_a_safe_fraction_of_the_calibrated_rate(tmp_path):
         "date": "2026-11-23T12:00:00+00:00", "machine": {"cpu": "AMD EPYC"},
         "patterns": {"multicast": {"max_mbps": 10.62}, "all-to-all": {"max_mbps": 5.62}}}))
     rate, note = resolve_bw("auto", "multicast", platform)
-    assert rate == 8.5 and "10.62 Mbit/s calibrated for multicast" in note
-    assert resolve_bw("auto", "all-to-all", platform)[0] == 4.5
+    assert rate == 7.4 and "10.62 Mbit/s calibrated for multicast" in note
+    assert resolve_bw("auto", "all-to-all", platform)[0] == 3.9
     assert resolve_bw(8.0, "multicast", platform) == (8.0, None)
     rate, warning = resolve_bw(20.0, "multicast", platform)
     assert rate == 20.0 and warning.startswith("warning: --bw 20 is above the 10.62")
