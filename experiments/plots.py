@@ -344,7 +344,8 @@ def save(figure, csv_path):
         figure.text(0.5, 0.005, footer, ha="center", va="bottom", fontsize=7, color="grey")
         figure.tight_layout(rect=(0, 0.03, 1, 1))
     else:
-        figure.savefig(path, dpi=120)
+        figure.tight_layout()
+    figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
 

@@ -93,3 +93,15 @@ def test_bw_auto_is_a_safe_fraction_of_the_calibrated_rate(tmp_path):
     assert resolve_bw(8.0, "multicast", platform) == (8.0, None)
     rate, warning = resolve_bw(20.0, "multicast", platform)
     assert rate == 20.0 and warning.startswith("warning: --bw 20 is above the 10.62")
+
+
+def test_an_emulated_figure_names_its_link_rate_and_faithful_rows(tmp_path):
+    from experiments.plots import emulation_footer, plot_ps_distribution, read_rows
+    path = tmp_path / "dist.csv"
+    path.write_text(
+        "mode,workers,model_mb,completion_s,line_rate_s,link_mbps,fidelity_ok\n"
+        "unicast,3,1.0,3.1,1.0,8.0,True\npath-aware,3,1.0,1.1,1.0,8.0,True\n"
+        "path-aware,3,1.0,9.0,1.0,8.0,False\n")
+    assert emulation_footer(read_rows(path)) == (
+        "links 8.0 Mbit/s (emulated; seconds are this machine's); 2 of 3 rows faithful")
+    assert plot_ps_distribution(path).stat().st_size > 0
