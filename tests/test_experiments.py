@@ -74,7 +74,8 @@ def test_a_run_at_the_calibrated_rate_is_faithful(tmp_path):
     assert answer.returncode == 0, answer.stderr[-2000:]
     found = json.loads(platform.read_text())
     assert set(found["patterns"]) == {"multicast", "all-to-one", "all-to-all"}
-    assert all(len(p["trials"]) == 3 for p in found["patterns"].values())
+    # three bisection steps, then the rate found is tried again before it counts
+    assert all(len(p["trials"]) >= 3 and "confirmed" in p for p in found["patterns"].values())
     assert found["machine"]["cores"] >= 1 and found["date"] and found["mtu"] == 1500
     rate = found["patterns"]["multicast"]["max_mbps"]
     assert rate > 0, found
