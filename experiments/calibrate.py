@@ -18,6 +18,7 @@ rate; seconds are labelled with the rate and the machine.
 
 import datetime
 import json
+import os
 import platform as platform_module
 import socket
 import sys
@@ -186,7 +187,6 @@ class Calibration:
 def machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform_module.processor())
-    import os
     return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform_module.release(),
             "hostname": socket.gethostname()}
 
