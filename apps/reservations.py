@@ -9,7 +9,6 @@ lease after which it is due for release.
 
 import ipaddress
 import itertools
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
@@ -33,9 +32,8 @@ class Reservation:
 
 
 class ReservationBook:
-    def __init__(self, view, address_pool=DEFAULT_ADDRESS_POOL, clock=time.monotonic):
+    def __init__(self, view, address_pool=DEFAULT_ADDRESS_POOL):
         self.view = view
-        self.clock = clock
         self._addresses = [str(a) for a in ipaddress.ip_network(address_pool).hosts()]
         self._ids = itertools.count(1)
         self._by_id = {}
@@ -57,14 +55,14 @@ class ReservationBook:
         except KeyError:
             raise ReservationError("no tree with id %r" % (tree_id,)) from None
 
-    def reserve(self, tree, ttl_s=None):
-        """Book tree.bandwidth_mbps on every edge of `tree`; returns the Reservation."""
+    def reserve(self, tree, now=0.0, ttl_s=None):
+        """Book tree.bandwidth_mbps on every edge of `tree` at time `now` (its lease, if
+        any, runs out at now + ttl_s); returns the Reservation."""
         self._check_free(tree)
         in_use = {r.address for r in self._by_id.values()}
         address = next((a for a in self._addresses if a not in in_use), None)
         if address is None:
             raise ReservationError("the multicast address pool is exhausted")
-        now = self.clock()
         reservation = Reservation(next(self._ids), address, tree, now,
                                   None if ttl_s is None else now + ttl_s)
         self._book(reservation)
@@ -81,18 +79,18 @@ class ReservationBook:
         for edge in reservation.tree.edges:
             self.reserved_mbps[edge] += reservation.tree.bandwidth_mbps
 
-    def record(self, tree_id):
+    def record(self, tree_id, now):
         """The reservation as JSON-able data that restore() takes back, e.g. in a new
-        process: its lease as seconds left, since clocks do not survive a restart."""
+        process: its lease as seconds left at `now`, since clocks do not survive a restart."""
         reservation = self.get(tree_id)
         tree = reservation.tree
         return {"id": tree_id, "address": reservation.address, "source": tree.source,
                 "receivers": list(tree.receivers), "edges": [list(e) for e in tree.edges],
                 "bandwidth_mbps": tree.bandwidth_mbps, "policy": tree.policy,
                 "expires_in_s": None if reservation.expires_at is None
-                else reservation.expires_at - self.clock()}
+                else reservation.expires_at - now}
 
-    def restore(self, record):
+    def restore(self, record, now):
         """Book a reservation record() made, with its id and address; ReservationError
         if it no longer fits this fabric (unknown links, capacity, id or address taken).
         Later ids follow it, so ids stay unique."""
@@ -109,7 +107,7 @@ class ReservationBook:
         if tree_id in self._by_id or address in {r.address for r in self._by_id.values()}:
             raise ReservationError("id %d or address %s already booked" % (tree_id, address))
         self._check_free(tree)
-        now, ttl_s = self.clock(), record.get("expires_in_s")
+        ttl_s = record.get("expires_in_s")
         self._book(Reservation(tree_id, address, tree, now, None if ttl_s is None else now + ttl_s))
         self._ids = itertools.count(max(tree_id + 1, next(self._ids)))
         return self._by_id[tree_id]
@@ -132,9 +130,9 @@ class ReservationBook:
         return self._by_id[tree_id]
 
     def hold(self, key, loads_mbps):
-        """Book other traffic (e.g. an INA plan's streams) on links: {(tail, head): Mbit/s}.
-        Trees are then admitted against it; no capacity check here (the caller planned on
-        what was free)."""
+        """Book other load, e.g. an INA plan's: {(tail, head) link or aggregator host:
+        Mbit/s}. Trees are then admitted against it; no capacity check here (the caller
+        planned on what was free)."""
         if key in self._holds:
             raise ReservationError("hold %r exists" % (key,))
         self._holds[key] = dict(loads_mbps)
@@ -150,7 +148,6 @@ class ReservationBook:
         if self.reserved_mbps[edge] <= CAPACITY_TOLERANCE_MBPS:
             del self.reserved_mbps[edge]
 
-    def expired(self):
-        """Ids of reservations whose lease has run out."""
-        now = self.clock()
+    def expired(self, now):
+        """Ids of reservations whose lease has run out at `now`."""
         return [r.tree_id for r in self if r.expires_at is not None and r.expires_at <= now]

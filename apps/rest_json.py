@@ -21,11 +21,16 @@ import hmac
 import json
 import os
 import secrets
+import time
 
 from ryu import cfg
-from ryu.app.wsgi import Response
+from ryu.app.wsgi import ControllerBase, Response, route
+
+from apps.service_errors import (Conflict, InstallFailed, InvalidRequest, NotFound, NotReady,
+                                 ServiceError)
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
+STATUS_OF = {InvalidRequest: 400, NotFound: 404, Conflict: 409, InstallFailed: 500, NotReady: 503}
 STATE_CHANGING = ("POST", "PUT", "DELETE")
 cfg.CONF.set_default("wsapi_host", "127.0.0.1")
 if "rest_token" not in cfg.CONF:
@@ -40,24 +45,6 @@ class RequestError(Exception):
         super().__init__(message)
         self.status = status
         self.details = details
-
-
-def positive_number(value):
-    """True for a JSON number > 0 (not a boolean)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
-
-
-def check_fields(body, allowed, required):
-    """RequestError(400) unless body is a JSON object with every required field and no
-    field outside `allowed`."""
-    if not isinstance(body, dict):
-        raise RequestError(400, "the request must be a JSON object")
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise RequestError(400, "unknown field(s): %s" % ", ".join(unknown))
-    missing = sorted(set(required) - set(body))
-    if missing:
-        raise RequestError(400, "missing field(s): %s" % ", ".join(missing))
 
 
 def json_response(body, status=200):
@@ -106,23 +93,54 @@ def check_release_key(request, key, what):
                                 "POST answered in X-Release-Key" % what)
 
 
-def answer_release(request, what, find, keys, release):
-    """Answer a DELETE of something a client created: find() -> its number (or
-    RequestError 404), 403 unless the request carries its key in `keys`, then
-    {"released": release(number)}."""
-    def handler():
-        number = find()
-        check_release_key(request, keys.get(number), "%s %d" % (what, number))
-        return {"released": release(number)}, 200
-    return answer(request, handler)
-
-
 def answer(request, handler):
-    """Check the token, run handler() -> (body, status); a RequestError becomes its JSON
-    error response."""
+    """Check the token, run handler() -> (body, status); a refusal becomes its JSON error
+    response, with the status of its kind."""
     try:
         check_token(request)
         body, status = handler()
     except RequestError as error:
         return json_response(dict(error.details, error=str(error)), status=error.status)
+    except ServiceError as error:
+        return json_response(dict(error.details, error=str(error)), status=STATUS_OF[type(error)])
     return json_response(body, status)
+
+
+def resource_api(name, collection, key):
+    """A Ryu wsgi controller class for one collection of things clients create (trees,
+    rounds, plans): POST creates, GET lists and shows, DELETE releases, each through the
+    service registered under `key`: create(body, release_key, now), list(now),
+    show(id, now), owner_key(id), release(id, now)."""
+    path, item = "/%s/%s" % (name, collection), "/%s/%s/{item_id}" % (name, collection)
+    what = collection.rstrip("s")
+
+    def service(self):
+        return self.data[key]
+
+    @route(name, path, methods=["POST"])
+    def create(self, req, **_kwargs):
+        return answer(req, lambda: (service(self).create(read_json_body(req), release_key_of(req),
+                                                         time.monotonic()), 201))
+
+    @route(name, path, methods=["GET"])
+    def list_all(self, req, **_kwargs):
+        return answer(req, lambda: (service(self).list(time.monotonic()), 200))
+
+    @route(name, item, methods=["GET"])
+    def show(self, req, item_id, **_kwargs):
+        return answer(req, lambda: (service(self).show(item_id, time.monotonic()), 200))
+
+    @route(name, item, methods=["DELETE"])
+    def delete(self, req, item_id, **_kwargs):
+        def release():
+            check_release_key(req, service(self).owner_key(item_id), "%s %s" % (what, item_id))
+            return {"released": service(self).release(item_id, time.monotonic())}, 200
+        return answer(req, release)
+
+    def __init__(self, req, link, data, **config):
+        ControllerBase.__init__(self, req, link, data, **config)
+        self.data = data
+
+    return type("%sRestApi" % name.capitalize(), (ControllerBase,), {
+        "__init__": __init__, "create": create, "list_all": list_all, "show": show,
+        "delete": delete, "__doc__": "POST/GET %s, GET/DELETE %s" % (path, item)})

@@ -1,6 +1,11 @@
-"""A fake OpenFlow 1.3 switch that applies the apps' real FlowMod messages (as in faucet's tests)
-and walks packets through a whole fabric by following output ports."""
+"""Fake OpenFlow 1.3 switches for controller tests without Open vSwitch, after faucet's
+clib/fakeoftable.py: a table that applies the apps' real messages faithfully and raises
+on anything it does not model, a datapath that records what it is sent and answers
+barriers (or rejects messages, or stays silent), and walks of packets through a fabric."""
 
+import itertools
+
+from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
 from ryu.ofproto.ofproto_protocol import ProtocolDesc
 
@@ -8,6 +13,14 @@ from ryu.ofproto.ofproto_protocol import ProtocolDesc
 def fake_datapath():
     """Enough of a Ryu Datapath to build messages: its ofproto and parser."""
     return ProtocolDesc(ofproto_v1_3.OFP_VERSION)
+
+
+class SwitchRefusal(Exception):
+    """What a real switch answers with an OpenFlow error (type, code)."""
+
+    def __init__(self, type_, code):
+        super().__init__("error type %d code %d" % (type_, code))
+        self.type, self.code = type_, code
 
 
 class FakeFlowTable:
@@ -19,35 +32,89 @@ class FakeFlowTable:
         self.meters = {}  # meter id -> (flags, bands)
 
     def apply(self, message):
+        """Apply a FlowMod, GroupMod or MeterMod as OVS does; SwitchRefusal where OVS
+        answers an error; AssertionError for what this fake does not model."""
         ofproto = message.datapath.ofproto
         name = type(message).__name__
         if name == "OFPGroupMod":
             return self._apply_group(ofproto, message)
         if name == "OFPMeterMod":
             return self._apply_meter(ofproto, message)
+        assert name == "OFPFlowMod", "the fake table does not model %s" % name
         if message.command == ofproto.OFPFC_ADD:
+            self._check_references(ofproto, message.instructions)
             match = dict(message.match.items())
             self.flows = [f for f in self.flows if (f[0], f[2]) != (message.priority, match)]
             self.flows.append((message.priority, message.cookie, match, message.instructions))
         elif message.command == ofproto.OFPFC_DELETE:
-            self.flows = [f for f in self.flows
-                          if f[1] & message.cookie_mask != message.cookie & message.cookie_mask]
+            assert message.table_id == ofproto.OFPTT_ALL and message.out_port == ofproto.OFPP_ANY \
+                and message.out_group == ofproto.OFPG_ANY and not dict(message.match.items()), \
+                "the fake table models DELETE by cookie only"
+            self.flows = [f for f in self.flows if not self._cookie_hit(f, message)]
+        elif message.command == ofproto.OFPFC_DELETE_STRICT:
+            match = dict(message.match.items())
+            self.flows = [f for f in self.flows if not (
+                self._cookie_hit(f, message) and (f[0], f[2]) == (message.priority, match))]
         else:
-            raise AssertionError("unexpected FlowMod command %r" % message.command)
+            raise AssertionError("the fake table does not model FlowMod command %r"
+                                 % message.command)
+
+    @staticmethod
+    def _cookie_hit(flow, message):
+        return flow[1] & message.cookie_mask == message.cookie & message.cookie_mask
+
+    def _check_references(self, ofproto, instructions):
+        """OVS refuses a flow that names a missing group or meter."""
+        for instruction in instructions:
+            if hasattr(instruction, "meter_id") and instruction.meter_id not in self.meters:
+                raise SwitchRefusal(ofproto.OFPET_METER_MOD_FAILED, ofproto.OFPMMFC_UNKNOWN_METER)
+            for action in getattr(instruction, "actions", []):
+                if hasattr(action, "group_id") and action.group_id not in self.groups:
+                    raise SwitchRefusal(ofproto.OFPET_BAD_ACTION, ofproto.OFPBAC_BAD_OUT_GROUP)
 
     def _apply_group(self, ofproto, message):
+        buckets = (message.type, [b.actions for b in message.buckets])
         if message.command == ofproto.OFPGC_ADD:
-            assert message.group_id not in self.groups, "group %d exists" % message.group_id
-            self.groups[message.group_id] = (message.type, [b.actions for b in message.buckets])
+            if message.group_id in self.groups:
+                raise SwitchRefusal(ofproto.OFPET_GROUP_MOD_FAILED, ofproto.OFPGMFC_GROUP_EXISTS)
+            self.groups[message.group_id] = buckets
+        elif message.command == ofproto.OFPGC_MODIFY:
+            if message.group_id not in self.groups:
+                raise SwitchRefusal(ofproto.OFPET_GROUP_MOD_FAILED, ofproto.OFPGMFC_UNKNOWN_GROUP)
+            self.groups[message.group_id] = buckets
         elif message.command == ofproto.OFPGC_DELETE:
+            if message.group_id == ofproto.OFPG_ALL:
+                self.groups.clear()
             self.groups.pop(message.group_id, None)
+            self._drop_flows_using(lambda a: getattr(a, "group_id", None) not in self.groups)
+        else:
+            raise AssertionError("the fake table does not model GroupMod command %r"
+                                 % message.command)
 
     def _apply_meter(self, ofproto, message):
         if message.command == ofproto.OFPMC_ADD:
-            assert message.meter_id not in self.meters, "meter %d exists" % message.meter_id
+            if message.meter_id in self.meters:
+                raise SwitchRefusal(ofproto.OFPET_METER_MOD_FAILED, ofproto.OFPMMFC_METER_EXISTS)
             self.meters[message.meter_id] = (message.flags, message.bands)
         elif message.command == ofproto.OFPMC_DELETE:
+            if message.meter_id == ofproto.OFPM_ALL:
+                self.meters.clear()
             self.meters.pop(message.meter_id, None)
+            self.flows = [f for f in self.flows if all(
+                getattr(i, "meter_id", None) in (None, *self.meters) for i in f[3])]
+        else:
+            raise AssertionError("the fake table does not model MeterMod command %r"
+                                 % message.command)
+
+    def _drop_flows_using(self, is_gone):
+        """OVS deletes the flows that point to a group deleted under them."""
+        self.flows = [f for f in self.flows if not any(
+            hasattr(a, "group_id") and is_gone(a) for i in f[3] for a in getattr(i, "actions", []))]
+
+    def state(self):
+        """Everything the table holds, comparable across tables."""
+        return {"flows": sorted((p, c, sorted(m.items())) for p, c, m, _ in self.flows),
+                "groups": sorted(self.groups), "meters": sorted(self.meters)}
 
     def lookup(self, packet):
         """Output ports for the packet: the highest-priority matching flow's outputs,
@@ -70,6 +137,79 @@ class FakeFlowTable:
                 else:
                     ports.append(action.port)
         return ports
+
+
+class FakeDatapath(ProtocolDesc):
+    """A connected switch: applies what it is sent to its table and answers through
+    `network` (barrier replies, errors) as a real switch answers over its connection.
+    `reject(message)` -> True makes it refuse a message; `silent` leaves barriers
+    unanswered."""
+
+    def __init__(self, dpid, network):
+        super().__init__(ofproto_v1_3.OFP_VERSION)
+        self.id, self.network = dpid, network
+        self.table = FakeFlowTable()
+        self.sent = []
+        self.reject = lambda message: False
+        self.silent = False
+        self._xids = itertools.count(1)
+
+    def set_xid(self, message):
+        message.set_xid(next(self._xids))
+        return message.xid
+
+    def send_msg(self, message):
+        if message.xid is None:
+            self.set_xid(message)
+        self.sent.append(message)
+        name = type(message).__name__
+        if name == "OFPBarrierRequest":
+            if not self.silent:
+                self.network.answer(self, self.ofproto_parser.OFPBarrierReply(self), message.xid)
+        elif name in ("OFPPortStatsRequest", "OFPPacketOut"):
+            pass   # what a real switch answers here, the tests do not need
+        else:
+            try:
+                if self.reject(message):
+                    raise SwitchRefusal(self.ofproto.OFPET_BAD_REQUEST, self.ofproto.OFPBRC_EPERM)
+                self.table.apply(message)
+            except SwitchRefusal as refusal:
+                error = self.ofproto_parser.OFPErrorMsg(self, type_=refusal.type, code=refusal.code)
+                self.network.answer(self, error, message.xid)
+
+
+class FakeNetwork:
+    """Carries the fake switches' answers to the installer in a separate greenlet, in
+    order, as Ryu's connection threads do: whoever waits for a confirmation yields, and
+    other requests run meanwhile. before_answer(datapath, message) runs just before each
+    answer is delivered (e.g. to start a concurrent request)."""
+
+    def __init__(self, installer):
+        self.installer = installer
+        self.before_answer = None
+        self._answers = hub.Queue()
+        self._thread = hub.spawn(self._deliver)
+
+    def answer(self, datapath, message, xid):
+        message.xid = xid
+        self._answers.put((datapath, message))
+
+    def _deliver(self):
+        while True:
+            datapath, message = self._answers.get()
+            if self.before_answer is not None:
+                self.before_answer(datapath, message)
+            if type(message).__name__ == "OFPBarrierReply":
+                self.installer.barrier_reply(message)
+            else:
+                self.installer.error(message)
+
+    def quiet(self):
+        """True if every answer sent so far was delivered."""
+        return self._answers.empty()
+
+    def close(self):
+        hub.kill(self._thread)
 
 
 def walk(view, tables, src_host, packet, max_hops=16):

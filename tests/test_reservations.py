@@ -7,14 +7,6 @@ from apps.reservations import ReservationBook, ReservationError
 from tests.conftest import spine_leaf_view
 
 
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def view():
     return spine_leaf_view(2, 2, 2, bw=20)
@@ -66,13 +58,11 @@ def test_pool_exhaustion_books_nothing(view):
 
 
 def test_leases_expire(view):
-    clock = Clock()
-    book = ReservationBook(view, clock=clock)
+    book = ReservationBook(view)
     tree = compute_tree(view, "h1", ["h2"], 1.0)
-    short, forever = book.reserve(tree, ttl_s=5), book.reserve(tree)
-    assert book.expired() == []
-    clock.now += 5
-    assert book.expired() == [short.tree_id]
+    short, forever = book.reserve(tree, 100.0, ttl_s=5), book.reserve(tree, 100.0)
+    assert book.expired(104.9) == []
+    assert book.expired(105.0) == [short.tree_id]
     assert forever.expires_at is None
 
 
@@ -92,16 +82,13 @@ def test_holds_count_against_trees_and_release_cleanly(view):
 
 
 def test_a_record_restores_the_same_reservation_in_a_new_book_with_its_lease_left(view):
-    clock = Clock()
-    book = ReservationBook(view, clock=clock)
-    book.reserve(compute_tree(view, "h1", ["h3"], 1.0))
-    kept = book.reserve(compute_tree(view, "h1", ["h2", "h4"], 6.0, book.reserved_mbps), ttl_s=30)
-    clock.now += 10
-    record = json.loads(json.dumps(book.record(kept.tree_id)))   # as a state file holds it
-    later = Clock()
-    later.now = 5.0                          # a new process: another clock
-    restored_book = ReservationBook(view, clock=later)
-    restored = restored_book.restore(record)
+    book = ReservationBook(view)
+    book.reserve(compute_tree(view, "h1", ["h3"], 1.0), 100.0)
+    kept = book.reserve(compute_tree(view, "h1", ["h2", "h4"], 6.0, book.reserved_mbps), 100.0,
+                        ttl_s=30)
+    record = json.loads(json.dumps(book.record(kept.tree_id, 110.0)))   # as a state file holds it
+    restored_book = ReservationBook(view)
+    restored = restored_book.restore(record, 5.0)   # a new process: another clock
     assert (restored.tree_id, restored.address, restored.tree) == (kept.tree_id, kept.address,
                                                                    kept.tree)
     assert restored.expires_at == pytest.approx(25.0)
@@ -112,7 +99,7 @@ def test_a_record_restores_the_same_reservation_in_a_new_book_with_its_lease_lef
 def test_a_record_that_does_not_fit_books_nothing(view):
     book = ReservationBook(view)
     kept = book.reserve(compute_tree(view, "h1", ["h2", "h3"], 15.0))
-    record = book.record(kept.tree_id)
+    record = book.record(kept.tree_id, 0.0)
     full = ReservationBook(view)
     full.reserve(kept.tree)
     for target, broken in [(full, dict(record, id=7, address="239.1.0.9")), (full, record),
@@ -120,5 +107,5 @@ def test_a_record_that_does_not_fit_books_nothing(view):
                            (ReservationBook(view), {"id": 1})]:
         before = dict(target.reserved_mbps), target.ids()
         with pytest.raises(ReservationError):
-            target.restore(broken)
+            target.restore(broken, 0.0)
         assert (dict(target.reserved_mbps), target.ids()) == before

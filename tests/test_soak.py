@@ -38,7 +38,7 @@ def live():
     view = spine_leaf_view(2, 2, 2, bw=20)
     book = ReservationBook(view)
     trees = [book.record(book.reserve(compute_tree(view, "h1", receivers, 8.0,
-                                                   book.reserved_mbps)).tree_id)
+                                                   book.reserved_mbps)).tree_id, 0.0)
              for receivers in (["h2", "h3"], ["h4"])]
     return view, trees, soak.expected_state(view, trees)
 

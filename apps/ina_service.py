@@ -1,0 +1,293 @@
+"""The INA plans service (no Ryu): gradient steering to in-network aggregators, GRID
+(Fang et al., IEEE/ACM ToN 2023) for one PS and InArt (Liu et al., WWW 2024) for a model
+split over several.
+
+A plan is made on what is free in the fabric's ledger (link capacity minus trees and
+other plans, aggregator capacity minus other plans; ina_placement, inart_placement),
+held there (so trees see plans and plans see trees), and installed: for every stream
+(each worker leg to its aggregator or PS, each aggregate to its PS) a flow per switch
+of its path, matching the UDP port of that PS in this job, with a meter at the stream's
+rate on its first switch. It is confirmed by every switch or removed whole.
+"""
+
+import itertools
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from apps import ina_placement, inart_placement
+from apps import openflow_builders as of
+from apps.ina_placement import GRID, InaProblem, PlacementError
+from apps.inart_placement import InartProblem, from_grid
+from apps.multicast_trees import without_links
+from apps.request_fields import check_fields, distinct_names, job_name, positive_number
+from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+
+LOG = logging.getLogger("syncfabric.ina")
+REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
+POLICIES = ina_placement.POLICIES + inart_placement.POLICIES
+GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
+MAX_PSS = 8
+MIN_THETA_MBPS = 1e-3
+MIN_CAPACITY_MBPS = 1e-9
+
+
+@dataclass
+class LivePlan:
+    """A plan booked in the ledger: what its job was told, its streams, and the meters
+    it has on each switch (known once its messages are built)."""
+    id: int
+    report: dict
+    streams: list                  # (source, destination, path, rate, ps)
+    loads: dict                    # link or aggregator -> Mbit/s held in the ledger
+    book: object                   # the ledger it is held in
+    meters: dict = field(default_factory=dict)   # switch -> [meter id]
+    installed: bool = False
+
+    @property
+    def hold_key(self):
+        return ("ina", self.id)
+
+
+class InaPlans:
+    def __init__(self, fabric, installer):
+        self.fabric, self.installer = fabric, installer
+        self.plans = {}            # plan id -> LivePlan
+        self.release_keys = {}     # plan id -> the key that may DELETE it
+        self.generation = None
+        self._ids = itertools.count(1)
+
+    # --- the REST resource ------------------------------------------------------
+
+    def list(self, _now):
+        return {"plans": [self.plans[i].report for i in sorted(self.plans)]}
+
+    def show(self, plan_id, _now):
+        return self._get(plan_id).report
+
+    def owner_key(self, plan_id):
+        return self.release_keys.get(self._get(plan_id).id)
+
+    def _get(self, plan_id):
+        try:
+            return self.plans[int(plan_id)]
+        except (ValueError, TypeError, KeyError):
+            raise NotFound("no plan with id %r" % (plan_id,)) from None
+
+    def create(self, body, release_key, _now):
+        request = parse_plan_request(body)
+        view = self.fabric.ready()
+        if self.generation != self.fabric.generation:
+            raise NotReady("no fabric description loaded (PUT /fabric/topology)")
+        workers, pss = request["workers"], request["pss"]
+        aggregators = request["aggregators"]
+        if aggregators is None:
+            aggregators = sorted(view.aggregators)
+        check_hosts(view, workers, pss, aggregators)
+        # nothing waits from here to the booking: the plan is made and held on one state
+        book = self.fabric.ledger
+        result = self._placement(view, book, request, aggregators)
+        plan_id = next(self._ids)
+        live = LivePlan(plan_id, plan_report(plan_id, request, result, view), result.streams(),
+                        result.loads(), book)
+        book.hold(live.hold_key, live.loads)
+        self.plans[plan_id] = live
+        self.release_keys[plan_id] = release_key
+        try:
+            self._install(view, live)
+        except (InstallFailed, NotReady):
+            self.release_keys.pop(plan_id, None)
+            if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
+                book.release_hold(live.hold_key)
+            raise
+        LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
+                 "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
+                 result.policy, len(workers), ",".join(pss),
+                 ",".join("%.3f" % result.split[s] for s in pss), result.f, result.f_lp,
+                 result.f_rounded, result.rounded_overload, result.f_repaired,
+                 ",".join(sorted(result.aggregators_used())) or "none")
+        return dict(live.report, release_key=release_key)
+
+    def _placement(self, view, book, request, aggregators):
+        """The plan on what the ledger leaves free; InvalidRequest or Conflict if none."""
+        graph = available_graph(view, book.reserved_mbps, self.fabric.down_links)
+        capacities = {a: view.aggregators[a] - book.reserved_mbps.get(a, 0.0) for a in aggregators}
+        capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
+        workers, pss, policy = request["workers"], request["pss"], request["policy"]
+        try:
+            if policy in inart_placement.POLICIES:
+                result = inart_placement.plan(InartProblem(graph, workers, pss, capacities), policy)
+            else:
+                result = from_grid(ina_placement.plan(InaProblem(graph, workers, pss[0], capacities),
+                                                      policy), pss[0])
+        except PlacementError as error:
+            raise InvalidRequest(str(error)) from None
+        if result.f < MIN_THETA_MBPS:
+            raise Conflict("no capacity left for this job (theta = %.6f Mbit/s)" % result.f,
+                           theta_mbps=result.f)
+        return result
+
+    def _messages(self, view, live, datapath_of):
+        """{datapath: [messages]} of the plan for the switches datapath_of(switch) gives a
+        datapath for (None: skip that switch), and {switch: [meter ids]}."""
+        messages, meters = defaultdict(list), defaultdict(list)
+        for leg_index, (source, destination, path, rate, ps) in enumerate(live.streams):
+            for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
+                if hop == 0:
+                    meters[switch].append(of.steering_meter_id(live.id, leg_index))
+                datapath = datapath_of(switch)
+                if datapath is not None:
+                    messages[datapath] += of.steering_install(
+                        datapath, live.id, leg_index, view.ip(source), view.ip(destination),
+                        live.report["ports"][ps], view.out_port(switch, next_node),
+                        rate if hop == 0 else None)
+        return messages, dict(meters)
+
+    def _install(self, view, live):
+        switches = [s for _, _, path, _, _ in live.streams for s in path[1:-1]]
+        datapaths = self.fabric.datapaths_of(switches)   # NotReady before anything is sent
+        messages, live.meters = self._messages(view, live, datapaths.get)
+        try:
+            self.installer.install(messages)
+        except InstallFailed as failure:
+            self._remove(view, live)
+            LOG.error("plan %d not installed (%s); rolled back", live.id, failure)
+            raise InstallFailed("a switch rejected the plan (%s); nothing was installed"
+                                % failure) from None
+        live.installed = True
+
+    def _remove(self, view, live):
+        """Delete the plan's flows on every connected switch, and its meters where it had them."""
+        removals = {}
+        for switch in view.switches if view is self.fabric.view else []:
+            datapath = self.fabric.datapath_of(switch)
+            if datapath is not None:
+                removals[datapath] = of.steering_removal(datapath, live.id, live.meters.get(switch, []))
+        if not self.installer.remove(removals):
+            LOG.warning("plan %d: removal not confirmed by every switch", live.id)
+
+    def release(self, plan_id, _now):
+        live = self.plans.pop(self._get(plan_id).id)   # before anything waits: one DELETE wins
+        self.release_keys.pop(live.id, None)
+        self._remove(live.book.view, live)
+        live.book.release_hold(live.hold_key)
+        LOG.info("plan %d (job %r) removed", live.id, live.report["job"])
+        return live.report
+
+    # --- events -----------------------------------------------------------------
+
+    def fabric_changed(self):
+        """The old fabric's plans are gone with its ledger; the switches are cleared."""
+        for plan_id in sorted(self.plans):
+            LOG.info("fabric changed: removing plan %d", plan_id)
+        self.plans.clear()
+        self.release_keys.clear()
+        self.generation = self.fabric.generation
+
+    def switch_synced(self, switch, datapath):
+        """{datapath: messages} that give a switch that came back empty its share of every plan."""
+        if self.generation != self.fabric.generation:
+            return {}
+        messages, count = defaultdict(list), 0
+        for live in list(self.plans.values()):
+            if not live.installed:
+                continue   # still being installed: its own batch reaches the switch
+            plan_messages, _meters = self._messages(
+                self.fabric.view, live, lambda s: datapath if s == switch else None)
+            for target, batch in plan_messages.items():
+                messages[target] += batch
+            count += bool(plan_messages)
+        if count:
+            LOG.info("%s: reinstalled %d plan(s)", switch, count)
+        return dict(messages)
+
+
+def available_graph(view, reserved_mbps, down_links):
+    """The fabric's graph with each link's capacity what is left unreserved (links that
+    are down have none)."""
+    graph = view.graph.copy()
+    reserved = without_links(view, reserved_mbps, down_links)
+    for tail, head, data in graph.edges(data=True):
+        free = data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+        data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)   # the planner needs capacity > 0
+    return graph
+
+
+def check_hosts(view, workers, pss, aggregators):
+    """NotFound for unknown hosts; InvalidRequest for aggregators in the wrong role."""
+    unknown = [h for h in [*workers, *pss, *aggregators] if not view.is_host(h)]
+    if unknown:
+        raise NotFound("unknown host(s): %s" % ", ".join(unknown))
+    not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
+    if not_aggregators:
+        raise InvalidRequest("not aggregator host(s): %s" % ", ".join(not_aggregators))
+    misplaced = [h for h in [*workers, *pss] if view.is_aggregator(h)]
+    if misplaced:
+        raise InvalidRequest("aggregator host(s) cannot be workers or PSs: %s" % ", ".join(misplaced))
+
+
+def gradient_port(plan_id, index):
+    """The UDP port of the plan's index-th PS (ports repeat after 40000 / MAX_PSS plans)."""
+    return GRADIENT_PORT_BASE + (plan_id * MAX_PSS + index) % 40000
+
+
+def plan_report(plan_id, request, result, view):
+    """What a job needs to run: per worker its legs (PS, node, path, share of that PS's
+    fragments, rate), every aggregate (aggregator, PS, workers, path, rate), the split,
+    a UDP port per PS, and the plan's rates. One-PS plans also have `port` and
+    `aggregators` (keyed by aggregator)."""
+    pss = request["pss"]
+    gradient_mbit = request["gradient_mb"] * 8
+    aggregate_rates = result.aggregate_rates()
+    ports = {s: gradient_port(plan_id, i) for i, s in enumerate(pss)}
+    aggregates = [{"aggregator": a, "ps": s, "workers": result.workers_at((a, s)),
+                   "path": list(result.aggregate_paths[a, s]), "rate_mbps": rate}
+                  for (a, s), rate in sorted(aggregate_rates.items())]
+    report = {
+        "id": plan_id, "job": request["job"], "policy": result.policy, "ps": request["ps"],
+        "split": result.split, "ports": ports, "gradient_mb": request["gradient_mb"],
+        "theta_mbps": result.f, "theta_lp_mbps": result.f_lp,
+        "theta_rounded_mbps": result.f_rounded, "rounded_overload": result.rounded_overload,
+        "theta_repaired_mbps": result.f_repaired,
+        "predicted_comm_time_s": gradient_mbit / result.f,
+        "workers": {w: [{"ps": s, "node": option.node, "path": list(option.path), "share": share,
+                         "rate_mbps": result.f * result.split[s] * share}
+                        for s in pss for option, share in result.legs[w, s]]
+                    for w in request["workers"]},
+        "aggregates": aggregates,
+        "addresses": {h: view.ip(h) for h in [*request["workers"], *pss,
+                                               *sorted(result.aggregators_used())]},
+    }
+    if len(pss) == 1:
+        report["port"] = ports[pss[0]]
+        report["aggregators"] = {a["aggregator"]: {k: a[k] for k in ("workers", "path", "rate_mbps")}
+                                 for a in aggregates}
+    return report
+
+
+def parse_plan_request(body):
+    """The plan request with defaults filled in, or InvalidRequest."""
+    check_fields(body, REQUEST_FIELDS, {"job", "workers", "ps", "gradient_mb"})
+    request = dict({"policy": GRID, "aggregators": None}, **body)
+    job_name(request)
+    workers = request["workers"]
+    if not distinct_names(workers):
+        raise InvalidRequest("workers must be a non-empty list of distinct host names")
+    if request["policy"] not in POLICIES:
+        raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
+    pss = [request["ps"]] if isinstance(request["ps"], str) else request["ps"]
+    if not distinct_names(pss) or set(pss) & set(workers):
+        raise InvalidRequest("ps must be a host name, or a list of distinct host names, that is "
+                             "not a worker")
+    if len(pss) > MAX_PSS:
+        raise InvalidRequest("at most %d PSs per job" % MAX_PSS)
+    if len(pss) > 1 and request["policy"] not in inart_placement.POLICIES:
+        raise InvalidRequest("policy %s plans for one PS; for several use one of %s"
+                             % (request["policy"], ", ".join(inart_placement.POLICIES)))
+    request["pss"] = pss
+    aggregators = request["aggregators"]
+    if aggregators is not None and not distinct_names(aggregators, minimum=0):
+        raise InvalidRequest("aggregators must be a list of distinct host names (or omitted)")
+    if not positive_number(request["gradient_mb"]):
+        raise InvalidRequest("gradient_mb must be a positive number")
+    return request

@@ -1,0 +1,114 @@
+"""Where OpenFlow messages become confirmed switch state: one installer for every app.
+
+A batch sends each switch its messages and then a barrier; it is confirmed when every
+switch answered its barrier and rejected none of the messages. The fabric app routes
+barrier replies, errors and disconnections here once, for all apps. A switch that
+disconnects fails its pending batches at once (as ryu.app.ofctl.service's _handle_dead
+does), instead of leaving their callers to a timeout.
+"""
+
+from ryu.lib import hub
+
+from apps.openflow_builders import barrier_request
+from apps.service_errors import InstallFailed
+
+CONFIRM_TIMEOUT_S = 5.0
+
+
+class Batch:
+    def __init__(self, on_done):
+        self.errors = []            # (dpid, error message)
+        self.failure = None         # why it cannot be confirmed, once it cannot
+        self._waiting = set()       # (dpid, barrier xid)
+        self._done = hub.Event()
+        self._on_done = on_done
+
+    @property
+    def confirmed(self):
+        return self._done.is_set() and not self.errors and self.failure is None
+
+    def reason(self):
+        """Why the batch is not confirmed, in words."""
+        if self.errors:
+            first = self.errors[0][1]
+            return "%d switch error(s), first: type=%d code=%d" % (len(self.errors), first.type,
+                                                                  first.code)
+        return self.failure or "no confirmation"
+
+
+class Installer:
+    def __init__(self, timeout_s=CONFIRM_TIMEOUT_S):
+        self.timeout_s = timeout_s
+        self._batch_of_xid = {}     # (dpid, xid) -> Batch, for every message sent
+
+    def send(self, messages_by_datapath, on_done=None):
+        """Send each datapath its messages then a barrier; returns the Batch. on_done(batch)
+        runs once it is confirmed or failed."""
+        batch = Batch(on_done)
+        for datapath, messages in messages_by_datapath.items():
+            barrier = barrier_request(datapath)
+            for message in [*messages, barrier]:
+                datapath.set_xid(message)
+                self._batch_of_xid[datapath.id, message.xid] = batch
+            batch._waiting.add((datapath.id, barrier.xid))
+            for message in [*messages, barrier]:
+                datapath.send_msg(message)
+        if not batch._waiting and not batch._done.is_set():
+            self._finish(batch)
+        return batch
+
+    def install(self, messages_by_datapath):
+        """Send and wait for every switch's confirmation; InstallFailed(reason) if a switch
+        rejected a message, disconnected or did not answer in time."""
+        batch = self.send(messages_by_datapath)
+        if not batch._done.wait(self.timeout_s):
+            batch.failure = "no confirmation within %.0f s" % self.timeout_s
+            self._forget(batch)
+        if not batch.confirmed:
+            raise InstallFailed(batch.reason())
+
+    def remove(self, messages_by_datapath):
+        """Send removals and wait; True if every switch confirmed (a removal that is not
+        confirmed is reported, not raised: the switch is gone, or clears on reconnect)."""
+        try:
+            self.install(messages_by_datapath)
+        except InstallFailed:
+            return False
+        return True
+
+    def error(self, msg):
+        """Route an EventOFPErrorMsg's msg here; returns the Batch it belongs to, if any."""
+        batch = self._batch_of_xid.get((msg.datapath.id, msg.xid))
+        if batch is not None:
+            batch.errors.append((msg.datapath.id, msg))
+        return batch
+
+    def barrier_reply(self, msg):
+        key = (msg.datapath.id, msg.xid)
+        batch = self._batch_of_xid.get(key)
+        if batch is None or key not in batch._waiting:
+            return
+        batch._waiting.discard(key)
+        if not batch._waiting:
+            self._finish(batch)
+
+    def switch_gone(self, dpid):
+        """Fail every pending batch that waits for `dpid`."""
+        for batch in {b for (d, _), b in self._batch_of_xid.items() if d == dpid}:
+            if any(d == dpid for d, _ in batch._waiting):
+                batch.failure = "switch dpid %#x disconnected" % dpid
+                self._finish(batch)
+
+    def pending(self):
+        """How many batches wait for confirmation."""
+        return len(set(self._batch_of_xid.values()))
+
+    def _forget(self, batch):
+        for key in [k for k, b in self._batch_of_xid.items() if b is batch]:
+            del self._batch_of_xid[key]
+
+    def _finish(self, batch):
+        self._forget(batch)
+        batch._done.set()
+        if batch._on_done is not None:
+            batch._on_done(batch)

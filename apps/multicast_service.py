@@ -1,0 +1,349 @@
+"""The multicast trees service (no Ryu): path-aware trees with reserved bandwidth (ICC 2025).
+
+A tree is computed on the fabric's view (multicast_trees), booked in the fabric's ledger,
+installed through the installer and confirmed by every switch, or nothing of it is
+booked or left on a switch. Release, leases, make-before-break reroutes around failed
+links, reinstall on a switch that came back empty, and the trees saved for a restart
+live here too. Time comes in as `now`.
+"""
+
+import logging
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+from apps import openflow_builders as of
+from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
+                                  forwarding_plan, repaired_tree, without_links)
+from apps.request_fields import check_fields, positive_number
+from apps.reservations import ReservationError
+from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+
+LOG = logging.getLogger("syncfabric.multicast")
+REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}
+STATE_NAME = "multicast"
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """One tree to create: what compute_tree needs."""
+    source: str
+    receivers: list
+    bandwidth_mbps: float
+    policy: str = PATH_AWARE
+
+
+def parse_tree_request(body):
+    """(TreeSpec, ttl_s) from a POST body, or InvalidRequest."""
+    check_fields(body, REQUEST_FIELDS, {"source", "receivers", "bandwidth_mbps"})
+    source, receivers = body["source"], body["receivers"]
+    if not isinstance(source, str):
+        raise InvalidRequest("source must be a host name")
+    if not isinstance(receivers, list) or not all(isinstance(r, str) for r in receivers):
+        raise InvalidRequest("receivers must be a list of host names")
+    ttl_s = body.get("ttl_s")
+    if ttl_s is not None and not positive_number(ttl_s):
+        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
+    return TreeSpec(source, receivers, body["bandwidth_mbps"], body.get("policy", PATH_AWARE)), ttl_s
+
+
+def tree_report(reservation, now, released=False):
+    tree = reservation.tree
+    expires_in = (None if reservation.expires_at is None or released
+                  else max(0.0, reservation.expires_at - now))
+    return {"id": reservation.tree_id, "address": reservation.address, "source": tree.source,
+            "receivers": list(tree.receivers), "policy": tree.policy,
+            "bandwidth_mbps": tree.bandwidth_mbps, "edges": [list(edge) for edge in tree.edges],
+            "reservation": {"bandwidth_mbps": tree.bandwidth_mbps, "links": len(tree.edges),
+                            "expires_in_s": expires_in}}
+
+
+class MulticastTrees:
+    def __init__(self, fabric, installer, store, rng=None):
+        self.fabric, self.installer, self.store = fabric, installer, store
+        self.rng = rng or random.Random()
+        self.book = None           # the fabric's ledger when this service last adopted it
+        self.generation = None
+        self.release_keys = {}     # tree id -> the key that may DELETE it (None: nobody)
+
+    # --- the REST resource ------------------------------------------------------
+
+    def create(self, body, release_key, now):
+        spec, ttl_s = parse_tree_request(body)
+        (reservation,) = self.create_trees([spec], ttl_s, release_key, now)
+        return dict(tree_report(reservation, now), release_key=release_key)
+
+    def list(self, now):
+        return {"trees": [tree_report(r, now) for r in self.book or []]}
+
+    def show(self, tree_id, now):
+        return tree_report(self._get(tree_id), now)
+
+    def owner_key(self, tree_id):
+        return self.release_keys.get(self._get(tree_id).tree_id)
+
+    def release(self, tree_id, now):
+        return tree_report(self.release_tree(self._get(tree_id).tree_id, now), now, released=True)
+
+    def _get(self, tree_id):
+        try:
+            return self.book.get(int(tree_id))
+        except (ValueError, TypeError, ReservationError, AttributeError):
+            raise NotFound("no tree with id %r" % (tree_id,)) from None
+
+    # --- trees ------------------------------------------------------------------
+
+    def ready_book(self):
+        """The ledger trees are booked in; NotReady until this service adopted the
+        fabric's current one."""
+        self.fabric.ready()
+        if self.book is None or self.generation != self.fabric.generation:
+            raise NotReady("no fabric description loaded (PUT /fabric/topology)")
+        return self.book
+
+    def create_trees(self, specs, ttl_s, release_key, now):
+        """Compute, book and install several trees as one (each computed on what the ones
+        before it booked): every tree is confirmed, or nothing is booked or left on a
+        switch. Returns their Reservations."""
+        book = self.ready_book()
+        view = book.view
+        unknown = [h for h in dict.fromkeys(h for s in specs for h in [s.source, *s.receivers])
+                   if not view.is_host(h)]
+        if unknown:
+            raise NotFound("unknown host(s): %s" % ", ".join(unknown))
+        reservations, plans = [], []
+        load = self.fabric.measured_mbps()
+        try:   # computed and booked against one state: nothing here waits
+            for spec in specs:
+                tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
+                                    without_links(view, book.reserved_mbps, self.fabric.down_links),
+                                    spec.policy, self.rng, load_mbps=load)
+                plans.append(forwarding_plan(view, tree))
+                reservations.append(book.reserve(tree, now, ttl_s))
+                self.release_keys[reservations[-1].tree_id] = release_key
+            datapaths = self.fabric.datapaths_of([step[0] for plan in plans for step in plan])
+        except (TreeRequestError, InfeasibleTree, ReservationError, NotReady) as error:
+            for reservation in reservations:
+                book.release(reservation.tree_id)
+                self.release_keys.pop(reservation.tree_id, None)
+            raise _refusal(error, "tree from %s: " % spec.source if len(specs) > 1 else "") from None
+        messages = defaultdict(list)
+        for reservation, plan in zip(reservations, plans):
+            for switch, in_port, out_ports in plan:
+                datapath = datapaths[switch]
+                messages[datapath] += of.tree_install(datapath, reservation.tree_id,
+                                                      reservation.address, in_port, out_ports,
+                                                      reservation.tree.bandwidth_mbps)
+        ids = ",".join(str(r.tree_id) for r in reservations)
+        failure = None
+        try:
+            self.installer.install(messages)
+        except InstallFailed as error:
+            failure = error
+        released = [r.tree_id for r in reservations
+                    if self.book is not book or r.tree_id not in book.ids()]
+        if released or failure:
+            for reservation in reservations:
+                self._release_if_booked(reservation.tree_id, now, book)
+        if released:   # a DELETE or a fabric reload took some while they were installed
+            LOG.info("tree(s) %s released while being installed", ids)
+            raise Conflict("tree(s) %s were released while being installed; nothing is left "
+                           "of them" % ",".join(map(str, released)))
+        if failure:
+            LOG.error("tree(s) %s not installed (%s); rolled back", ids, failure)
+            raise InstallFailed("a switch rejected the tree (%s); nothing was installed" % failure)
+        for reservation, plan in zip(reservations, plans):
+            tree = reservation.tree
+            LOG.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
+                     reservation.tree_id, tree.source, len(tree.receivers), tree.bandwidth_mbps,
+                     ",".join(s for s, _, _ in plan), tree.policy, reservation.address)
+        self.remember(now)
+        return reservations
+
+    def release_tree(self, tree_id, now, book=None):
+        """Remove the tree's flows, groups and meters and return its bandwidth; NotFound if
+        unknown. The tree leaves the book before anything waits, so of concurrent
+        releases (DELETEs, the lease) exactly one wins. book: the one the tree is in
+        (default: the current one; an old one after a fabric change)."""
+        book = book or self.book
+        try:
+            reservation = book.release(tree_id)
+        except (ReservationError, AttributeError):
+            raise NotFound("no tree with id %r" % (tree_id,)) from None
+        if book is self.book:   # else the key belongs to the new book's tree of that id
+            self.release_keys.pop(tree_id, None)
+            self.remember(now)
+        view = book.view
+        removals = {}
+        for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
+            datapath = self._connected(view, switch)
+            if datapath is not None:
+                removals[datapath] = of.tree_removal(datapath, tree_id)
+        if not self.installer.remove(removals):
+            LOG.warning("tree %d: removal not confirmed by every switch", tree_id)
+        LOG.info("tree %d released (%.3f Mbit/s returned)", tree_id, reservation.tree.bandwidth_mbps)
+        return reservation
+
+    def _connected(self, view, switch):
+        """The switch's datapath if it is connected to this fabric generation's view."""
+        return self.fabric.datapath_of(switch) if view is self.fabric.view else None
+
+    def _release_if_booked(self, tree_id, now, book=None):
+        """Release a tree unless a concurrent DELETE already did."""
+        try:
+            self.release_tree(tree_id, now, book)
+        except NotFound:
+            pass
+
+    # --- persistence ------------------------------------------------------------
+
+    def remember(self, now):
+        """Save the trees clients own, for a restart (nothing without a state directory)."""
+        if self.book is not None:
+            self.store.save(STATE_NAME, {"trees": [
+                dict(self.book.record(r.tree_id, now), release_key=self.release_keys[r.tree_id])
+                for r in self.book if self.release_keys.get(r.tree_id)]})
+
+    def _restore(self, now):
+        for record in (self.store.load(STATE_NAME) or {}).get("trees", []):
+            try:
+                reservation = self.book.restore(record, now)
+            except ReservationError as error:
+                LOG.error("saved tree %s not restored: %s", record.get("id"), error)
+                continue
+            self.release_keys[reservation.tree_id] = record.get("release_key")
+            LOG.info("tree %d restored: %s -> %d receivers at %.3f Mbit/s, address %s",
+                     reservation.tree_id, reservation.tree.source, len(reservation.tree.receivers),
+                     reservation.tree.bandwidth_mbps, reservation.address)
+
+    # --- events and timers ----------------------------------------------------------
+
+    def fabric_changed(self, restored, now):
+        """Adopt the fabric's new ledger (restoring the saved trees into it after a
+        restart) and remove every tree of the old one."""
+        old = self.book
+        self.book, self.generation = self.fabric.ledger, self.fabric.generation
+        self.release_keys = {}
+        if restored:
+            self._restore(now)
+        self.remember(now)
+        for reservation in list(old or []):
+            LOG.info("fabric changed: releasing tree %d", reservation.tree_id)
+            self._release_if_booked(reservation.tree_id, now, old)
+
+    def expire_leases(self, now):
+        for tree_id in self.book.expired(now) if self.book is not None else []:
+            LOG.info("tree %d: lease expired", tree_id)
+            self._release_if_booked(tree_id, now)
+
+    def switch_synced(self, switch, datapath):
+        """{datapath: messages} that give a switch that came back empty its share of every
+        live tree."""
+        if self.book is None or self.generation != self.fabric.generation:
+            return {}
+        messages = []
+        for reservation in self.book:
+            for hop, in_port, out_ports in forwarding_plan(self.book.view, reservation.tree):
+                if hop == switch:
+                    messages += of.tree_install(datapath, reservation.tree_id, reservation.address,
+                                                in_port, out_ports, reservation.tree.bandwidth_mbps)
+        if messages:
+            LOG.info("%s: reinstalled %d tree(s)", switch, len(messages) // 3)
+        return {datapath: messages} if messages else {}
+
+    def reroute_broken(self, now):
+        """Move every live tree that uses a link that is down onto the rest of the fabric.
+        Which links are down is read afresh for each tree: they change while trees move
+        (e.g. switches connecting one by one)."""
+        if self.book is None or self.generation != self.fabric.generation:
+            return
+        for tree_id in sorted(self.book.ids()):
+            try:
+                edges = self.book.get(tree_id).tree.edges
+            except ReservationError:
+                continue   # released meanwhile
+            down_links = self.fabric.down_links
+            if any(frozenset(edge) in down_links for edge in edges):
+                self._reroute(tree_id, down_links, now)
+
+    def _reroute(self, tree_id, down_links, now):
+        """Make-before-break: compute the tree again without the down links (its own
+        bandwidth counted free), install the new switch state and confirm it, then
+        remove what only the old tree had, and rebook. If no tree fits, release it."""
+        book, view = self.book, self.book.view
+        old = book.get(tree_id)
+        try:
+            tree = repaired_tree(view, old.tree, book.reserved_mbps, down_links, self.rng)
+            datapaths = self.fabric.datapaths_of([s for s, _, _ in forwarding_plan(view, tree)])
+        except (InfeasibleTree, NotReady) as error:
+            # a switch away or still connecting: it gets the tree when it has synced. Synced,
+            # not connected: down links count a connected switch as gone until then
+            away = [s for s, _, _ in forwarding_plan(view, old.tree) if not self.fabric.is_synced(s)]
+            if away:
+                LOG.warning("tree %d: no way around %s, not synced (%s); kept for when it is",
+                            tree_id, ",".join(away), error)
+                return
+            LOG.warning("tree %d crosses a failed link and no other tree fits (%s): releasing it",
+                        tree_id, error)
+            self._release_if_booked(tree_id, now, book)
+            return
+        # the links only the new tree uses are held while it is installed: requests
+        # admitted meanwhile see them taken
+        hold = ("reroute", tree_id)
+        book.hold(hold, {edge: tree.bandwidth_mbps for edge in set(tree.edges) - set(old.tree.edges)})
+        try:
+            self._move_tree(book, view, old, tree, datapaths, now)
+        finally:
+            book.release_hold(hold)
+
+    def _move_tree(self, book, view, old, tree, datapaths, now):
+        """Install `tree` where `old` was (same id and address), confirm, rebook, then
+        remove what only the old one had; release it if the switches refuse."""
+        tree_id = old.tree_id
+        old_plan = {switch: in_port for switch, in_port, _ in forwarding_plan(view, old.tree)}
+        new_plan = forwarding_plan(view, tree)
+        messages = defaultdict(list)
+        for switch, in_port, out_ports in new_plan:
+            datapath = datapaths[switch]
+            if switch in old_plan:
+                messages[datapath] += of.tree_update(datapath, tree_id, old.address, in_port,
+                                                     out_ports, old_plan[switch])
+            else:
+                messages[datapath] += of.tree_install(datapath, tree_id, old.address, in_port,
+                                                      out_ports, tree.bandwidth_mbps)
+        try:
+            self.installer.install(messages)
+        except InstallFailed as failure:
+            LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
+            self._release_if_booked(tree_id, now, book)
+            return
+        if self.book is not book or tree_id not in book.ids():   # released meanwhile
+            self.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id)
+                                 for s in {s for s, _, _ in new_plan} - set(old_plan)})
+            return
+        book.replace(tree_id, tree)
+        self.remember(now)
+        new_in_port = {switch: in_port for switch, in_port, _ in new_plan}
+        removals = {}
+        for switch, in_port in old_plan.items():
+            datapath = self._connected(view, switch)
+            if datapath is None:
+                continue
+            if switch not in new_in_port:
+                removals[datapath] = of.tree_removal(datapath, tree_id)
+            elif new_in_port[switch] != in_port:
+                removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
+        self.installer.send(removals)
+        LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
+                 ",".join(s for s, _, _ in new_plan))
+
+
+def _refusal(error, prefix):
+    """The service error for what compute_tree or the ledger refused."""
+    if isinstance(error, TreeRequestError):
+        return InvalidRequest(prefix + str(error))
+    if isinstance(error, InfeasibleTree):
+        return Conflict(prefix + str(error), max_feasible_mbps=error.max_feasible_mbps)
+    if isinstance(error, ReservationError):
+        return Conflict(prefix + str(error))
+    return error

@@ -1,0 +1,43 @@
+"""The services of one controller process, built once and shared by its apps as the
+Ryu context `syncfabric` (as `wsgi` is): each app routes events, REST calls and timers
+to its own service, and the services meet only through narrow interfaces (the fabric's
+ledger and switches, the trees service's create and release)."""
+
+from ryu.app.wsgi import WSGIApplication
+from ryu.lib import hub
+
+from apps import state_files
+from apps.fabric_service import Fabric
+from apps.ina_service import InaPlans
+from apps.installer import Installer
+from apps.multicast_service import MulticastTrees
+from apps.selmcast_service import SelmcastRounds
+
+CONTEXT_KEY = "syncfabric"
+
+
+class Services:
+    def __init__(self, store=state_files, installer=None):
+        self.store = store
+        self.installer = installer or Installer()
+        self.fabric = Fabric()
+        self.trees = MulticastTrees(self.fabric, self.installer, store)
+        self.rounds = SelmcastRounds(self.fabric, self.trees)
+        self.plans = InaPlans(self.fabric, self.installer)
+
+
+def contexts():
+    """The _CONTEXTS of every syncfabric app."""
+    return {"wsgi": WSGIApplication, CONTEXT_KEY: Services}
+
+
+def start_timers(app, intervals):
+    """Faucet's _VALVE_SERVICES: every interval_s, send the app an instance of the event
+    class, so timed work runs in the app's one event loop with everything else. The
+    timers end with the app."""
+    def tick(event_class, interval_s):
+        while app.is_active:
+            hub.sleep(interval_s)
+            app.send_event(app.name, event_class())
+    app.threads += [hub.spawn(tick, event_class, interval_s)
+                    for event_class, interval_s in intervals.items()]

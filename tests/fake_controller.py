@@ -1,0 +1,126 @@
+"""ryu-manager's apps in-process, on fake switches: the real apps, services and installer,
+Ryu's app manager and event loops, a WSGIApplication answering REST requests (as Ryu's
+tests/unit/app/test_ofctl_rest.py does), and FakeDatapaths instead of Open vSwitch."""
+
+import json
+import time
+from types import SimpleNamespace
+
+from ryu.app.wsgi import WSGIApplication
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER
+from ryu.lib import hub
+from webob import Request
+
+from apps.fabric_controller import FabricController
+from apps.ina_controller import InaController
+from apps.installer import Installer
+from apps.multicast_controller import MulticastController
+from apps.selmcast_controller import SelmcastController
+from apps.services import CONTEXT_KEY, Services
+from tests.fake_openflow import FakeDatapath, FakeNetwork
+
+ALL_APPS = (FabricController, MulticastController, SelmcastController, InaController)
+
+
+class MemoryStore:
+    """state_files' interface, in memory: what a state directory would hold."""
+
+    def __init__(self, saved=None):
+        self.saved = dict(saved or {})
+
+    def load(self, name):
+        return json.loads(json.dumps(self.saved[name])) if name in self.saved else None
+
+    def save(self, name, data):
+        self.saved[name] = json.loads(json.dumps(data))
+
+
+class InProcessController:
+    def __init__(self, description=None, store=None, confirm_timeout_s=0.5, apps=ALL_APPS):
+        self.services = Services(store=store or MemoryStore(),
+                                 installer=Installer(timeout_s=confirm_timeout_s))
+        self.network = FakeNetwork(self.services.installer)
+        self.wsgi = WSGIApplication()
+        self.manager = app_manager.AppManager()
+        self.manager.applications_cls = {cls.__module__: cls for cls in apps}
+        self.manager.instantiate_apps(wsgi=self.wsgi, **{CONTEXT_KEY: self.services})
+        self.fabric_app = app_manager.lookup_service_brick("FabricController")
+        self.switches = {}   # name -> FakeDatapath
+        if description is not None:
+            status, body = self.request("PUT", "/fabric/topology", description)
+            assert status == 200, body
+            self.connect_all()
+
+    @property
+    def view(self):
+        return self.services.fabric.view
+
+    def close(self):
+        self.manager.close()
+        self.network.close()
+
+    # --- REST -------------------------------------------------------------------
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, JSON answer) of one REST request."""
+        request = Request.blank(path, method=method, headers=headers or {})
+        if body is not None:
+            request.body = body if isinstance(body, bytes) else json.dumps(body).encode()
+        response = request.get_response(self.wsgi)
+        self.settle()
+        return response.status_int, json.loads(response.body or b"null")
+
+    # --- switches ---------------------------------------------------------------
+
+    def _event(self, event, dispatcher):
+        self.fabric_app.send_event(self.fabric_app.name, event, dispatcher)
+
+    def connect(self, switch):
+        """A switch of the fabric connects (again): a fresh FakeDatapath, empty table."""
+        datapath = FakeDatapath(self.view.dpid(switch), self.network)
+        self.switches[switch] = datapath
+        self._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
+                    CONFIG_DISPATCHER)
+        self.settle()
+        return datapath
+
+    def connect_all(self):
+        for switch in self.view.switches:
+            self.connect(switch)
+
+    def disconnect(self, switch):
+        self._event(ofp_event.EventOFPStateChange(self.switches[switch]), DEAD_DISPATCHER)
+        self.settle()
+
+    def port_down(self, switch, neighbour, down=True):
+        """The port of `switch` toward `neighbour` reports link down (or up again)."""
+        datapath = self.switches[switch]
+        ofproto = datapath.ofproto
+        desc = SimpleNamespace(port_no=self.view.out_port(switch, neighbour),
+                               state=ofproto.OFPPS_LINK_DOWN if down else 0, config=0)
+        message = SimpleNamespace(datapath=datapath, reason=ofproto.OFPPR_MODIFY, desc=desc)
+        self._event(ofp_event.EventOFPPortStatus(message), MAIN_DISPATCHER)
+        self.settle()
+
+    def tables(self):
+        return {name: datapath.table for name, datapath in self.switches.items()}
+
+    def state(self):
+        """{switch: its table's flows, groups and meters}, without the fabric's flows."""
+        return {name: {k: v for k, v in datapath.table.state().items() if k != "flows"}
+                | {"flows": [f for f in datapath.table.state()["flows"]
+                             if f[1] >> 32 != 0x5346_0000]}
+                for name, datapath in self.switches.items()}
+
+    def settle(self, timeout_s=5.0):
+        """Wait until every app's events are handled and every batch is answered."""
+        deadline = time.monotonic() + timeout_s
+        quiet = 0
+        while quiet < 3:
+            hub.sleep(0.005)
+            busy = (any(not app.events.empty() for app in self.manager.applications.values())
+                    or self.services.installer.pending() or not self.network.quiet())
+            quiet = 0 if busy else quiet + 1
+            assert time.monotonic() < deadline, "the controller did not settle"
