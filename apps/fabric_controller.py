@@ -80,7 +80,7 @@ class FabricController(app_manager.RyuApp):
 
     def load_fabric(self, description, restored=False):
         """Adopt a new description (FabricError if invalid; then nothing changes)."""
-        setups = self.fabric.load(description)
+        setups = self.fabric.load(description, restored)
         if not restored:
             self.store.save("fabric", description)
         self.send_event_to_observers(EventFabricChanged(restored))

@@ -69,9 +69,9 @@ class Fabric:
 
     # --- what the fabric app feeds in ---------------------------------------------
 
-    def load(self, description):
+    def load(self, description, restored=False):
         """Adopt a description (FabricError if invalid; then nothing changes): a new
-        ledger and generation. Returns {datapath: messages} to clear and set up every
+        ledger and generation. `restored`: the one saved before a restart. Returns {datapath: messages} to clear and set up every
         connected switch."""
         view = FabricView(description)
         self._rules = rules_per_switch(view)
@@ -80,8 +80,9 @@ class Fabric:
         self._synced.clear()
         self._port_down.clear()
         self.down_links = frozenset()
-        LOG.info("fabric %d: %d switches, %d hosts, %d unicast rules", self.generation,
-                 len(view.switches), len(view.hosts), sum(map(len, self._rules.values())))
+        LOG.info("fabric %s: %d switches, %d hosts, %d unicast rules",
+                 "restored" if restored else "loaded", len(view.switches), len(view.hosts),
+                 sum(map(len, self._rules.values())))
         return {dp: messages for dp in list(self._datapaths.values())
                 for messages in [self.switch_connected(dp)] if messages}
 

@@ -33,11 +33,11 @@ def contexts():
 
 def start_timers(app, intervals):
     """Faucet's _VALVE_SERVICES: every interval_s, send the app an instance of the event
-    class, so timed work runs in the app's one event loop with everything else. The
-    timers end with the app."""
+    class, so timed work runs in the app's one event loop with everything else. A timer
+    ends at its first tick after the app stopped."""
     def tick(event_class, interval_s):
         while app.is_active:
             hub.sleep(interval_s)
             app.send_event(app.name, event_class())
-    app.threads += [hub.spawn(tick, event_class, interval_s)
-                    for event_class, interval_s in intervals.items()]
+    for event_class, interval_s in intervals.items():
+        hub.spawn(tick, event_class, interval_s)

@@ -2,7 +2,10 @@
 answer, what the switches end up holding, and what is left after refusals, races,
 reroutes and reconnections. No root, no Open vSwitch."""
 
+import time
+
 import pytest
+from ryu.lib import hub
 
 from apps import openflow_builders as of
 from mininet_topos.description import describe
@@ -46,4 +49,359 @@ def test_every_switch_syncs_and_a_tree_reaches_its_receivers_then_leaves_nothing
     status, answer = controller.request("DELETE", "/multicast/trees/%d" % tree["id"],
                                         headers={"X-Release-Key": tree["release_key"]})
     assert status == 200 and answer["released"]["id"] == tree["id"]
+    assert empty(controller)
+
+
+def post(controller, path, body, **headers):
+    return controller.request("POST", path, body, headers=headers)
+
+
+def release_key(answer):
+    return {"X-Release-Key": answer["release_key"]}
+
+
+def listed(controller):
+    """Every tree, round and plan the REST API reports."""
+    return {"trees": controller.request("GET", "/multicast/trees")[1]["trees"],
+            "rounds": controller.request("GET", "/selmcast/rounds")[1]["rounds"],
+            "plans": controller.request("GET", "/ina/plans")[1]["plans"]}
+
+
+NOTHING_LISTED = {"trees": [], "rounds": [], "plans": []}
+
+
+@pytest.mark.parametrize("path, body, status, message", [
+    ("/multicast/trees", b"{oops", 400, "malformed JSON"),
+    ("/multicast/trees", [], 400, "must be a JSON object"),
+    ("/multicast/trees", {"source": "h1"}, 400, "missing field(s): bandwidth_mbps, receivers"),
+    ("/multicast/trees", dict(TREE, colour=1), 400, "unknown field(s): colour"),
+    ("/multicast/trees", dict(TREE, bandwidth_mbps=-1), 400, "positive number"),
+    ("/multicast/trees", dict(TREE, policy="flood"), 400, "policy must be one of"),
+    ("/multicast/trees", dict(TREE, ttl_s=0), 400, "ttl_s must be"),
+    ("/multicast/trees", b'{"source": "h1", "receivers": ["h3"], "bandwidth_mbps": NaN}', 400,
+     "NaN is not JSON"),
+    ("/multicast/trees", dict(TREE, receivers=["h3", "h9"]), 404, "unknown host(s): h9"),
+    ("/multicast/trees", dict(TREE, bandwidth_mbps=50), 409, "largest feasible bandwidth is 20.000"),
+    ("/selmcast/rounds", {"job": "x", "workers": ["h1"], "update_mb": 1, "p": 1}, 400,
+     "at least 2 distinct"),
+    ("/selmcast/rounds", {"job": "x", "workers": ["h1", "h2"], "update_mb": 1, "p": 4}, 400,
+     "p must be between 0 and n - 1"),
+    ("/selmcast/rounds", {"job": "x", "workers": ["h1", "h9"], "update_mb": 1, "p": 1}, 404,
+     "unknown host(s): h9"),
+    ("/ina/plans", {"job": "j", "workers": [], "ps": "h4", "gradient_mb": 1}, 400, "workers must be"),
+    ("/ina/plans", {"job": "j", "workers": ["h1"], "ps": "h1", "gradient_mb": 1}, 400, "ps must be"),
+    ("/ina/plans", {"job": "j", "workers": ["h1", "agg-spine1"], "ps": "h4", "gradient_mb": 1},
+     400, "cannot be workers"),
+    ("/ina/plans", {"job": "j", "workers": ["h1"], "ps": "h4", "gradient_mb": 1,
+                    "aggregators": ["h2"]}, 400, "not aggregator"),
+    ("/ina/plans", {"job": "j", "workers": ["h1", "h2"], "ps": ["h3", "h4"], "gradient_mb": 1,
+                    "policy": "grid"}, 400, "plans for one PS"),
+    ("/ina/plans", {"job": "j", "workers": ["h1", "h99"], "ps": "h4", "gradient_mb": 1}, 404,
+     "unknown host(s): h99"),
+])
+def test_bad_requests_get_their_status_and_change_nothing(controller, path, body, status, message):
+    code, answer = post(controller, path, body)
+    assert (code, message in answer["error"]) == (status, True), answer
+    if status == 409:
+        assert answer["max_feasible_mbps"] == pytest.approx(20.0)
+    assert listed(controller) == NOTHING_LISTED
+    assert empty(controller)
+
+
+@pytest.mark.parametrize("path", ["/multicast/trees/999", "/multicast/trees/abc",
+                                  "/selmcast/rounds/77", "/ina/plans/77"])
+def test_unknown_ids_get_404_on_get_and_delete(controller, path):
+    for method in ("GET", "DELETE"):
+        code, answer = controller.request(method, path)
+        assert code == 404 and "no " in answer["error"]
+
+
+def test_without_a_fabric_requests_get_503_and_change_nothing():
+    controller = InProcessController()
+    try:
+        for path, body in [("/multicast/trees", TREE),
+                           ("/ina/plans", {"job": "j", "workers": ["h1"], "ps": "h4",
+                                           "gradient_mb": 1}),
+                           ("/selmcast/rounds", {"job": "x", "workers": ["h1", "h2"],
+                                                 "update_mb": 1, "p": 1})]:
+            code, answer = post(controller, path, body)
+            assert code == 503 and "PUT /fabric/topology" in answer["error"], answer
+        assert listed(controller) == NOTHING_LISTED
+    finally:
+        controller.close()
+
+
+def test_hosts_behind_a_disconnected_switch_get_409_and_nothing_is_booked(controller):
+    controller.disconnect("leaf2")
+    code, answer = post(controller, "/multicast/trees", TREE)
+    assert code == 409 and "no tree" in answer["error"], answer
+    code, answer = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2"],
+                                                   "ps": "h3", "gradient_mb": 1})
+    assert code in (409, 503), answer
+    assert listed(controller) == NOTHING_LISTED
+    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+
+
+def test_state_changes_need_the_token_and_release_needs_the_owner_key(controller, monkeypatch):
+    monkeypatch.setenv("SYNCFABRIC_REST_TOKEN", "sesame")
+    for method, path, body in [("POST", "/multicast/trees", TREE), ("PUT", "/fabric/topology", {}),
+                               ("DELETE", "/multicast/trees/1", None),
+                               ("POST", "/ina/plans", {}), ("POST", "/selmcast/rounds", {})]:
+        code, answer = controller.request(method, path, body,
+                                          headers={"Authorization": "Bearer wrong"})
+        assert code == 401 and "Authorization: Bearer" in answer["error"]
+    assert controller.request("GET", "/multicast/trees")[0] == 200   # GETs stay open
+    token = {"Authorization": "Bearer sesame"}
+    code, tree = post(controller, "/multicast/trees", TREE, **token)
+    assert code == 201
+    path = "/multicast/trees/%d" % tree["id"]
+    for headers in ({}, dict(token, **{"X-Release-Key": "not-mine"})):
+        code, answer = controller.request("DELETE", path, headers=headers)
+        assert code in (401, 403) and listed(controller)["trees"]
+    code, _ = controller.request("DELETE", path, headers=dict(token, **release_key(tree)))
+    assert code == 200 and empty(controller)
+
+
+def test_reservations_add_up_and_the_conflict_names_what_is_left(controller):
+    code, first = post(controller, "/multicast/trees", dict(TREE, receivers=["h3"], bandwidth_mbps=12))
+    code, answer = post(controller, "/multicast/trees", dict(TREE, receivers=["h4"], bandwidth_mbps=12))
+    assert code == 409 and answer["max_feasible_mbps"] == pytest.approx(8.0)   # h1's own link
+    code, second = post(controller, "/multicast/trees", dict(TREE, receivers=["h4"], bandwidth_mbps=8))
+    assert code == 201
+    for tree in (first, second):
+        controller.request("DELETE", "/multicast/trees/%d" % tree["id"], headers=release_key(tree))
+    assert empty(controller)
+
+
+def test_a_switch_rejecting_the_tree_rolls_everything_back(controller):
+    controller.switches["leaf2"].reject = lambda message: type(message).__name__ == "OFPGroupMod"
+    code, answer = post(controller, "/multicast/trees", TREE)
+    assert code == 500 and "nothing was installed" in answer["error"]
+    assert "switch error" in answer["error"]
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    controller.switches["leaf2"].reject = lambda message: False
+    code, again = post(controller, "/multicast/trees", dict(TREE, bandwidth_mbps=20))
+    assert code == 201   # all bandwidth came back
+
+
+def test_a_switch_that_never_confirms_rolls_back_after_the_timeout(controller):
+    controller.switches["spine1"].silent = controller.switches["spine2"].silent = True
+    code, answer = post(controller, "/multicast/trees", TREE)
+    assert code == 500 and "no confirmation within" in answer["error"]
+    assert listed(controller) == NOTHING_LISTED
+    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+
+
+def test_a_switch_disconnecting_fails_the_installation_at_once(controller):
+    """ryu.app.ofctl.service's _handle_dead: no waiting for the timeout."""
+    controller.services.installer.timeout_s = 30.0
+    controller.switches["leaf2"].silent = True
+    started = time.monotonic()
+    hub.spawn_after(0.05, controller.disconnect, "leaf2")
+    code, answer = post(controller, "/multicast/trees", TREE)
+    assert code == 500 and "disconnected" in answer["error"], answer
+    assert time.monotonic() - started < 2.0
+    assert listed(controller) == NOTHING_LISTED
+    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+
+
+def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(controller):
+    deletes = []
+
+    def delete_while_installing(datapath, message):
+        trees = controller.services.trees
+        if not deletes and type(message).__name__ == "OFPBarrierReply" and trees.book.ids():
+            (tree_id,) = trees.book.ids()
+            deletes.append(hub.spawn(trees.release, tree_id, time.monotonic()))
+    controller.network.before_answer = delete_while_installing
+    code, answer = post(controller, "/multicast/trees", TREE)
+    assert code == 409 and "released while being installed" in answer["error"]
+    assert deletes[0].wait()["id"] == 1
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
+def concurrently(controller, calls):
+    """Run REST calls at the same moment; their statuses, sorted."""
+    threads = [hub.spawn(controller.request, *call) for call in calls]
+    return sorted(thread.wait()[0] for thread in threads)
+
+
+def test_of_concurrent_deletes_exactly_one_wins_and_nothing_is_left(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+    _, plan = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2", "h3"],
+                                              "ps": "h4", "gradient_mb": 1})
+    _, round_ = post(controller, "/selmcast/rounds", {"job": "r", "workers": ["h1", "h2", "h3"],
+                                                      "update_mb": 0.1, "p": 1})
+    for path, answer in (("/multicast/trees/%d", tree), ("/ina/plans/%d", plan),
+                         ("/selmcast/rounds/%d", round_)):
+        call = ("DELETE", path % answer["id"], None, release_key(answer))
+        assert concurrently(controller, [call] * 4) == [200, 404, 404, 404]
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
+def test_leases_expire_and_deletes_racing_them_leave_nothing(controller):
+    trees = [post(controller, "/multicast/trees", dict(TREE, bandwidth_mbps=1, ttl_s=0.3))[1]
+             for _ in range(3)]
+    assert all(0 < t["reservation"]["expires_in_s"] <= 0.3 for t in trees)
+    hub.sleep(0.25)
+    statuses = concurrently(controller, [("DELETE", "/multicast/trees/%d" % t["id"], None,
+                                          release_key(t)) for t in trees])
+    assert set(statuses) <= {200, 404}
+    _, tree = post(controller, "/multicast/trees", dict(TREE, ttl_s=0.2))
+    deadline = time.monotonic() + 3
+    while listed(controller)["trees"] and time.monotonic() < deadline:
+        hub.sleep(0.1)
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
+def test_loading_a_new_fabric_releases_every_tree_and_plan(controller):
+    post(controller, "/multicast/trees", TREE)
+    post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2"], "ps": "h4", "gradient_mb": 1})
+    code, _ = controller.request("PUT", "/fabric/topology", description())
+    assert code == 200
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    code, tree = post(controller, "/multicast/trees", dict(TREE, bandwidth_mbps=20))
+    assert code == 201   # the new ledger starts empty
+
+
+def test_a_failed_link_moves_the_tree_make_before_break(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+    spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
+    other = ({"spine1", "spine2"} - {spine}).pop()
+    before = {s: list(d.sent) for s, d in controller.switches.items()}
+    controller.port_down("leaf1", spine)
+    _, now = controller.request("GET", "/multicast/trees/%d" % tree["id"])
+    assert (now["id"], now["address"], now["bandwidth_mbps"]) == (
+        tree["id"], tree["address"], tree["bandwidth_mbps"])
+    assert ["leaf1", other] in now["edges"] and ["leaf1", spine] not in now["edges"]
+    assert delivered(controller, now) == {"h2", "h3", "h4"}
+    state = controller.state()
+    assert state[spine]["groups"] == [] and state[other]["groups"] == [tree["id"]]
+    # make before break: leaf1's group changed to the new spine before the old spine lost it
+    sent = {s: [type(m).__name__ + str(getattr(m, "command", "")) for m in d.sent[len(before[s]):]]
+            for s, d in controller.switches.items()}
+    assert "OFPGroupMod1" in sent["leaf1"] and "OFPGroupMod0" in sent[other]   # MODIFY, ADD
+    assert "OFPGroupMod2" in sent[spine]                                         # DELETE
+
+
+def test_a_tree_that_fits_nowhere_after_a_failure_is_released(controller):
+    post(controller, "/multicast/trees", dict(TREE, receivers=["h3"]))
+    controller.port_down("leaf1", "spine1")
+    controller.port_down("leaf1", "spine2")
+    assert listed(controller)["trees"] == [] and empty(controller)
+
+
+def test_a_reconnecting_switch_gets_the_live_trees_and_plans_back(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+    _, plan = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2", "h3"],
+                                              "ps": "h4", "gradient_mb": 1})
+    held = controller.state()
+    assert held["leaf2"]["groups"] and held["leaf2"]["meters"]
+    controller.connect("leaf2")   # a restarted switch: an empty table
+    assert controller.state() == held
+    assert delivered(controller, tree) == {"h2", "h3", "h4"}
+    del plan
+
+
+def test_a_restarted_controller_restores_client_trees_and_forgets_the_rest():
+    first = InProcessController(description())
+    try:
+        _, tree = post(first, "/multicast/trees", dict(TREE, ttl_s=300))
+        _, round_ = post(first, "/selmcast/rounds", {"job": "r", "workers": ["h1", "h2", "h3"],
+                                                     "update_mb": 0.1, "p": 1})
+        saved = first.services.store.saved
+    finally:
+        first.close()
+    restarted = InProcessController(store=type(first.services.store)(saved))
+    try:
+        restarted.connect_all()
+        trees = listed(restarted)["trees"]
+        assert [(t["id"], t["address"]) for t in trees] == [(tree["id"], tree["address"])]
+        assert 0 < trees[0]["reservation"]["expires_in_s"] <= 300
+        assert delivered(restarted, tree) == {"h2", "h3", "h4"}
+        code, _ = restarted.request("DELETE", "/multicast/trees/%d" % tree["id"],
+                                    headers=release_key(tree))
+        assert code == 200 and empty(restarted)
+    finally:
+        restarted.close()
+    del round_
+
+
+def test_a_round_whose_last_tree_is_refused_installs_nothing_and_keeps_no_history(controller):
+    refused = {"armed": True}
+
+    def reject_h3s_tree(message):   # the 3rd sender's tree starts at leaf2
+        return refused["armed"] and type(message).__name__ == "OFPGroupMod" and message.group_id == 3
+    controller.switches["leaf2"].reject = reject_h3s_tree
+    body = {"job": "refused", "workers": ["h1", "h2", "h3"], "update_mb": 0.1, "p": 1}
+    code, answer = post(controller, "/selmcast/rounds", body)
+    assert code == 500 and "nothing was installed" in answer["error"]
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    refused["armed"] = False
+    code, again = post(controller, "/selmcast/rounds", body)
+    assert code == 201 and again["round"] == 1
+
+
+def test_a_plan_without_capacity_gets_409_and_plans_and_trees_see_each_other(controller):
+    _, hog = post(controller, "/multicast/trees", {"source": "h1", "receivers": ["h4"],
+                                                   "bandwidth_mbps": 20})
+    plan_body = {"job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}
+    code, answer = post(controller, "/ina/plans", plan_body)
+    assert code == 409 and "no capacity" in answer["error"]
+    controller.request("DELETE", "/multicast/trees/%d" % hog["id"], headers=release_key(hog))
+    code, plan = post(controller, "/ina/plans", plan_body)
+    assert code == 201 and plan["theta_mbps"] > 0
+    code, answer = post(controller, "/multicast/trees", {"source": "h1", "receivers": ["h4"],
+                                                         "bandwidth_mbps": 20})
+    assert code == 409   # the plan holds part of h4's link
+    controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
+    assert empty(controller)
+
+
+ROUND = {"job": "r", "workers": ["h1", "h2", "h3", "h4"], "update_mb": 0.2, "p": 1}
+
+
+def test_the_k_rule_history_is_kept_per_job_and_l7_books_a_tree_per_copy(controller):
+    rounds = []
+    for _ in range(3):
+        code, round_ = post(controller, "/selmcast/rounds", dict(ROUND, job="history", k=1))
+        assert code == 201
+        rounds.append(round_)
+        controller.request("DELETE", "/selmcast/rounds/%d" % round_["id"], headers=release_key(round_))
+    assert [r["round"] for r in rounds] == [1, 2, 3] and rounds[0]["forced_pairs"] == 0
+    # with k = 1 every pair that did not sync in the previous round is forced in the next
+    synced = {frozenset((s, r)) for s, rs in rounds[0]["assignment"].items() for r in rs}
+    assert rounds[1]["forced_pairs"] == 6 - len(synced)
+    code, answer = post(controller, "/selmcast/rounds", dict(ROUND, job="history", k=2))
+    assert code == 400 and "uses k = 1" in answer["error"]
+    _, fanout = post(controller, "/selmcast/rounds", dict(ROUND, job="fanout", p=2, cost_model="L7"))
+    copies = sum(map(len, fanout["assignment"].values()))
+    assert len(fanout["trees"]) == copies and all(len(t["receivers"]) == 1 for t in fanout["trees"])
+
+
+def test_a_round_owns_its_trees_and_a_worker_without_bandwidth_gets_409(controller):
+    _, round_ = post(controller, "/selmcast/rounds", ROUND)
+    assert len(listed(controller)["trees"]) == len(round_["trees"])
+    code, _ = controller.request("DELETE", "/multicast/trees/%d" % round_["trees"][0]["id"],
+                                 headers=release_key(round_))
+    assert code == 403   # released with the round only
+    controller.request("DELETE", "/selmcast/rounds/%d" % round_["id"], headers=release_key(round_))
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    _, hog = post(controller, "/multicast/trees", {"source": "h2", "receivers": ["h1"],
+                                                   "bandwidth_mbps": 20})
+    code, answer = post(controller, "/selmcast/rounds", ROUND)
+    assert code == 409 and "no bandwidth left on the link of h1, h2" in answer["error"]
+
+
+@pytest.mark.parametrize("policy", ["inart", "atp"])
+def test_a_two_ps_plan_steers_every_stream_and_leaves_nothing(controller, policy):
+    code, plan = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2"],
+                                                 "ps": ["h3", "h4"], "gradient_mb": 1,
+                                                 "policy": policy})
+    assert code == 201, plan
+    assert sorted(plan["ports"]) == ["h3", "h4"] and sum(plan["split"].values()) == pytest.approx(1)
+    meters = sum(len(s["meters"]) for s in controller.state().values())
+    legs = sum(len(legs) for legs in plan["workers"].values()) + len(plan["aggregates"])
+    assert meters == legs   # one meter per stream, on its first switch
+    controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
     assert empty(controller)

@@ -3,11 +3,9 @@ paper's triangle, with real gradients through aggregator hosts."""
 
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from experiments.controller_client import ControllerHttpError
 from experiments.traffic.gradients import run_gradient_rounds
 from mininet_topos.grid_example import GridExampleTopo
 from tests.conftest import running_testbed
@@ -78,81 +76,3 @@ def test_nearest_splits_a_gradient_between_aggregator_and_ps_and_the_sum_stays_e
     assert bed.leftovers() == {}
 
 
-def test_plans_book_capacity_and_release_returns_it(bed):
-    tree = bed.client.request("POST", "/multicast/trees",   # holds 3 of the PS's 9 Mbit/s
-                              {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 3})
-    first = post_plan(bed, job="a")
-    assert 0 < first["theta_mbps"] < 3.0
-    with pytest.raises(ControllerHttpError) as error:
-        post_plan(bed, job="b")       # the plan booked what the tree left of the PS's link
-    assert error.value.status == 409
-    assert [p["id"] for p in bed.client.get("/ina/plans")["plans"]] == [first["id"]]
-    bed.client.request("DELETE", "/ina/plans/%d" % first["id"])
-    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
-    again = post_plan(bed, job="c")
-    assert again["theta_mbps"] == pytest.approx(3.0)
-    with pytest.raises(ControllerHttpError) as error:   # and trees see what plans hold
-        bed.client.request("POST", "/multicast/trees",
-                           {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 1})
-    assert error.value.status == 409
-    bed.client.request("DELETE", "/ina/plans/%d" % again["id"])
-    assert bed.client.get("/ina/plans") == {"plans": []}
-    assert bed.leftovers() == {}
-
-
-def test_a_plan_without_capacity_is_refused_with_409_and_leaves_nothing(bed):
-    tree = bed.client.request("POST", "/multicast/trees",
-                              {"source": "w7", "receivers": ["ps"], "bandwidth_mbps": 9})
-    try:
-        with pytest.raises(ControllerHttpError) as error:
-            post_plan(bed)
-        assert error.value.status == 409 and "no capacity" in error.value.body["error"]
-        assert bed.client.get("/ina/plans") == {"plans": []}
-    finally:
-        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
-    assert bed.leftovers() == {}
-
-
-def test_concurrent_deletes_of_one_plan_release_it_once(bed):
-    plan = post_plan(bed)
-
-    def delete():
-        try:
-            bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
-            return 200
-        except ControllerHttpError as error:
-            return error.status
-    with ThreadPoolExecutor(4) as pool:
-        statuses = sorted(pool.map(lambda _: delete(), range(4)))
-    assert statuses == [200, 404, 404, 404]
-    assert bed.leftovers() == {}
-    assert post_plan(bed)["theta_mbps"] == pytest.approx(plan["theta_mbps"])   # nothing leaked
-    bed.client.request("DELETE", "/ina/plans/%d" % bed.client.get("/ina/plans")["plans"][0]["id"])
-
-
-@pytest.mark.parametrize("fields, status, message", [
-    ({"workers": []}, 400, "workers must be"),
-    ({"policy": "fastest"}, 400, "policy must be"),
-    ({"ps": "w1"}, 400, "ps must be"),
-    ({"gradient_mb": 0}, 400, "gradient_mb"),
-    ({"colour": 1}, 400, "unknown field(s): colour"),
-    ({"workers": ["w1", "agg-s2"]}, 400, "cannot be workers"),
-    ({"aggregators": ["w3"]}, 400, "not aggregator"),
-    ({"workers": ["w1", "w99"]}, 404, "unknown host(s): w99"),
-])
-def test_bad_requests_get_clear_errors_and_change_nothing(bed, fields, status, message):
-    with pytest.raises(ControllerHttpError) as error:
-        post_plan(bed, **fields)
-    assert error.value.status == status and message in error.value.body["error"]
-    assert bed.client.get("/ina/plans") == {"plans": []}
-    assert bed.leftovers() == {}
-
-
-def test_unknown_plans_and_malformed_json(bed):
-    for method in ("GET", "DELETE"):
-        with pytest.raises(ControllerHttpError) as error:
-            bed.client.request(method, "/ina/plans/77")
-        assert error.value.status == 404
-    with pytest.raises(ControllerHttpError) as error:
-        bed.client.request("POST", "/ina/plans", raw_body=b"{not json")
-    assert error.value.status == 400

@@ -54,22 +54,6 @@ def test_a_reconnecting_switch_loses_what_we_do_not_know(bed):
     assert " 0% packet loss" in ping   # the fabric flows are back
 
 
-def test_a_switch_that_lost_everything_gets_the_live_trees_and_plans_back(bed):
-    tree = bed.client.request("POST", "/multicast/trees", {
-        "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5})
-    plan = bed.client.request("POST", "/ina/plans", {
-        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
-    before = state("leaf1")
-    assert before
-    reconnect(bed, "leaf1", restart=True)   # a restarted switch: it lost everything
-    wait_until(lambda: state("leaf1") == before, 5, "leaf1's trees and plans to be back")
-    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
-    bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
-    assert bed.leftovers() == {}
-    assert "reinstalled 1 tree(s)" in bed.controller_log()
-    assert "reinstalled 1 plan(s)" in bed.controller_log()
-
-
 def test_a_killed_controller_leaves_nothing_once_started_again(bed):
     bed.client.request("POST", "/multicast/trees", {
         "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5})
