@@ -16,6 +16,7 @@ from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
 from apps.rest_json import resource_api
+from apps.tree_reroutes import reroute_broken
 from apps.services import CONTEXT_KEY, contexts, start_timers
 
 LEASE_CHECK_INTERVAL_S = 0.5
@@ -52,7 +53,7 @@ class MulticastController(app_manager.RyuApp):
 
     @set_ev_cls(EventLinksChanged)
     def _links_changed(self, _ev):
-        self.trees.reroute_broken(time.monotonic())
+        reroute_broken(self.trees, time.monotonic())
 
     @set_ev_cls(EventSwitchSynced)
     def _switch_synced(self, ev):

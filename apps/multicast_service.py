@@ -2,9 +2,9 @@
 
 A tree is computed on the fabric's view (multicast_trees), booked in the fabric's ledger,
 installed through the installer and confirmed by every switch, or nothing of it is
-booked or left on a switch. Release, leases, make-before-break reroutes around failed
-links, reinstall on a switch that came back empty, and the trees saved for a restart
-live here too. Time comes in as `now`.
+booked or left on a switch. Release, leases, reinstall on a switch that came back empty,
+and the trees saved for a restart live here too (reroutes: tree_reroutes). Time comes
+in as `now`.
 """
 
 import logging
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from apps import openflow_builders as of
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
-                                  forwarding_plan, repaired_tree, without_links)
+                                  forwarding_plan, without_links)
 from apps.request_fields import check_fields, positive_number
 from apps.reservations import ReservationError
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
@@ -144,7 +144,7 @@ class MulticastTrees:
                     if self.book is not book or r.tree_id not in book.ids()]
         if released or failure:
             for reservation in reservations:
-                self._release_if_booked(reservation.tree_id, now, book)
+                self.release_if_booked(reservation.tree_id, now, book)
         if released:   # a DELETE or a fabric reload took some while they were installed
             LOG.info("tree(s) %s released while being installed", ids)
             raise Conflict("tree(s) %s were released while being installed; nothing is left "
@@ -176,7 +176,7 @@ class MulticastTrees:
         view = book.view
         removals = {}
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
-            datapath = self._connected(view, switch)
+            datapath = self.connected(view, switch)
             if datapath is not None:
                 removals[datapath] = of.tree_removal(datapath, tree_id)
         if not self.installer.remove(removals):
@@ -184,11 +184,11 @@ class MulticastTrees:
         LOG.info("tree %d released (%.3f Mbit/s returned)", tree_id, reservation.tree.bandwidth_mbps)
         return reservation
 
-    def _connected(self, view, switch):
+    def connected(self, view, switch):
         """The switch's datapath if it is connected to this fabric generation's view."""
         return self.fabric.datapath_of(switch) if view is self.fabric.view else None
 
-    def _release_if_booked(self, tree_id, now, book=None):
+    def release_if_booked(self, tree_id, now, book=None):
         """Release a tree unless a concurrent DELETE already did."""
         try:
             self.release_tree(tree_id, now, book)
@@ -229,12 +229,12 @@ class MulticastTrees:
         self.remember(now)
         for reservation in list(old or []):
             LOG.info("fabric changed: releasing tree %d", reservation.tree_id)
-            self._release_if_booked(reservation.tree_id, now, old)
+            self.release_if_booked(reservation.tree_id, now, old)
 
     def expire_leases(self, now):
         for tree_id in self.book.expired(now) if self.book is not None else []:
             LOG.info("tree %d: lease expired", tree_id)
-            self._release_if_booked(tree_id, now)
+            self.release_if_booked(tree_id, now)
 
     def switch_synced(self, switch, datapath):
         """{datapath: messages} that give a switch that came back empty its share of every
@@ -250,92 +250,6 @@ class MulticastTrees:
         if messages:
             LOG.info("%s: reinstalled %d tree(s)", switch, len(messages) // 3)
         return {datapath: messages} if messages else {}
-
-    def reroute_broken(self, now):
-        """Move every live tree that uses a link that is down onto the rest of the fabric.
-        Which links are down is read afresh for each tree: they change while trees move
-        (e.g. switches connecting one by one)."""
-        if self.book is None or self.generation != self.fabric.generation:
-            return
-        for tree_id in sorted(self.book.ids()):
-            try:
-                edges = self.book.get(tree_id).tree.edges
-            except ReservationError:
-                continue   # released meanwhile
-            down_links = self.fabric.down_links
-            if any(frozenset(edge) in down_links for edge in edges):
-                self._reroute(tree_id, down_links, now)
-
-    def _reroute(self, tree_id, down_links, now):
-        """Make-before-break: compute the tree again without the down links (its own
-        bandwidth counted free), install the new switch state and confirm it, then
-        remove what only the old tree had, and rebook. If no tree fits, release it."""
-        book, view = self.book, self.book.view
-        old = book.get(tree_id)
-        try:
-            tree = repaired_tree(view, old.tree, book.reserved_mbps, down_links, self.rng)
-            datapaths = self.fabric.datapaths_of([s for s, _, _ in forwarding_plan(view, tree)])
-        except (InfeasibleTree, NotReady) as error:
-            # a switch away or still connecting: it gets the tree when it has synced. Synced,
-            # not connected: down links count a connected switch as gone until then
-            away = [s for s, _, _ in forwarding_plan(view, old.tree) if not self.fabric.is_synced(s)]
-            if away:
-                LOG.warning("tree %d: no way around %s, not synced (%s); kept for when it is",
-                            tree_id, ",".join(away), error)
-                return
-            LOG.warning("tree %d crosses a failed link and no other tree fits (%s): releasing it",
-                        tree_id, error)
-            self._release_if_booked(tree_id, now, book)
-            return
-        # the links only the new tree uses are held while it is installed: requests
-        # admitted meanwhile see them taken
-        hold = ("reroute", tree_id)
-        book.hold(hold, {edge: tree.bandwidth_mbps for edge in set(tree.edges) - set(old.tree.edges)})
-        try:
-            self._move_tree(book, view, old, tree, datapaths, now)
-        finally:
-            book.release_hold(hold)
-
-    def _move_tree(self, book, view, old, tree, datapaths, now):
-        """Install `tree` where `old` was (same id and address), confirm, rebook, then
-        remove what only the old one had; release it if the switches refuse."""
-        tree_id = old.tree_id
-        old_plan = {switch: in_port for switch, in_port, _ in forwarding_plan(view, old.tree)}
-        new_plan = forwarding_plan(view, tree)
-        messages = defaultdict(list)
-        for switch, in_port, out_ports in new_plan:
-            datapath = datapaths[switch]
-            if switch in old_plan:
-                messages[datapath] += of.tree_update(datapath, tree_id, old.address, in_port,
-                                                     out_ports, old_plan[switch])
-            else:
-                messages[datapath] += of.tree_install(datapath, tree_id, old.address, in_port,
-                                                      out_ports, tree.bandwidth_mbps)
-        try:
-            self.installer.install(messages)
-        except InstallFailed as failure:
-            LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
-            self._release_if_booked(tree_id, now, book)
-            return
-        if self.book is not book or tree_id not in book.ids():   # released meanwhile
-            self.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id)
-                                 for s in {s for s, _, _ in new_plan} - set(old_plan)})
-            return
-        book.replace(tree_id, tree)
-        self.remember(now)
-        new_in_port = {switch: in_port for switch, in_port, _ in new_plan}
-        removals = {}
-        for switch, in_port in old_plan.items():
-            datapath = self._connected(view, switch)
-            if datapath is None:
-                continue
-            if switch not in new_in_port:
-                removals[datapath] = of.tree_removal(datapath, tree_id)
-            elif new_in_port[switch] != in_port:
-                removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
-        self.installer.send(removals)
-        LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
-                 ",".join(s for s, _, _ in new_plan))
 
 
 def _refusal(error, prefix):

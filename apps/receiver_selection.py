@@ -218,6 +218,75 @@ def _basic_selection(round_input, cost_model):
     return x
 
 
+class _Rebalance:
+    """The state _rebalance changes: x, each receiver's load and each sender's copies."""
+
+    def __init__(self, round_input, x, cost_model):
+        self.v, self.ingress, self.egress = round_input.sizes, round_input.ingress, round_input.egress
+        self.forced, self.p, self.x = round_input.forced, round_input.min_receivers, x
+        self.load, self.counts = self.v @ x, x.sum(axis=1)
+        self.per_copy = cost_model == L7
+
+    def sending(self, i, count):
+        return self.v[i] * (count if self.per_copy else min(count, 1))
+
+    def least_loaded(self, sender, excluded):
+        options = (self.load + self.v[sender]) / self.egress
+        options[[sender, *excluded]] = np.inf
+        options[self.x[sender]] = np.inf
+        target = int(np.argmin(options))
+        return None if np.isinf(options[target]) else target
+
+    def worst_after(self, removed, added):
+        """The largest time among the links that (removed, added) pairs touch."""
+        receive, send = {}, {}
+        for pairs, sign in ((removed, -1), (added, +1)):
+            for a, b in pairs:
+                receive[b] = receive.get(b, self.load[b]) + sign * self.v[a]
+                send[a] = send.get(a, self.counts[a]) + sign
+        return max([r / self.egress[j] for j, r in receive.items()]
+                   + [self.sending(i, c) / self.ingress[i] for i, c in send.items()])
+
+    def reversal(self, i, j):
+        """Forced i -> j becomes j -> i, plus i -> replacement if i needs one."""
+        added = [(j, i)]
+        if self.counts[i] - 1 < self.p[i]:
+            target = self.least_loaded(i, [j])
+            if target is None:
+                return None
+            added.append((i, target))
+        return [(i, j)], added
+
+    def candidates(self):
+        """(t, the changes at the bottleneck): receipts moved away from the busiest
+        receiver, or forced pairs reversed at the busiest sender."""
+        x, forced = self.x, self.forced
+        receive_time = self.load / self.egress
+        send_time = np.array([self.sending(i, c) for i, c in enumerate(self.counts)]) / self.ingress
+        t = max(receive_time.max(), send_time.max())
+        moves = []
+        if receive_time.max() >= send_time.max():
+            j = int(np.argmax(receive_time))
+            for i in np.flatnonzero(x[:, j]).tolist():
+                if forced[i, j] and not x[j, i]:
+                    moves.append(self.reversal(i, j))
+                elif not forced[i, j] or x[j, i]:
+                    target = self.least_loaded(i, [j])
+                    moves.append(None if target is None else ([(i, j)], [(i, target)]))
+        else:
+            i = int(np.argmax(send_time))
+            moves = [self.reversal(i, j)
+                     for j in np.flatnonzero(x[i] & forced[i] & ~x[:, i]).tolist()]
+        return t, [move for move in moves if move is not None]
+
+    def apply(self, removed, added):
+        for pairs, sign in ((removed, -1), (added, +1)):
+            for a, b in pairs:
+                self.x[a, b] = sign > 0
+                self.load[b] += sign * self.v[a]
+                self.counts[a] += sign
+
+
 def _rebalance(round_input, x, cost_model, max_moves=None):
     """Lower the bottleneck while a single change does (x is changed in place).
 
@@ -228,67 +297,14 @@ def _rebalance(round_input, x, cost_model, max_moves=None):
     link it touches ends strictly below the old t, so t never rises. Greedy
     Basic Selection leaves the last senders few choices; on small rounds that
     alone can cost 10-50% of t."""
-    v, ingress, egress, n = round_input.sizes, round_input.ingress, round_input.egress, round_input.n
-    forced, p = round_input.forced, round_input.min_receivers
-    load, counts = v @ x, x.sum(axis=1)
-    per_copy = cost_model == L7
-
-    def sending(i, count):
-        return v[i] * (count if per_copy else min(count, 1))
-
-    def least_loaded(sender, excluded):
-        options = (load + v[sender]) / egress
-        options[[sender, *excluded]] = np.inf
-        options[x[sender]] = np.inf
-        target = int(np.argmin(options))
-        return None if np.isinf(options[target]) else target
-
-    def worst_after(removed, added):
-        """The largest time among the links that (removed, added) pairs touch."""
-        receive, send = {}, {}
-        for pairs, sign in ((removed, -1), (added, +1)):
-            for a, b in pairs:
-                receive[b] = receive.get(b, load[b]) + sign * v[a]
-                send[a] = send.get(a, counts[a]) + sign
-        return max([r / egress[j] for j, r in receive.items()]
-                   + [sending(i, c) / ingress[i] for i, c in send.items()])
-
-    def reversal(i, j):
-        """Forced i -> j becomes j -> i, plus i -> replacement if i needs one."""
-        added = [(j, i)]
-        if counts[i] - 1 < p[i]:
-            target = least_loaded(i, [j])
-            if target is None:
-                return None
-            added.append((i, target))
-        return [(i, j)], added
-
-    for _ in range(max_moves if max_moves is not None else 4 * n):
-        receive_time = load / egress
-        send_time = np.array([sending(i, c) for i, c in enumerate(counts)]) / ingress
-        t = max(receive_time.max(), send_time.max())
-        moves = []
-        if receive_time.max() >= send_time.max():
-            j = int(np.argmax(receive_time))
-            for i in np.flatnonzero(x[:, j]).tolist():
-                if forced[i, j] and not x[j, i]:
-                    moves.append(reversal(i, j))
-                elif not forced[i, j] or x[j, i]:
-                    target = least_loaded(i, [j])
-                    moves.append(None if target is None else ([(i, j)], [(i, target)]))
-        else:
-            i = int(np.argmax(send_time))
-            moves = [reversal(i, j) for j in np.flatnonzero(x[i] & forced[i] & ~x[:, i]).tolist()]
-        scored = [(worst_after(*move), move) for move in moves if move is not None]
+    state = _Rebalance(round_input, x, cost_model)
+    for _ in range(max_moves if max_moves is not None else 4 * round_input.n):
+        t, moves = state.candidates()
+        scored = [(state.worst_after(*move), move) for move in moves]
         scored = [(score, move) for score, move in scored if score < t]
         if not scored:
             return
-        removed, added = min(scored, key=lambda item: item[0])[1]
-        for pairs, sign in ((removed, -1), (added, +1)):
-            for a, b in pairs:
-                x[a, b] = sign > 0
-                load[b] += sign * v[a]
-                counts[a] += sign
+        state.apply(*min(scored, key=lambda item: item[0])[1])
 
 
 def _pareto_order(round_input, x):
