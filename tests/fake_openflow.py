@@ -162,6 +162,7 @@ class FakeDatapath(ProtocolDesc):
         if message.xid is None:
             self.set_xid(message)
         self.sent.append(message)
+        self.network.sent.append((self.id, message))
         name = type(message).__name__
         if name == "OFPBarrierRequest":
             if not self.silent:
@@ -187,6 +188,7 @@ class FakeNetwork:
     def __init__(self, installer):
         self.installer = installer
         self.before_answer = None
+        self.sent = []   # (dpid, message) in the order every switch was sent them
         self._answers = hub.Queue()
         self._thread = hub.spawn(self._deliver)
 
