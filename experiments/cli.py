@@ -80,3 +80,23 @@ def write_csv(rows, path, columns):
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def finish_emulated_run(args, run, columns, plot, summary, switch_state, not_verified):
+    """What every emulated experiment does with its run(args) -> (rows, leftovers): a
+    one-line error if the machine or the input is not usable (PlatformError is a
+    RuntimeError), the CSV and its figure, the summary, then a failure if the switches
+    still hold `switch_state` or a row is not verified."""
+    try:
+        rows, leftovers = run(args)
+    except (RuntimeError, ValueError) as error:
+        sys.exit("error: %s" % error)
+    write_csv(rows, args.out, columns)
+    figure = plot(args.out)
+    print(summary(rows))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+    if leftovers:
+        sys.exit("error: switches still hold %s: %s" % (switch_state, leftovers))
+    print("switches hold no %s after the run" % switch_state)
+    if not all(row["verified"] for row in rows):
+        sys.exit("error: %s" % not_verified)

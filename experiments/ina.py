@@ -43,13 +43,12 @@ from experiments import fidelity
 from apps import inart_placement
 from apps.ina_placement import GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
 from apps.inart_placement import ATP, INART, InartProblem, model_split
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+                             finish_emulated_run, progress_printer)
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 from mininet_topos.description import describe
-from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["policy", "workers", "ps_count", "round", "comm_time_s", "min_rate_mbps",
@@ -225,19 +224,8 @@ def main(argv=None):
     if args.bench:
         print(json.dumps(bench()))
         return
-    try:
-        rows, leftovers = run(args)
-    except (PlatformError, RuntimeError, ValueError) as error:
-        sys.exit("error: %s" % error)
-    write_csv(rows, args.out, COLUMNS)
-    figure = plot_ina(args.out)
-    print(summary(rows))
-    print("CSV: %s  figure: %s" % (args.out, figure))
-    if leftovers:
-        sys.exit("error: switches still hold steering state: %s" % leftovers)
-    print("switches hold no steering flows or meters after the run")
-    if not all(row["verified"] for row in rows):
-        sys.exit("error: some round's sum at the PS did not match the exact sum")
+    finish_emulated_run(args, run, COLUMNS, plot_ina, summary, "steering flows or meters",
+                        "some round's sum at the PS did not match the exact sum")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,16 @@ switch holds a group, meter or multicast flow of a released tree.
 """
 
 import statistics
-import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+                             finish_emulated_run, progress_printer)
 from experiments.traffic.model_transfer import MODES, run_transfer
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
-from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", "line_rate_s",
@@ -120,20 +118,8 @@ def summary(rows):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    try:
-        rows, leftovers = run(args)
-    except (PlatformError, ValueError, RuntimeError) as error:
-        sys.exit("error: %s" % error)
-    write_csv(rows, args.out, COLUMNS)
-    figure = plot_ps_distribution(args.out)
-    print(summary(rows))
-    print("CSV: %s  figure: %s" % (args.out, figure))
-    if leftovers:
-        sys.exit("error: switches still hold multicast state: %s" % leftovers)
-    print("switches hold no groups, meters or multicast flows after the run")
-    if not all(row["verified"] for row in rows):
-        sys.exit("error: some worker's SHA-256 did not match")
+    finish_emulated_run(parse_args(argv), run, COLUMNS, plot_ps_distribution, summary,
+                        "groups, meters or multicast flows", "some worker's SHA-256 did not match")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,11 @@ from tqdm import tqdm
 
 from apps.receiver_selection import COST_MODELS, L3, POLICIES
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+                             finish_emulated_run, progress_printer)
 from experiments.plots import plot_selmcast
 from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
-from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s", "predicted_s",
@@ -129,20 +128,8 @@ def summary(rows):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    try:
-        rows, leftovers = run(args)
-    except (PlatformError, ValueError, RuntimeError) as error:
-        sys.exit("error: %s" % error)
-    write_csv(rows, args.out, COLUMNS)
-    figure = plot_selmcast(args.out)
-    print(summary(rows))
-    print("CSV: %s  figure: %s" % (args.out, figure))
-    if leftovers:
-        sys.exit("error: switches still hold multicast state: %s" % leftovers)
-    print("switches hold no groups, meters or multicast flows after the run")
-    if not all(row["verified"] for row in rows):
-        sys.exit("error: some receiver's SHA-256 did not match")
+    finish_emulated_run(parse_args(argv), run, COLUMNS, plot_selmcast, summary,
+                        "groups, meters or multicast flows", "some receiver's SHA-256 did not match")
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+                             finish_emulated_run, progress_printer)
 from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.traffic.training import MODES, run_training
-from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
@@ -148,19 +147,10 @@ def summary(rows, target):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        rows, leftovers = run(args)
-    except (PlatformError, RuntimeError, ValueError) as error:
-        sys.exit("error: %s" % error)
-    write_csv(rows, args.out, COLUMNS)
-    figure = plot_train(args.out)
-    print(summary(rows, args.target_accuracy))
-    print("CSV: %s  figure: %s" % (args.out, figure))
-    if leftovers:
-        sys.exit("error: switches still hold trees or plans: %s" % leftovers)
-    print("switches hold no groups, meters, multicast or steering flows after the run")
-    if not all(row["verified"] for row in rows):
-        sys.exit("error: some round's model differs from the one-process round beyond the tolerance")
+    finish_emulated_run(args, run, COLUMNS, plot_train,
+                        lambda rows: summary(rows, args.target_accuracy),
+                        "groups, meters, multicast or steering flows",
+                        "some round's model differs from the one-process round beyond the tolerance")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def test_bench_trees_prints_one_json_object_per_case():
 @pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
                                     "selmcast_selection", "selmcast", "traffic.peer_sync",
                                     "traffic.model_transfer", "grid_example", "ina",
-                                    "traffic.gradients", "train", "traffic.training",
+                                    "traffic.gradient_hosts", "train", "traffic.training",
                                     "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
                                     "sim.selmcast", "sim.ina", "sim.emulation_check", "calibrate",
                                     "traffic.load_probe"])

@@ -33,7 +33,7 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_emulation_check, read_rows
 from experiments.sim.fabrics import servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
-from experiments.traffic.gradients import gradient_floats, wire_mbit
+from experiments.traffic.gradient_wire import gradient_floats, wire_mbit
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 PS_CSV, INA_CSV = DATA / "ps_distribution_8x8.csv", DATA / "ina_grid_8x8.csv"

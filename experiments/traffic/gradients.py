@@ -1,10 +1,9 @@
 """Gradient aggregation with real float32 gradients: workers, aggregators and a PS in
 Mininet hosts, steered by an INA plan (apps/ina_controller.py).
 
-    python -m experiments.traffic.gradients --name h1 --data-ip 10.0.0.1 \\
-        --coordinator 172.30.0.1:7200
-
-A process learns its role (worker, aggregator or PS) from the coordinator.
+Each host runs experiments/traffic/gradient_hosts.py and learns its role (worker,
+aggregator or PS) from the coordinator here; the fragments and the exact sum are
+gradient_wire.py's.
 
 Every process connects to the coordinator (GradientCoordinator, run by the
 experiment in the root namespace) over the management network. Per round:
@@ -34,246 +33,21 @@ processing capacity C_s and the PS's to its ingress T (mininet_topos), and a
 meter holds every stream to its planned rate.
 """
 
-import selectors
 import socket
-import struct
 import sys
 import time
 
 import numpy as np
 
 from experiments import fidelity
-from experiments.cli import ArgumentParser
+from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
+                                               fragment_ranges, gradient_floats, wire_mbit)
 from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
-                                           accept_named, connect, drain, ranges, run_in_hosts,
-                                           send_streams)
+from experiments.traffic.transport import accept_named, ranges, run_in_hosts
 
 COORDINATOR_PORT = 7200
-HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
-FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
-MAX_WORKERS = 64
 REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives up
-
-
-def gradient(seed, worker, number, floats):
-    """Worker `worker`'s gradient in round `number`: seeded standard normal float32."""
-    return np.random.default_rng([seed, worker, number]).standard_normal(floats, dtype=np.float32)
-
-
-def gradient_floats(gradient_mb):
-    return int(gradient_mb * 1e6) // 4
-
-
-def fragment_count(floats):
-    return -(-floats // FLOATS_PER_FRAGMENT)
-
-
-def wire_mbit(floats):
-    """Megabits a gradient of `floats` float32 takes on a link, headers included."""
-    return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
-
-
-def exact_sum_check(total, seed, workers, number, floats, start=0):
-    """(ok, worst error / bound) of `total`, the sum of elements start.. of every
-    worker's gradient, against their float64 sum."""
-    stop = start + len(total)
-    exact = np.zeros(len(total))
-    magnitude = np.zeros(len(total))
-    for worker in range(workers):
-        g = gradient(seed, worker, number, floats)[start:stop].astype(np.float64)
-        exact += g
-        magnitude += np.abs(g)
-    unit = 2.0 ** -24
-    bound = workers * unit * magnitude + unit * np.abs(exact) + np.finfo(np.float32).tiny
-    ratio = float(np.max(np.abs(total.astype(np.float64) - exact) / bound))
-    return ratio <= 1.0, ratio
-
-
-def fragment_ranges(split, count):
-    """{PS: (first, last)}: the fragments each PS holds, contiguous, in proportion to its
-    share of the model (every PS at least one)."""
-    bounds, cumulative = [0], 0.0
-    for share in list(split.values())[:-1]:
-        cumulative += share
-        bounds.append(min(count - (len(split) - len(bounds)), max(bounds[-1] + 1,
-                                                                  round(cumulative * count))))
-    bounds.append(count)
-    return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}
-
-
-def fragment_packet(job, number, index, mask, values):
-    """Fragment `index` of float32 `values` as a datagram carrying the workers in `mask`."""
-    start = index * FLOATS_PER_FRAGMENT
-    return HEADER.pack(job, number, index, fragment_count(len(values)), mask) + \
-        values[start:start + FLOATS_PER_FRAGMENT].astype(">f4").tobytes()
-
-
-class FragmentSums:
-    """Per fragment: the running float32 sum and the mask of workers in it."""
-
-    def __init__(self, job, number, floats, expected):
-        self.job, self.number, self.floats = job, number, floats
-        self.count = fragment_count(floats)
-        self.sums = np.zeros(self.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
-        self.have = np.zeros(self.count, dtype=np.uint64)
-        self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
-        self.received_bytes = 0
-
-    def add(self, packet):
-        """Add one datagram; returns its fragment if that fragment just became complete."""
-        job, number, index, _count, mask = HEADER.unpack_from(packet)
-        if job != self.job or number != self.number or index >= self.count:
-            return None
-        self.received_bytes += len(packet) + FRAME_OVERHEAD
-        have = int(self.have[index])
-        if mask & have or mask & ~int(self.expected[index]):
-            return None   # a worker already counted (late or repeated copy), or not ours
-        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
-        start = index * FLOATS_PER_FRAGMENT
-        self.sums[start:start + len(values)] += values
-        self.have[index] = have | mask
-        return index if have | mask == int(self.expected[index]) else None
-
-    def missing(self):
-        """[[fragment, mask of workers missing], ...]."""
-        short = np.flatnonzero(self.have != self.expected)
-        return [[int(i), int(self.expected[i]) & ~int(self.have[i])] for i in short]
-
-    def packet(self, index):
-        """The datagram carrying fragment `index`'s sum and its workers."""
-        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total())
-
-    def total(self):
-        return self.sums[:self.floats]
-
-
-class UdpEndpoint:
-    """The data-plane socket of a process: receives on the job's port, sends from it."""
-
-    def __init__(self, data_ip, port):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        self.sock.bind((data_ip, port))
-        self.sock.setblocking(False)
-        self.port = port
-        self.on_packet = None
-
-    def take(self):
-        """Take every datagram waiting."""
-        while True:
-            try:
-                packet = self.sock.recv(65536)
-            except BlockingIOError:
-                return
-            if self.on_packet is not None:
-                self.on_packet(packet)
-
-
-class Process:
-    """A worker, aggregator or PS: obeys the coordinator, one round at a time."""
-
-    def __init__(self, args):
-        self.args = args
-        self.channel = connect(args.coordinator, args.connect_timeout_s)
-        self.channel.send({"hello": args.name})
-        self.endpoints = {}   # UDP port -> UdpEndpoint
-
-    def serve(self):
-        while True:
-            message = self.channel.receive()
-            if "bye" in message:
-                return
-            self.handle(message)
-
-    def handle(self, message):
-        """One message from the coordinator between rounds: a round's plan."""
-        self._round(message)
-
-    def worker_values(self, plan):
-        """What this worker sends in the round: its seeded gradient."""
-        return gradient(plan["seed"], plan["index"], plan["round"], plan["floats"])
-
-    def on_sum(self, plan, total):
-        """The PS's answer once it holds every worker: the check of its share against the
-        exact sum."""
-        first, last = plan["range"]
-        start, stop = first * FLOATS_PER_FRAGMENT, min(last * FLOATS_PER_FRAGMENT, plan["floats"])
-        ok, ratio = exact_sum_check(total[start:stop], plan["seed"], plan["workers"],
-                                    plan["round"], plan["floats"], start)
-        return {"verified": ok, "error_to_bound": ratio}
-
-    def _round(self, plan):
-        if sorted(self.endpoints) != sorted(plan["ports"]):   # one socket per PS's port
-            for endpoint in self.endpoints.values():
-                endpoint.sock.close()
-            self.endpoints = {port: UdpEndpoint(self.args.data_ip, port) for port in plan["ports"]}
-        sock = next(iter(self.endpoints.values())).sock   # steering matches the destination port
-        role = plan["role"]
-        floats, number = plan["floats"], plan["round"]
-        sums = None
-        if role in ("aggregator", "ps"):
-            sums = FragmentSums(plan["job"], number, floats, plan["expected"])
-        forward = []   # aggregator: completed fragments not yet sent on
-
-        def on_packet(packet):
-            complete = sums.add(packet)
-            if complete is not None and role == "aggregator":
-                forward.append(complete)
-        selector = selectors.DefaultSelector()
-        for endpoint in self.endpoints.values():
-            endpoint.on_packet = on_packet if sums is not None else None
-            selector.register(endpoint.sock, selectors.EVENT_READ, endpoint)
-        selector.register(self.channel.sock, selectors.EVENT_READ, None)
-
-        def idle(seconds):
-            for key, _events in selector.select(seconds):
-                if key.data is not None:
-                    key.data.take()
-            flush()
-
-        def flush():   # an aggregator sends each aggregate as soon as it is complete
-            while forward:
-                index = forward.pop(0)
-                first, last, ip, port = next(n for n in plan["next"] if n[0] <= index < n[1])
-                sock.sendto(sums.packet(index), (ip, port))
-
-        if role == "worker":
-            values = self.worker_values(plan)
-
-            def make(index):
-                return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
-        else:
-            make = sums.packet
-        self.channel.send({"ready": number})
-        while True:
-            for key, _events in selector.select():
-                if key.data is not None:
-                    key.data.take()
-                    flush()
-                    continue
-                request = self.channel.receive()
-                if "go" in request:
-                    send_streams(sock, [
-                        ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
-                         leg["rate_mbps"]) for leg in plan["legs"]], idle)
-                    self.channel.send({"sent": number})
-                elif "resend" in request:
-                    send_streams(sock, [
-                        ((item["ip"], item["port"]),
-                         [make(i) for first, last in item["fragments"] for i in range(first, last)],
-                         item["rate_mbps"]) for item in request["resend"]], idle)
-                    self.channel.send({"sent": number})
-                elif "report" in request:
-                    drain(list(self.endpoints.values()))
-                    flush()
-                    self.channel.send({"missing": sums.missing() if sums else [],
-                                       "received_bytes": sums.received_bytes if sums else 0})
-                elif "sum" in request:
-                    self.channel.send(self.on_sum(plan, sums.total()))
-                elif "done" in request:
-                    selector.close()
-                    return
+HOST_PROGRAM = "experiments.traffic.gradient_hosts"
 
 
 class GradientCoordinator:
@@ -459,7 +233,7 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
     coordinator = GradientCoordinator(bed.management_ip, workers, list(plan["ports"]), aggregators,
                                       gradient_floats(gradient_mb), seed, rate_fraction,
                                       connect_timeout_s=timeout_s)
-    command = [sys.executable, "-m", "experiments.traffic.gradients",
+    command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
     def drive():
@@ -495,21 +269,3 @@ def run_plan(bed, request, rounds, gradient_mb):
     for result in results:
         result["min_rate_mbps"] = gradient_mbit / result["comm_time_s"]
     return plan, results
-
-
-def parse_args(argv, prog="python -m experiments.traffic.gradients", description=__doc__):
-    """The command line of a process in a host (this one's, and the training job's)."""
-    parser = ArgumentParser(prog=prog, description=description.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
-    parser.add_argument("--connect-timeout-s", type=float, default=60.0)
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    Process(parse_args(argv)).serve()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

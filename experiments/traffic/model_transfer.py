@@ -28,9 +28,9 @@ import time
 from experiments.cli import ArgumentParser
 from experiments.controller_client import ControllerClient
 from experiments.traffic.rate_control import LossAdaptiveRate, ReceiverLoss
-from experiments.traffic.transport import (DATA_PORT, Channel, ChunkReceiver, chunk_count,
-                                           model_bytes, multicast_sender, receive_chunks,
-                                           send_paced, wire_bytes)
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
+                                           connect, model_bytes, multicast_sender, receive_chunks,
+                                           run_in_hosts, send_paced, wire_bytes)
 
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
@@ -64,15 +64,10 @@ class ParameterServer:
     def accept_workers(self, names):
         listener = socket.create_server(("", CONTROL_PORT))
         listener.settimeout(self.args.connect_timeout_s)
-        while len(self.workers) < len(names):
-            sock, _address = listener.accept()
-            channel = Channel(sock)
-            name = channel.receive()["hello"]
-            self.workers[name] = channel
-        listener.close()
-        unexpected = set(self.workers) - set(names)
-        if unexpected:
-            raise RuntimeError("unexpected workers: %s" % ", ".join(sorted(unexpected)))
+        try:
+            self.workers = accept_named(listener, names)
+        finally:
+            listener.close()
 
     def run_round(self, number):
         if self.args.mode == "unicast":
@@ -204,17 +199,7 @@ class ParameterServer:
 class Worker:
     def __init__(self, args):
         self.args = args
-        deadline = time.monotonic() + args.connect_timeout_s
-        while True:  # the PS may not be listening yet
-            try:
-                sock = socket.create_connection((args.ps, CONTROL_PORT), timeout=5)
-                break
-            except ConnectionRefusedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        sock.settimeout(None)
-        self.channel = Channel(sock)
+        self.channel = connect("%s:%d" % (args.ps, CONTROL_PORT), args.connect_timeout_s)
         self.channel.send({"hello": args.name})
 
     def serve(self):
@@ -243,28 +228,24 @@ def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_
     """Run one PS (host name) and its workers inside the testbed's hosts; returns the
     PS's per-round results. Raises RuntimeError with the programs' output on failure."""
     command = [sys.executable, "-m", "experiments.traffic.model_transfer"]
-    worker_processes = [
-        bed.host(name).popen(command + ["worker", "--name", name, "--data-ip", bed.host(name).IP(),
-                                        "--ps", bed.host(ps).IP()],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for name in workers]
-    server = bed.host(ps).popen(
-        command + ["ps", "--name", ps, "--data-ip", bed.host(ps).IP(), "--workers", ",".join(workers),
-                   "--mode", mode, "--controller", bed.management_url, "--model-mb", str(model_mb),
-                   "--rate-mbps", str(rate_mbps), "--rounds", str(rounds)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        output, errors = server.communicate(timeout=timeout_s)
-    finally:
-        for process in [server] + worker_processes:
-            if process.poll() is None:
-                process.kill()
-        worker_output = [p.communicate()[0] for p in worker_processes]
-    if server.returncode != 0:
-        raise RuntimeError("PS failed (%d): %s\nworkers: %s" % (
-            server.returncode, errors.strip()[-2000:], [o[-500:] for o in worker_output if o]))
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
+    def drive():
+        server = bed.host(ps).popen(
+            command + ["ps", "--name", ps, "--data-ip", bed.host(ps).IP(), "--workers",
+                       ",".join(workers), "--mode", mode, "--controller", bed.management_url,
+                       "--model-mb", str(model_mb), "--rate-mbps", str(rate_mbps),
+                       "--rounds", str(rounds)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            output, errors = server.communicate(timeout=timeout_s)
+        finally:
+            if server.poll() is None:
+                server.kill()
+        if server.returncode != 0:
+            raise RuntimeError("PS exited with %d: %s" % (server.returncode, errors.strip()[-2000:]))
+        return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return run_in_hosts(bed, workers, command + ["worker", "--ps", bed.host(ps).IP()], drive,
+                        "the model transfer")
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.traffic.model_transfer",

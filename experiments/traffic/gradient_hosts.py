@@ -1,0 +1,163 @@
+"""The program in each Mininet host of a gradient job: a worker, aggregator or PS that
+learns its role and its part of the plan from the coordinator (gradients.py), one round
+at a time, and moves fragments (gradient_wire.py) on the data plane.
+
+    python -m experiments.traffic.gradient_hosts --name h1 --data-ip 10.0.0.1 \\
+        --coordinator 172.30.0.1:7200
+"""
+
+import selectors
+import socket
+import sys
+
+from experiments.cli import ArgumentParser
+from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
+                                               fragment_packet, gradient)
+from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, connect, drain,
+                                           send_streams)
+
+
+class UdpEndpoint:
+    """The data-plane socket of a process: receives on the job's port, sends from it."""
+
+    def __init__(self, data_ip, port):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        self.sock.bind((data_ip, port))
+        self.sock.setblocking(False)
+        self.port = port
+        self.on_packet = None
+
+    def take(self):
+        """Take every datagram waiting."""
+        while True:
+            try:
+                packet = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            if self.on_packet is not None:
+                self.on_packet(packet)
+
+
+class Process:
+    """A worker, aggregator or PS: obeys the coordinator, one round at a time."""
+
+    def __init__(self, args):
+        self.args = args
+        self.channel = connect(args.coordinator, args.connect_timeout_s)
+        self.channel.send({"hello": args.name})
+        self.endpoints = {}   # UDP port -> UdpEndpoint
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            self.handle(message)
+
+    def handle(self, message):
+        """One message from the coordinator between rounds: a round's plan."""
+        self._round(message)
+
+    def worker_values(self, plan):
+        """What this worker sends in the round: its seeded gradient."""
+        return gradient(plan["seed"], plan["index"], plan["round"], plan["floats"])
+
+    def on_sum(self, plan, total):
+        """The PS's answer once it holds every worker: the check of its share against the
+        exact sum."""
+        first, last = plan["range"]
+        start, stop = first * FLOATS_PER_FRAGMENT, min(last * FLOATS_PER_FRAGMENT, plan["floats"])
+        ok, ratio = exact_sum_check(total[start:stop], plan["seed"], plan["workers"],
+                                    plan["round"], plan["floats"], start)
+        return {"verified": ok, "error_to_bound": ratio}
+
+    def _round(self, plan):
+        if sorted(self.endpoints) != sorted(plan["ports"]):   # one socket per PS's port
+            for endpoint in self.endpoints.values():
+                endpoint.sock.close()
+            self.endpoints = {port: UdpEndpoint(self.args.data_ip, port) for port in plan["ports"]}
+        sock = next(iter(self.endpoints.values())).sock   # steering matches the destination port
+        role = plan["role"]
+        floats, number = plan["floats"], plan["round"]
+        sums = None
+        if role in ("aggregator", "ps"):
+            sums = FragmentSums(plan["job"], number, floats, plan["expected"])
+        forward = []   # aggregator: completed fragments not yet sent on
+
+        def on_packet(packet):
+            complete = sums.add(packet)
+            if complete is not None and role == "aggregator":
+                forward.append(complete)
+        selector = selectors.DefaultSelector()
+        for endpoint in self.endpoints.values():
+            endpoint.on_packet = on_packet if sums is not None else None
+            selector.register(endpoint.sock, selectors.EVENT_READ, endpoint)
+        selector.register(self.channel.sock, selectors.EVENT_READ, None)
+
+        def idle(seconds):
+            for key, _events in selector.select(seconds):
+                if key.data is not None:
+                    key.data.take()
+            flush()
+
+        def flush():   # an aggregator sends each aggregate as soon as it is complete
+            while forward:
+                index = forward.pop(0)
+                first, last, ip, port = next(n for n in plan["next"] if n[0] <= index < n[1])
+                sock.sendto(sums.packet(index), (ip, port))
+
+        if role == "worker":
+            values = self.worker_values(plan)
+
+            def make(index):
+                return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
+        else:
+            make = sums.packet
+        self.channel.send({"ready": number})
+        while True:
+            for key, _events in selector.select():
+                if key.data is not None:
+                    key.data.take()
+                    flush()
+                    continue
+                request = self.channel.receive()
+                if "go" in request:
+                    send_streams(sock, [
+                        ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
+                         leg["rate_mbps"]) for leg in plan["legs"]], idle)
+                    self.channel.send({"sent": number})
+                elif "resend" in request:
+                    send_streams(sock, [
+                        ((item["ip"], item["port"]),
+                         [make(i) for first, last in item["fragments"] for i in range(first, last)],
+                         item["rate_mbps"]) for item in request["resend"]], idle)
+                    self.channel.send({"sent": number})
+                elif "report" in request:
+                    drain(list(self.endpoints.values()))
+                    flush()
+                    self.channel.send({"missing": sums.missing() if sums else [],
+                                       "received_bytes": sums.received_bytes if sums else 0})
+                elif "sum" in request:
+                    self.channel.send(self.on_sum(plan, sums.total()))
+                elif "done" in request:
+                    selector.close()
+                    return
+
+
+def parse_args(argv, prog="python -m experiments.traffic.gradient_hosts", description=__doc__):
+    """The command line of a process in a host (this one's, and the training job's)."""
+    parser = ArgumentParser(prog=prog, description=description.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="this host's name in the fabric")
+    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    parser.add_argument("--connect-timeout-s", type=float, default=60.0)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    Process(parse_args(argv)).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

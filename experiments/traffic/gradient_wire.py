@@ -1,0 +1,106 @@
+"""Gradients on the wire: seeded float32 gradients, their fragments (job, round, fragment
+id, fragment count and the 64-bit mask of the workers a fragment carries), the sums a
+receiver keeps, and the exact-sum check (float64 from the same seeds, within the float32
+summation bound n * 2**-24 * sum_i |g_i| plus one rounding of the result)."""
+
+import struct
+
+import numpy as np
+
+from experiments.traffic.transport import FRAME_OVERHEAD
+
+HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
+FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
+MAX_WORKERS = 64
+
+
+def gradient(seed, worker, number, floats):
+    """Worker `worker`'s gradient in round `number`: seeded standard normal float32."""
+    return np.random.default_rng([seed, worker, number]).standard_normal(floats, dtype=np.float32)
+
+
+def gradient_floats(gradient_mb):
+    return int(gradient_mb * 1e6) // 4
+
+
+def fragment_count(floats):
+    return -(-floats // FLOATS_PER_FRAGMENT)
+
+
+def wire_mbit(floats):
+    """Megabits a gradient of `floats` float32 takes on a link, headers included."""
+    return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
+
+
+def exact_sum_check(total, seed, workers, number, floats, start=0):
+    """(ok, worst error / bound) of `total`, the sum of elements start.. of every
+    worker's gradient, against their float64 sum."""
+    stop = start + len(total)
+    exact = np.zeros(len(total))
+    magnitude = np.zeros(len(total))
+    for worker in range(workers):
+        g = gradient(seed, worker, number, floats)[start:stop].astype(np.float64)
+        exact += g
+        magnitude += np.abs(g)
+    unit = 2.0 ** -24
+    bound = workers * unit * magnitude + unit * np.abs(exact) + np.finfo(np.float32).tiny
+    ratio = float(np.max(np.abs(total.astype(np.float64) - exact) / bound))
+    return ratio <= 1.0, ratio
+
+
+def fragment_ranges(split, count):
+    """{PS: (first, last)}: the fragments each PS holds, contiguous, in proportion to its
+    share of the model (every PS at least one)."""
+    bounds, cumulative = [0], 0.0
+    for share in list(split.values())[:-1]:
+        cumulative += share
+        bounds.append(min(count - (len(split) - len(bounds)), max(bounds[-1] + 1,
+                                                                  round(cumulative * count))))
+    bounds.append(count)
+    return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}
+
+
+def fragment_packet(job, number, index, mask, values):
+    """Fragment `index` of float32 `values` as a datagram carrying the workers in `mask`."""
+    start = index * FLOATS_PER_FRAGMENT
+    return HEADER.pack(job, number, index, fragment_count(len(values)), mask) + \
+        values[start:start + FLOATS_PER_FRAGMENT].astype(">f4").tobytes()
+
+
+class FragmentSums:
+    """Per fragment: the running float32 sum and the mask of workers in it."""
+
+    def __init__(self, job, number, floats, expected):
+        self.job, self.number, self.floats = job, number, floats
+        self.count = fragment_count(floats)
+        self.sums = np.zeros(self.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
+        self.have = np.zeros(self.count, dtype=np.uint64)
+        self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
+        self.received_bytes = 0
+
+    def add(self, packet):
+        """Add one datagram; returns its fragment if that fragment just became complete."""
+        job, number, index, _count, mask = HEADER.unpack_from(packet)
+        if job != self.job or number != self.number or index >= self.count:
+            return None
+        self.received_bytes += len(packet) + FRAME_OVERHEAD
+        have = int(self.have[index])
+        if mask & have or mask & ~int(self.expected[index]):
+            return None   # a worker already counted (late or repeated copy), or not ours
+        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
+        start = index * FLOATS_PER_FRAGMENT
+        self.sums[start:start + len(values)] += values
+        self.have[index] = have | mask
+        return index if have | mask == int(self.expected[index]) else None
+
+    def missing(self):
+        """[[fragment, mask of workers missing], ...]."""
+        short = np.flatnonzero(self.have != self.expected)
+        return [[int(i), int(self.expected[i]) & ~int(self.have[i])] for i in short]
+
+    def packet(self, index):
+        """The datagram carrying fragment `index`'s sum and its workers."""
+        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total())
+
+    def total(self):
+        return self.sums[:self.floats]
