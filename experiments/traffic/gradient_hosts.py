@@ -13,8 +13,8 @@ import sys
 from experiments.cli import ArgumentParser
 from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                                fragment_packet, gradient)
-from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, connect, drain,
-                                           send_streams)
+from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, CoordinatedProgram,
+                                           drain, host_program_arguments, send_streams)
 
 
 class UdpEndpoint:
@@ -39,21 +39,12 @@ class UdpEndpoint:
                 self.on_packet(packet)
 
 
-class Process:
+class Process(CoordinatedProgram):
     """A worker, aggregator or PS: obeys the coordinator, one round at a time."""
 
     def __init__(self, args):
-        self.args = args
-        self.channel = connect(args.coordinator, args.connect_timeout_s)
-        self.channel.send({"hello": args.name})
+        super().__init__(args, args.coordinator)
         self.endpoints = {}   # UDP port -> UdpEndpoint
-
-    def serve(self):
-        while True:
-            message = self.channel.receive()
-            if "bye" in message:
-                return
-            self.handle(message)
 
     def handle(self, message):
         """One message from the coordinator between rounds: a round's plan."""
@@ -148,10 +139,7 @@ class Process:
 def parse_args(argv, prog="python -m experiments.traffic.gradient_hosts", description=__doc__):
     """The command line of a process in a host (this one's, and the training job's)."""
     parser = ArgumentParser(prog=prog, description=description.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
-    parser.add_argument("--connect-timeout-s", type=float, default=60.0)
+    host_program_arguments(parser, connect_timeout_s=60.0)
     return parser.parse_args(argv)
 
 

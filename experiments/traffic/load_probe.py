@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, FRAME_OVERHEAD,
-                                           chunk_payload_bytes, connect, multicast_sender,
-                                           send_streams)
+from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
+                                           CoordinatedProgram, chunk_payload_bytes,
+                                           host_program_arguments, multicast_sender, send_streams)
 
 COORDINATOR_PORT = 7300
 PROBE_PORT = 7301
@@ -33,21 +33,13 @@ def packets_for(rate_mbps, seconds, size):
     return max(1, int(rate_mbps * 1e6 * seconds / 8 / (size + FRAME_OVERHEAD)))
 
 
-class Prober:
+class Prober(CoordinatedProgram):
     def __init__(self, args):
-        self.args = args
-        self.channel = connect(args.coordinator, args.connect_timeout_s)
-        self.channel.send({"hello": args.name})
+        super().__init__(args, args.coordinator)
         self.sender = multicast_sender(args.data_ip)
 
-    def serve(self):
-        while True:
-            message = self.channel.receive()
-            if "bye" in message:
-                return
-            self._step(message)
-
-    def _step(self, plan):
+    def handle(self, plan):
+        """One step: send the streams it names and count what arrives."""
         number, size = plan["step"], chunk_payload_bytes()
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -102,10 +94,7 @@ class Prober:
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.traffic.load_probe",
                             description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
-    parser.add_argument("--connect-timeout-s", type=float, default=30.0)
+    host_program_arguments(parser)
     return parser.parse_args(argv)
 
 

@@ -28,8 +28,9 @@ import time
 from experiments.cli import ArgumentParser
 from experiments.controller_client import ControllerClient
 from experiments.traffic.rate_control import LossAdaptiveRate, ReceiverLoss
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
-                                           connect, model_bytes, multicast_sender, receive_chunks,
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram,
+                                           accept_named, chunk_count, host_program_arguments,
+                                           model_bytes, multicast_sender, receive_chunks,
                                            run_in_hosts, send_paced, wire_bytes)
 
 CONTROL_PORT = 7000
@@ -196,23 +197,18 @@ class ParameterServer:
 
 # --- worker --------------------------------------------------------------------
 
-class Worker:
+class Worker(CoordinatedProgram):
     def __init__(self, args):
-        self.args = args
-        self.channel = connect("%s:%d" % (args.ps, CONTROL_PORT), args.connect_timeout_s)
-        self.channel.send({"hello": args.name})
+        super().__init__(args, "%s:%d" % (args.ps, CONTROL_PORT))
 
-    def serve(self):
-        while True:
-            message = self.channel.receive()
-            if "bye" in message:
-                return
-            if message["mode"] == "unicast":
-                self.channel.send({"ready": message["round"]})
-                data = self.channel.receive_exactly(message["size"])
-                self.channel.send({"sha256_ok": hashlib.sha256(data).hexdigest() == message["sha256"]})
-            else:
-                self._receive_multicast(message)
+    def handle(self, message):
+        """One round: the model by TCP (unicast) or from the tree (multicast)."""
+        if message["mode"] == "unicast":
+            self.channel.send({"ready": message["round"]})
+            data = self.channel.receive_exactly(message["size"])
+            self.channel.send({"sha256_ok": hashlib.sha256(data).hexdigest() == message["sha256"]})
+        else:
+            self._receive_multicast(message)
 
     def _receive_multicast(self, announcement):
         receiver = ChunkReceiver(announcement["group"], announcement["port"], self.args.data_ip,
@@ -252,8 +248,7 @@ def parse_args(argv):
                             description=__doc__.split("\n\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
     ps = roles.add_parser("ps", help="the parameter server")
-    ps.add_argument("--name", required=True, help="this host's name in the fabric")
-    ps.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    host_program_arguments(ps, coordinator=False)
     ps.add_argument("--workers", required=True, help="comma list of worker host names")
     ps.add_argument("--mode", choices=MODES, required=True)
     ps.add_argument("--controller", help="controller REST URL (needed for multicast modes)")
@@ -266,12 +261,9 @@ def parse_args(argv):
                     help="lease on each tree, a safety net if the PS dies")
     ps.add_argument("--repair-budget-s", type=float, default=120.0,
                     help="give up on a round still incomplete this long after it started")
-    ps.add_argument("--connect-timeout-s", type=float, default=30.0)
     worker = roles.add_parser("worker", help="a worker")
-    worker.add_argument("--name", required=True)
-    worker.add_argument("--data-ip", required=True)
+    host_program_arguments(worker, coordinator=False)
     worker.add_argument("--ps", required=True, help="the PS's data-plane address")
-    worker.add_argument("--connect-timeout-s", type=float, default=30.0)
     args = parser.parse_args(argv)
     if args.role == "ps" and args.mode in MULTICAST_MODES and not args.controller:
         parser.error("--controller is needed for mode %s" % args.mode)

@@ -30,29 +30,21 @@ import time
 
 from experiments.cli import ArgumentParser
 from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, accept_named, chunk_count,
-                                           connect, drain, run_in_hosts,
-                                           model_bytes, multicast_sender, ranges, send_paced,
-                                           wire_bytes)
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram,
+                                           accept_named, chunk_count, drain, host_program_arguments,
+                                           model_bytes, multicast_sender, ranges, run_in_hosts,
+                                           send_paced, wire_bytes)
 
 COORDINATOR_PORT = 7100
 
 
-class Peer:
+class Peer(CoordinatedProgram):
     def __init__(self, args):
-        self.args = args
-        self.channel = connect(args.coordinator, args.connect_timeout_s)
-        self.channel.send({"hello": args.name})
+        super().__init__(args, args.coordinator)
         self.sender = multicast_sender(args.data_ip)
 
-    def serve(self):
-        while True:
-            message = self.channel.receive()
-            if "bye" in message:
-                return
-            self._round(message)
-
-    def _round(self, plan):
+    def handle(self, plan):
+        """One round: send this peer's update on its trees, take the others'."""
         number = plan["round"]
         update = model_bytes(self.args.update_mb, seed=[plan["seed"], number])
         receivers = {sender: ChunkReceiver(group, DATA_PORT, self.args.data_ip, number, plan["size"])
@@ -253,11 +245,8 @@ def parse_args(argv):
                             description=__doc__.split("\n\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
     peer = roles.add_parser("peer", help="a worker that sends and receives updates")
-    peer.add_argument("--name", required=True, help="this host's name in the fabric")
-    peer.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    peer.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    host_program_arguments(peer)
     peer.add_argument("--update-mb", type=float, required=True, help="update size, MB")
-    peer.add_argument("--connect-timeout-s", type=float, default=30.0)
     return parser.parse_args(argv)
 
 

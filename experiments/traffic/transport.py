@@ -267,6 +267,36 @@ def connect(address, timeout_s):
     return Channel(sock)
 
 
+class CoordinatedProgram:
+    """A program in a Mininet host run by a coordinator over the management network: it
+    says hello with its name, then hands each message to handle() until "bye"."""
+
+    def __init__(self, args, address):
+        self.args = args
+        self.channel = connect(address, args.connect_timeout_s)
+        self.channel.send({"hello": args.name})
+
+    def serve(self):
+        while True:
+            message = self.channel.receive()
+            if "bye" in message:
+                return
+            self.handle(message)
+
+    def handle(self, message):
+        raise NotImplementedError
+
+
+def host_program_arguments(parser, coordinator=True, connect_timeout_s=30.0):
+    """The arguments of every program in a host: its name and data-plane address, and
+    (unless it is told whom to reach otherwise) its coordinator."""
+    parser.add_argument("--name", required=True, help="this host's name in the fabric")
+    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    if coordinator:
+        parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
+    parser.add_argument("--connect-timeout-s", type=float, default=connect_timeout_s)
+
+
 def accept_named(listener, names):
     """{name: Channel} once every one of `names` connected and said hello."""
     channels = {}
