@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from apps.sparse_lp import LpError, SparseLp
+from apps.gradient_plan import GradientPlan, PlacementError, edges_of, solve_placement_lp
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
 POLICIES = (GRID, NO_INA, NEAREST, SWITCHML)
@@ -70,10 +70,6 @@ DEFAULT_MAX_PATHS = 4
 DEFAULT_MAX_AGGREGATORS = 8
 DEFAULT_TRIALS = 8
 TOLERANCE = 1e-9
-
-
-class PlacementError(ValueError):
-    """The job cannot be planned as asked (unknown nodes, no capacity, no path)."""
 
 
 @dataclass(frozen=True)
@@ -185,71 +181,6 @@ def _descents(graph, distances, node, sideways, rotation):
             yield (node,) + rest
 
 
-@dataclass
-class InaPlan:
-    """A worker's legs are [(Option, share of its fragments)]; aggregate_paths maps each
-    aggregator in use to its path to the PS. Every worker sends at theta in all.
-    theta_lp: the relaxation's; theta_rounded and rounded_overload: R-GRIA's rounded
-    plan at the LP's rates (the worst load / capacity it causes); theta_repaired: after
-    repair, one option per worker; theta: the plan's (GRID: after the split step)."""
-    policy: str
-    theta_lp: float
-    theta_rounded: float
-    rounded_overload: float
-    theta_repaired: float
-    theta: float
-    legs: dict
-    aggregate_paths: dict
-
-    def workers_at(self, aggregator):
-        return sorted(w for w, legs in self.legs.items()
-                      if any(option.node == aggregator for option, _share in legs))
-
-    def leg_rates(self):
-        """[(worker, Option, Mbit/s)]: every worker sends at theta, split by its shares."""
-        return [(w, option, self.theta * share) for w in sorted(self.legs)
-                for option, share in self.legs[w]]
-
-    def streams(self):
-        """[(source host, destination host, path, Mbit/s)]: every worker leg, then every
-        aggregate, in a stable order: what the network must carry."""
-        legs = [(w, option.node, option.path, rate) for w, option, rate in self.leg_rates()]
-        rates = self.aggregate_rates()
-        return legs + [(a, self.aggregate_paths[a][-1], self.aggregate_paths[a], rates[a])
-                       for a in sorted(self.aggregate_paths)]
-
-    def aggregate_rates(self):
-        """{aggregator: Mbit/s}: an aggregate runs at its fastest input (fragment ranges
-        start at 0 for every worker, so the aggregate covers the longest one)."""
-        return _aggregate_rates(self.leg_rates(), self.aggregate_paths)
-
-    def loads(self):
-        """{directed link or aggregator: Mbit/s} that this plan puts on it."""
-        return _loads(self.leg_rates(), self.aggregate_paths)
-
-
-def _aggregate_rates(leg_rates, aggregate_paths):
-    rates = {}
-    for _worker, option, rate in leg_rates:
-        if option.node in aggregate_paths:
-            rates[option.node] = max(rates.get(option.node, 0.0), rate)
-    return rates
-
-
-def _loads(leg_rates, aggregate_paths):
-    load = {}
-    for _worker, option, rate in leg_rates:
-        resources = list(edges_of(option.path))
-        if option.node in aggregate_paths:
-            resources.append(option.node)
-        for resource in resources:
-            load[resource] = load.get(resource, 0.0) + rate
-    for aggregator, rate in _aggregate_rates(leg_rates, aggregate_paths).items():
-        for edge in edges_of(aggregate_paths[aggregator]):
-            load[edge] = load.get(edge, 0.0) + rate
-    return load
-
-
 def options_for(problem, policy):
     """{worker: [Option]} that `policy` may choose from, and {aggregator: [paths]}."""
     ps = problem.ps
@@ -281,12 +212,24 @@ def options_for(problem, policy):
 
 
 def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
-    """The policy's plan for `problem` (see the module doc)."""
+    """The policy's plan for `problem` (see the module doc), as the one-PS case of a
+    GradientPlan."""
+    theta_lp, theta_rounded, overload, repaired, theta, legs, used_paths = _plan(
+        problem, policy, trials, seed)
+    ps = problem.ps
+    return GradientPlan(policy, {ps: 1.0}, theta_lp, theta_rounded, overload, repaired, theta,
+                        {(w, ps): worker_legs for w, worker_legs in legs.items()},
+                        {(a, ps): path for a, path in used_paths.items()})
+
+
+def _plan(problem, policy, trials, seed):
+    """(theta_lp, theta_rounded, rounded_overload, theta_repaired, theta, legs by worker,
+    aggregate path by aggregator)."""
     options, aggregate_paths = options_for(problem, policy)
     lp = _solve_lp(problem, options, aggregate_paths)
     if policy == NEAREST:   # ATP keeps its split: no rounding, and the LP's rates are feasible
         theta, legs, used_paths = _split(problem, options, aggregate_paths, lp.theta)
-        return InaPlan(policy, lp.theta, lp.theta, 1.0, theta, theta, legs, used_paths)
+        return lp.theta, lp.theta, 1.0, theta, theta, legs, used_paths
     rng = random_module.Random(seed)
     # repair moves among the options the LP uses, and each worker's default route
     supported = {w: [o for o in options[w]
@@ -312,10 +255,10 @@ def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
         theta, legs, used_paths = _split(problem, spill, {a: [q] for a, q in used_paths.items()},
                                          repaired)
         # ... and the default-route plan, which GRID's options include, may still be better
-        nearest = plan(problem, NEAREST)
-        if nearest.theta > theta * (1 + 1e-9):
-            theta, legs, used_paths = nearest.theta, nearest.legs, nearest.aggregate_paths
-    return InaPlan(policy, lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths)
+        nearest = _plan(problem, NEAREST, 1, seed)
+        if nearest[4] > theta * (1 + 1e-9):
+            theta, legs, used_paths = nearest[4:]
+    return lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths
 
 
 def default_route(problem, worker):
@@ -343,53 +286,17 @@ class _LpSolution:
     aggregate_paths: dict   # aggregator -> candidate paths
 
 
-def edges_of(path):
-    return zip(path, path[1:])
-
-
 def _solve_lp(problem, options, aggregate_paths, min_theta=None):
-    """The LP of the module doc over these options (HiGHS). With min_theta, instead:
-    the most aggregated traffic among plans with theta >= min_theta."""
-    lp = SparseLp()
-    lp.variable("theta")
-    streams = [("r", w, o) for w in problem.workers for o in options[w]]
-    aggregates = [("y", a, q) for a in sorted(aggregate_paths) for q in aggregate_paths[a]]
-    for key in streams + aggregates:
-        lp.variable(key)
-    for w in problem.workers:
-        lp.at_most([("theta", 1.0)] + [(("r", w, o), -1.0) for o in options[w]], 0.0)
-    link_terms = {}
-    aggregator_terms = {a: [] for a in problem.aggregators}
-    for key in streams:
-        option = key[2]
-        for edge in edges_of(option.path):
-            link_terms.setdefault(edge, []).append(key)
-        if option.node != problem.ps:
-            aggregator_terms[option.node].append(key)
-            lp.at_most([(key, 1.0)] + [(("y", option.node, q), -1.0)
-                                       for q in aggregate_paths[option.node]], 0.0)
-    for key in aggregates:
-        for edge in edges_of(key[2]):
-            link_terms.setdefault(edge, []).append(key)
-    for a, keys in aggregator_terms.items():
-        if keys:
-            lp.at_most([(key, 1.0) for key in keys], problem.aggregators[a])
-    for edge, keys in link_terms.items():
-        lp.at_most([(key, 1.0) for key in keys], problem.graph.edges[edge]["capacity_mbps"])
-    try:
-        if min_theta is None:
-            x = lp.maximize({"theta": 1.0})
-        else:
-            x = lp.maximize({key: 1.0 for key in streams if key[2].node != problem.ps},
-                            lower={"theta": min_theta})
-    except LpError as error:
-        raise PlacementError("the placement LP failed: %s" % error) from None
-    rates = {w: {o: x["r", w, o] for o in options[w]} for w in problem.workers}
-    return _LpSolution(
-        theta=x["theta"], rates=rates,
-        worker_rate={w: sum(rates[w].values()) for w in problem.workers},
-        aggregate_rates={a: {q: x["y", a, q] for q in aggregate_paths[a]} for a in aggregate_paths},
-        aggregate_paths=aggregate_paths)
+    """The placement LP (gradient_plan) for one PS, by worker and by aggregator."""
+    ps = problem.ps
+    lp = solve_placement_lp(problem.graph, problem.aggregators, {ps: 1.0},
+                            {(w, ps): options[w] for w in problem.workers},
+                            {(a, ps): paths for a, paths in aggregate_paths.items()}, min_theta)
+    rates = {w: lp.rates[w, ps] for w in problem.workers}
+    return _LpSolution(theta=lp.f, rates=rates,
+                       worker_rate={w: sum(rates[w].values()) for w in problem.workers},
+                       aggregate_rates={a: lp.aggregate_rates[a, ps] for a in aggregate_paths},
+                       aggregate_paths=aggregate_paths)
 
 
 def pick(rng, weights):
@@ -410,11 +317,13 @@ def _round(problem, lp, rng):
 def _rounded_rates(problem, lp, choice, paths):
     """theta and the worst load/capacity when every worker sends at its LP rate on its
     one chosen option and every aggregate at the largest rate among its workers."""
-    used = {o.node for o in choice.values()} - {problem.ps}
-    load = _loads([(w, o, lp.worker_rate[w]) for w, o in choice.items()],
-                  {a: paths[a] for a in used})
-    overload = max((value / capacity_of(problem, resource) for resource, value in load.items()),
-                   default=0.0)
+    ps = problem.ps
+    used = {o.node for o in choice.values()} - {ps}
+    rounded = GradientPlan(None, {ps: 1.0}, 0.0, 0.0, 0.0, 0.0, 1.0,
+                           {(w, ps): [(o, lp.worker_rate[w])] for w, o in choice.items()},
+                           {(a, ps): paths[a] for a in used})
+    overload = max((value / capacity_of(problem, resource)
+                    for resource, value in rounded.loads().items()), default=0.0)
     return min(lp.worker_rate.values()), overload
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from apps import ina_placement, inart_placement
 from apps import openflow_builders as of
 from apps.ina_placement import GRID, InaProblem, PlacementError
-from apps.inart_placement import InartProblem, from_grid
+from apps.inart_placement import InartProblem
 from apps.multicast_trees import without_links
 from apps.request_fields import check_fields, distinct_names, job_name, positive_number
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
@@ -118,8 +118,7 @@ class InaPlans:
             if policy in inart_placement.POLICIES:
                 result = inart_placement.plan(InartProblem(graph, workers, pss, capacities), policy)
             else:
-                result = from_grid(ina_placement.plan(InaProblem(graph, workers, pss[0], capacities),
-                                                      policy), pss[0])
+                result = ina_placement.plan(InaProblem(graph, workers, pss[0], capacities), policy)
         except PlacementError as error:
             raise InvalidRequest(str(error)) from None
         if result.f < MIN_THETA_MBPS:

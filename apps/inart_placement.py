@@ -53,9 +53,9 @@ the rest goes on unaggregated: the LP's split is kept, as in GRID's
 import random as random_module
 from dataclasses import dataclass
 
-from apps.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, PlacementError,
-                                StreamAssignment, capacity_of, default_route, edges_of,
-                                options_for, pick)
+from apps.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
+from apps.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, StreamAssignment,
+                                capacity_of, default_route, options_for, pick)
 from apps.sparse_lp import LpError, SparseLp
 
 INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"
@@ -90,69 +90,6 @@ class Split:
     shares: dict       # PS -> x_s, summing to 1
     rate: float        # f of the relaxed problem
     solution: dict     # the relaxed problem's variables: ("g", s), ("h", w, s, a), ("u", w, s), ("z", a, s)
-
-
-@dataclass
-class InartPlan:
-    """legs: {(worker, PS): [(Option, share of the fragment)]}; aggregate_paths:
-    {(aggregator, PS): path}; every worker sends at f in all, x_s f to PS s."""
-    policy: str
-    split: dict
-    f_lp: float
-    f_rounded: float
-    rounded_overload: float
-    f_repaired: float
-    f: float
-    legs: dict
-    aggregate_paths: dict
-
-    def leg_rates(self):
-        """[((worker, PS), Option, Mbit/s)]."""
-        return [(key, option, self.f * self.split[key[1]] * share)
-                for key in sorted(self.legs) for option, share in self.legs[key]]
-
-    def aggregate_rates(self):
-        """{(aggregator, PS): Mbit/s}: an aggregate runs at its fastest input."""
-        rates = {}
-        for key, option, rate in self.leg_rates():
-            aggregate = _aggregate_of(key, option)
-            if aggregate is not None:
-                rates[aggregate] = max(rates.get(aggregate, 0.0), rate)
-        return rates
-
-    def workers_at(self, aggregate):
-        return sorted(w for (w, s), legs in self.legs.items()
-                      if any(_aggregate_of((w, s), o) == aggregate for o, _share in legs))
-
-    def streams(self):
-        """[(source host, destination host, path, Mbit/s, PS)]: every leg, then every
-        aggregate, in a stable order: what the network must carry."""
-        legs = [(key[0], option.node, option.path, rate, key[1])
-                for key, option, rate in self.leg_rates()]
-        return legs + [(a, s, self.aggregate_paths[a, s], rate, s)
-                       for (a, s), rate in sorted(self.aggregate_rates().items())]
-
-    def loads(self):
-        """{directed link or aggregator: Mbit/s} this plan puts on it."""
-        load = {}
-        for source, destination, path, rate, _ps in self.streams():
-            resources = list(edges_of(path))
-            if destination in self.aggregators_used():
-                resources.append(destination)
-            for resource in resources:
-                load[resource] = load.get(resource, 0.0) + rate
-        return load
-
-    def aggregators_used(self):
-        return {a for a, _s in self.aggregate_paths}
-
-
-def from_grid(result, ps):
-    """A GRID-family plan (apps/ina_placement.py) as the one-PS case of an InArt plan."""
-    return InartPlan(result.policy, {ps: 1.0}, result.theta_lp, result.theta_rounded,
-                     result.rounded_overload, result.theta_repaired, result.theta,
-                     {(w, ps): legs for w, legs in result.legs.items()},
-                     {(a, ps): path for a, path in result.aggregate_paths.items()})
 
 
 def model_split(problem):
@@ -220,7 +157,8 @@ def _phase2(problem, policy, split, trials, seed):
     if policy == ATP:
         return _fluid_plan(problem, split, ATP)
     options, aggregate_paths = _options(problem, OPTIONS_OF[policy])
-    f_lp, rates, aggregate_rates = _solve_lp(problem, split, options, aggregate_paths)
+    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths)
+    f_lp, rates, aggregate_rates = lp.f, lp.rates, lp.aggregate_rates
     rng = random_module.Random(seed)
     weight = {k: split[k[1]] for k in problem.fragments}
     # repair moves among the options the LP uses, and each fragment's default route
@@ -231,17 +169,17 @@ def _phase2(problem, policy, split, trials, seed):
     for _trial in range(max(1, trials)):
         choice = {k: _round_fragment(rng, rates[k]) for k in problem.fragments}
         paths = {key: pick(rng, aggregate_rates[key]) for key in aggregate_paths}
-        rounded = InartPlan(policy, split, f_lp, f_lp, 0.0, f_lp, f_lp,
+        rounded = GradientPlan(policy, split, f_lp, f_lp, 0.0, f_lp, f_lp,
                             {k: [(o, 1.0)] for k, o in choice.items()}, paths)
         overload = max((value / capacity_of(problem, resource)
                         for resource, value in rounded.loads().items()), default=0.0)
         assignment = StreamAssignment(problem, supported, aggregate_paths, choice, paths, weight,
-                                      _aggregate_of)
+                                      aggregate_of)
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), overload, assignment)
     f_repaired, overload, assignment = best
-    result = InartPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
+    result = GradientPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
                        f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
                        assignment.used_aggregate_paths())
     if policy == LBMM:
@@ -257,11 +195,6 @@ def _phase2(problem, policy, split, trials, seed):
             result.f, result.legs = candidate.f, candidate.legs
             result.aggregate_paths = candidate.aggregate_paths
     return result
-
-
-def _aggregate_of(key, option):
-    """The aggregate a fragment joins with this option: (aggregator, its PS), or None."""
-    return None if option.node == key[1] else (option.node, key[1])
 
 
 def _options(problem, kind):
@@ -280,11 +213,12 @@ def _fluid_plan(problem, split, policy, options=None, aggregate_paths=None):
     their options as the LP says, one path per aggregate."""
     if options is None:
         options, aggregate_paths = _options(problem, NEAREST)
-    f, rates, _aggregate_rates = _solve_lp(problem, split, options, aggregate_paths)
+    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths)
+    f, rates = lp.f, lp.rates
     legs = {k: [(o, r / sum(rates[k].values())) for o, r in rates[k].items() if r > TOLERANCE]
             for k in problem.fragments}
-    used = {_aggregate_of(k, o) for k in legs for o, _share in legs[k]} - {None}
-    return InartPlan(policy, split, f, f, 1.0, f, f, legs,
+    used = {aggregate_of(k, o) for k in legs for o, _share in legs[k]} - {None}
+    return GradientPlan(policy, split, f, f, 1.0, f, f, legs,
                      {key: aggregate_paths[key][0] for key in sorted(used)})
 
 
@@ -295,39 +229,3 @@ def _round_fragment(rng, rates):
         by_node[option.node] = by_node.get(option.node, 0.0) + rate
     node = pick(rng, by_node)
     return pick(rng, {o: r for o, r in rates.items() if o.node == node})
-
-
-def _solve_lp(problem, split, options, aggregate_paths):
-    """Phase 2's LP (module doc): f, {fragment: {Option: r}}, {(a, s): {path: y}}."""
-    lp = SparseLp()
-    lp.variable("f")
-    link_terms = {}
-    aggregator_terms = {a: [] for a in problem.aggregators}
-    for key in problem.fragments:
-        ps = key[1]
-        lp.at_most([("f", split[ps])] + [(("r", key, o), -1.0) for o in options[key]], 0.0)
-        for option in options[key]:
-            stream = ("r", key, option)
-            for edge in edges_of(option.path):
-                link_terms.setdefault(edge, []).append(stream)
-            if option.node != ps:
-                aggregator_terms[option.node].append(stream)
-                lp.at_most([(stream, 1.0)] + [(("y", (option.node, ps), q), -1.0)
-                                              for q in aggregate_paths[option.node, ps]], 0.0)
-    for aggregate, paths in aggregate_paths.items():
-        for q in paths:
-            for edge in edges_of(q):
-                link_terms.setdefault(edge, []).append(("y", aggregate, q))
-    for a, terms in aggregator_terms.items():
-        if terms:
-            lp.at_most([(key, 1.0) for key in terms], problem.aggregators[a])
-    for edge, terms in link_terms.items():
-        lp.at_most([(key, 1.0) for key in terms], problem.graph.edges[edge]["capacity_mbps"])
-    try:
-        x = lp.maximize({"f": 1.0})
-    except LpError as error:
-        raise PlacementError("the placement LP failed: %s" % error) from None
-    rates = {k: {o: x["r", k, o] for o in options[k]} for k in problem.fragments}
-    aggregate_rates = {a: {q: x.get(("y", a, q), 0.0) for q in paths}
-                       for a, paths in aggregate_paths.items()}
-    return x["f"], rates, aggregate_rates

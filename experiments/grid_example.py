@@ -40,9 +40,9 @@ def planned(topo):
     rows = []
     for policy in POLICIES:
         result = plan(InaProblem(view.graph, WORKERS, "ps", view.aggregators), policy)
-        rows.append({"policy": policy, "workers": len(WORKERS), "min_rate": result.theta,
-                     "theta_lp": result.theta_lp, "theta_rounded": result.theta_rounded,
-                     "theta_repaired": result.theta_repaired})
+        rows.append({"policy": policy, "workers": len(WORKERS), "min_rate": result.f,
+                     "theta_lp": result.f_lp, "theta_rounded": result.f_rounded,
+                     "theta_repaired": result.f_repaired})
     return rows
 
 

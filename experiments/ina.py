@@ -114,11 +114,11 @@ def bench(repeats=5, workers=100, programmable=0.2, seed=0):
     for _ in tqdm(range(repeats), desc="plans", unit="plan", file=sys.stderr):
         started = time.perf_counter()
         theta[GRID] = plan(InaProblem(view.graph, hosts[:workers], hosts[workers], view.aggregators),
-                           GRID).theta
+                           GRID).f
         times.append(time.perf_counter() - started)
     for policy in (NO_INA, NEAREST):
         theta[policy] = plan(InaProblem(view.graph, hosts[:workers], hosts[workers],
-                                        view.aggregators), policy).theta
+                                        view.aggregators), policy).f
     return {"workers": workers, "fabric": "%dx%d spine-leaf, %d%% programmable" % (
         BENCH_FABRIC["spines"], BENCH_FABRIC["leaves"], round(100 * programmable)),
         "plan_s": statistics.median(times), "theta_gbps": {p: t / 1000 for p, t in theta.items()},

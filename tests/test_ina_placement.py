@@ -35,30 +35,30 @@ def assert_within_capacities(problem, result):
 def test_worked_example_min_rates(policy, expected):
     problem = example_problem()
     result = plan(problem, policy)
-    assert result.theta == pytest.approx(expected, abs=0.01)
-    assert result.theta_lp >= result.theta - 1e-9
+    assert result.f == pytest.approx(expected, abs=0.01)
+    assert result.f_lp >= result.f - 1e-9
     assert_within_capacities(problem, result)
 
 
 def test_grid_aggregates_the_way_the_paper_does():
     result = plan(example_problem(), GRID)
-    at = {a: result.workers_at(a) for a in result.aggregate_paths}
+    at = {a: result.workers_at((a, s)) for a, s in result.aggregate_paths}
     # three workers of s1 at s1, the fourth crosses to s2 and joins w5, w6; w7, w8 at s3
     assert sorted(map(len, at.values())) == [2, 3, 3]
     assert at["agg-s3"] == ["w7", "w8"]
     assert {"w5", "w6"} <= set(at["agg-s2"])
     crossing = [w for w in at["agg-s2"] if w not in ("w5", "w6")]
-    assert len(crossing) == 1 and result.legs[crossing[0]][0][0].path[1:3] == ("s1", "s2")
-    assert result.aggregate_paths["agg-s1"] == ("agg-s1", "s1", "s3", "ps")
+    assert len(crossing) == 1 and result.legs[crossing[0], "ps"][0][0].path[1:3] == ("s1", "s2")
+    assert result.aggregate_paths["agg-s1", "ps"] == ("agg-s1", "s1", "s3", "ps")
 
 
 def test_nearest_aggregates_what_capacity_allows_and_spills_the_rest_on_the_default_route():
     result = plan(example_problem(), NEAREST)
-    (aggregated, share), (direct, rest) = result.legs["w1"]
+    (aggregated, share), (direct, rest) = result.legs["w1", "ps"]
     assert aggregated.node == "agg-s1" and direct.path == ("w1", "s1", "s3", "ps")
-    assert result.theta * share == pytest.approx(9 / 4)   # s1's capacity over its 4 workers
+    assert result.f * share == pytest.approx(9 / 4)   # s1's capacity over its 4 workers
     assert share + rest == pytest.approx(1)
-    assert [share for _option, share in result.legs["w7"]] == [1.0]
+    assert [share for _option, share in result.legs["w7", "ps"]] == [1.0]
 
 
 def tiny_problem(seed):
@@ -107,9 +107,9 @@ def test_grid_finds_the_brute_force_optimum_on_tiny_instances(seed):
     problem = tiny_problem(seed)
     optimum = brute_force_theta(problem)
     result = plan(problem, GRID, trials=8, seed=seed)
-    assert result.theta_repaired == pytest.approx(optimum, rel=1e-6)
-    assert result.theta_lp >= optimum * (1 - 1e-9)   # a relaxation bounds every plan
-    assert result.theta >= optimum * (1 - 1e-9)      # splitting onto default routes only adds
+    assert result.f_repaired == pytest.approx(optimum, rel=1e-6)
+    assert result.f_lp >= optimum * (1 - 1e-9)   # a relaxation bounds every plan
+    assert result.f >= optimum * (1 - 1e-9)      # splitting onto default routes only adds
     assert_within_capacities(problem, result)
 
 
@@ -125,7 +125,7 @@ def test_with_one_option_per_worker_the_lp_is_the_exact_rate(seed):
     for path in result.aggregate_paths.values():
         for edge in zip(path, path[1:]):
             streams[edge] = streams.get(edge, 0) + 1
-    assert result.theta_lp == pytest.approx(min(capacity(problem, r) / n
+    assert result.f_lp == pytest.approx(min(capacity(problem, r) / n
                                                 for r, n in streams.items()))
 
 
@@ -141,15 +141,15 @@ def test_rounding_and_repair_never_exceed_a_capacity(seed, policy):
     rng.shuffle(hosts)
     problem = InaProblem(view.graph, hosts[:rng.randint(2, 10)], hosts[-1], view.aggregators)
     result = plan(problem, policy, seed=seed)
-    assert result.theta > 0
+    assert result.f > 0
     assert_within_capacities(problem, result)
-    for worker, legs in result.legs.items():
+    for (worker, _ps), legs in result.legs.items():
         assert sum(share for _option, share in legs) == pytest.approx(1)
         for option, _share in legs:
             assert option.path[0] == worker and option.path[-1] == option.node
-    for aggregator, path in result.aggregate_paths.items():
-        assert path[0] == aggregator and path[-1] == problem.ps
-        assert result.workers_at(aggregator)
+    for (aggregator, ps), path in result.aggregate_paths.items():
+        assert path[0] == aggregator and path[-1] == ps == problem.ps
+        assert result.workers_at((aggregator, ps))
 
 
 def test_grid_beats_the_baselines_when_aggregators_are_the_bottleneck():
@@ -157,7 +157,7 @@ def test_grid_beats_the_baselines_when_aggregators_are_the_bottleneck():
                                              aggregators="all", aggregator_bw=9)))
     hosts = [h for h in view.hosts if not view.is_aggregator(h)]
     problem = InaProblem(view.graph, hosts[:12], hosts[15], view.aggregators)
-    theta = {p: plan(problem, p).theta for p in POLICIES}
+    theta = {p: plan(problem, p).f for p in POLICIES}
     assert theta[GRID] >= max(theta[NEAREST], theta[SWITCHML], theta[NO_INA]) * (1 - 1e-9)
     assert theta[GRID] > theta[NO_INA]
 

@@ -171,32 +171,17 @@ def test_bad_jobs_are_refused():
 
 def test_a_grid_plan_is_the_one_ps_case_of_an_inart_plan():
     from apps import ina_placement
-    from apps.inart_placement import from_grid
+    from apps.gradient_plan import GradientPlan
     from mininet_topos.grid_example import GridExampleTopo
     view = FabricView(describe(GridExampleTopo()))
     workers = ["w%d" % i for i in range(1, 9)]
-    for policy in ina_placement.POLICIES:
-        grid = ina_placement.plan(ina_placement.InaProblem(view.graph, workers, "ps",
-                                                           view.aggregators), policy)
-        converted = from_grid(grid, "ps")
-        assert converted.f == grid.theta and converted.split == {"ps": 1.0}
-        assert converted.loads() == pytest.approx(grid.loads())
-        assert {(a, s): r for (a, s), r in converted.aggregate_rates().items()} == pytest.approx(
-            {(a, "ps"): r for a, r in grid.aggregate_rates().items()})
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_inart_is_never_slower_than_its_equal_split(seed):
-    rng = random.Random(seed)
-    view = FabricView(describe(SpineLeafTopo(
-        spines=2, leaves=3, hosts_per_leaf=4, bw=[rng.choice([10, 20, 30]) for _ in range(6)],
-        host_bw=20, aggregators="all", aggregator_bw=9)))
-    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
-    rng.shuffle(hosts)
-    problem = InartProblem(view.graph, hosts[3:], hosts[:3], view.aggregators)
-    inart, equal = plan(problem, INART), plan(problem, EQUAL_SPLIT)
-    assert inart.f >= equal.f * (1 - 1e-9)
-    assert inart.split in (model_split(problem).shares, equal.split)
+    grid = ina_placement.plan(ina_placement.InaProblem(view.graph, workers, "ps", view.aggregators),
+                              ina_placement.GRID)
+    one_ps = plan(InartProblem(view.graph, workers, ["ps"], view.aggregators), EQUAL_SPLIT)
+    assert type(grid) is type(one_ps) is GradientPlan
+    assert grid.split == one_ps.split == {"ps": 1.0}
+    assert set(grid.legs) == set(one_ps.legs) == {(w, "ps") for w in workers}
+    assert grid.f_lp == pytest.approx(one_ps.f_lp)   # one LP: GRID's options, one PS
 
 
 def test_on_a_fat_tree_where_phase_1_splits_worse_inart_takes_the_equal_split():

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from apps import ina_placement, inart_placement
+from apps import ina_placement
 from apps.fabric_view import FabricView
 from apps.multicast_trees import compute_tree
 from apps.unicast_routes import host_pair_paths
@@ -79,9 +79,9 @@ def test_a_grid_plan_runs_at_its_planned_rate():
     workers = ["w%d" % n for n in range(1, 9)]
     problem = ina_placement.InaProblem(view.graph, workers, "ps", dict(view.aggregators))
     planned = ina_placement.plan(problem, ina_placement.GRID)
-    job = plan_flow("grid", inart_placement.from_grid(planned, "ps"), 30.0)
+    job = plan_flow("grid", planned, 30.0)
     result = simulate([job], capacities(view))
-    assert planned.theta == pytest.approx(3.0)
+    assert planned.f == pytest.approx(3.0)
     assert result.finish_s["grid"] == pytest.approx(30.0 / 3.0)
     assert result.max_utilization == pytest.approx(1.0)
 

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 from apps import ina_placement
-from apps.inart_placement import from_grid
 from apps.multicast_trees import PATH_AWARE, compute_tree
 from apps.unicast_routes import host_pair_paths
 from experiments import fidelity
@@ -86,7 +85,7 @@ def simulated_grid_round(bw=BW_MBPS):
                       aggregator_bw=round(AGGREGATOR_SHARE * bw, 2))
     hosts = servers(view)
     problem = ina_placement.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
-    plan = from_grid(ina_placement.plan(problem, ina_placement.GRID), hosts[-1])
+    plan = ina_placement.plan(problem, ina_placement.GRID)
     job = plan_flow("grid", plan, wire_mbit(gradient_floats(GRADIENT_MB)),
                     cap_mbps=RATE_FRACTION * plan.f)   # the senders' pacing
     return simulate([job], capacities(view)).makespan_s

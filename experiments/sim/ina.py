@@ -96,7 +96,7 @@ def grid_rows(args):
                                            view.aggregators)
         for policy in ina_placement.POLICIES:
             started = time.perf_counter()
-            plan = inart_placement.from_grid(ina_placement.plan(problem, policy), hosts[workers])
+            plan = ina_placement.plan(problem, policy)
             rows.append(row("grid", fabric, programmable, workers, 1, policy, plan, view, size,
                             time.perf_counter() - started))
     return rows

@@ -5,7 +5,7 @@ A Flow is what the controller's decisions put on the network, built by the
 helpers below from the same objects the controller uses: a unicast path
 (apps/unicast_routes.py), a multicast tree (apps/multicast_trees.py, one flow
 over all its edges, capped by its reservation), or an INA plan
-(apps/inart_placement.py, GRID's through its from_grid: one flow for the whole job,
+(apps/gradient_plan.py, GRID's and InArt's alike: one flow for the whole job,
 since every stream of a round runs at the plan's common rate, putting on each
 link and aggregator plan.loads() per unit of that rate). Resources are the
 view's directed edges (host links included: a PS's link is its ingress) and
@@ -134,9 +134,8 @@ def tree_flow(name, tree, size_mbit, start_s=0.0, reserved_mbps=None):
 
 
 def plan_flow(name, plan, size_mbit, start_s=0.0, cap_mbps=math.inf):
-    """An InArt plan (a GRID plan through inart_placement.from_grid) as one flow at the
-    plan's rate f per worker: every link and aggregator carries plan.loads() / f per
-    unit. size_mbit is one worker's gradient: the flow ends when every worker sent it.
+    """A GradientPlan (GRID's or InArt's) as one flow at the plan's rate f per worker:
+    every link and aggregator carries plan.loads() / f per unit. size_mbit is one worker's gradient: the flow ends when every worker sent it.
     cap_mbps: the workers' pacing, if they send slower than f."""
     if not plan.f > 0:
         raise ValueError("plan %s has rate %r" % (name, plan.f))

@@ -1,0 +1,142 @@
+"""The one model of a gradient plan, for one PS (GRID) or several (InArt): a plan, its
+streams and loads, and the placement LP both planners solve.
+
+A fragment (w, s) is the share x_s of worker w's gradient that PS s holds (GRID: one PS,
+x = 1); every worker sends at f in all, x_s f to PS s. An option (Option of
+ina_placement: a node and a path) takes a fragment to an aggregator, which sums the
+fragments of its workers for that PS and sends one aggregate on, or to the PS itself.
+
+The placement LP over given options (paths in the graph's units, Mbit/s)::
+
+    maximize f
+    x_s f <= sum_o r[w,s,o]                     every fragment
+    r[w,s,o at a] <= sum_q y[a,s,q]             an aggregate runs at its fastest input
+    sum of the r at a <= C_a                    every aggregator
+    sum of the r and y whose paths use e <= c_e every directed link
+
+or, with min_f, the most aggregated traffic among the plans with f >= min_f.
+"""
+
+from dataclasses import dataclass
+
+from apps.sparse_lp import LpError, SparseLp
+
+
+class PlacementError(ValueError):
+    """The job cannot be planned as asked (unknown nodes, no capacity, no path)."""
+
+
+def edges_of(path):
+    return zip(path, path[1:])
+
+
+def aggregate_of(fragment, option):
+    """The aggregate a fragment joins with this option: (aggregator, its PS), or None if
+    the option goes to the fragment's PS."""
+    return None if option.node == fragment[1] else (option.node, fragment[1])
+
+
+@dataclass
+class GradientPlan:
+    """legs: {(worker, PS): [(Option, share of the fragment)]}; aggregate_paths:
+    {(aggregator, PS): path}; split: {PS: x_s}. f_lp: the relaxation's rate; f_rounded
+    and rounded_overload: the rounded plan at the LP's rates (the worst load / capacity
+    it causes); f_repaired: after repair, one option per fragment; f: the plan's."""
+    policy: str
+    split: dict
+    f_lp: float
+    f_rounded: float
+    rounded_overload: float
+    f_repaired: float
+    f: float
+    legs: dict
+    aggregate_paths: dict
+
+    def leg_rates(self):
+        """[((worker, PS), Option, Mbit/s)]."""
+        return [(key, option, self.f * self.split[key[1]] * share)
+                for key in sorted(self.legs) for option, share in self.legs[key]]
+
+    def aggregate_rates(self):
+        """{(aggregator, PS): Mbit/s}: an aggregate runs at its fastest input (fragment
+        ranges start at 0 for every worker, so it covers the longest one)."""
+        rates = {}
+        for key, option, rate in self.leg_rates():
+            aggregate = aggregate_of(key, option)
+            if aggregate is not None:
+                rates[aggregate] = max(rates.get(aggregate, 0.0), rate)
+        return rates
+
+    def workers_at(self, aggregate):
+        return sorted(w for (w, s), legs in self.legs.items()
+                      if any(aggregate_of((w, s), o) == aggregate for o, _share in legs))
+
+    def streams(self):
+        """[(source host, destination host, path, Mbit/s, PS)]: every leg, then every
+        aggregate, in a stable order: what the network must carry."""
+        legs = [(key[0], option.node, option.path, rate, key[1])
+                for key, option, rate in self.leg_rates()]
+        return legs + [(a, s, self.aggregate_paths[a, s], rate, s)
+                       for (a, s), rate in sorted(self.aggregate_rates().items())]
+
+    def loads(self):
+        """{directed link or aggregator: Mbit/s} this plan puts on it."""
+        load = {}
+        for _source, destination, path, rate, _ps in self.streams():
+            resources = list(edges_of(path))
+            if destination in self.aggregators_used():
+                resources.append(destination)
+            for resource in resources:
+                load[resource] = load.get(resource, 0.0) + rate
+        return load
+
+    def aggregators_used(self):
+        return {a for a, _s in self.aggregate_paths}
+
+
+@dataclass
+class PlacementLp:
+    f: float
+    rates: dict             # fragment -> {Option: r}
+    aggregate_rates: dict   # (aggregator, PS) -> {path: y}
+
+
+def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_f=None):
+    """The placement LP (module doc) by HiGHS. options: {fragment: [Option]};
+    aggregate_paths: {(aggregator, PS): [paths]}; aggregators: {aggregator: C_a}."""
+    lp = SparseLp()
+    lp.variable("f")
+    streams = [("r", key, o) for key in options for o in options[key]]
+    aggregates = [("y", a, q) for a in sorted(aggregate_paths) for q in aggregate_paths[a]]
+    for variable in streams + aggregates:
+        lp.variable(variable)
+    for key, choices in options.items():
+        lp.at_most([("f", split[key[1]])] + [(("r", key, o), -1.0) for o in choices], 0.0)
+    link_terms, aggregator_terms = {}, {a: [] for a in aggregators}
+    for stream in streams:
+        key, option = stream[1], stream[2]
+        for edge in edges_of(option.path):
+            link_terms.setdefault(edge, []).append(stream)
+        aggregate = aggregate_of(key, option)
+        if aggregate is not None:
+            aggregator_terms[option.node].append(stream)
+            lp.at_most([(stream, 1.0)] + [(("y", aggregate, q), -1.0)
+                                          for q in aggregate_paths[aggregate]], 0.0)
+    for variable in aggregates:
+        for edge in edges_of(variable[2]):
+            link_terms.setdefault(edge, []).append(variable)
+    for a, terms in aggregator_terms.items():
+        if terms:
+            lp.at_most([(term, 1.0) for term in terms], aggregators[a])
+    for edge, terms in link_terms.items():
+        lp.at_most([(term, 1.0) for term in terms], graph.edges[edge]["capacity_mbps"])
+    try:
+        if min_f is None:
+            x = lp.maximize({"f": 1.0})
+        else:
+            x = lp.maximize({s: 1.0 for s in streams if aggregate_of(s[1], s[2]) is not None},
+                            lower={"f": min_f})
+    except LpError as error:
+        raise PlacementError("the placement LP failed: %s" % error) from None
+    return PlacementLp(x["f"], {k: {o: x["r", k, o] for o in options[k]} for k in options},
+                       {a: {q: x["y", a, q] for q in paths} for a, paths in aggregate_paths.items()})
