@@ -1,5 +1,13 @@
-"""syncfabric Ryu apps and the pure decision modules they use.
+"""syncfabric's controller: pure decisions, Ryu-free services, one installer, thin Ryu apps.
 
-Pure modules (no Ryu import): fabric_view, unicast_routes, link_load.
-Ryu-facing modules: openflow_builders, arp_responder, fabric_controller.
+Decisions (pure: graph in, decision out): fabric_view, unicast_routes, link_load,
+multicast_trees, reservations (the ledger), receiver_selection, gradient_plan,
+ina_placement, inart_placement, sparse_lp.
+Services (no Ryu; decisions and `now` in, bookings and OpenFlow messages out):
+fabric_service, multicast_service, tree_reroutes, selmcast_service, ina_service, with
+service_errors and request_fields.
+Messages and their confirmation: openflow_builders, installer.
+Ryu apps (events, REST calls and timers to their service): fabric_controller,
+multicast_controller, selmcast_controller, ina_controller, sharing services.py as one
+Ryu context; rest_json, arp_responder, state_files and launch_by_path serve them.
 """
