@@ -100,6 +100,10 @@ class InaPlans:
             if self.plans.pop(plan_id, None) is not None:   # else a DELETE already unbooked it
                 book.release_hold(live.hold_key)
             raise
+        if self.plans.get(plan_id) is not live:   # a DELETE or a fabric reload took it meanwhile
+            LOG.info("plan %d released while being installed", plan_id)
+            raise Conflict("plan %d was released while being installed; nothing is left of it"
+                           % plan_id)
         LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
                  "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
                  result.policy, len(workers), ",".join(pss),

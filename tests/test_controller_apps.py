@@ -414,3 +414,19 @@ def test_a_two_ps_plan_steers_every_stream_and_leaves_nothing(controller, policy
     assert meters == legs   # one meter per stream, on its first switch
     controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
     assert empty(controller)
+
+
+def test_a_plan_deleted_during_installation_leaves_nothing_and_the_post_says_so(controller):
+    deletes = []
+
+    def delete_while_installing(datapath, message):
+        plans = controller.services.plans
+        if not deletes and type(message).__name__ == "OFPBarrierReply" and plans.plans:
+            (plan_id,) = plans.plans
+            deletes.append(hub.spawn(plans.release, plan_id, time.monotonic()))
+    controller.network.before_answer = delete_while_installing
+    code, answer = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2", "h3"],
+                                                   "ps": "h4", "gradient_mb": 1})
+    assert code == 409 and "released while being installed" in answer["error"], answer
+    assert deletes[0].wait()["id"] == 1
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
