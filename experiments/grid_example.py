@@ -14,25 +14,19 @@ and checks the PS's sum: each object then also has `measured_min_rate_mbps`
 communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 """
 
-import sys
 
 from apps.fabric_view import FabricView
 from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
 from experiments import fidelity
-from experiments.worked_examples import emulate, example_arguments, finish
+from experiments.worked_examples import example_main
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
-from mininet_topos.platform_net import PlatformError
 
 POLICIES = (NO_INA, NEAREST, GRID)
 WORKERS = sorted((w for ws in WORKERS_ON.values() for w in ws), key=lambda w: int(w[1:]))
 COLUMNS = ["policy", "workers", "min_rate", "theta_lp", "theta_rounded", "theta_repaired",
            "measured_min_rate_mbps", "comm_time_s", "predicted_comm_time_s", "verified",
            "repair_passes"] + fidelity.COLUMNS
-
-
-def parse_args(argv):
-    return example_arguments("grid_example", __doc__, argv)
 
 
 def planned(topo):
@@ -47,17 +41,7 @@ def planned(topo):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    topo = GridExampleTopo()
-    rows = planned(topo)
-    if args.emulate:
-        try:
-            emulate(args, topo, rows, {"workers": WORKERS, "ps": "ps"}, "measured_min_rate_mbps",
-                    "grid_example")
-        except (PlatformError, RuntimeError, ValueError) as error:
-            sys.exit("error: %s" % error)
-    finish(args, rows, COLUMNS)
-
+    example_main(argv, "grid_example", __doc__, GridExampleTopo(), planned, {"workers": WORKERS, "ps": "ps"}, "measured_min_rate_mbps", COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -17,15 +17,13 @@ gradient on the wire over the round's communication time), `comm_time_s`
 and `verified`. Writes a CSV and a PNG.
 """
 
-import sys
 
 from apps.fabric_view import FabricView
 from apps.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
 from experiments import fidelity
-from experiments.worked_examples import emulate, example_arguments, finish
+from experiments.worked_examples import example_main
 from mininet_topos.description import describe
 from mininet_topos.inart_example import HOSTS_ON, PSS, InartExampleTopo
-from mininet_topos.platform_net import PlatformError
 
 POLICIES = (LBMM, ATP, EQUAL_SPLIT, INART)
 WORKERS = sorted((h for hs in HOSTS_ON.values() for h in hs if h not in PSS),
@@ -33,10 +31,6 @@ WORKERS = sorted((h for hs in HOSTS_ON.values() for h in hs if h not in PSS),
 COLUMNS = ["policy", "workers", "rate", "x", "f_lp", "f_rounded", "f_repaired",
            "measured_rate_mbps", "comm_time_s", "predicted_comm_time_s", "verified",
            "repair_passes"] + fidelity.COLUMNS
-
-
-def parse_args(argv):
-    return example_arguments("inart_example", __doc__, argv)
 
 
 def planned(topo):
@@ -52,17 +46,7 @@ def planned(topo):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    topo = InartExampleTopo()
-    rows = planned(topo)
-    if args.emulate:
-        try:
-            emulate(args, topo, rows, {"workers": WORKERS, "ps": PSS}, "measured_rate_mbps",
-                    "inart_example")
-        except (PlatformError, RuntimeError, ValueError) as error:
-            sys.exit("error: %s" % error)
-    finish(args, rows, COLUMNS)
-
+    example_main(argv, "inart_example", __doc__, InartExampleTopo(), planned, {"workers": WORKERS, "ps": PSS}, "measured_rate_mbps", COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -56,6 +56,20 @@ def emulate(args, topo, rows, request, measured_key, name):
         raise RuntimeError("switches still hold steering state: %s" % leftovers)
 
 
+def example_main(argv, name, doc, topo, planned, request, measured_key, columns):
+    """`python -m experiments.NAME`: plan every policy on `topo` (planned(topo) -> rows),
+    with --emulate run each plan (request: the POST /ina/plans body without policy),
+    then finish."""
+    args = example_arguments(name, doc, argv)
+    rows = planned(topo)
+    if args.emulate:
+        try:
+            emulate(args, topo, rows, request, measured_key, name)
+        except (RuntimeError, ValueError) as error:   # PlatformError is a RuntimeError
+            sys.exit("error: %s" % error)
+    finish(args, rows, columns)
+
+
 def finish(args, rows, columns):
     """Print a JSON object per row, write the CSV and the figure, exit 1 if unverified."""
     for row in rows:

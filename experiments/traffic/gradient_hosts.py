@@ -6,7 +6,6 @@ at a time, and moves fragments (gradient_wire.py) on the data plane.
         --coordinator 172.30.0.1:7200
 """
 
-import selectors
 import socket
 import sys
 
@@ -14,7 +13,7 @@ from experiments.cli import ArgumentParser
 from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                                fragment_packet, gradient)
 from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, CoordinatedProgram,
-                                           drain, host_program_arguments, send_streams)
+                                           Watch, drain, host_program_arguments, send_streams)
 
 
 class UdpEndpoint:
@@ -80,16 +79,12 @@ class Process(CoordinatedProgram):
             complete = sums.add(packet)
             if complete is not None and role == "aggregator":
                 forward.append(complete)
-        selector = selectors.DefaultSelector()
         for endpoint in self.endpoints.values():
             endpoint.on_packet = on_packet if sums is not None else None
-            selector.register(endpoint.sock, selectors.EVENT_READ, endpoint)
-        selector.register(self.channel.sock, selectors.EVENT_READ, None)
+        watch = Watch(self.endpoints.values(), self.channel)
 
         def idle(seconds):
-            for key, _events in selector.select(seconds):
-                if key.data is not None:
-                    key.data.take()
+            watch.take(seconds)
             flush()
 
         def flush():   # an aggregator sends each aggregate as soon as it is complete
@@ -107,33 +102,32 @@ class Process(CoordinatedProgram):
             make = sums.packet
         self.channel.send({"ready": number})
         while True:
-            for key, _events in selector.select():
-                if key.data is not None:
-                    key.data.take()
-                    flush()
-                    continue
-                request = self.channel.receive()
-                if "go" in request:
-                    send_streams(sock, [
-                        ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
-                         leg["rate_mbps"]) for leg in plan["legs"]], idle)
-                    self.channel.send({"sent": number})
-                elif "resend" in request:
-                    send_streams(sock, [
-                        ((item["ip"], item["port"]),
-                         [make(i) for first, last in item["fragments"] for i in range(first, last)],
-                         item["rate_mbps"]) for item in request["resend"]], idle)
-                    self.channel.send({"sent": number})
-                elif "report" in request:
-                    drain(list(self.endpoints.values()))
-                    flush()
-                    self.channel.send({"missing": sums.missing() if sums else [],
-                                       "received_bytes": sums.received_bytes if sums else 0})
-                elif "sum" in request:
-                    self.channel.send(self.on_sum(plan, sums.total()))
-                elif "done" in request:
-                    selector.close()
-                    return
+            control = watch.take()
+            flush()
+            if not control:
+                continue
+            request = self.channel.receive()
+            if "go" in request:
+                send_streams(sock, [
+                    ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
+                     leg["rate_mbps"]) for leg in plan["legs"]], idle)
+                self.channel.send({"sent": number})
+            elif "resend" in request:
+                send_streams(sock, [
+                    ((item["ip"], item["port"]),
+                     [make(i) for first, last in item["fragments"] for i in range(first, last)],
+                     item["rate_mbps"]) for item in request["resend"]], idle)
+                self.channel.send({"sent": number})
+            elif "report" in request:
+                drain(list(self.endpoints.values()))
+                flush()
+                self.channel.send({"missing": sums.missing() if sums else [],
+                                   "received_bytes": sums.received_bytes if sums else 0})
+            elif "sum" in request:
+                self.channel.send(self.on_sum(plan, sums.total()))
+            elif "done" in request:
+                watch.close()
+                return
 
 
 def parse_args(argv, prog="python -m experiments.traffic.gradient_hosts", description=__doc__):

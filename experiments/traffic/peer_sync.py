@@ -23,14 +23,13 @@ the last sender's last first-pass chunk.
 """
 
 import hashlib
-import selectors
 import socket
 import sys
 import time
 
 from experiments.cli import ArgumentParser
 from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram,
+from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram, Watch,
                                            accept_named, chunk_count, drain, host_program_arguments,
                                            model_bytes, multicast_sender, ranges, run_in_hosts,
                                            send_paced, wire_bytes)
@@ -49,48 +48,36 @@ class Peer(CoordinatedProgram):
         update = model_bytes(self.args.update_mb, seed=[plan["seed"], number])
         receivers = {sender: ChunkReceiver(group, DATA_PORT, self.args.data_ip, number, plan["size"])
                      for sender, group in plan["receive"].items()}
-        selector = selectors.DefaultSelector()
-        for sender, receiver in receivers.items():
-            selector.register(receiver.sock, selectors.EVENT_READ, receiver)
-        selector.register(self.channel.sock, selectors.EVENT_READ, None)
-
-        def take_for(seconds):
-            for key, _events in selector.select(seconds):
-                if key.data is not None:
-                    key.data.take()
-
+        watch = Watch(receivers.values(), self.channel)
         self.channel.send({"ready": number, "sha256": hashlib.sha256(update).hexdigest()})
         expected = None
         while True:
-            ready = selector.select()
-            for key, _events in ready:
-                if key.data is not None:
-                    key.data.take()
-                    continue
-                request = self.channel.receive()
-                if "go" in request:
-                    expected = request["expected"]
-                    groups = [(group, DATA_PORT) for group in plan["send"]]
-                    if groups:
-                        send_paced(self.sender, groups, number, update,
-                                   range(chunk_count(len(update))), plan["rate_mbps"], idle=take_for)
-                    self.channel.send({"sent": number})
-                elif "resend" in request:   # only senders with groups are asked
-                    for group, missing in request["resend"].items():
-                        indices = [i for first, last in missing for i in range(first, last)]
-                        send_paced(self.sender, [(group, DATA_PORT)], number, update, indices,
-                                   request["rate_mbps"] / len(plan["send"]), idle=take_for)
-                    self.channel.send({"sent": number})
-                elif "report" in request:
-                    drain(receivers.values())
-                    self.channel.send({
-                        "missing": {s: r.missing() for s, r in receivers.items() if r.missing()},
-                        "verified": {s: r.verified(expected[s]) for s, r in receivers.items()}})
-                elif "done" in request:
-                    selector.close()
-                    for receiver in receivers.values():
-                        receiver.close()
-                    return
+            if not watch.take():
+                continue
+            request = self.channel.receive()
+            if "go" in request:
+                expected = request["expected"]
+                groups = [(group, DATA_PORT) for group in plan["send"]]
+                if groups:
+                    send_paced(self.sender, groups, number, update,
+                               range(chunk_count(len(update))), plan["rate_mbps"], idle=watch.take)
+                self.channel.send({"sent": number})
+            elif "resend" in request:   # only senders with groups are asked
+                for group, missing in request["resend"].items():
+                    indices = [i for first, last in missing for i in range(first, last)]
+                    send_paced(self.sender, [(group, DATA_PORT)], number, update, indices,
+                               request["rate_mbps"] / len(plan["send"]), idle=watch.take)
+                self.channel.send({"sent": number})
+            elif "report" in request:
+                drain(receivers.values())
+                self.channel.send({
+                    "missing": {s: r.missing() for s, r in receivers.items() if r.missing()},
+                    "verified": {s: r.verified(expected[s]) for s, r in receivers.items()}})
+            elif "done" in request:
+                watch.close()
+                for receiver in receivers.values():
+                    receiver.close()
+                return
 
 
 class SyncCoordinator:

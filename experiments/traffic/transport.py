@@ -213,6 +213,31 @@ def receive_chunks(channel, receiver, sha256, progress_s=None):
         selector.close()
 
 
+class Watch:
+    """A host program's data receivers (each with .sock and .take()) and its control
+    channel, waited on together."""
+
+    def __init__(self, receivers, channel):
+        self.selector = selectors.DefaultSelector()
+        for receiver in receivers:
+            self.selector.register(receiver.sock, selectors.EVENT_READ, receiver)
+        self.selector.register(channel.sock, selectors.EVENT_READ, None)
+
+    def take(self, seconds=None):
+        """Take what arrives within `seconds` (None: wait for something); True if the
+        control channel has a message waiting."""
+        control = False
+        for key, _events in self.selector.select(seconds):
+            if key.data is None:
+                control = True
+            else:
+                key.data.take()
+        return control
+
+    def close(self):
+        self.selector.close()
+
+
 def drain(receivers):
     """Take every chunk still arriving for any of `receivers` until all their sockets are
     quiet (one quiet period for all: a receiver of many senders reports sooner)."""
