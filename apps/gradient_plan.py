@@ -41,7 +41,9 @@ class GradientPlan:
     """legs: {(worker, PS): [(Option, share of the fragment)]}; aggregate_paths:
     {(aggregator, PS): path}; split: {PS: x_s}. f_lp: the relaxation's rate; f_rounded
     and rounded_overload: the rounded plan at the LP's rates (the worst load / capacity
-    it causes); f_repaired: after repair, one option per fragment; f: the plan's."""
+    it causes); f_repaired: after repair (and the MILP), one option per fragment; f: the
+    plan's; f_bound: what no integral plan over the options beats (the MILP's optimum or
+    bound; the LP's rate when there is no better)."""
     policy: str
     split: dict
     f_lp: float
@@ -51,6 +53,15 @@ class GradientPlan:
     f: float
     legs: dict
     aggregate_paths: dict
+    f_bound: float = None
+
+    @property
+    def optimality_gap(self):
+        """How far below the best integral plan over its options this plan may be, as a
+        fraction of that bound: 0 where the MILP proved it optimal (a plan that also
+        splits fragments may beat every integral one; the gap is then 0 too)."""
+        bound = self.f_lp if self.f_bound is None else self.f_bound
+        return max(0.0, (bound - self.f) / bound) if bound > 0 else 0.0
 
     def leg_rates(self):
         """[((worker, PS), Option, Mbit/s)]."""

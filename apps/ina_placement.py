@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from apps.exact_placement import DEFAULT_TIME_S, exact_assignment
 from apps.gradient_plan import GradientPlan, PlacementError, edges_of, solve_placement_lp
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
@@ -211,25 +212,26 @@ def options_for(problem, policy):
     raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
 
 
-def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0):
+def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0, exact_time_s=DEFAULT_TIME_S):
     """The policy's plan for `problem` (see the module doc), as the one-PS case of a
-    GradientPlan."""
-    theta_lp, theta_rounded, overload, repaired, theta, legs, used_paths = _plan(
-        problem, policy, trials, seed)
+    GradientPlan. GRID also asks the MILP (exact_placement) for the integral optimum
+    over its options, for at most exact_time_s (0: not at all)."""
+    theta_lp, theta_rounded, overload, repaired, theta, legs, used_paths, bound = _plan(
+        problem, policy, trials, seed, exact_time_s)
     ps = problem.ps
     return GradientPlan(policy, {ps: 1.0}, theta_lp, theta_rounded, overload, repaired, theta,
                         {(w, ps): worker_legs for w, worker_legs in legs.items()},
-                        {(a, ps): path for a, path in used_paths.items()})
+                        {(a, ps): path for a, path in used_paths.items()}, bound)
 
 
-def _plan(problem, policy, trials, seed):
+def _plan(problem, policy, trials, seed, exact_time_s):
     """(theta_lp, theta_rounded, rounded_overload, theta_repaired, theta, legs by worker,
-    aggregate path by aggregator)."""
+    aggregate path by aggregator, the bound on integral plans)."""
     options, aggregate_paths = options_for(problem, policy)
     lp = _solve_lp(problem, options, aggregate_paths)
     if policy == NEAREST:   # ATP keeps its split: no rounding, and the LP's rates are feasible
         theta, legs, used_paths = _split(problem, options, aggregate_paths, lp.theta)
-        return lp.theta, lp.theta, 1.0, theta, theta, legs, used_paths
+        return lp.theta, lp.theta, 1.0, theta, theta, legs, used_paths, lp.theta
     rng = random_module.Random(seed)
     # repair moves among the options the LP uses, and each worker's default route
     supported = {w: [o for o in options[w]
@@ -240,12 +242,17 @@ def _plan(problem, policy, trials, seed):
         choice, paths = _round(problem, lp, rng)
         theta_rounded, overload = _rounded_rates(problem, lp, choice, paths)
         assignment = StreamAssignment(problem, supported, lp.aggregate_paths, choice, paths,
-                                      {w: 1.0 for w in problem.workers},
-                                      lambda _w, o: None if o.node == problem.ps else o.node)
+                                      {w: 1.0 for w in problem.workers}, _aggregate_at(problem))
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), theta_rounded, overload, assignment)
     repaired, theta_rounded, overload, assignment = best
+    bound = lp.theta
+    if policy == GRID and exact_time_s > 0:
+        assignment, bound = with_exact(problem, options, lp.aggregate_paths,
+                                       {w: 1.0 for w in problem.workers}, _aggregate_at(problem),
+                                       assignment, bound, exact_time_s)
+        repaired = assignment.theta()
     used_paths = assignment.used_aggregate_paths()
     theta, legs = repaired, {w: [(o, 1.0)] for w, o in assignment.choice.items()}
     if policy == GRID:
@@ -255,10 +262,33 @@ def _plan(problem, policy, trials, seed):
         theta, legs, used_paths = _split(problem, spill, {a: [q] for a, q in used_paths.items()},
                                          repaired)
         # ... and the default-route plan, which GRID's options include, may still be better
-        nearest = _plan(problem, NEAREST, 1, seed)
+        nearest = _plan(problem, NEAREST, 1, seed, 0)
         if nearest[4] > theta * (1 + 1e-9):
-            theta, legs, used_paths = nearest[4:]
-    return lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths
+            theta, legs, used_paths = nearest[4:7]
+    return lp.theta, theta_rounded, overload, repaired, theta, legs, used_paths, bound
+
+
+def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignment, bound,
+               time_s):
+    """The repaired assignment, or the MILP's (exact_placement) where that is better, and
+    the bound on integral plans over these options tightened by the MILP's."""
+    exact = exact_assignment(options, aggregate_paths, weight, aggregate_of,
+                             lambda resource: capacity_of(problem, resource), time_s)
+    if exact is None:
+        return assignment, bound
+    if exact.f_bound is not None:
+        bound = min(bound, exact.f_bound)
+    if exact.f > assignment.theta() * (1 + 1e-9):
+        paths = {a: exact.paths.get(a, qs[0]) for a, qs in aggregate_paths.items()}
+        assignment = StreamAssignment(problem, options, aggregate_paths, exact.choice, paths,
+                                      weight, aggregate_of)
+        assignment.improve()
+    return assignment, bound
+
+
+def _aggregate_at(problem):
+    """GRID's aggregate_of: a worker's stream joins the aggregate of its aggregator."""
+    return lambda _worker, option: None if option.node == problem.ps else option.node
 
 
 def default_route(problem, worker):

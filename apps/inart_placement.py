@@ -54,8 +54,9 @@ import random as random_module
 from dataclasses import dataclass
 
 from apps.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
+from apps.exact_placement import DEFAULT_TIME_S
 from apps.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, StreamAssignment,
-                                capacity_of, default_route, options_for, pick)
+                                capacity_of, default_route, options_for, pick, with_exact)
 from apps.sparse_lp import LpError, SparseLp
 
 INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"
@@ -134,25 +135,28 @@ def equal_split(problem):
     return {s: 1.0 / len(problem.pss) for s in problem.pss}
 
 
-def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0):
+def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0,
+         exact_time_s=DEFAULT_TIME_S):
     """The policy's plan (module doc); split overrides inart's phase 1 (it is slow to
     change: the PSs hold their shares). Without one, inart plans phase 2 for phase 1's
     split and for the equal split and keeps the faster (phase 1 relaxes the binaries and
     leaves links out, so its split is a guide: on a k = 6 fat-tree with 50 workers and 4
-    PSs the equal split's plan was 31% faster)."""
+    PSs the equal split's plan was 31% faster). inart also asks the MILP
+    (exact_placement) for the integral optimum over its options, within exact_time_s in
+    all (0: not at all)."""
     if policy not in POLICIES:
         raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
     if policy == INART and split is None:
         splits = [model_split(problem).shares, equal_split(problem)]
         if all(abs(splits[0][s] - splits[1][s]) <= TOLERANCE for s in problem.pss):
             splits.pop()
-        return max((_phase2(problem, INART, s, trials, seed) for s in splits),
-                   key=lambda result: result.f)   # a tie keeps phase 1's
+        return max((_phase2(problem, INART, s, trials, seed, exact_time_s / len(splits))
+                    for s in splits), key=lambda result: result.f)   # a tie keeps phase 1's
     return _phase2(problem, policy, split if policy == INART else equal_split(problem), trials,
-                   seed)
+                   seed, exact_time_s)
 
 
-def _phase2(problem, policy, split, trials, seed):
+def _phase2(problem, policy, split, trials, seed, exact_time_s):
     """Phase 2 (or a baseline) for a fixed split."""
     if policy == ATP:
         return _fluid_plan(problem, split, ATP)
@@ -170,7 +174,7 @@ def _phase2(problem, policy, split, trials, seed):
         choice = {k: _round_fragment(rng, rates[k]) for k in problem.fragments}
         paths = {key: pick(rng, aggregate_rates[key]) for key in aggregate_paths}
         rounded = GradientPlan(policy, split, f_lp, f_lp, 0.0, f_lp, f_lp,
-                            {k: [(o, 1.0)] for k, o in choice.items()}, paths)
+                               {k: [(o, 1.0)] for k, o in choice.items()}, paths)
         overload = max((value / capacity_of(problem, resource)
                         for resource, value in rounded.loads().items()), default=0.0)
         assignment = StreamAssignment(problem, supported, aggregate_paths, choice, paths, weight,
@@ -179,9 +183,14 @@ def _phase2(problem, policy, split, trials, seed):
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), overload, assignment)
     f_repaired, overload, assignment = best
+    bound = f_lp
+    if policy == INART and exact_time_s > 0:
+        assignment, bound = with_exact(problem, options, aggregate_paths, weight, aggregate_of,
+                                       assignment, bound, exact_time_s)
+        f_repaired = assignment.theta()
     result = GradientPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
-                       f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
-                       assignment.used_aggregate_paths())
+                          f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
+                          assignment.used_aggregate_paths(), bound)
     if policy == LBMM:
         return result
     # spare capacity may carry part of a fragment unaggregated on its default route (as
@@ -195,6 +204,12 @@ def _phase2(problem, policy, split, trials, seed):
             result.f, result.legs = candidate.f, candidate.legs
             result.aggregate_paths = candidate.aggregate_paths
     return result
+
+
+def phase2_options(problem, policy):
+    """{fragment: [Option]} and {(aggregator, PS): [paths]} that `policy`'s phase 2 chooses
+    among (what its integral optimum is over)."""
+    return _options(problem, OPTIONS_OF[policy])
 
 
 def _options(problem, kind):

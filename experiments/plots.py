@@ -326,6 +326,28 @@ def plot_sim_ina(csv_path):
     return save(figure, csv_path)
 
 
+def plot_ina_optimality(csv_path):
+    """The distribution of plan / integral optimum per planner, and the reported gaps."""
+    rows = read_rows(csv_path)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    for planner, colour in (("grid", "tab:blue"), ("inart", "tab:green")):
+        ratios = sorted(float(r["ratio"]) for r in rows if r["planner"] == planner)
+        gaps = sorted(float(r["optimality_gap"]) for r in rows if r["planner"] == planner)
+        if ratios:
+            share = [(i + 1) / len(ratios) for i in range(len(ratios))]
+            left.step(ratios, share, where="post", color=colour, label=planner)
+            right.step(gaps, share, where="post", color=colour, label=planner)
+    left.axvline(0.99, color="grey", linestyle=":", label="0.99")
+    left.set_xlabel("plan rate / integral optimum (brute force)")
+    right.set_xlabel("optimality gap the plan reports")
+    for axis in (left, right):
+        axis.set_ylabel("share of instances")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize="small")
+    figure.suptitle("%d random small instances per planner" % (len(rows) // 2))
+    return save(figure, csv_path)
+
+
 def emulation_footer(rows):
     """Emulated seconds are this machine's at this link rate, and count only where the
     emulator kept up: say both under the figure."""
@@ -361,7 +383,7 @@ PLOTTERS = [(("sweep", "link_util_cov"), plot_sim_ps_multicast),
             (("predicted_s",), plot_selmcast), (("theta_repaired",), plot_ina),
             (("theta_repaired_mbps",), plot_ina), (("f_repaired",), plot_ina),
             (("test_accuracy",), plot_train), (("gap_ms",), plot_fault_recovery),
-            (("max_reserved_fraction",), plot_soak)]
+            (("max_reserved_fraction",), plot_soak), (("oracle_s",), plot_ina_optimality)]
 
 
 def main(argv=None):

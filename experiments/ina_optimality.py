@@ -1,0 +1,239 @@
+"""How far GRID's and InArt's plans are from the best integral plan over their options.
+
+    python -m experiments.ina_optimality [--instances 200] [--out results/ina_optimality.csv]
+
+Random small fabrics (spine-leaf, fat-tree-like and random switch graphs; capacities
+U[5, 30]; 1-3 aggregators; GRID 3-8 workers, InArt 3-4 workers and 2 PSs) against a
+brute force: a depth-first search over every option per stream and every path per
+aggregate, pruned by the rate so far (a stream added never raises it). Then the paper
+scale: 100 workers on a 64x64 spine-leaf with 20% of the switches programmable,
+planning time and the gap the plan reports. Writes a CSV and a PNG of the ratios.
+"""
+
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import networkx as nx
+from tqdm import tqdm
+
+from apps import ina_placement, inart_placement
+from apps.gradient_plan import aggregate_of, edges_of
+from apps.ina_placement import GRID, InaProblem, capacity_of
+from apps.inart_placement import INART, InartProblem
+from experiments.cli import ArgumentParser, write_csv
+from experiments.plots import plot_ina_optimality
+
+KINDS = ("spine-leaf", "fat-tree", "random")
+COLUMNS = ["instance", "kind", "planner", "workers", "pss", "aggregators", "f", "optimum", "ratio",
+           "optimality_gap", "plan_s", "oracle_s"]
+CAPACITY = (5, 30)
+
+
+def switch_graph(rng, kind):
+    """A small switch fabric with U[5, 30] capacity per cable (both directions)."""
+    if kind == "spine-leaf":
+        spines = ["s%d" % i for i in range(rng.randint(1, 3))]
+        leaves = ["l%d" % i for i in range(rng.randint(2, 4))]
+        cables = [(s, l) for s in spines for l in leaves]
+    elif kind == "fat-tree":   # two pods of two edge and two aggregation switches, two cores
+        cables = [("c%d" % c, "a%d%d" % (p, c)) for p in range(2) for c in range(2)]
+        cables += [("a%d%d" % (p, a), "e%d%d" % (p, e)) for p in range(2) for a in range(2)
+                   for e in range(2)]
+    else:
+        count = rng.randint(4, 6)
+        graph = nx.gnm_random_graph(count, rng.randint(count - 1, count + 2),
+                                    seed=rng.randrange(2 ** 31))
+        while not nx.is_connected(graph):
+            a, b = rng.sample(range(count), 2)
+            graph.add_edge(a, b)
+        cables = [("r%d" % a, "r%d" % b) for a, b in graph.edges]
+    graph = nx.DiGraph()
+    for a, b in cables:
+        capacity = rng.uniform(*CAPACITY)
+        graph.add_edge(a, b, capacity_mbps=capacity)
+        graph.add_edge(b, a, capacity_mbps=capacity)
+    return graph
+
+
+def attach(rng, graph, host, capacity=None):
+    switch = rng.choice(sorted(n for n in graph if not n.startswith(("w", "ps", "agg"))))
+    capacity = capacity or rng.uniform(*CAPACITY)
+    graph.add_edge(host, switch, capacity_mbps=capacity)
+    graph.add_edge(switch, host, capacity_mbps=capacity)
+
+
+def random_instance(rng, kind, workers, pss):
+    """(graph, workers, PSs, {aggregator: C_a}) on a fresh small fabric."""
+    graph = switch_graph(rng, kind)
+    aggregators = {"agg%d" % i: rng.uniform(*CAPACITY) for i in range(rng.randint(1, 3))}
+    names = ["w%d" % i for i in range(workers)]
+    ps_names = ["ps%d" % i for i in range(pss)]
+    for host in names + ps_names + list(aggregators):
+        attach(rng, graph, host)
+    return graph, names, ps_names, aggregators
+
+
+def brute_force(options, aggregate_paths, weight, capacity, start=0.0):
+    """The best rate f over every integral assignment (one option per stream, one path per
+    aggregate in use): depth-first, pruned by the rate so far. start: a rate known to be
+    reachable (a plan's), so branches that cannot beat it are cut."""
+    streams = sorted(options, key=str)
+    load, members = {}, {}
+    best = [start]
+    # what every option of a stream loads (its source's own link) is loaded up front: the
+    # rate so far then bounds every completion much more tightly
+    common = {}
+    for key in streams:
+        shared = set.intersection(*(set(edges_of(o.path)) for o in options[key]))
+        common[key] = shared
+        for edge in shared:
+            load[edge] = load.get(edge, 0.0) + weight[key]
+
+    def rate():
+        return min((capacity(r) / w for r, w in load.items() if w > 1e-12), default=float("inf"))
+
+    def add(resources, w, sign):
+        for resource in resources:
+            load[resource] = load.get(resource, 0.0) + sign * w
+
+    def visit(depth):
+        if rate() <= best[0] * (1 + 1e-12):
+            return
+        if depth == len(streams):
+            best[0] = rate()
+            return
+        key = streams[depth]
+        for option in options[key]:
+            aggregate = aggregate_of(key, option)
+            own = [e for e in edges_of(option.path) if e not in common[key]]
+            own += [option.node] if aggregate else []
+            add(own, weight[key], +1)
+            if aggregate is None or members.get(aggregate):
+                members[aggregate] = members.get(aggregate, 0) + 1
+                visit(depth + 1)
+                members[aggregate] -= 1
+            else:   # the aggregate appears: branch on its path too
+                members[aggregate] = 1
+                for path in aggregate_paths[aggregate]:
+                    add(list(edges_of(path)), weight[key], +1)
+                    visit(depth + 1)
+                    add(list(edges_of(path)), weight[key], -1)
+                members[aggregate] = 0
+            add(own, weight[key], -1)
+
+    visit(0)
+    return best[0]
+
+
+def grid_case(rng, kind, workers):
+    graph, names, (ps,), aggregators = random_instance(rng, kind, workers, 1)
+    problem = InaProblem(graph, names, ps, aggregators)
+    started = time.perf_counter()
+    result = ina_placement.plan(problem, GRID)
+    plan_s = time.perf_counter() - started
+    options, aggregate_paths = ina_placement.options_for(problem, GRID)
+    started = time.perf_counter()
+    optimum = brute_force({(w, ps): options[w] for w in names},
+                          {(a, ps): paths for a, paths in aggregate_paths.items()},
+                          {(w, ps): 1.0 for w in names}, lambda r: capacity_of(problem, r),
+                          start=result.f_repaired * (1 - 1e-9))
+    return result, optimum, plan_s, time.perf_counter() - started, len(aggregators)
+
+
+def inart_case(rng, kind, workers):
+    graph, names, pss, aggregators = random_instance(rng, kind, workers, 2)
+    problem = InartProblem(graph, names, pss, aggregators)
+    started = time.perf_counter()
+    result = inart_placement.plan(problem, INART)
+    plan_s = time.perf_counter() - started
+    options, aggregate_paths = inart_placement.phase2_options(problem, INART)
+    started = time.perf_counter()
+    optimum = brute_force(options, aggregate_paths, {k: result.split[k[1]] for k in options},
+                          lambda r: capacity_of(problem, r), start=result.f_repaired * (1 - 1e-9))
+    return result, optimum, plan_s, time.perf_counter() - started, len(aggregators)
+
+
+def small_instances(count, seed):
+    """Rows of GRID and InArt on `count` random instances each."""
+    rng = random.Random(seed)
+    rows = []
+    for index in tqdm(range(count), desc="instances", unit="instance", file=sys.stderr):
+        kind = KINDS[index % len(KINDS)]
+        for planner, case, workers in ((GRID, grid_case, rng.randint(3, 8)),
+                                       (INART, inart_case, rng.randint(3, 4))):
+            result, optimum, plan_s, oracle_s, aggregators = case(rng, kind, workers)
+            rows.append({"instance": index, "kind": kind, "planner": planner, "workers": workers,
+                         "pss": len(result.split), "aggregators": aggregators, "f": result.f,
+                         "optimum": optimum, "ratio": result.f / optimum,
+                         "optimality_gap": result.optimality_gap, "plan_s": plan_s,
+                         "oracle_s": oracle_s})
+    return rows
+
+
+def paper_scale(seed=0):
+    """GRID for 100 workers on a 64x64 spine-leaf, 20% of the switches programmable."""
+    from apps.fabric_view import FabricView
+    from mininet_topos.description import describe
+    from mininet_topos.spineleaf import SpineLeafTopo
+    rng = random.Random(seed)
+    switches = ["spine%d" % i for i in range(1, 65)] + ["leaf%d" % i for i in range(1, 65)]
+    programmable = sorted(rng.sample(switches, len(switches) // 5))
+    view = FabricView(describe(SpineLeafTopo(spines=64, leaves=64, hosts_per_leaf=2, bw=1000,
+                                             aggregators=programmable, aggregator_bw=9000)))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    rng.shuffle(hosts)
+    problem = InaProblem(view.graph, hosts[:100], hosts[100], view.aggregators)
+    started = time.perf_counter()
+    result = ina_placement.plan(problem, GRID)
+    return {"plan_s": time.perf_counter() - started, "f": result.f, "f_lp": result.f_lp,
+            "f_bound": result.f_bound, "optimality_gap": result.optimality_gap}
+
+
+def summary(rows, scale):
+    lines = []
+    for planner in (GRID, INART):
+        ratios = sorted(r["ratio"] for r in rows if r["planner"] == planner)
+        if not ratios:
+            continue
+        worst = min(ratios)
+        lines.append("%s: %d instances; plan / integral optimum: min %.4f, 1st percentile %.4f, "
+                     "median %.4f; below 0.99: %d; largest reported gap %.4f" % (
+                         planner, len(ratios), worst, ratios[len(ratios) // 100],
+                         statistics.median(ratios), sum(r < 0.99 for r in ratios),
+                         max(r["optimality_gap"] for r in rows if r["planner"] == planner)))
+    if scale:
+        lines.append("GRID, 100 workers on 64x64 (20%% programmable): planned in %.2f s, "
+                     "f %.1f, bound %.1f, gap %.4f" % (scale["plan_s"], scale["f"],
+                                                      scale["f_bound"], scale["optimality_gap"]))
+    return "\n".join(lines)
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.ina_optimality",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=200,
+                        help="random small instances per planner (at least 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-scale", action="store_true", help="skip the 64x64 case")
+    parser.add_argument("--out", type=Path, default=Path("results/ina_optimality.csv"),
+                        help="CSV path (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    if args.instances < 1:
+        parser.error("--instances must be at least 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rows = small_instances(args.instances, args.seed)
+    write_csv(rows, args.out, COLUMNS)
+    figure = plot_ina_optimality(args.out)
+    print(summary(rows, None if args.no_scale else paper_scale(args.seed)))
+    print("CSV: %s  figure: %s" % (args.out, figure))
+
+
+if __name__ == "__main__":
+    main()
