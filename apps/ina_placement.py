@@ -242,13 +242,14 @@ def _plan(problem, policy, trials, seed, exact_time_s):
         choice, paths = _round(problem, lp, rng)
         theta_rounded, overload = _rounded_rates(problem, lp, choice, paths)
         assignment = StreamAssignment(problem, supported, lp.aggregate_paths, choice, paths,
-                                      {w: 1.0 for w in problem.workers}, _aggregate_at(problem))
+                                      {w: 1.0 for w in problem.workers}, _aggregate_at(problem),
+                                      group_options=options)
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), theta_rounded, overload, assignment)
     repaired, theta_rounded, overload, assignment = best
     bound = lp.theta
-    if policy == GRID and exact_time_s > 0:
+    if policy == GRID:
         assignment, bound = with_exact(problem, options, lp.aggregate_paths,
                                        {w: 1.0 for w in problem.workers}, _aggregate_at(problem),
                                        assignment, bound, exact_time_s)
@@ -270,19 +271,24 @@ def _plan(problem, policy, trials, seed, exact_time_s):
 
 def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignment, bound,
                time_s):
-    """The repaired assignment, or the MILP's (exact_placement) where that is better, and
-    the bound on integral plans over these options tightened by the MILP's."""
-    exact = exact_assignment(options, aggregate_paths, weight, aggregate_of,
-                             lambda resource: capacity_of(problem, resource), time_s)
-    if exact is None:
-        return assignment, bound
-    if exact.f_bound is not None:
-        bound = min(bound, exact.f_bound)
-    if exact.f > assignment.theta() * (1 + 1e-9):
-        paths = {a: exact.paths.get(a, qs[0]) for a, qs in aggregate_paths.items()}
-        assignment = StreamAssignment(problem, options, aggregate_paths, exact.choice, paths,
-                                      weight, aggregate_of)
-        assignment.improve()
+    """The repaired assignment, or the MILP's (exact_placement, within time_s; 0: no MILP)
+    where that is better, and the bound on integral plans over these options tightened by
+    the MILP's. Unless the MILP proved its answer optimal, group moves then try to better
+    it (StreamAssignment.improve_groups)."""
+    exact = None if time_s <= 0 else exact_assignment(
+        options, aggregate_paths, weight, aggregate_of,
+        lambda resource: capacity_of(problem, resource), time_s)
+    if exact is not None:
+        if exact.f_bound is not None:
+            bound = min(bound, exact.f_bound)
+        if exact.f > assignment.theta() * (1 + 1e-9):
+            paths = {a: exact.paths.get(a, qs[0]) for a, qs in aggregate_paths.items()}
+            assignment = StreamAssignment(problem, options, aggregate_paths, exact.choice, paths,
+                                          weight, aggregate_of)
+            assignment.improve()
+        if exact.optimal:
+            return assignment, bound
+    assignment.improve_groups()
     return assignment, bound
 
 
@@ -376,16 +382,22 @@ class StreamAssignment:
     candidate options, an aggregate to another path), scored by theta, then by
     fewer resources at theta (so that a move that frees one of two bottlenecks
     counts). A move changes few resources, so a candidate is scored from those
-    and the smallest ratios of the rest."""
+    and the smallest ratios of the rest. improve_groups() then tries group moves over
+    group_options (default: options; the planners give every option, also those the LP
+    left at zero): all the streams of the bottleneck to one aggregate, and all the
+    members of one aggregate to another (a merge), a whole group at once."""
 
     SMALLEST = 64
+    MAX_GROUP_ROUNDS = 2
 
-    def __init__(self, problem, options, aggregate_paths, choice, paths, weight, aggregate_of):
+    def __init__(self, problem, options, aggregate_paths, choice, paths, weight, aggregate_of,
+                 group_options=None):
         self.problem, self.options, self.aggregate_paths = problem, options, aggregate_paths
+        self.group_options = group_options or options
         self.choice, self.paths = dict(choice), dict(paths)
         self.weight, self.aggregate_of = weight, aggregate_of
-        resources = {e for os in [*options.values(), self.choice.values()] for o in os
-                     for e in edges_of(o.path)}
+        resources = {e for os in [*self.group_options.values(), *options.values(),
+                                  self.choice.values()] for o in os for e in edges_of(o.path)}
         resources |= {e for qs in aggregate_paths.values() for q in qs for e in edges_of(q)}
         self.resources = sorted(resources, key=str) + sorted(problem.aggregators)
         self.position = {r: i for i, r in enumerate(self.resources)}
@@ -484,6 +496,88 @@ class StreamAssignment:
                       and tight.intersection(self._indices(self.paths[a]))]
         return streams, aggregates
 
+    def improve_groups(self):
+        """A group move that raises theta, then single moves, while that helps."""
+        for _round in range(self.MAX_GROUP_ROUNDS):
+            if not self._best_group_move():
+                return
+            self.improve()
+
+    def _move(self, key, option):
+        """Move one stream to `option` now; returns the option it had."""
+        old = self.choice[key]
+        self._apply(self._worker_delta(key, option))
+        self._join(key, old, -1)
+        self._join(key, option, +1)
+        self.choice[key] = option
+        return old
+
+    SMALL_GROUP = 12   # groups this small are also tried without each one of their streams
+
+    def _group_candidates(self):
+        """(aggregate, its path, streams) to move there together: the bottleneck's streams
+        to each aggregate they can join (and, for a small group, all but one of them), and
+        the members of each aggregate in use to each other one; every path of the target."""
+        joinable = {}   # aggregate -> streams with an option that joins it
+        for key, choices in self.group_options.items():
+            for option in choices:
+                aggregate = self.aggregate_of(key, option)
+                if aggregate is not None:
+                    joinable.setdefault(aggregate, set()).add(key)
+        streams, _aggregates = self._bottleneck_users(self._ratios())
+        groups = []
+        for aggregate, keys in joinable.items():
+            group = [key for key in streams if key in keys]
+            groups.append((aggregate, group))
+            if 2 < len(group) <= self.SMALL_GROUP:
+                groups += [(aggregate, group[:i] + group[i + 1:]) for i in range(len(group))]
+        for source in [a for a in joinable if self.members.get(a)]:
+            members = [key for key, option in self.choice.items()
+                       if self.aggregate_of(key, option) == source]
+            groups += [(target, members) for target, keys in joinable.items()
+                       if target != source and keys.issuperset(members)]
+        return [(aggregate, path, group) for aggregate, group in groups if group
+                for path in self.aggregate_paths[aggregate]]
+
+    def _join_greedily(self, aggregate, path, group):
+        """Do the group move: the aggregate on `path`, then each stream to its option that
+        joins it with the most headroom left; returns how to undo it."""
+        undo = [("path", aggregate, self.paths[aggregate])]
+        if path != self.paths[aggregate]:
+            if self.members.get(aggregate):
+                self._apply(self._aggregate_delta(aggregate, path))
+            self.paths[aggregate] = path
+        for key in group:
+            joins = [o for o in self.group_options[key] if self.aggregate_of(key, o) == aggregate]
+            option = min(joins, key=lambda o: max(
+                (self.load[i] + self.weight[key]) / self.capacity[i] for i in self._stream(key, o)))
+            if option != self.choice[key]:
+                undo.append(("stream", key, self._move(key, option)))
+        return undo
+
+    def _undo(self, undo):
+        for kind, who, what in reversed(undo):
+            if kind == "stream":
+                self._move(who, what)
+            elif what != self.paths[who]:
+                if self.members.get(who):
+                    self._apply(self._aggregate_delta(who, what))
+                self.paths[who] = what
+
+    def _best_group_move(self):
+        """Take the group move that raises theta most; False if none does."""
+        theta, best = self.theta(), None
+        for candidate in self._group_candidates():
+            undo = self._join_greedily(*candidate)
+            score = self.theta()
+            self._undo(undo)
+            if score > theta * (1 + 1e-9) + TOLERANCE and (best is None or score > best[0]):
+                best = (score, candidate)
+        if best is None:
+            return False
+        self._join_greedily(*best[1])
+        return True
+
     def improve(self):
         """Take the best single move while it raises the score (see the class doc)."""
         while True:
@@ -511,10 +605,7 @@ class StreamAssignment:
                 return
             kind, who, what = move
             if kind == "worker":
-                self._apply(self._worker_delta(who, what))
-                self._join(who, self.choice[who], -1)
-                self._join(who, what, +1)
-                self.choice[who] = what
+                self._move(who, what)
             else:
                 self._apply(self._aggregate_delta(who, what))
                 self.paths[who] = what

@@ -178,13 +178,13 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
         overload = max((value / capacity_of(problem, resource)
                         for resource, value in rounded.loads().items()), default=0.0)
         assignment = StreamAssignment(problem, supported, aggregate_paths, choice, paths, weight,
-                                      aggregate_of)
+                                      aggregate_of, group_options=options)
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), overload, assignment)
     f_repaired, overload, assignment = best
     bound = f_lp
-    if policy == INART and exact_time_s > 0:
+    if policy == INART:
         assignment, bound = with_exact(problem, options, aggregate_paths, weight, aggregate_of,
                                        assignment, bound, exact_time_s)
         f_repaired = assignment.theta()
