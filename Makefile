@@ -64,7 +64,8 @@ FIGURES := results/figures
 figures: setup
 	$(PYTHON) -m experiments.sim.ps_multicast --out $(FIGURES)/sim_ps_multicast.csv
 	$(PYTHON) -m experiments.sim.selmcast --out $(FIGURES)/sim_selmcast.csv
-	$(PYTHON) -m experiments.sim.ina --out $(FIGURES)/sim_ina.csv
+	$(PYTHON) -m experiments.sim.ina --links counted,paper --out $(FIGURES)/sim_ina.csv
+	$(PYTHON) -m experiments.ina_optimality --out $(FIGURES)/ina_optimality.csv
 	$(PYTHON) -m experiments.sim.ina --parts inart --hetero --out $(FIGURES)/sim_inart_hetero.csv
 	$(PYTHON) -m experiments.selmcast_selection --n 4,6,8,10 --out $(FIGURES)/selmcast_vs_milp.csv
 	$(PYTHON) -m experiments.sim.emulation_check --out $(FIGURES)/emulation_check.csv

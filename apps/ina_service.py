@@ -252,6 +252,8 @@ def plan_report(plan_id, request, result, view):
         "theta_mbps": result.f, "theta_lp_mbps": result.f_lp,
         "theta_rounded_mbps": result.f_rounded, "rounded_overload": result.rounded_overload,
         "theta_repaired_mbps": result.f_repaired,
+        "theta_bound_mbps": result.f_bound if result.f_bound is not None else result.f_lp,
+        "optimality_gap": result.optimality_gap,
         "predicted_comm_time_s": gradient_mbit / result.f,
         "workers": {w: [{"ps": s, "node": option.node, "path": list(option.path), "share": share,
                          "rate_mbps": result.f * result.split[s] * share}

@@ -301,22 +301,24 @@ INA_STYLE = {"grid": ("tab:blue", "o"), "nearest": ("tab:orange", "^"),
 def plot_sim_ina(csv_path):
     """Sending rate per worker vs workers, one panel per fabric setting and PS count."""
     rows = read_rows(csv_path)
-    panels = list(dict.fromkeys((r["part"], r["fabric"], r["programmable"], r["ps_count"])
-                                for r in rows))
+    panels = list(dict.fromkeys((r["part"], r["fabric"], r["programmable"], r["ps_count"],
+                                 r.get("links", "counted")) for r in rows))
     columns = min(3, len(panels))
     lines = -(-len(panels) // columns)
     figure, grid = plt.subplots(lines, columns, figsize=(5 * columns, 3.6 * lines), squeeze=False)
-    for axes, (part, fabric, programmable, pss) in zip(grid.flat, panels):
-        mine = [r for r in rows if (r["part"], r["fabric"], r["programmable"], r["ps_count"])
-                == (part, fabric, programmable, pss)]
+    for axes, (part, fabric, programmable, pss, links) in zip(grid.flat, panels):
+        mine = [r for r in rows if (r["part"], r["fabric"], r["programmable"], r["ps_count"],
+                                    r.get("links", "counted")) == (part, fabric, programmable, pss,
+                                                                   links)]
         unit = 1000.0 if part == "grid" else 1.0
         for policy in dict.fromkeys(r["policy"] for r in mine):
             colour, marker = INA_STYLE.get(policy, (None, "."))
             points = sorted((int(r["workers"]), float(r["rate_mbps"]) / unit) for r in mine
                             if r["policy"] == policy)
             axes.plot(*zip(*points), color=colour, marker=marker, label=policy)
-        axes.set_title("%s: %s, %s programmable, %s PS" % (part, fabric, programmable, pss),
-                       fontsize=9)
+        axes.set_title("%s: %s, %s programmable, %s PS%s" % (
+            part, fabric, programmable, pss, "" if links == "counted" else ", paper's links"),
+            fontsize=9)
         axes.set_xlabel("workers")
         axes.set_ylabel("rate per worker (%s)" % ("Gbit/s" if part == "grid" else "Mbit/s"))
         axes.grid(alpha=0.3)

@@ -63,3 +63,18 @@ def test_ina_plans_agree_with_the_simulator(tmp_path):
             if r["fabric"] == "fattree" and r["programmable"] == "tor"}
     assert grid["grid"] >= max(grid.values()) - 1e-6
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_the_papers_link_assumption_only_lifts_limits(tmp_path):
+    out = tmp_path / "ina.csv"
+    answer = run("sim.ina", "--parts", "grid", "--grid-workers", "8", "--links", "counted,paper",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    rate = {(r["fabric"], r["programmable"], r["links"], r["policy"]): float(r["rate_mbps"])
+            for r in table}
+    assert {key[2] for key in rate} == {"counted", "paper"}
+    for (fabric, programmable, links, policy), value in rate.items():
+        if links == "paper":   # fewer constraints never lower a rate
+            assert value >= rate[fabric, programmable, "counted", policy] * (1 - 1e-6)
+    assert all(float(r["optimality_gap"]) >= 0 for r in table)

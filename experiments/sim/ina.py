@@ -12,6 +12,9 @@ InArt part (apps/inart_placement.py): InArt's emulated fat-tree (k = 6, 54
 servers) at 20 Mbit/s (--hetero: U[10, 30] per switch link), PSs at 20,
 every switch aggregating 9 Mbit/s; 10-50 workers and 2-4 PSs. Policies inart,
 atp (equal split), equal-split, lbmm.
+--links paper runs the GRID part under the paper's assumption instead of ours:
+links are never a bottleneck (only the PS's ingress T and the aggregation
+capacities count), our link accounting switched off.
 Each plan's rate (the common sending rate per worker) is also run through the
 flow-level simulator (experiments/sim/network.py), which must agree.
 comm_time_s is one --gradient-mb gradient per worker at that rate.
@@ -32,14 +35,19 @@ from experiments.sim.network import capacities, plan_flow, simulate
 
 GRID_FABRICS = ("leafspine", "fattree")
 PROGRAMMABLE = ("tor", "random20")
+LINKS = ("counted", "paper")   # our link accounting, or the paper's: only the PS ingress
+UNBOUNDED_MBPS = 1e9
 COLUMNS = ["part", "fabric", "programmable", "workers", "ps_count", "policy", "rate_mbps",
-           "sim_rate_mbps", "comm_time_s", "plan_s"]
+           "sim_rate_mbps", "comm_time_s", "plan_s", "links", "optimality_gap"]
 
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.sim.ina", description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", type=comma_list(str, ("grid", "inart")), default=["grid", "inart"])
     parser.add_argument("--grid-workers", type=comma_list(int), default=[20, 40, 60, 80, 100])
+    parser.add_argument("--links", type=comma_list(str, LINKS), default=["counted"],
+                        help="GRID part: comma list of counted (every link, ours) and paper "
+                             "(only the PS's ingress, as the GRID paper assumes)")
     parser.add_argument("--aggregator-gbps", type=float, default=1600.0,
                         help="GRID: a programmable switch's aggregation capacity")
     parser.add_argument("--inart-workers", type=comma_list(int), default=[10, 20, 30, 40, 50])
@@ -71,34 +79,49 @@ def grid_fabric(name, programmable, capacity_mbps, rng):
                  aggregator_bw=capacity_mbps)
 
 
-def simulated_rate(view, plan, size_mbit):
+def paper_links(view, ps):
+    """The fabric as the GRID paper models it: every link unbounded but the PS's ingress."""
+    graph = view.graph.copy()
+    for _tail, head, data in graph.edges(data=True):
+        if head != ps:
+            data["capacity_mbps"] = UNBOUNDED_MBPS
+    return graph
+
+
+def simulated_rate(view, graph, plan, size_mbit):
     """The rate the flow-level simulator gives the plan: size over its completion."""
-    return size_mbit / simulate([plan_flow("job", plan, size_mbit)], capacities(view)).makespan_s
+    return size_mbit / simulate([plan_flow("job", plan, size_mbit)],
+                                capacities(view, graph)).makespan_s
 
 
-def row(part, fabric, programmable, workers, pss, policy, plan, view, size_mbit, seconds):
+def row(part, case, policy, plan, view, graph, size_mbit, seconds, links="counted"):
+    fabric, programmable, workers, pss = case
     return {"part": part, "fabric": fabric, "programmable": programmable, "workers": workers,
             "ps_count": pss, "policy": policy, "rate_mbps": round(plan.f, 3),
-            "sim_rate_mbps": round(simulated_rate(view, plan, size_mbit), 3),
-            "comm_time_s": round(size_mbit / plan.f, 4), "plan_s": round(seconds, 3)}
+            "sim_rate_mbps": round(simulated_rate(view, graph, plan, size_mbit), 3),
+            "comm_time_s": round(size_mbit / plan.f, 4), "plan_s": round(seconds, 3),
+            "links": links, "optimality_gap": round(plan.optimality_gap, 4)}
 
 
 def grid_rows(args):
-    cases = [(f, p, n) for f in GRID_FABRICS for p in PROGRAMMABLE for n in args.grid_workers]
+    cases = [(f, p, n, links) for links in args.links for f in GRID_FABRICS for p in PROGRAMMABLE
+             for n in args.grid_workers]
     size = args.gradient_mb * 8
     rows = []
-    for fabric, programmable, workers in tqdm(cases, desc="GRID", unit="case", file=sys.stderr):
+    for fabric, programmable, workers, links in tqdm(cases, desc="GRID", unit="case",
+                                                     file=sys.stderr):
         rng = random.Random(args.seed)
         view = grid_fabric(fabric, programmable, args.aggregator_gbps * GBIT, rng)
         hosts = servers(view)
         rng.shuffle(hosts)
-        problem = ina_placement.InaProblem(view.graph, hosts[:workers], hosts[workers],
+        graph = view.graph if links == "counted" else paper_links(view, hosts[workers])
+        problem = ina_placement.InaProblem(graph, hosts[:workers], hosts[workers],
                                            view.aggregators)
         for policy in ina_placement.POLICIES:
             started = time.perf_counter()
             plan = ina_placement.plan(problem, policy)
-            rows.append(row("grid", fabric, programmable, workers, 1, policy, plan, view, size,
-                            time.perf_counter() - started))
+            rows.append(row("grid", (fabric, programmable, workers, 1), policy, plan, view, graph,
+                            size, time.perf_counter() - started, links))
     return rows
 
 
@@ -117,8 +140,8 @@ def inart_rows(args):
         for policy in inart_placement.POLICIES:
             started = time.perf_counter()
             plan = inart_placement.plan(problem, policy)
-            rows.append(row("inart", "fattree-k6", "all", workers, pss, policy, plan, view, size,
-                            time.perf_counter() - started))
+            rows.append(row("inart", ("fattree-k6", "all", workers, pss), policy, plan, view,
+                            view.graph, size, time.perf_counter() - started))
     return rows
 
 
@@ -127,16 +150,18 @@ def main(argv=None):
     rows = (grid_rows(args) if "grid" in args.parts else []) + (
         inart_rows(args) if "inart" in args.parts else [])
     write_csv(rows, args.out, COLUMNS)
-    by = {(r["part"], r["fabric"], r["programmable"], r["workers"], r["ps_count"], r["policy"]): r
-          for r in rows}
-    for (part, fabric, programmable, workers, pss, policy), r in by.items():
+    by = {(r["part"], r["fabric"], r["programmable"], r["workers"], r["ps_count"], r["links"],
+           r["policy"]): r for r in rows}
+    for (part, fabric, programmable, workers, pss, links, policy), r in by.items():
         if part == "grid" and policy == ina_placement.GRID and workers == max(args.grid_workers):
-            others = {p: by[part, fabric, programmable, workers, pss, p]["rate_mbps"] / GBIT
+            others = {p: by[part, fabric, programmable, workers, pss, links, p]["rate_mbps"] / GBIT
                       for p in ina_placement.POLICIES}
-            print("GRID %s %s, %d workers: %s Gbit/s" % (fabric, programmable, workers, ", ".join(
-                "%s %.2f" % (p, rate) for p, rate in others.items())))
+            print("GRID %s %s, %d workers, links %s: %s Gbit/s (GRID's gap %.3f)" % (
+                fabric, programmable, workers, links,
+                ", ".join("%s %.2f" % (p, rate) for p, rate in others.items()),
+                r["optimality_gap"]))
         if part == "inart" and policy == inart_placement.INART:
-            atp = by[part, fabric, programmable, workers, pss, inart_placement.ATP]
+            atp = by[part, fabric, programmable, workers, pss, links, inart_placement.ATP]
             print("InArt %d workers, %d PSs: rate %.2f vs ATP %.2f Mbit/s, comm time %+.0f%%"
                   % (workers, pss, r["rate_mbps"], atp["rate_mbps"],
                      100 * (r["comm_time_s"] / atp["comm_time_s"] - 1)))

@@ -50,9 +50,11 @@ class Result:
         return max(self.finish_s.values(), default=0.0)
 
 
-def capacities(view):
-    """{resource: capacity} of a FabricView: its directed edges and aggregators."""
-    result = {edge: view.graph.edges[edge]["capacity_mbps"] for edge in view.graph.edges}
+def capacities(view, graph=None):
+    """{resource: capacity} of a FabricView: its directed edges (those of `graph`, if
+    given: the view's links with other capacities) and aggregators."""
+    graph = view.graph if graph is None else graph
+    result = {edge: graph.edges[edge]["capacity_mbps"] for edge in graph.edges}
     result.update(view.aggregators)
     return result
 
