@@ -78,3 +78,5 @@ def test_the_papers_link_assumption_only_lifts_limits(tmp_path):
         if links == "paper":   # fewer constraints never lower a rate
             assert value >= rate[fabric, programmable, "counted", policy] * (1 - 1e-6)
     assert all(float(r["optimality_gap"]) >= 0 for r in table)
+    # with links unbounded the fat-tree's ToR aggregation is held by the PS's ingress only
+    assert rate["fattree", "tor", "paper", "grid"] > 1.5 * rate["fattree", "tor", "counted", "grid"]
