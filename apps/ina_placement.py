@@ -212,6 +212,15 @@ def options_for(problem, policy):
     raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
 
 
+def fragment_options(problem, policy):
+    """options_for keyed as a GradientPlan is: {(worker, PS): [Option]} and
+    {(aggregator, PS): [paths]} (what policy's integral optimum is over)."""
+    options, aggregate_paths = options_for(problem, policy)
+    ps = problem.ps
+    return ({(w, ps): choices for w, choices in options.items()},
+            {(a, ps): paths for a, paths in aggregate_paths.items()})
+
+
 def plan(problem, policy=GRID, trials=DEFAULT_TRIALS, seed=0, exact_time_s=DEFAULT_TIME_S):
     """The policy's plan for `problem` (see the module doc), as the one-PS case of a
     GradientPlan. GRID also asks the MILP (exact_placement) for the integral optimum

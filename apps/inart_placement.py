@@ -206,7 +206,7 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
     return result
 
 
-def phase2_options(problem, policy):
+def fragment_options(problem, policy):
     """{fragment: [Option]} and {(aggregator, PS): [paths]} that `policy`'s phase 2 chooses
     among (what its integral optimum is over)."""
     return _options(problem, OPTIONS_OF[policy])

@@ -128,28 +128,21 @@ def brute_force(options, aggregate_paths, weight, capacity, start=0.0):
     return best[0]
 
 
-def grid_case(rng, kind, workers):
-    graph, names, (ps,), aggregators = random_instance(rng, kind, workers, 1)
-    problem = InaProblem(graph, names, ps, aggregators)
-    started = time.perf_counter()
-    result = ina_placement.plan(problem, GRID)
-    plan_s = time.perf_counter() - started
-    options, aggregate_paths = ina_placement.options_for(problem, GRID)
-    started = time.perf_counter()
-    optimum = brute_force({(w, ps): options[w] for w in names},
-                          {(a, ps): paths for a, paths in aggregate_paths.items()},
-                          {(w, ps): 1.0 for w in names}, lambda r: capacity_of(problem, r),
-                          start=result.f_repaired * (1 - 1e-9))
-    return result, optimum, plan_s, time.perf_counter() - started, len(aggregators)
+PLANNERS = {GRID: (ina_placement, 1, lambda graph, workers, pss, aggregators: InaProblem(
+                graph, workers, pss[0], aggregators)),
+            INART: (inart_placement, 2, InartProblem)}
 
 
-def inart_case(rng, kind, workers):
-    graph, names, pss, aggregators = random_instance(rng, kind, workers, 2)
-    problem = InartProblem(graph, names, pss, aggregators)
+def case(rng, kind, workers, planner):
+    """(plan, integral optimum by brute force, planning s, brute force s, aggregators) of
+    `planner` on a fresh random instance."""
+    module, pss, problem_of = PLANNERS[planner]
+    graph, names, ps_names, aggregators = random_instance(rng, kind, workers, pss)
+    problem = problem_of(graph, names, ps_names, aggregators)
     started = time.perf_counter()
-    result = inart_placement.plan(problem, INART)
+    result = module.plan(problem, planner)
     plan_s = time.perf_counter() - started
-    options, aggregate_paths = inart_placement.phase2_options(problem, INART)
+    options, aggregate_paths = module.fragment_options(problem, planner)
     started = time.perf_counter()
     optimum = brute_force(options, aggregate_paths, {k: result.split[k[1]] for k in options},
                           lambda r: capacity_of(problem, r), start=result.f_repaired * (1 - 1e-9))
@@ -162,9 +155,8 @@ def small_instances(count, seed):
     rows = []
     for index in tqdm(range(count), desc="instances", unit="instance", file=sys.stderr):
         kind = KINDS[index % len(KINDS)]
-        for planner, case, workers in ((GRID, grid_case, rng.randint(3, 8)),
-                                       (INART, inart_case, rng.randint(3, 4))):
-            result, optimum, plan_s, oracle_s, aggregators = case(rng, kind, workers)
+        for planner, workers in ((GRID, rng.randint(3, 8)), (INART, rng.randint(3, 4))):
+            result, optimum, plan_s, oracle_s, aggregators = case(rng, kind, workers, planner)
             rows.append({"instance": index, "kind": kind, "planner": planner, "workers": workers,
                          "pss": len(result.split), "aggregators": aggregators, "f": result.f,
                          "f_repaired": result.f_repaired, "optimum": optimum,

@@ -17,11 +17,8 @@ from tests.test_ina_placement import brute_force_theta, tiny_problem
 def grid_oracle(problem, start=0.0):
     """The integral optimum by brute force; start: a rate known to be reachable, which
     only prunes (the answer is still exact)."""
-    options, aggregate_paths = options_for(problem, GRID)
-    ps = problem.ps
-    return brute_force({(w, ps): options[w] for w in problem.workers},
-                       {(a, ps): paths for a, paths in aggregate_paths.items()},
-                       {(w, ps): 1.0 for w in problem.workers},
+    options, aggregate_paths = ina_placement.fragment_options(problem, GRID)
+    return brute_force(options, aggregate_paths, {key: 1.0 for key in options},
                        lambda resource: capacity_of(problem, resource), start)
 
 
@@ -55,7 +52,7 @@ def test_inart_reaches_the_integral_optimum_for_its_split(seed):
     graph, workers, pss, aggregators = random_instance(rng, KINDS[seed % len(KINDS)], 3, 2)
     problem = InartProblem(graph, workers, pss, aggregators)
     result = inart_placement.plan(problem, INART)
-    options, aggregate_paths = inart_placement.phase2_options(problem, INART)
+    options, aggregate_paths = inart_placement.fragment_options(problem, INART)
     optimum = brute_force(options, aggregate_paths, {k: result.split[k[1]] for k in options},
                           lambda resource: capacity_of(problem, resource))
     assert result.f_repaired >= 0.99 * optimum
