@@ -66,7 +66,13 @@ from apps.exact_placement import DEFAULT_TIME_S, exact_assignment
 from apps.gradient_plan import GradientPlan, PlacementError, edges_of, solve_placement_lp
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
-POLICIES = (GRID, NO_INA, NEAREST, SWITCHML)
+# the baselines as the GRID authors' code runs them (Fangjin98/randomized-rounding):
+# ATP's tiers (the worker's ToR, else the PS's ToR, else the PS) and SwitchML's nearest
+# programmable switch, each worker whole (integral)
+ATP_TIERED, SWITCHML_NEAREST = "atp-tiered", "switchml-nearest"
+POLICIES = (GRID, NO_INA, NEAREST, SWITCHML, ATP_TIERED, SWITCHML_NEAREST)
+TIERED = (ATP_TIERED, SWITCHML_NEAREST)
+MAX_TIER_ROUNDS = 20
 DEFAULT_MAX_PATHS = 4
 DEFAULT_MAX_AGGREGATORS = 8
 DEFAULT_TRIALS = 8
@@ -209,7 +215,68 @@ def options_for(problem, policy):
                 options[worker].append(Option(ps, route))
             aggregate_paths.setdefault(aggregator, [(aggregator,) + route[at:]])
         return options, aggregate_paths
+    if policy in TIERED:
+        return _tier_options(problem, policy)
     raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
+
+
+def _tier_options(problem, policy):
+    """Each worker's options in the order the authors' baseline tries them, and one
+    path per aggregator: atp-tiered the aggregator of the worker's ToR, then that of
+    the PS's ToR (on the default route), then the PS; switchml-nearest the aggregator
+    fewest hops away (anywhere), or the PS if there is none."""
+    ps = problem.ps
+    by_switch = {problem.switch_of(a): a for a in sorted(problem.aggregators, reverse=True)}
+    options, aggregate_paths = {}, {}
+    for worker in problem.workers:
+        route = problem.paths(worker, ps)[0]
+        tiers = []
+        if policy == ATP_TIERED:
+            for switch in dict.fromkeys([route[1], route[-2]]):   # the ToRs of worker and PS
+                if switch in by_switch:
+                    aggregator = by_switch[switch]
+                    at = route.index(switch)
+                    tiers.append(Option(aggregator, route[:at + 1] + (aggregator,)))
+                    aggregate_paths.setdefault(aggregator, [(aggregator,) + route[at:]])
+        elif problem.aggregators:
+            aggregator = min(sorted(problem.aggregators), key=lambda a: problem.hops(worker, a))
+            tiers.append(Option(aggregator, problem.paths(worker, aggregator)[0]))
+            aggregate_paths.setdefault(aggregator, [problem.paths(aggregator, ps)[0]])
+        options[worker] = tiers + ([Option(ps, route)] if policy == ATP_TIERED or not tiers else [])
+    return options, aggregate_paths
+
+
+def _tiered_plan(problem, options, aggregate_paths):
+    """The authors' baselines, integral: each worker takes the first of its options whose
+    aggregator still has processing capacity for one more stream at rate f (its last
+    option otherwise); f is then what that assignment achieves with every link counted.
+    Starting from unlimited capacity, f is fed back while the rounds change the plan;
+    the best f wins. Returns (f, legs, aggregate paths)."""
+    ps = problem.ps
+    best, rate, seen = None, 0.0, set()
+    for _round in range(MAX_TIER_ROUNDS):
+        streams, choice = {}, {}
+        for worker in problem.workers:
+            for option in options[worker]:
+                fits = (option.node == ps or rate * (streams.get(option.node, 0) + 1)
+                        <= problem.aggregators[option.node] * (1 + 1e-9))
+                if fits or option is options[worker][-1]:
+                    choice[worker] = option
+                    if option.node != ps:
+                        streams[option.node] = streams.get(option.node, 0) + 1
+                    break
+        key = tuple(choice[w] for w in problem.workers)
+        if key in seen:
+            break
+        seen.add(key)
+        used = {a: aggregate_paths[a][0] for a in sorted(streams)}
+        plan = GradientPlan(None, {ps: 1.0}, 0.0, 0.0, 0.0, 0.0, 1.0,
+                            {(w, ps): [(o, 1.0)] for w, o in choice.items()},
+                            {(a, ps): path for a, path in used.items()})
+        rate = min(capacity_of(problem, r) / load for r, load in plan.loads().items())
+        if best is None or rate > best[0] * (1 + 1e-9):
+            best = (rate, {w: [(o, 1.0)] for w, o in choice.items()}, used)
+    return best
 
 
 def fragment_options(problem, policy):
@@ -237,6 +304,9 @@ def _plan(problem, policy, trials, seed, exact_time_s):
     """(theta_lp, theta_rounded, rounded_overload, theta_repaired, theta, legs by worker,
     aggregate path by aggregator, the bound on integral plans)."""
     options, aggregate_paths = options_for(problem, policy)
+    if policy in TIERED:
+        theta, legs, used_paths = _tiered_plan(problem, options, aggregate_paths)
+        return theta, theta, 1.0, theta, theta, legs, used_paths, theta
     lp = _solve_lp(problem, options, aggregate_paths)
     if policy == NEAREST:   # ATP keeps its split: no rounding, and the LP's rates are feasible
         theta, legs, used_paths = _split(problem, options, aggregate_paths, lp.theta)

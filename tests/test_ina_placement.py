@@ -182,3 +182,21 @@ def test_bad_problems_are_refused():
     with pytest.raises(PlacementError, match="policy"):
         plan(problem, "fastest")
     assert Option("ps", ("w1", "s1", "s3", "ps")) in options_for(problem, NO_INA)[0]["w1"]
+
+
+def test_the_authors_baselines_are_integral_and_named_apart_from_ours():
+    """On the worked example the paper's ATP is integral: S1 takes W1-W4 at 9/4 = 2.25.
+    Ours (`nearest`) is fluid and spills 0.1875 more per worker: 2.4375."""
+    assert plan(example_problem(), "atp-tiered").f == pytest.approx(2.25)
+    assert plan(example_problem(), NEAREST).f == pytest.approx(2.4375)
+
+
+def test_the_authors_switchml_aggregates_off_the_default_route():
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=2, bw=20,
+                                             aggregators="spines", aggregator_bw=30)))
+    hosts = [h for h in view.hosts if not view.is_aggregator(h)]
+    problem = InaProblem(view.graph, hosts[:4], hosts[-1], view.aggregators)
+    ours = plan(problem, SWITCHML)          # the ToR only: leaves are not programmable
+    theirs = plan(problem, "switchml-nearest")
+    assert not ours.aggregate_paths and theirs.aggregate_paths
+    assert theirs.f > ours.f

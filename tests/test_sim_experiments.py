@@ -56,7 +56,7 @@ def test_ina_plans_agree_with_the_simulator(tmp_path):
                  "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
-    assert len(table) == 4 * 4 + 4   # 2 fabrics x 2 settings x 4 GRID policies; 4 InArt ones
+    assert len(table) == 4 * 6 + 4   # 2 fabrics x 2 settings x 6 GRID policies; 4 InArt ones
     for row in table:
         assert float(row["sim_rate_mbps"]) == pytest.approx(float(row["rate_mbps"]), rel=1e-3)
     grid = {r["policy"]: float(r["rate_mbps"]) for r in table
