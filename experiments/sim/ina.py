@@ -14,7 +14,8 @@ every switch aggregating 9 Mbit/s; 10-50 workers and 2-4 PSs. Policies inart,
 atp (equal split), equal-split, lbmm.
 --links paper runs the GRID part under the paper's assumption instead of ours:
 links are never a bottleneck (only the PS's ingress T and the aggregation
-capacities count), our link accounting switched off.
+capacities count), our link accounting switched off. --programmable-ps-tor
+also makes the PS's ToR programmable, as the GRID authors' code assumes for ATP.
 Each plan's rate (the common sending rate per worker) is also run through the
 flow-level simulator (experiments/sim/network.py), which must agree.
 comm_time_s is one --gradient-mb gradient per worker at that rate.
@@ -48,6 +49,9 @@ def parse_args(argv):
     parser.add_argument("--links", type=comma_list(str, LINKS), default=["counted"],
                         help="GRID part: comma list of counted (every link, ours) and paper "
                              "(only the PS's ingress, as the GRID paper assumes)")
+    parser.add_argument("--programmable-ps-tor", action="store_true",
+                        help="GRID part: the PS's ToR is programmable too (the authors' ATP "
+                             "assumes it)")
     parser.add_argument("--aggregator-gbps", type=float, default=1600.0,
                         help="GRID: a programmable switch's aggregation capacity")
     parser.add_argument("--inart-workers", type=comma_list(int), default=[10, 20, 30, 40, 50])
@@ -67,16 +71,16 @@ def parse_args(argv):
     return args
 
 
-def grid_fabric(name, programmable, capacity_mbps, rng):
-    """GRID's fabric with aggregator hosts on the programmable switches."""
+def grid_fabric(name, programmable, capacity_mbps, rng, also=()):
+    """GRID's fabric with aggregator hosts on the programmable switches (and on `also`)."""
     build = ((lambda **o: spine_leaf("10x50", 10, 100 * GBIT, **o)) if name == "leafspine"
              else (lambda **o: fat_tree(8, 6, 100 * GBIT, **o)))
-    if programmable == "tor":
+    if programmable == "tor":   # every ToR, the PS's included
         return build(aggregators="leaves" if name == "leafspine" else "edges",
                      aggregator_bw=capacity_mbps)
     switches = sorted(build().switches)
-    return build(aggregators=rng.sample(switches, round(0.2 * len(switches))),
-                 aggregator_bw=capacity_mbps)
+    chosen = rng.sample(switches, round(0.2 * len(switches)))
+    return build(aggregators=sorted(set(chosen) | set(also)), aggregator_bw=capacity_mbps)
 
 
 def paper_links(view, ps):
@@ -114,6 +118,10 @@ def grid_rows(args):
         view = grid_fabric(fabric, programmable, args.aggregator_gbps * GBIT, rng)
         hosts = servers(view)
         rng.shuffle(hosts)
+        if args.programmable_ps_tor:   # the same draw, and the PS's ToR
+            ps_tor = next(iter(view.graph.successors(hosts[workers])))
+            view = grid_fabric(fabric, programmable, args.aggregator_gbps * GBIT,
+                               random.Random(args.seed), also=[ps_tor])
         graph = view.graph if links == "counted" else paper_links(view, hosts[workers])
         problem = ina_placement.InaProblem(graph, hosts[:workers], hosts[workers],
                                            view.aggregators)
