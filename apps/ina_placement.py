@@ -70,8 +70,9 @@ GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
 # ATP's tiers (the worker's ToR, else the PS's ToR, else the PS) and SwitchML's nearest
 # programmable switch, each worker whole (integral)
 ATP_TIERED, SWITCHML_NEAREST = "atp-tiered", "switchml-nearest"
-POLICIES = (GRID, NO_INA, NEAREST, SWITCHML, ATP_TIERED, SWITCHML_NEAREST)
 TIERED = (ATP_TIERED, SWITCHML_NEAREST)
+DEFAULT_POLICIES = (GRID, NO_INA, NEAREST, SWITCHML)   # GRID and the baselines as we model them
+POLICIES = DEFAULT_POLICIES + TIERED
 MAX_TIER_ROUNDS = 20
 DEFAULT_MAX_PATHS = 4
 DEFAULT_MAX_AGGREGATORS = 8

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from apps.fabric_view import FabricView
 from experiments import fidelity
 from apps import inart_placement
-from apps.ina_placement import GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
+from apps.ina_placement import DEFAULT_POLICIES, GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
 from apps.inart_placement import ATP, INART, InartProblem, model_split
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
@@ -68,8 +68,10 @@ def parse_args(argv):
                         help="PS counts, comma-separated: InArt's policies split the model "
                              "among them (default: one PS, GRID's policies)")
     parser.add_argument("--policies", type=comma_list(str, POLICIES + inart_placement.POLICIES),
-                        default=None, help="default: %s; with --ps: %s" % (
-                            ",".join(POLICIES), ",".join(inart_placement.POLICIES)))
+                        default=None, help="default: %s (also: %s); with --ps: %s" % (
+                            ",".join(DEFAULT_POLICIES), ",".join(sorted(set(POLICIES)
+                                                                   - set(DEFAULT_POLICIES))),
+                            ",".join(inart_placement.POLICIES)))
     parser.add_argument("--hetero", action="store_true",
                         help="leaf-spine links at U[0.5, 1.5] x --bw (seeded; U[10, 30] at 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --hetero link rates")
@@ -84,7 +86,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
     args = parser.parse_args(argv)
     if args.policies is None:
-        args.policies = list(POLICIES if args.ps is None else inart_placement.POLICIES)
+        args.policies = list(DEFAULT_POLICIES if args.ps is None else inart_placement.POLICIES)
     args.ps = args.ps or [1]
     hosts = args.leaves * args.hosts_per_leaf
     if not 1 <= min(args.ps) <= max(args.ps) <= 8:
