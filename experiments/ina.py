@@ -83,6 +83,8 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=1, help="rounds per policy")
     parser.add_argument("--bench", action="store_true",
                         help="only time GRID's and InArt's planning (no Mininet)")
+    parser.add_argument("--bench-repeats", type=int, default=5,
+                        help="with --bench: plans per planner (the median time is printed)")
     parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
     args = parser.parse_args(argv)
     if args.policies is None:
@@ -91,6 +93,8 @@ def parse_args(argv):
     hosts = args.leaves * args.hosts_per_leaf
     if not 1 <= min(args.ps) <= max(args.ps) <= 8:
         parser.error("--ps must be between 1 and 8")
+    if args.bench_repeats < 1:
+        parser.error("--bench-repeats must be at least 1")
     if max(args.ps) > 1 and set(args.policies) & set(POLICIES):
         parser.error("several PSs need InArt's policies: %s" % ",".join(inart_placement.POLICIES))
     if not args.bench and not all(1 <= n <= hosts - max(args.ps) for n in args.workers):
@@ -224,7 +228,7 @@ def summary(rows):
 def main(argv=None):
     args = parse_args(argv)
     if args.bench:
-        print(json.dumps(bench()))
+        print(json.dumps(bench(args.bench_repeats)))
         return
     finish_emulated_run(args, run, COLUMNS, plot_ina, summary, "steering flows or meters",
                         "some round's sum at the PS did not match the exact sum")

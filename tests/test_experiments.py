@@ -193,7 +193,7 @@ def test_inart_example_prints_rates_at_least_the_papers_and_the_split(tmp_path):
 
 
 def test_ina_bench_prints_the_planning_time():
-    answer = run("ina", "--bench")
+    answer = run("ina", "--bench", "--bench-repeats", "1")
     assert answer.returncode == 0, answer.stderr
     (line,) = answer.stdout.strip().splitlines()
     result = json.loads(line)

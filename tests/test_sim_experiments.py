@@ -67,7 +67,7 @@ def test_ina_plans_agree_with_the_simulator(tmp_path):
 
 def test_the_papers_link_assumption_only_lifts_limits(tmp_path):
     out = tmp_path / "ina.csv"
-    answer = run("sim.ina", "--parts", "grid", "--grid-workers", "8", "--links", "counted,paper",
+    answer = run("sim.ina", "--parts", "grid", "--grid-workers", "6", "--links", "counted,paper",
                  "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
