@@ -83,8 +83,7 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=1, help="rounds per policy")
     parser.add_argument("--bench", action="store_true",
                         help="only time GRID's and InArt's planning (no Mininet)")
-    parser.add_argument("--bench-repeats", type=int, default=5,
-                        help="with --bench: plans per planner (the median time is printed)")
+    parser.add_argument("--bench-repeats", type=int, default=5, help="plans per planner, --bench")
     parser.add_argument("--out", type=Path, default=Path("results/ina.csv"))
     args = parser.parse_args(argv)
     if args.policies is None:
