@@ -2,7 +2,7 @@
 
 Decisions (pure: graph in, decision out): fabric_view, unicast_routes, link_load,
 multicast_trees, reservations (the ledger), receiver_selection, gradient_plan,
-ina_placement, inart_placement, sparse_lp.
+exact_placement, ina_placement, inart_placement, sparse_lp.
 Services (no Ryu; decisions and `now` in, bookings and OpenFlow messages out):
 fabric_service, multicast_service, tree_reroutes, selmcast_service, ina_service, with
 service_errors and request_fields.
