@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON := /usr/bin/python3
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
-	net-tools psmisc curl python3-venv
+	net-tools psmisc curl python3-venv chromium chromium-driver
 
 .PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test figures figures-emulated clean
 

@@ -10,10 +10,10 @@ A switch that connects is cleared of every flow, group and meter of ours and get
 fabric flows; EventSwitchSynced then tells the other apps to install there what they
 know. With a state directory (apps/state_files.py) the description is saved on every
 PUT and loaded again when the controller starts. REST: GET/PUT /fabric/topology,
-GET /fabric/links.
+GET /fabric/links; and for every app, GET /openapi.json, /metrics and /ui
+(apps/operator_api.py).
 """
 
-from ryu.app.wsgi import ControllerBase, route
 from ryu.base import app_manager
 from ryu.controller import event, ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -22,7 +22,9 @@ from ryu.ofproto import ofproto_v1_3
 from apps import openflow_builders as of
 from apps.arp_responder import arp_reply
 from apps.fabric_view import FabricError
-from apps.rest_json import RequestError, answer, json_response, read_json_body
+from apps.operator_api import OperatorRestApi
+from apps.rest_json import (METRICS_KEY, RequestError, RestApi, answer, counted_route,
+                            json_response, read_json_body)
 from apps.services import CONTEXT_KEY, contexts, start_timers
 
 STATS_INTERVAL_S = 1.0
@@ -64,7 +66,8 @@ class FabricController(app_manager.RyuApp):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
         self.fabric, self.installer, self.store = services.fabric, services.installer, services.store
-        kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self})
+        kwargs["wsgi"].register(FabricRestApi, {REST_APP_KEY: self, METRICS_KEY: services.metrics})
+        kwargs["wsgi"].register(OperatorRestApi, {METRICS_KEY: services.metrics})
 
     def start(self):
         """Load the description saved before a restart, once every app listens for events."""
@@ -157,18 +160,18 @@ class FabricController(app_manager.RyuApp):
             datapath.send_msg(of.port_stats_request(datapath))
 
 
-class FabricRestApi(ControllerBase):
+class FabricRestApi(RestApi):
     """GET/PUT /fabric/topology and GET /fabric/links."""
 
     def __init__(self, req, link, data, **config):
         super().__init__(req, link, data, **config)
         self.app = data[REST_APP_KEY]
 
-    @route("fabric", "/fabric/topology", methods=["GET"])
+    @counted_route("fabric", "/fabric/topology", methods=["GET"])
     def get_topology(self, req, **_kwargs):
         return json_response(self.app.fabric.topology_report())
 
-    @route("fabric", "/fabric/topology", methods=["PUT"])
+    @counted_route("fabric", "/fabric/topology", methods=["PUT"])
     def put_topology(self, req, **_kwargs):
         def load():
             try:
@@ -178,7 +181,7 @@ class FabricRestApi(ControllerBase):
             return self.app.fabric.topology_report(), 200
         return answer(req, load)
 
-    @route("fabric", "/fabric/links", methods=["GET"])
+    @counted_route("fabric", "/fabric/links", methods=["GET"])
     def get_links(self, req, **_kwargs):
         return json_response(self.app.fabric.links_report(STATS_INTERVAL_S))
 

@@ -30,7 +30,8 @@ def rules_per_switch(view, down_links=frozenset()):
 
 
 class Fabric:
-    def __init__(self):
+    def __init__(self, metrics):
+        self.metrics = metrics
         self.view = None
         self.ledger = None              # ReservationBook of the current view
         self.generation = 0
@@ -113,6 +114,7 @@ class Fabric:
             LOG.error("%s did not take the fabric flows: %s", switch, batch.reason())
             return None
         self._synced.add(datapath.id)
+        self.metrics.reconciliations.labels(switch).inc()
         LOG.info("%s (dpid %#x): cleared, fabric flows confirmed", switch, datapath.id)
         return switch
 
@@ -185,6 +187,10 @@ class Fabric:
         report["unknown_dpids"] = sorted(set(self._datapaths) - known)
         return report
 
+    def link_states(self):
+        """Every directed link's capacity, reservations, rate and utilization."""
+        return [] if self.view is None else link_report(self.view, self.rates,
+                                                        self.ledger.reserved_mbps)
+
     def links_report(self, interval_s):
-        links = [] if self.view is None else link_report(self.view, self.rates)
-        return {"interval_s": interval_s, "links": links}
+        return {"interval_s": interval_s, "links": self.link_states()}

@@ -24,6 +24,7 @@ import networkx as nx
 
 MAC_PATTERN = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
 AGGREGATOR = "aggregator"
+MAX_PORT = 0xffffff00   # OFPP_MAX: the highest OpenFlow 1.3 port number of a real port
 HOST_ROLES = ("host", AGGREGATOR)
 
 
@@ -47,7 +48,8 @@ def _field(item, key, kind, where):
 
 def _positive_port(item, key, where):
     port = _field(item, key, int, where)
-    _require(port > 0, "%s: %r must be a positive port number, got %r", where, key, port)
+    _require(0 < port <= MAX_PORT, "%s: %r must be a port number in 1..%d, got %r", where, key,
+             MAX_PORT, port)
     return port
 
 
@@ -115,18 +117,18 @@ class FabricView:
         _require(role in HOST_ROLES, "%s: 'role' must be one of %s, got %r", where,
                  ", ".join(HOST_ROLES), role)
         attributes = {"role": role}
+        aggregation = item.get("aggregation_mbps", capacity)
+        _require(isinstance(aggregation, (int, float)) and not isinstance(aggregation, bool)
+                 and aggregation > 0, "%s: aggregation_mbps must be positive, got %r",
+                 where, aggregation)
         if role == AGGREGATOR:
-            aggregation = item.get("aggregation_mbps", capacity)
-            _require(isinstance(aggregation, (int, float)) and not isinstance(aggregation, bool)
-                     and aggregation > 0, "%s: aggregation_mbps must be positive, got %r",
-                     where, aggregation)
             attributes["aggregation_mbps"] = float(aggregation)
         _require(name not in self.graph, "%s: duplicate node name %r", where, name)
         try:
             ip = str(ipaddress.IPv4Address(ip))
         except ipaddress.AddressValueError:
             raise FabricError("%s: %r is not an IPv4 address" % (where, ip)) from None
-        _require(MAC_PATTERN.match(mac), "%s: %r is not a MAC address", where, mac)
+        _require(MAC_PATTERN.fullmatch(mac), "%s: %r is not a MAC address", where, mac)
         _require(ip not in self.host_by_ip, "%s: duplicate IP %s", where, ip)
         _require(mac not in self.host_by_mac, "%s: duplicate MAC %s", where, mac)
         self._claim_port(switch, port, where)

@@ -14,7 +14,7 @@ from ryu.base import app_manager
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
-from apps.rest_json import resource_api
+from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts
 
 REST_APP_KEY = "ina_plans"
@@ -30,7 +30,7 @@ class InaController(app_manager.RyuApp):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
         self.plans, self.installer = services.plans, services.installer
-        kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans})
+        kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans, METRICS_KEY: services.metrics})
 
     @set_ev_cls(EventFabricChanged)
     def _fabric_changed(self, _ev):

@@ -50,8 +50,8 @@ class LivePlan:
 
 
 class InaPlans:
-    def __init__(self, fabric, installer):
-        self.fabric, self.installer = fabric, installer
+    def __init__(self, fabric, installer, metrics):
+        self.fabric, self.installer, self.metrics = fabric, installer, metrics
         self.plans = {}            # plan id -> LivePlan
         self.release_keys = {}     # plan id -> the key that may DELETE it
         self.generation = None
@@ -61,6 +61,9 @@ class InaPlans:
 
     def list(self, _now):
         return {"plans": [self.plans[i].report for i in sorted(self.plans)]}
+
+    def live_count(self):
+        return len(self.plans)
 
     def show(self, plan_id, _now):
         return self._get(plan_id).report
@@ -119,10 +122,13 @@ class InaPlans:
         capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
         workers, pss, policy = request["workers"], request["pss"], request["policy"]
         try:
-            if policy in inart_placement.POLICIES:
-                result = inart_placement.plan(InartProblem(graph, workers, pss, capacities), policy)
-            else:
-                result = ina_placement.plan(InaProblem(graph, workers, pss[0], capacities), policy)
+            with self.metrics.planning_seconds.labels("ina").time():
+                if policy in inart_placement.POLICIES:
+                    result = inart_placement.plan(InartProblem(graph, workers, pss, capacities),
+                                                  policy)
+                else:
+                    result = ina_placement.plan(InaProblem(graph, workers, pss[0], capacities),
+                                                policy)
         except PlacementError as error:
             raise InvalidRequest(str(error)) from None
         if result.f < MIN_THETA_MBPS:

@@ -7,6 +7,8 @@ disconnects fails its pending batches at once (as ryu.app.ofctl.service's _handl
 does), instead of leaving their callers to a timeout.
 """
 
+import time
+
 from ryu.lib import hub
 
 from apps.openflow_builders import barrier_request
@@ -19,6 +21,7 @@ class Batch:
     def __init__(self, on_done):
         self.errors = []            # (dpid, error message)
         self.failure = None         # why it cannot be confirmed, once it cannot
+        self.sent_at = time.monotonic()
         self._waiting = set()       # (dpid, barrier xid)
         self._done = hub.Event()
         self._on_done = on_done
@@ -37,8 +40,8 @@ class Batch:
 
 
 class Installer:
-    def __init__(self, timeout_s=CONFIRM_TIMEOUT_S):
-        self.timeout_s = timeout_s
+    def __init__(self, metrics, timeout_s=CONFIRM_TIMEOUT_S):
+        self.metrics, self.timeout_s = metrics, timeout_s
         self._batch_of_xid = {}     # (dpid, xid) -> Batch, for every message sent
 
     def send(self, messages_by_datapath, on_done=None):
@@ -63,7 +66,7 @@ class Installer:
         batch = self.send(messages_by_datapath)
         if not batch._done.wait(self.timeout_s):
             batch.failure = "no confirmation within %.0f s" % self.timeout_s
-            self._forget(batch)
+            self._finish(batch)
         if not batch.confirmed:
             raise InstallFailed(batch.reason())
 
@@ -110,5 +113,7 @@ class Installer:
     def _finish(self, batch):
         self._forget(batch)
         batch._done.set()
+        self.metrics.install_seconds.labels("confirmed" if batch.confirmed else "failed").observe(
+            time.monotonic() - batch.sent_at)
         if batch._on_done is not None:
             batch._on_done(batch)

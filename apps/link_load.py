@@ -60,15 +60,17 @@ def measured_mbps(view, rates):
     return measured
 
 
-def link_report(view, rates):
-    """One dict per directed link: endpoints, capacity, current rate and utilization."""
+def link_report(view, rates, reserved_mbps):
+    """One dict per directed link: endpoints, capacity, bandwidth reserved on it, current
+    rate and utilization."""
     report = []
     for tail, head, data in view.links():
         rate_mbps = link_rate_mbps(view, rates, tail, head)
         report.append({
             "src": tail, "src_port": data["port"], "dst": head,
             "dst_port": view.out_port(head, tail), "kind": data["kind"],
-            "capacity_mbps": data["capacity_mbps"], "rate_mbps": rate_mbps,
+            "capacity_mbps": data["capacity_mbps"],
+            "reserved_mbps": reserved_mbps.get((tail, head), 0.0), "rate_mbps": rate_mbps,
             "utilization": None if rate_mbps is None else rate_mbps / data["capacity_mbps"],
         })
     return report

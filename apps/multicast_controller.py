@@ -15,7 +15,7 @@ from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
-from apps.rest_json import resource_api
+from apps.rest_json import METRICS_KEY, resource_api
 from apps.tree_reroutes import reroute_broken
 from apps.services import CONTEXT_KEY, contexts, start_timers
 
@@ -37,7 +37,8 @@ class MulticastController(app_manager.RyuApp):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
         self.trees, self.installer = services.trees, services.installer
-        kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self.trees})
+        kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self.trees,
+                                                    METRICS_KEY: services.metrics})
 
     def start(self):
         super().start()

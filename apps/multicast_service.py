@@ -59,8 +59,8 @@ def tree_report(reservation, now, released=False):
 
 
 class MulticastTrees:
-    def __init__(self, fabric, installer, store, rng=None):
-        self.fabric, self.installer, self.store = fabric, installer, store
+    def __init__(self, fabric, installer, store, metrics, rng=None):
+        self.fabric, self.installer, self.store, self.metrics = fabric, installer, store, metrics
         self.rng = rng or random.Random()
         self.book = None           # the fabric's ledger when this service last adopted it
         self.generation = None
@@ -75,6 +75,9 @@ class MulticastTrees:
 
     def list(self, now):
         return {"trees": [tree_report(r, now) for r in self.book or []]}
+
+    def live_count(self):
+        return len(self.book or [])
 
     def show(self, tree_id, now):
         return tree_report(self._get(tree_id), now)
@@ -115,9 +118,11 @@ class MulticastTrees:
         load = self.fabric.measured_mbps()
         try:   # computed and booked against one state: nothing here waits
             for spec in specs:
-                tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
-                                    without_links(view, book.reserved_mbps, self.fabric.down_links),
-                                    spec.policy, self.rng, load_mbps=load)
+                with self.metrics.planning_seconds.labels("tree").time():
+                    tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
+                                        without_links(view, book.reserved_mbps,
+                                                      self.fabric.down_links),
+                                        spec.policy, self.rng, load_mbps=load)
                 plans.append(forwarding_plan(view, tree))
                 reservations.append(book.reserve(tree, now, ttl_s))
                 self.release_keys[reservations[-1].tree_id] = release_key
@@ -234,6 +239,7 @@ class MulticastTrees:
     def expire_leases(self, now):
         for tree_id in self.book.expired(now) if self.book is not None else []:
             LOG.info("tree %d: lease expired", tree_id)
+            self.metrics.releases.labels("trees", "lease").inc()
             self.release_if_booked(tree_id, now)
 
     def switch_synced(self, switch, datapath):

@@ -125,7 +125,12 @@ def lower_bound(round_input, cost_model):
 
 
 def normalized_completion(selection, round_input):
-    return selection.t / lower_bound(round_input, selection.cost_model)
+    """t / LB; 1.0 for a round with nothing to send (p = 0 everywhere and nothing forced),
+    None where only forced pairs send (LB = 0 < t)."""
+    bound = lower_bound(round_input, selection.cost_model)
+    if bound == 0:
+        return 1.0 if selection.t == 0 else None
+    return selection.t / bound
 
 
 def multicast_scale(selection):

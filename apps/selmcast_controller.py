@@ -11,7 +11,7 @@ rejected a tree; none leaves a tree, reservation or history entry behind.
 
 from ryu.base import app_manager
 
-from apps.rest_json import resource_api
+from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts
 
 REST_APP_KEY = "selmcast_rounds"
@@ -25,7 +25,9 @@ class SelmcastController(app_manager.RyuApp):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        kwargs["wsgi"].register(SelmcastRestApi, {REST_APP_KEY: kwargs[CONTEXT_KEY].rounds})
+        services = kwargs[CONTEXT_KEY]
+        kwargs["wsgi"].register(SelmcastRestApi, {REST_APP_KEY: services.rounds,
+                                                  METRICS_KEY: services.metrics})
 
 
 if __name__ not in ("apps.selmcast_controller", "__main__"):   # ryu-manager apps/selmcast_controller.py

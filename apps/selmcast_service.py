@@ -29,8 +29,8 @@ MBIT_PER_MB = 8.0
 
 
 class SelmcastRounds:
-    def __init__(self, fabric, trees, rng=None):
-        self.fabric, self.trees = fabric, trees
+    def __init__(self, fabric, trees, metrics, rng=None):
+        self.fabric, self.trees, self.metrics = fabric, trees, metrics
         self.rng = rng or random.Random()
         self.histories = {}        # job -> SyncHistory
         self.rounds = {}           # round id -> report
@@ -42,6 +42,9 @@ class SelmcastRounds:
 
     def list(self, _now):
         return {"rounds": [self.rounds[i] for i in sorted(self.rounds)]}
+
+    def live_count(self):
+        return len(self.rounds)
 
     def show(self, round_id, _now):
         return self._get(round_id)
@@ -78,7 +81,8 @@ class SelmcastRounds:
         try:
             problem = RoundInput.build([s * MBIT_PER_MB for s in request["update_mb"]], ingress,
                                        egress, request["p"], forced, unsynced)
-            selection = select(problem, request["cost_model"], request["policy"], self.rng)
+            with self.metrics.planning_seconds.labels("selmcast").time():
+                selection = select(problem, request["cost_model"], request["policy"], self.rng)
         except SelectionError as error:
             raise InvalidRequest(str(error)) from None
         specs = tree_specs(workers, selection, problem.sizes, request["tree_policy"])
@@ -106,7 +110,7 @@ class SelmcastRounds:
         self.release_keys[round_id] = release_key
         LOG.info("round %d of job %r (#%d): %d workers, %s %s, t = %.3f s (%.3f x LB), %d trees, "
                  "%d forced pairs", round_id, job, report["round"], len(workers), selection.policy,
-                 selection.cost_model, selection.t, report["normalized_completion"],
+                 selection.cost_model, selection.t, report["normalized_completion"] or float("nan"),
                  len(reservations), report["forced_pairs"])
         return dict(report, release_key=release_key)
 

@@ -9,7 +9,8 @@ from ryu.lib import hub
 from apps import state_files
 from apps.fabric_service import Fabric
 from apps.ina_service import InaPlans
-from apps.installer import Installer
+from apps.installer import CONFIRM_TIMEOUT_S, Installer
+from apps.metrics import Metrics
 from apps.multicast_service import MulticastTrees
 from apps.selmcast_service import SelmcastRounds
 
@@ -17,13 +18,15 @@ CONTEXT_KEY = "syncfabric"
 
 
 class Services:
-    def __init__(self, store=state_files, installer=None):
+    def __init__(self, store=state_files, confirm_timeout_s=CONFIRM_TIMEOUT_S):
         self.store = store
-        self.installer = installer or Installer()
-        self.fabric = Fabric()
-        self.trees = MulticastTrees(self.fabric, self.installer, store)
-        self.rounds = SelmcastRounds(self.fabric, self.trees)
-        self.plans = InaPlans(self.fabric, self.installer)
+        self.metrics = Metrics()
+        self.installer = Installer(self.metrics, confirm_timeout_s)
+        self.fabric = Fabric(self.metrics)
+        self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics)
+        self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics)
+        self.plans = InaPlans(self.fabric, self.installer, self.metrics)
+        self.metrics.watch(self)
 
 
 def contexts():

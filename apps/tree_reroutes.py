@@ -27,7 +27,8 @@ def reroute_broken(trees, now):
             continue   # released meanwhile
         down_links = trees.fabric.down_links
         if any(frozenset(edge) in down_links for edge in edges):
-            _reroute(trees, tree_id, down_links, now)
+            with trees.metrics.reroute_seconds.time():
+                _reroute(trees, tree_id, down_links, now)
 
 
 def _reroute(trees, tree_id, down_links, now):
@@ -49,7 +50,7 @@ def _reroute(trees, tree_id, down_links, now):
             return
         LOG.warning("tree %d crosses a failed link and no other tree fits (%s): releasing it",
                     tree_id, error)
-        trees.release_if_booked(tree_id, now, book)
+        _released(trees, tree_id, now, book)
         return
     # the links only the new tree uses are held while it is installed: requests
     # admitted meanwhile see them taken
@@ -80,7 +81,7 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         trees.installer.install(messages)
     except InstallFailed as failure:
         LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
-        trees.release_if_booked(tree_id, now, book)
+        _released(trees, tree_id, now, book)
         return
     if trees.book is not book or tree_id not in book.ids():   # released meanwhile
         trees.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id)
@@ -99,5 +100,12 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         elif new_in_port[switch] != in_port:
             removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
     trees.installer.send(removals)
+    trees.metrics.reroutes.labels("moved").inc()
     LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
              ",".join(s for s, _, _ in new_plan))
+
+
+def _released(trees, tree_id, now, book):
+    trees.metrics.reroutes.labels("released").inc()
+    trees.metrics.releases.labels("trees", "reroute").inc()
+    trees.release_if_booked(tree_id, now, book)

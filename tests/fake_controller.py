@@ -15,13 +15,20 @@ from webob import Request
 
 from apps.fabric_controller import FabricController
 from apps.ina_controller import InaController
-from apps.installer import Installer
 from apps.multicast_controller import MulticastController
 from apps.selmcast_controller import SelmcastController
 from apps.services import CONTEXT_KEY, Services
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
 from tests.fake_openflow import FakeDatapath, FakeNetwork
 
 ALL_APPS = (FabricController, MulticastController, SelmcastController, InaController)
+
+
+def description(spines=2, leaves=2, hosts_per_leaf=2):
+    """A spine-leaf fabric of 20 Mbit/s links with a 9 Mbit/s aggregator on each spine."""
+    return describe(SpineLeafTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf,
+                                  bw=20, aggregators="spines", aggregator_bw=9))
 
 
 class MemoryStore:
@@ -39,8 +46,7 @@ class MemoryStore:
 
 class InProcessController:
     def __init__(self, description=None, store=None, confirm_timeout_s=0.5, apps=ALL_APPS):
-        self.services = Services(store=store or MemoryStore(),
-                                 installer=Installer(timeout_s=confirm_timeout_s))
+        self.services = Services(store=store or MemoryStore(), confirm_timeout_s=confirm_timeout_s)
         self.network = FakeNetwork(self.services.installer)
         self.wsgi = WSGIApplication()
         self.manager = app_manager.AppManager()
@@ -65,12 +71,17 @@ class InProcessController:
 
     def request(self, method, path, body=None, headers=None):
         """(status, JSON answer) of one REST request."""
+        response = self.response(method, path, body, headers)
+        return response.status_int, json.loads(response.body or b"null")
+
+    def response(self, method, path, body=None, headers=None):
+        """The WebOb response to one REST request, once the controller settled."""
         request = Request.blank(path, method=method, headers=headers or {})
         if body is not None:
             request.body = body if isinstance(body, bytes) else json.dumps(body).encode()
         response = request.get_response(self.wsgi)
         self.settle()
-        return response.status_int, json.loads(response.body or b"null")
+        return response
 
     # --- switches ---------------------------------------------------------------
 

@@ -8,17 +8,10 @@ import pytest
 from ryu.lib import hub
 
 from apps import openflow_builders as of
-from mininet_topos.description import describe
-from mininet_topos.spineleaf import SpineLeafTopo
-from tests.fake_controller import InProcessController
+from tests.fake_controller import InProcessController, description
 from tests.fake_openflow import multicast_walk
 
 TREE = {"source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5}
-
-
-def description(spines=2, leaves=2, hosts_per_leaf=2):
-    return describe(SpineLeafTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf,
-                                  bw=20, aggregators="spines", aggregator_bw=9))
 
 
 @pytest.fixture

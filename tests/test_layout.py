@@ -9,9 +9,10 @@ import pytest
 
 APPS = Path(__file__).resolve().parent.parent / "apps"
 # REST answers, barrier-confirmed batches, the services as a Ryu context, ARP frames built
-# with Ryu's packet library, launch forms, state files under a Ryu config option
+# with Ryu's packet library, launch forms, state files under a Ryu config option, the
+# operator's REST endpoints
 RYU_FACING_HELPERS = {"rest_json.py", "installer.py", "services.py", "arp_responder.py",
-                      "launch_by_path.py", "state_files.py"}
+                      "launch_by_path.py", "state_files.py", "operator_api.py"}
 PURE_MODULES = sorted(path.name for path in APPS.glob("*.py")
                       if not path.name.endswith("_controller.py")
                       and path.name not in RYU_FACING_HELPERS | {"__init__.py"})

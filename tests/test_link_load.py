@@ -39,7 +39,7 @@ def test_report_reads_switch_tx_and_host_uplink_rx():
     for age, count in ((1.0, 0), (2.0, 1_250_000)):          # 10 Mbit/s
         rates.update(leaf1, 2, "tx", count, age)             # leaf1 -> spine2
         rates.update(leaf1, 3, "rx", count // 2, age)        # h1 -> leaf1, 5 Mbit/s
-    report = {(link["src"], link["dst"]): link for link in link_report(view, rates)}
+    report = {(link["src"], link["dst"]): link for link in link_report(view, rates, {("leaf1", "spine2"): 4.5})}
     assert len(report) == 12
     up = report["leaf1", "spine2"]
     assert (up["src_port"], up["dst_port"], up["kind"]) == (2, 1, "fabric")
@@ -47,4 +47,5 @@ def test_report_reads_switch_tx_and_host_uplink_rx():
     assert report["h1", "leaf1"]["rate_mbps"] == pytest.approx(5)
     assert report["h1", "leaf1"]["kind"] == "host"
     assert report["spine2", "leaf1"]["rate_mbps"] is None
+    assert (up["reserved_mbps"], report["spine2", "leaf1"]["reserved_mbps"]) == (4.5, 0.0)
     assert spine2 != leaf1

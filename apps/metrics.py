@@ -1,0 +1,110 @@
+"""Where the controller is measured: Prometheus metrics, named as faucet names its own
+(the `syncfabric_` prefix, base units: bytes, seconds and ratios; `_total` on counters).
+
+One registry per controller process (Services builds it), so that in-process tests can
+run several controllers. Counters and histograms are updated where things happen;
+what is live (link rates and reservations, trees, plans, rounds, switches) is read
+from the services at scrape time by LiveState, so it can never go stale.
+"""
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+BYTES_PER_MBIT = 1e6 / 8
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# OpenFlow batches confirm in milliseconds; planning a 100-worker job takes seconds
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+
+        def counter(name, documentation, labels):
+            return Counter(name, documentation, labels, registry=self.registry)
+
+        def histogram(name, documentation, labels=()):
+            return Histogram(name, documentation, labels, buckets=LATENCY_BUCKETS,
+                             registry=self.registry)
+
+        self.rest_requests = counter(
+            "syncfabric_rest_requests", "REST requests answered, by route template, method "
+            "and status", ["route", "method", "status"])
+        self.admissions = counter(
+            "syncfabric_admissions", "trees, SELMCAST rounds and INA plans created", ["resource"])
+        self.refusals = counter(
+            "syncfabric_refusals", "creations refused with 409: no capacity, or busy",
+            ["resource"])
+        self.releases = counter(
+            "syncfabric_releases", "trees, rounds and plans released, by cause: request "
+            "(DELETE), lease (expired) or reroute (no tree fits around a failure)",
+            ["resource", "cause"])
+        self.install_seconds = histogram(
+            "syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow messages "
+            "to the last switch's barrier reply, by outcome (confirmed or failed)", ["outcome"])
+        self.reroutes = counter(
+            "syncfabric_reroutes", "live trees moved off a failed link, by outcome (moved "
+            "or released)", ["outcome"])
+        self.reroute_seconds = histogram(
+            "syncfabric_reroute_seconds", "the controller's share of a reroute's gap: from "
+            "the link change to the moved tree confirmed by its switches")
+        self.reconciliations = counter(
+            "syncfabric_reconciliations", "switches (re)synced after connecting: cleared, "
+            "then given the fabric flows and every live tree and plan", ["switch"])
+        self.planning_seconds = histogram(
+            "syncfabric_planning_seconds", "computing a multicast tree, a SELMCAST round or "
+            "an INA plan", ["kind"])
+
+    def watch(self, services):
+        """Also report the live state of `services` (a Services) at every scrape."""
+        self.registry.register(LiveState(services))
+
+    def exposition(self):
+        """The text a scrape of GET /metrics receives."""
+        return generate_latest(self.registry)
+
+
+class LiveState:
+    """A custom collector: gauges read from the services when scraped."""
+
+    def __init__(self, services):
+        self.services = services
+
+    def collect(self):
+        fabric = self.services.fabric
+        by_link = ["src", "dst"]
+        gauges = {
+            "capacity": GaugeMetricFamily("syncfabric_link_capacity_bytes_per_second",
+                                          "a directed link's capacity", labels=by_link),
+            "reserved": GaugeMetricFamily("syncfabric_link_reserved_bytes_per_second",
+                                          "bandwidth reserved on a directed link by trees, "
+                                          "reroutes in progress and INA plans", labels=by_link),
+            "rate": GaugeMetricFamily("syncfabric_link_rate_bytes_per_second", "a directed "
+                                      "link's rate over the last port-counter interval",
+                                      labels=by_link),
+            "utilization": GaugeMetricFamily("syncfabric_link_utilization_ratio",
+                                             "a directed link's rate over its capacity",
+                                             labels=by_link),
+        }
+        for link in fabric.link_states():
+            ends = [link["src"], link["dst"]]
+            gauges["capacity"].add_metric(ends, link["capacity_mbps"] * BYTES_PER_MBIT)
+            gauges["reserved"].add_metric(ends, link["reserved_mbps"] * BYTES_PER_MBIT)
+            if link["rate_mbps"] is not None:
+                gauges["rate"].add_metric(ends, link["rate_mbps"] * BYTES_PER_MBIT)
+                gauges["utilization"].add_metric(ends, link["utilization"])
+        yield from gauges.values()
+        switches = GaugeMetricFamily("syncfabric_switches", "switches of the fabric "
+                                     "description, by state", labels=["state"])
+        described = fabric.topology_report()["switches"]
+        switches.add_metric(["described"], len(described))
+        switches.add_metric(["connected"], sum(s["connected"] for s in described))
+        switches.add_metric(["synced"], sum(s["synced"] for s in described))
+        yield switches
+        for name, documentation, count in (
+                ("syncfabric_trees", "live multicast trees (SELMCAST rounds' included)",
+                 self.services.trees.live_count()),
+                ("syncfabric_selmcast_rounds", "live SELMCAST rounds",
+                 self.services.rounds.live_count()),
+                ("syncfabric_ina_plans", "live INA plans", self.services.plans.live_count())):
+            yield GaugeMetricFamily(name, documentation, value=count)

@@ -1,0 +1,310 @@
+"""The REST contract of the four apps as an OpenAPI 3 description, built in one place from
+the constants the request parsers check (policies, cost models, limits), so that the
+description and the parsers cannot drift apart. GET /openapi.json serves it (the
+operations of the apps that are loaded); tests validate it with openapi-spec-validator,
+compare it with the routes registered with Ryu's wsgi, and fuzz a live controller
+against it with schemathesis.
+"""
+
+from apps import ina_service, multicast_trees, selmcast_service
+from apps.fabric_view import HOST_ROLES, MAX_PORT
+from apps.receiver_selection import COST_MODELS
+
+OPENAPI_VERSION = "3.0.3"
+MAX_DPID = 2 ** 64 - 1
+
+
+def ref(name):
+    return {"$ref": "#/components/schemas/%s" % name}
+
+
+def obj(properties, required=(), additional=True):
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    if not additional:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def array(items, **limits):
+    return dict({"type": "array", "items": items}, **limits)
+
+
+def nullable(schema):
+    return dict(schema, nullable=True)
+
+
+STRING = {"type": "string"}
+NAME = {"type": "string", "description": "a host or switch name of the fabric description"}
+NUMBER = {"type": "number"}
+POSITIVE = {"type": "number", "exclusiveMinimum": True, "minimum": 0}
+INTEGER = {"type": "integer"}
+PORT = {"type": "integer", "minimum": 1, "maximum": MAX_PORT}
+NAMES = array(NAME, uniqueItems=True)
+PATH = array(NAME)
+TTL = nullable(dict(POSITIVE, description="lease in seconds; null or absent: no lease"))
+RATIO_MAP = {"type": "object", "additionalProperties": NUMBER}
+
+SCHEMAS = {
+    "Error": obj({"error": dict(STRING, description="what was wrong, and what to do next"),
+                  "max_feasible_mbps": dict(NUMBER, description="409 of a tree: the most "
+                                            "bandwidth a tree to these receivers could get"),
+                  "theta_mbps": dict(NUMBER, description="409 of a plan: the rate left")},
+                 required=["error"]),
+
+    # --- the fabric ----------------------------------------------------------------
+    "Switch": obj({"name": STRING, "dpid": {"type": "integer", "minimum": 1, "maximum": MAX_DPID},
+                   "role": dict(STRING, description="spine, leaf, core, aggregation, edge or "
+                                "switch")}, required=["name", "dpid"]),
+    "Link": obj({"a": NAME, "a_port": PORT, "b": NAME, "b_port": PORT,
+                 "capacity_mbps": POSITIVE}, required=["a", "a_port", "b", "b_port",
+                                                      "capacity_mbps"]),
+    "Host": obj({"name": STRING, "ip": {"type": "string", "format": "ipv4"},
+                 "mac": {"type": "string", "pattern": "^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$"},
+                 "switch": NAME, "port": PORT, "capacity_mbps": POSITIVE,
+                 "role": {"type": "string", "enum": list(HOST_ROLES)},
+                 "aggregation_mbps": dict(POSITIVE, description="an aggregator's summing rate")},
+                required=["name", "ip", "mac", "switch", "port", "capacity_mbps"]),
+    "FabricDescription": obj({"switches": array(ref("Switch")), "links": array(ref("Link")),
+                              "hosts": array(ref("Host"))},
+                             required=["switches", "links", "hosts"]),
+    "Topology": obj({
+        "switches": array({"allOf": [ref("Switch"), obj(
+            {"connected": {"type": "boolean"}, "synced": {"type": "boolean"}},
+            required=["connected", "synced"])]}),
+        "links": array(ref("Link")), "hosts": array(ref("Host")),
+        "unknown_dpids": array(INTEGER)}, required=["switches", "links", "hosts", "unknown_dpids"]),
+    "LinkState": obj({
+        "src": NAME, "dst": NAME, "src_port": nullable(INTEGER), "dst_port": nullable(INTEGER),
+        "kind": {"type": "string", "enum": ["fabric", "host"]}, "capacity_mbps": NUMBER,
+        "reserved_mbps": NUMBER, "rate_mbps": nullable(NUMBER), "utilization": nullable(NUMBER)},
+        required=["src", "dst", "src_port", "dst_port", "kind", "capacity_mbps",
+                  "reserved_mbps", "rate_mbps", "utilization"]),
+    "Links": obj({"interval_s": NUMBER, "links": array(ref("LinkState"))},
+                 required=["interval_s", "links"]),
+
+    # --- multicast trees ---------------------------------------------------------------
+    "TreeRequest": obj({
+        "source": NAME, "receivers": array(NAME, minItems=1),
+        "bandwidth_mbps": POSITIVE,
+        "policy": {"type": "string", "enum": list(multicast_trees.POLICIES),
+                   "default": multicast_trees.PATH_AWARE},
+        "ttl_s": TTL}, required=["source", "receivers", "bandwidth_mbps"], additional=False),
+    "Tree": obj({
+        "id": INTEGER, "address": {"type": "string", "format": "ipv4"}, "source": NAME,
+        "receivers": PATH, "policy": STRING, "bandwidth_mbps": NUMBER,
+        "edges": array(array(NAME, minItems=2, maxItems=2)),
+        "reservation": obj({"bandwidth_mbps": NUMBER, "links": INTEGER,
+                            "expires_in_s": nullable(NUMBER)},
+                           required=["bandwidth_mbps", "links", "expires_in_s"])},
+        required=["id", "address", "source", "receivers", "policy", "bandwidth_mbps", "edges",
+                  "reservation"]),
+    "TreeList": obj({"trees": array(ref("Tree"))}, required=["trees"]),
+
+    # --- SELMCAST rounds ---------------------------------------------------------------
+    "RoundRequest": obj({
+        "job": {"type": "string", "minLength": 1},
+        "workers": array(NAME, minItems=2, uniqueItems=True),
+        "update_mb": {"oneOf": [POSITIVE, array(POSITIVE, minItems=2)],
+                      "description": "each worker's update: one size, or one per worker"},
+        "p": {"oneOf": [{"type": "integer", "minimum": 0},
+                        array({"type": "integer", "minimum": 0}, minItems=2)],
+              "description": "each worker's staleness: one, or one per worker"},
+        "k": {"type": "integer", "minimum": 1, "default": selmcast_service.DEFAULT_K},
+        "cost_model": {"type": "string", "enum": list(COST_MODELS)},
+        "policy": {"type": "string", "enum": list(selmcast_service.POLICIES)},
+        "tree_policy": {"type": "string", "enum": list(selmcast_service.TREE_POLICIES)},
+        "ttl_s": TTL}, required=["job", "workers", "update_mb", "p"], additional=False),
+    "Round": obj({
+        "id": INTEGER, "job": STRING, "round": INTEGER, "workers": PATH, "policy": STRING,
+        "cost_model": STRING, "t_s": NUMBER, "lower_bound_s": NUMBER,
+        "normalized_completion": nullable(NUMBER), "multicast_scale": NUMBER, "forced_pairs": INTEGER,
+        "assignment": {"type": "object", "additionalProperties": PATH},
+        "trees": array(obj({"id": INTEGER, "source": NAME, "receivers": PATH,
+                            "address": STRING, "bandwidth_mbps": NUMBER},
+                           required=["id", "source", "receivers", "address", "bandwidth_mbps"]))},
+        required=["id", "job", "round", "workers", "policy", "cost_model", "t_s",
+                  "lower_bound_s", "assignment", "trees"]),
+    "RoundList": obj({"rounds": array(ref("Round"))}, required=["rounds"]),
+
+    # --- INA plans ---------------------------------------------------------------------
+    "PlanRequest": obj({
+        "job": {"type": "string", "minLength": 1},
+        "workers": array(NAME, minItems=1, uniqueItems=True),
+        "ps": {"oneOf": [NAME, array(NAME, minItems=1, maxItems=ina_service.MAX_PSS,
+                                     uniqueItems=True)],
+               "description": "the PS, or the PSs of a sharded (InArt) job"},
+        "aggregators": nullable(dict(NAMES, description="default: every aggregator")),
+        "gradient_mb": POSITIVE,
+        "policy": {"type": "string", "enum": list(ina_service.POLICIES)}},
+        required=["job", "workers", "ps", "gradient_mb"], additional=False),
+    "Plan": obj({
+        "id": INTEGER, "job": STRING, "policy": STRING,
+        "ps": {"oneOf": [NAME, PATH]}, "split": RATIO_MAP,
+        "ports": {"type": "object", "additionalProperties": INTEGER},
+        "gradient_mb": NUMBER, "theta_mbps": NUMBER, "theta_lp_mbps": NUMBER,
+        "theta_rounded_mbps": NUMBER, "rounded_overload": NUMBER, "theta_repaired_mbps": NUMBER,
+        "theta_bound_mbps": NUMBER, "optimality_gap": NUMBER, "predicted_comm_time_s": NUMBER,
+        "workers": {"type": "object", "additionalProperties": array(obj(
+            {"ps": NAME, "node": NAME, "path": PATH, "share": NUMBER, "rate_mbps": NUMBER},
+            required=["ps", "node", "path", "share", "rate_mbps"]))},
+        "aggregates": array(obj({"aggregator": NAME, "ps": NAME, "workers": PATH, "path": PATH,
+                                 "rate_mbps": NUMBER},
+                                required=["aggregator", "ps", "workers", "path", "rate_mbps"])),
+        "addresses": {"type": "object", "additionalProperties": STRING},
+        "port": INTEGER,
+        "aggregators": {"type": "object", "additionalProperties": obj(
+            {"workers": PATH, "path": PATH, "rate_mbps": NUMBER})}},
+        required=["id", "job", "policy", "ps", "split", "ports", "gradient_mb", "theta_mbps",
+                  "theta_bound_mbps", "optimality_gap", "predicted_comm_time_s", "workers",
+                  "aggregates", "addresses"]),
+    "PlanList": obj({"plans": array(ref("Plan"))}, required=["plans"]),
+}
+
+ERRORS = {
+    400: "malformed JSON, or a request the fabric cannot serve as asked",
+    401: "a token is configured and the request changes state without "
+         "`Authorization: Bearer <token>`",
+    403: "the thing was created by another client: send its release key in X-Release-Key",
+    404: "an unknown host, tree, round or plan",
+    409: "no capacity left, or busy (released or being installed meanwhile)",
+    500: "a switch rejected what was sent, or did not confirm it; nothing of it is left",
+    503: "no fabric description loaded, or a switch it needs is not connected",
+}
+
+
+def json_content(schema):
+    return {"application/json": {"schema": schema}}
+
+
+def responses(success_status, success_schema, description, errors):
+    answers = {str(success_status): {"description": description,
+                                     "content": json_content(success_schema)}}
+    for status in errors:
+        answers[str(status)] = {"description": ERRORS[status],
+                                "content": json_content(ref("Error"))}
+    return answers
+
+
+STATE_CHANGING = [{"bearerAuth": []}, {}]      # the token only when one is configured
+RELEASE_KEY = {"name": "X-Release-Key", "in": "header", "required": False, "schema": STRING}
+ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": INTEGER}
+
+
+def resource_paths(prefix, collection, noun, request_schema, item_schema, list_schema):
+    """The create/list/show/release operations of one resource_api collection."""
+    created = {"allOf": [ref(item_schema), obj({"release_key": STRING}, required=["release_key"])]}
+    released = obj({"released": ref(item_schema)}, required=["released"])
+    tag = prefix
+    return {
+        "/%s/%s" % (prefix, collection): {
+            "post": {
+                "operationId": "create_%s" % noun, "tags": [tag], "summary": "create a %s" % noun,
+                "security": STATE_CHANGING,
+                "description": "The answer's release_key (the X-Release-Key sent, or a new "
+                               "one) is what its DELETE must carry.",
+                "parameters": [RELEASE_KEY],
+                "requestBody": {"required": True, "content": json_content(ref(request_schema))},
+                "responses": responses(201, created, "created, installed and confirmed by "
+                                       "every switch", (400, 401, 404, 409, 500, 503))},
+            "get": {"operationId": "list_%ss" % noun, "tags": [tag],
+                    "summary": "the live %ss" % noun,
+                    "responses": responses(200, ref(list_schema), "every live %s" % noun, ())}},
+        "/%s/%s/{item_id}" % (prefix, collection): {
+            "parameters": [ITEM_ID],
+            "get": {"operationId": "show_%s" % noun, "tags": [tag], "summary": "one %s" % noun,
+                    "responses": responses(200, ref(item_schema), "the %s" % noun, (404,))},
+            "delete": {"operationId": "release_%s" % noun, "tags": [tag],
+                       "summary": "release a %s: its switch state and bandwidth" % noun,
+                       "security": STATE_CHANGING, "parameters": [RELEASE_KEY],
+                       "responses": responses(200, released, "released", (401, 403, 404))}},
+    }
+
+
+def fabric_paths():
+    return {
+        "/fabric/topology": {
+            "get": {"operationId": "get_topology", "tags": ["fabric"],
+                    "summary": "the fabric description, each switch marked connected and synced",
+                    "responses": responses(200, ref("Topology"), "the description", ())},
+            "put": {"operationId": "put_topology", "tags": ["fabric"],
+                    "summary": "adopt a fabric description (releases every tree and plan)",
+                    "security": STATE_CHANGING,
+                    "requestBody": {"required": True,
+                                    "content": json_content(ref("FabricDescription"))},
+                    "responses": responses(200, ref("Topology"), "adopted", (400, 401))}},
+        "/fabric/links": {
+            "get": {"operationId": "get_links", "tags": ["fabric"],
+                    "summary": "every directed link's capacity, reservations, rate and "
+                               "utilization",
+                    "responses": responses(200, ref("Links"), "the links", ())}},
+    }
+
+
+def operator_paths():
+    return {
+        "/openapi.json": {"get": {"operationId": "get_openapi", "tags": ["operator"],
+                                  "summary": "this description (of the apps loaded)",
+                                  "responses": {"200": {"description": "OpenAPI 3",
+                                                        "content": json_content(
+                                                            {"type": "object"})}}}},
+        "/metrics": {"get": {"operationId": "get_metrics", "tags": ["operator"],
+                             "summary": "Prometheus metrics (text exposition format)",
+                             "responses": {"200": {"description": "metrics", "content": {
+                                 "text/plain": {"schema": STRING}}}}}},
+        "/ui": {"get": {"operationId": "get_ui", "tags": ["operator"],
+                        "summary": "the live page of the fabric, trees, plans and rounds",
+                        "responses": {"200": {"description": "HTML", "content": {
+                            "text/html": {"schema": STRING}}}}}},
+        "/ui/{asset}": {"get": {"operationId": "get_ui_asset", "tags": ["operator"],
+                                "summary": "the page's script and style",
+                                "parameters": [{"name": "asset", "in": "path", "required": True,
+                                                "schema": STRING}],
+                                "responses": {
+                                    "200": {"description": "the asset", "content": {
+                                        "text/javascript": {"schema": STRING},
+                                        "text/css": {"schema": STRING}}},
+                                    "404": {"description": "no such asset",
+                                            "content": json_content(ref("Error"))}}}},
+    }
+
+
+def description():
+    """The whole description, every app's operations."""
+    paths = {**fabric_paths(), **operator_paths(),
+             **resource_paths("multicast", "trees", "tree", "TreeRequest", "Tree", "TreeList"),
+             **resource_paths("selmcast", "rounds", "round", "RoundRequest", "Round",
+                              "RoundList"),
+             **resource_paths("ina", "plans", "plan", "PlanRequest", "Plan", "PlanList")}
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": "syncfabric controller", "version": "0.1.0",
+                 "description": "Path-aware multicast trees with reserved bandwidth, SELMCAST "
+                                "rounds and in-network aggregation plans on an OpenFlow "
+                                "fabric. GETs are open; with a token configured "
+                                "(SYNCFABRIC_REST_TOKEN), POST, PUT and DELETE need it."},
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {"schemas": SCHEMAS, "securitySchemes": {
+            "bearerAuth": {"type": "http", "scheme": "bearer",
+                           "description": "the controller's SYNCFABRIC_REST_TOKEN"}}},
+    }
+
+
+def operations(spec):
+    """{(path, METHOD)} of a description."""
+    return {(path, method.upper()) for path, item in spec["paths"].items()
+            for method in item if method != "parameters"}
+
+
+def served(registered):
+    """The description of just the operations in `registered` ({(path, METHOD)}): those
+    of the apps this controller loaded."""
+    spec = description()
+    spec["paths"] = {path: {method: operation for method, operation in item.items()
+                            if method == "parameters" or (path, method.upper()) in registered}
+                     for path, item in spec["paths"].items()}
+    spec["paths"] = {path: item for path, item in spec["paths"].items()
+                     if set(item) - {"parameters"}}
+    return spec
