@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv chromium chromium-driver
 
-.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test figures figures-emulated clean
+.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test fuzz ui-pictures figures figures-emulated clean
 
 setup: apt ovs venv
 
@@ -55,6 +55,15 @@ test: setup
 
 unit-test: venv
 	$(PYTHON) -m pytest -m 'not integration'
+
+# The REST API fuzzed against its OpenAPI description (schemathesis) on a live controller
+# over a 2x2 Mininet fabric: 2000 examples per operation (make test runs 200). Root.
+fuzz: setup
+	$(PYTHON) -m experiments.api_fuzz --examples 2000 --out results/api_fuzz.csv
+
+# The README's pictures of the live page (GET /ui), from an 8x8 fabric in headless Chromium.
+ui-pictures: setup
+	$(PYTHON) -m experiments.ui_pictures --out docs/figures
 
 # Every figure we reproduce, into results/figures/: the simulated ones always (about 7
 # minutes on 2 cores), the emulated ones too with `make figures EMULATED=1` (Mininet, root,

@@ -18,8 +18,10 @@ def ref(name):
     return {"$ref": "#/components/schemas/%s" % name}
 
 
-def obj(properties, required=(), additional=True):
+def obj(properties, required=(), additional=True, example=None):
     schema = {"type": "object", "properties": properties}
+    if example is not None:
+        schema["example"] = example
     if required:
         schema["required"] = list(required)
     if not additional:
@@ -90,7 +92,8 @@ SCHEMAS = {
         "bandwidth_mbps": POSITIVE,
         "policy": {"type": "string", "enum": list(multicast_trees.POLICIES),
                    "default": multicast_trees.PATH_AWARE},
-        "ttl_s": TTL}, required=["source", "receivers", "bandwidth_mbps"], additional=False),
+        "ttl_s": TTL}, required=["source", "receivers", "bandwidth_mbps"], additional=False,
+        example={"source": "h1", "receivers": ["h2", "h3"], "bandwidth_mbps": 2}),
     "Tree": obj({
         "id": INTEGER, "address": {"type": "string", "format": "ipv4"}, "source": NAME,
         "receivers": PATH, "policy": STRING, "bandwidth_mbps": NUMBER,
@@ -115,7 +118,8 @@ SCHEMAS = {
         "cost_model": {"type": "string", "enum": list(COST_MODELS)},
         "policy": {"type": "string", "enum": list(selmcast_service.POLICIES)},
         "tree_policy": {"type": "string", "enum": list(selmcast_service.TREE_POLICIES)},
-        "ttl_s": TTL}, required=["job", "workers", "update_mb", "p"], additional=False),
+        "ttl_s": TTL}, required=["job", "workers", "update_mb", "p"], additional=False,
+        example={"job": "sync", "workers": ["h1", "h2", "h3"], "update_mb": 1, "p": 1}),
     "Round": obj({
         "id": INTEGER, "job": STRING, "round": INTEGER, "workers": PATH, "policy": STRING,
         "cost_model": STRING, "t_s": NUMBER, "lower_bound_s": NUMBER,
@@ -138,7 +142,8 @@ SCHEMAS = {
         "aggregators": nullable(dict(NAMES, description="default: every aggregator")),
         "gradient_mb": POSITIVE,
         "policy": {"type": "string", "enum": list(ina_service.POLICIES)}},
-        required=["job", "workers", "ps", "gradient_mb"], additional=False),
+        required=["job", "workers", "ps", "gradient_mb"], additional=False,
+        example={"job": "train", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}),
     "Plan": obj({
         "id": INTEGER, "job": STRING, "policy": STRING,
         "ps": {"oneOf": [NAME, PATH]}, "split": RATIO_MAP,

@@ -350,6 +350,37 @@ def plot_ina_optimality(csv_path):
     return save(figure, csv_path)
 
 
+def plot_api_fuzz(csv_path):
+    """Examples sent per operation, stacked by the class of status they got, with any
+    failure marked."""
+    rows = read_rows(csv_path)
+    figure, axes = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    classes = [("2xx", "tab:green"), ("4xx", "tab:blue"), ("503", "tab:orange"),
+               ("other 5xx", "tab:red")]
+    counts = {name: [] for name, _ in classes}
+    for row in rows:
+        by_class = dict.fromkeys(counts, 0)
+        for item in row["statuses"].split():
+            status, count = map(int, item.split(":"))
+            name = ("2xx" if status < 300 else "4xx" if status < 500 else
+                    "503" if status == 503 else "other 5xx")
+            by_class[name] += count
+        for name in counts:
+            counts[name].append(by_class[name])
+    labels = ["%s%s" % (r["operation"], "  FAILED" if any(int(r[c]) for c in (
+        "server_errors", "schema_violations", "negative_accepted", "leaks")) else "")
+        for r in rows]
+    left = [0] * len(rows)
+    for name, colour in classes:
+        axes.barh(labels, counts[name], left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, counts[name])]
+    axes.invert_yaxis()
+    axes.set_xlabel("examples sent")
+    axes.set_title("REST API fuzz (schemathesis): %d examples" % sum(left))
+    axes.legend(loc="lower right", fontsize=8)
+    return save(figure, csv_path)
+
+
 def emulation_footer(rows):
     """Emulated seconds are this machine's at this link rate, and count only where the
     emulator kept up: say both under the figure."""
@@ -385,7 +416,8 @@ PLOTTERS = [(("sweep", "link_util_cov"), plot_sim_ps_multicast),
             (("predicted_s",), plot_selmcast), (("theta_repaired",), plot_ina),
             (("theta_repaired_mbps",), plot_ina), (("f_repaired",), plot_ina),
             (("test_accuracy",), plot_train), (("gap_ms",), plot_fault_recovery),
-            (("max_reserved_fraction",), plot_soak), (("oracle_s",), plot_ina_optimality)]
+            (("max_reserved_fraction",), plot_soak), (("oracle_s",), plot_ina_optimality),
+            (("negative_accepted",), plot_api_fuzz)]
 
 
 def main(argv=None):
