@@ -12,6 +12,7 @@ from apps.receiver_selection import COST_MODELS
 
 OPENAPI_VERSION = "3.0.3"
 MAX_DPID = 2 ** 64 - 1
+UI_ASSETS = {"fabric.js": "text/javascript", "fabric.css": "text/css"}   # the page's files
 
 
 def ref(name):
@@ -265,7 +266,8 @@ def operator_paths():
         "/ui/{asset}": {"get": {"operationId": "get_ui_asset", "tags": ["operator"],
                                 "summary": "the page's script and style",
                                 "parameters": [{"name": "asset", "in": "path", "required": True,
-                                                "schema": STRING}],
+                                                "schema": {"type": "string",
+                                                           "enum": sorted(UI_ASSETS)}}],
                                 "responses": {
                                     "200": {"description": "the asset", "content": {
                                         "text/javascript": {"schema": STRING},

@@ -10,10 +10,10 @@ from ryu.app.wsgi import Response
 
 from apps import openapi
 from apps.metrics import CONTENT_TYPE
+from apps.openapi import UI_ASSETS
 from apps.rest_json import RestApi, counted_route, json_response
 
 UI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ui")
-UI_ASSETS = {"fabric.js": "text/javascript", "fabric.css": "text/css"}
 
 
 def registered_operations(mapper):

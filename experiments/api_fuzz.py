@@ -22,6 +22,7 @@ import requests
 import schemathesis
 from hypothesis import strategies
 from schemathesis import checks
+from schemathesis.core.failures import FailureGroup
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots import plot_api_fuzz
@@ -70,7 +71,7 @@ class Session:
 
     def release_leaves_nothing(self, path, created):
         """Release what a fuzzed POST created; None if nothing is left, else what is."""
-        item = "%s/%d" % (path, created["id"])
+        item = "%s/%s" % (path, created["id"])
         released = requests.delete(self.url(item), timeout=30,
                                    headers=dict(self.headers, **{"X-Release-Key": created["release_key"]}))
         if released.status_code != 200:
@@ -132,9 +133,10 @@ def fuzz_operation(session, operation, examples, seed):
                               (checks.negative_data_rejection, "negative_accepted")]:
             try:
                 case.validate_response(response, checks=[check], headers=session.headers)
-            except Exception as failure:   # schemathesis' FailureGroup or AssertionError
+            except FailureGroup as failure:   # a BaseExceptionGroup: `except Exception` misses it
                 row[column] += 1
-                failed("%s: %s" % (column, str(failure).strip().splitlines()[0]))
+                lines = [line.strip() for line in str(failure).splitlines() if line.strip()]
+                failed("%s: %s" % (column, " ".join(lines[1:4])))
         if operation.method.upper() == "POST" and response.status_code == 201:
             row["created"] += 1
             leak = session.release_leaves_nothing(operation.path, response.json())

@@ -9,7 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps import openapi
 from apps.fabric_controller import FabricController
-from apps.operator_api import UI_ASSETS, registered_operations
+from apps.openapi import UI_ASSETS
+from apps.operator_api import registered_operations
 from tests.fake_controller import InProcessController, description
 
 TREE = {"source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5}

@@ -2,11 +2,13 @@
 Prometheus scrape, the live page in headless Chromium, and schemathesis fuzzing every
 operation against the OpenAPI description."""
 
+import time
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from apps import openapi
 from experiments import api_fuzz, ui_pictures
 from experiments.controller_client import ControllerHttpError
 from tests.conftest import running_testbed
@@ -59,8 +61,13 @@ def test_a_scrape_shows_reservations_refusals_and_switches(bed, tree_and_plan):
     assert metrics["syncfabric_switches", (("state", "synced"),)] == 4
     assert (metrics["syncfabric_trees", ()], metrics["syncfabric_ina_plans", ()]) == (1, 1)
     assert metrics["syncfabric_install_confirm_seconds_count", (("outcome", "confirmed"),)] >= 2
-    # port counters are polled every second: the links' rates are there once two polls are
-    rates = [key for key in metrics if key[0] == "syncfabric_link_rate_bytes_per_second"]
+    # port counters are polled every second: every link has a rate once two polls are in
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        rates = [key for key in scrape(bed) if key[0] == "syncfabric_link_rate_bytes_per_second"]
+        if len(rates) == len(links):
+            break
+        time.sleep(0.5)
     assert len(rates) == len(links)
 
 
@@ -88,8 +95,12 @@ def test_schemathesis_finds_no_server_error_schema_violation_or_leak(bed):
                          CI_EXAMPLES)
     print("\n".join("%s: %d examples, %s" % (r["operation"], r["examples"], r["statuses"])
                     for r in rows))
-    assert len(rows) == 19
+    described = {"%s %s" % (method, path)
+                 for path, method in openapi.operations(openapi.description())}
+    # schemathesis does not fuzz the operation that serves the description itself
+    assert {r["operation"] for r in rows} == described - {"GET /openapi.json"}
     assert [r for r in rows if api_fuzz.failures(r)] == []
-    assert all(r["examples"] >= CI_EXAMPLES * 0.9 for r in rows), rows
-    assert sum(r["created"] for r in rows) > 0
+    varied = [r for r in rows if "{" in r["operation"] or r["operation"].split()[0] in ("POST", "PUT")]
+    assert all(r["examples"] == CI_EXAMPLES for r in varied), rows
+    assert all(r["created"] > 0 for r in rows if r["operation"].startswith("POST")), rows
     assert bed.leftovers() == {}
