@@ -152,3 +152,18 @@ def test_the_page_and_its_assets_are_served_and_nothing_else(controller):
     assert controller.response("GET", "/ui/..%2Fopenapi.py").status_int == 404
     status, refused = controller.request("GET", "/ui/openapi.py")
     assert status == 404 and "error" in refused
+
+
+def test_the_dashboard_and_scrape_config_name_only_metrics_we_export(controller):
+    import json
+    import re
+    from pathlib import Path
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    queried = {re.sub(r"_(bucket|count|sum)$", "", name)
+               for panel in dashboard["panels"] for target in panel["targets"]
+               for name in re.findall(r"syncfabric_\w+", target["expr"])}
+    families = text_string_to_metric_families(controller.response("GET", "/metrics").text)
+    exported = {family.name + ("_total" if family.type == "counter" else "") for family in families}
+    assert queried and queried <= exported, queried - exported
+    assert "metrics_path: /metrics" in (docs / "prometheus.yml").read_text()

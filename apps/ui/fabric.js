@@ -119,29 +119,35 @@ function layout(topology) {
   topology.hosts.forEach(h => { (hostsOf[h.switch] = hostsOf[h.switch] || []).push(h); });
   const lowest = topology.switches.filter(s => roleOf[s.name] === bottom);
   const slots = lowest.map(s => Math.max(1, (hostsOf[s.name] || []).length));
-  const width = Math.max(720, slots.reduce((sum, n) => sum + n, 0) * SLOT + 40);
+  const totalSlots = slots.reduce((sum, n) => sum + n, 0);
+  const width = Math.max(720, totalSlots * SLOT + 40);
+  const slot = (width - 40) / totalSlots;
+  // hosts on switches above the bottom tier (aggregators on spines) get a row on top
+  const upperHosts = topology.hosts.filter(h => roleOf[h.switch] && roleOf[h.switch] !== bottom);
+  const top = upperHosts.length ? 90 : 40;
   const position = {};
   let x = 20;
   lowest.forEach((s, i) => {
-    const room = slots[i] * SLOT;
-    position[s.name] = {x: x + room / 2, y: 40 + ROW * tiers.indexOf(bottom)};
+    const room = slots[i] * slot;
+    position[s.name] = {x: x + room / 2, y: top + ROW * tiers.indexOf(bottom)};
     (hostsOf[s.name] || []).forEach((h, j) => {
-      position[h.name] = {x: x + SLOT * (j + 0.5), y: 40 + ROW * tiers.length};
+      position[h.name] = {x: x + slot * (j + 0.5), y: top + ROW * tiers.length};
     });
     x += room;
   });
   tiers.filter(role => role !== bottom).forEach((role, row) => {
     const members = topology.switches.filter(s => roleOf[s.name] === role);
     members.forEach((s, i) => {
-      position[s.name] = {x: 20 + (width - 40) * (i + 0.5) / members.length, y: 40 + ROW * row};
+      position[s.name] = {x: 20 + (width - 40) * (i + 0.5) / members.length, y: top + ROW * row};
     });
   });
-  // hosts on a switch of an upper tier (rare): under that switch
-  topology.hosts.filter(h => !position[h.name]).forEach((h, i) => {
-    const at = position[h.switch] || {x: 40, y: 40};
-    position[h.name] = {x: at.x + SLOT * (i % 3 - 1), y: at.y + ROW / 2};
+  const onSwitch = {};
+  upperHosts.forEach(h => {
+    const at = position[h.switch];
+    const index = onSwitch[h.switch] = (onSwitch[h.switch] || 0) + 1;
+    position[h.name] = {x: at.x + 30 * (index - 1), y: at.y - 58};
   });
-  return {position, width, height: 40 + ROW * tiers.length + 50};
+  return {position, width, height: top + ROW * tiers.length + 50};
 }
 
 function render() {
@@ -210,7 +216,7 @@ function renderFabric(topology, use) {
     } else {
       svg("circle", {cx: at.x, cy: at.y, r: 9}, group);
     }
-    svg("text", {x: at.x, y: at.y + 24}, group).textContent = h.name;
+    svg("text", {x: at.x, y: aggregator ? at.y - 14 : at.y + 24}, group).textContent = h.name;
     svg("title", {}, group).textContent = h.name + " " + h.ip +
       (aggregator ? ", aggregator " + h.aggregation_mbps + " Mbit/s" : "");
   });
