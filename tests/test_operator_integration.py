@@ -37,12 +37,27 @@ def tree_and_plan(bed):
     assert bed.leftovers() == {}
 
 
-def scrape(bed):
+EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserved_bytes_per_second",
+            "syncfabric_link_rate_bytes_per_second", "syncfabric_link_utilization_ratio",
+            "syncfabric_trees", "syncfabric_ina_plans", "syncfabric_selmcast_rounds",
+            "syncfabric_switches", "syncfabric_admissions", "syncfabric_refusals",
+            "syncfabric_releases", "syncfabric_install_confirm_seconds", "syncfabric_reroutes",
+            "syncfabric_reroute_seconds", "syncfabric_reconciliations",
+            "syncfabric_planning_seconds", "syncfabric_rest_requests"}
+
+
+def scrape(bed, families=None):
+    """{(sample name, sorted labels): value}; `families` (a set) gets the family names."""
     import urllib.request
     with urllib.request.urlopen(bed.client.base_url + "/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        if families is not None:
+            families.add(family.name)
+        samples.update({(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                        for sample in family.samples})
+    return samples
 
 
 def test_a_scrape_shows_reservations_refusals_and_switches(bed, tree_and_plan):
@@ -53,11 +68,19 @@ def test_a_scrape_shows_reservations_refusals_and_switches(bed, tree_and_plan):
     assert refused.value.status == 409
     links = {(link["src"], link["dst"]): link["reserved_mbps"]
              for link in bed.client.get("/fabric/links")["links"]}
-    metrics = scrape(bed)
+    families = set()
+    metrics = scrape(bed, families)
+    assert families == EXPORTED
     for src, dst in tree["edges"]:
         reserved = metrics["syncfabric_link_reserved_bytes_per_second", (("dst", dst), ("src", src))]
         assert reserved == pytest.approx(links[src, dst] * 1e6 / 8) and reserved >= 4e6 / 8
     assert metrics["syncfabric_refusals_total", (("resource", "trees"),)] == 1
+    assert metrics["syncfabric_rest_requests_total", (("method", "POST"), ("route", "/multicast/trees"),
+                                                      ("status", "409"))] == 1
+    assert metrics["syncfabric_admissions_total", (("resource", "plans"),)] == 1
+    assert metrics["syncfabric_planning_seconds_count", (("kind", "ina"),)] == 1
+    assert all(metrics["syncfabric_reconciliations_total", (("switch", switch),)] == 1
+               for switch in ("spine1", "spine2", "leaf1", "leaf2"))
     assert metrics["syncfabric_switches", (("state", "synced"),)] == 4
     assert (metrics["syncfabric_trees", ()], metrics["syncfabric_ina_plans", ()]) == (1, 1)
     assert metrics["syncfabric_install_confirm_seconds_count", (("outcome", "confirmed"),)] >= 2
