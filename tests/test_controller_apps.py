@@ -232,6 +232,13 @@ def test_of_concurrent_deletes_exactly_one_wins_and_nothing_is_left(controller):
     assert listed(controller) == NOTHING_LISTED and empty(controller)
 
 
+def test_a_round_with_nothing_to_send_is_created_with_no_tree(controller):
+    status, round_ = post(controller, "/selmcast/rounds", {"job": "idle", "workers": ["h1", "h2"],
+                                                           "update_mb": 1, "p": 0})
+    assert status == 201, round_
+    assert (round_["t_s"], round_["normalized_completion"], round_["trees"]) == (0.0, 1.0, [])
+
+
 def test_leases_expire_and_deletes_racing_them_leave_nothing(controller):
     trees = [post(controller, "/multicast/trees", dict(TREE, bandwidth_mbps=1, ttl_s=0.3))[1]
              for _ in range(3)]
