@@ -97,6 +97,7 @@ class FabricTestbed:
         self.net = None
         self.management_ip = None   # the root namespace as seen from inside hosts
         self.management_url = None  # the REST API as seen from inside hosts
+        self._saved_environment = None   # what start() found, put back by stop()
 
     def __enter__(self):
         self.start()
@@ -113,6 +114,7 @@ class FabricTestbed:
         check_management_network_free()
         check_port_free(self.of_port, "OpenFlow")
         check_port_free(self.rest_port, "REST")
+        self._saved_environment = {name: os.environ.get(name) for name in (TOKEN_ENV, MTU_ENV)}
         self.state_dir = Path(tempfile.mkdtemp(prefix="syncfabric-state-"))
         try:
             self.progress("starting ryu-manager (%s), log in %s" % (" ".join(self.apps), self.log_path))
@@ -146,6 +148,13 @@ class FabricTestbed:
         if self.state_dir is not None:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             self.state_dir = None
+        for name, value in (self._saved_environment or {}).items():
+            # the token and MTU were for this testbed's programs: later ones start clean
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_environment = None
 
     def host(self, name):
         return self.net.get(name)

@@ -53,8 +53,8 @@ def scrape(bed, families=None):
         text = answer.read().decode()
     samples = {}
     for family in text_string_to_metric_families(text):
-        if families is not None:
-            families.add(family.name)
+        if families is not None and not family.name.endswith("_created"):
+            families.add(family.name)   # _created: when a counter or histogram series began
         samples.update({(sample.name, tuple(sorted(sample.labels.items()))): sample.value
                         for sample in family.samples})
     return samples
