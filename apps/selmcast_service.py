@@ -142,10 +142,12 @@ def tree_specs(workers, selection, sizes_mbit, tree_policy):
     """One tree per sender at v_i / t (L3); one per copy at v_i / t (L7 fan-out)."""
     specs = []
     for i, chosen in enumerate(selection.receivers):
+        if not chosen:   # sends nothing this round (then t may be 0)
+            continue
         rate = sizes_mbit[i] / selection.t
         receivers = [workers[j] for j in chosen]
         groups = [receivers] if selection.cost_model == L3 else [[r] for r in receivers]
-        specs += [TreeSpec(workers[i], group, rate, tree_policy) for group in groups if group]
+        specs += [TreeSpec(workers[i], group, rate, tree_policy) for group in groups]
     return specs
 
 

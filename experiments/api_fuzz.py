@@ -21,6 +21,7 @@ import hypothesis
 import requests
 import schemathesis
 from hypothesis import strategies
+from tqdm import tqdm
 from schemathesis import checks
 from schemathesis.core.failures import FailureGroup
 
@@ -69,6 +70,15 @@ class Session:
     def url(self, path):
         return self.base_url + path
 
+    def create_example(self, path):
+        """Create a tree, round or plan from the description's example for POST `path`."""
+        spec = requests.get(self.url("/openapi.json"), timeout=30).json()
+        reference = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        example = spec["components"]["schemas"][reference["schema"]["$ref"].split("/")[-1]]["example"]
+        created = requests.post(self.url(path), json=example, headers=self.headers, timeout=60)
+        created.raise_for_status()
+        return created.json()
+
     def release_leaves_nothing(self, path, created):
         """Release what a fuzzed POST created; None if nothing is left, else what is."""
         item = "%s/%s" % (path, created["id"])
@@ -95,12 +105,16 @@ class Session:
         return True
 
 
-def case_strategy(operation):
+def case_strategy(operation, live_id=None):
     """The description's own examples (they name the fuzz fabric's hosts, so creations
     succeed), examples that follow the description, and, where it rules anything out,
-    examples that break it."""
+    examples that break it. live_id: a tree, round or plan that exists, which a third of
+    an item operation's examples name (random ids find nothing)."""
     branches = [*operation.get_strategies_from_examples(),
                 operation.as_strategy(schemathesis.GenerationMode.POSITIVE)]
+    if live_id is not None:
+        branches.append(operation.as_strategy(schemathesis.GenerationMode.POSITIVE,
+                                              path_parameters={"item_id": live_id}))
     try:
         branches.append(operation.as_strategy(schemathesis.GenerationMode.NEGATIVE))
     except Exception:   # nothing to break: no parameters and no body
@@ -108,7 +122,7 @@ def case_strategy(operation):
     return strategies.one_of(*branches)
 
 
-def fuzz_operation(session, operation, examples, seed):
+def fuzz_operation(session, operation, examples, seed, live_id=None):
     """Send `examples` generated requests for one operation; its CSV row."""
     row = {"operation": operation.label, "examples": 0, "server_errors": 0, "schema_violations": 0,
            "negative_accepted": 0, "created": 0, "leaks": 0, "first_failure": ""}
@@ -121,7 +135,7 @@ def fuzz_operation(session, operation, examples, seed):
     @hypothesis.settings(max_examples=examples, deadline=None, database=None,
                          suppress_health_check=list(hypothesis.HealthCheck),
                          phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate])
-    @hypothesis.given(case=case_strategy(operation))
+    @hypothesis.given(case=case_strategy(operation, live_id))
     def send(case):
         response = case.call(base_url=session.base_url, headers=session.headers, timeout=60)
         row["examples"] += 1
@@ -157,9 +171,15 @@ def fuzz(base_url, token, description, examples, seed=0):
     operations = [result.ok() for result in schema.get_all_operations()]
     operations.sort(key=lambda operation: operation.label == "PUT /fabric/topology")
     rows = []
-    from tqdm import tqdm
     for operation in tqdm(operations, desc="operations", unit="op", file=sys.stderr):
-        rows.append(fuzz_operation(session, operation, examples, seed))
+        collection = operation.path.rsplit("/", 1)[0]
+        live = session.create_example(collection) if "{item_id}" in operation.path else None
+        row = fuzz_operation(session, operation, examples, seed, live and live["id"])
+        leak = live and session.release_leaves_nothing(collection, live)
+        if leak:
+            row["leaks"] += 1
+            row["first_failure"] = row["first_failure"] or leak
+        rows.append(row)
         if session.restore_fabric():
             say("%s replaced the fabric; the testbed's description is back" % operation.label)
     return rows
