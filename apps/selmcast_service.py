@@ -108,9 +108,10 @@ class SelmcastRounds:
                       for r in reservations]}
         self.rounds[round_id] = report
         self.release_keys[round_id] = release_key
-        LOG.info("round %d of job %r (#%d): %d workers, %s %s, t = %.3f s (%.3f x LB), %d trees, "
+        ratio = report["normalized_completion"]
+        LOG.info("round %d of job %r (#%d): %d workers, %s %s, t = %.3f s (%s x LB), %d trees, "
                  "%d forced pairs", round_id, job, report["round"], len(workers), selection.policy,
-                 selection.cost_model, selection.t, report["normalized_completion"] or float("nan"),
+                 selection.cost_model, selection.t, "n/a" if ratio is None else "%.3f" % ratio,
                  len(reservations), report["forced_pairs"])
         return dict(report, release_key=release_key)
 
