@@ -20,6 +20,7 @@ from apps import openflow_builders as of
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem
 from apps.multicast_trees import without_links
+from apps.reservations import ReservationError
 from apps.request_fields import check_fields, distinct_names, job_name, positive_number
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 
@@ -30,6 +31,7 @@ GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradien
 MAX_PSS = 8
 MIN_THETA_MBPS = 1e-3
 MIN_CAPACITY_MBPS = 1e-9
+PLANNING_ATTEMPTS = 3
 
 
 @dataclass
@@ -46,12 +48,18 @@ class LivePlan:
 
     @property
     def hold_key(self):
-        return ("ina", self.id)
+        return plan_hold_key(self.id)
+
+
+def plan_hold_key(plan_id):
+    """What a plan's loads are held under in the ledger."""
+    return ("ina", plan_id)
 
 
 class InaPlans:
-    def __init__(self, fabric, installer, metrics):
+    def __init__(self, fabric, installer, metrics, offload):
         self.fabric, self.installer, self.metrics = fabric, installer, metrics
+        self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.plans = {}            # plan id -> LivePlan
         self.release_keys = {}     # plan id -> the key that may DELETE it
         self.generation = None
@@ -87,13 +95,10 @@ class InaPlans:
         if aggregators is None:
             aggregators = sorted(view.aggregators)
         check_hosts(view, workers, pss, aggregators)
-        # nothing waits from here to the booking: the plan is made and held on one state
-        book = self.fabric.ledger
-        result = self._placement(view, book, request, aggregators)
-        plan_id = next(self._ids)
+        book, plan_id = self.fabric.ledger, next(self._ids)
+        result = self._plan_and_hold(view, book, request, aggregators, plan_hold_key(plan_id))
         live = LivePlan(plan_id, plan_report(plan_id, request, result, view), result.streams(),
                         result.loads(), book)
-        book.hold(live.hold_key, live.loads)
         self.plans[plan_id] = live
         self.release_keys[plan_id] = release_key
         try:
@@ -115,20 +120,42 @@ class InaPlans:
                  ",".join(sorted(result.aggregators_used())) or "none")
         return dict(live.report, release_key=release_key)
 
+    def _plan_and_hold(self, view, book, request, aggregators, hold_key):
+        """Plan off the event loop on what the ledger leaves free, then hold the plan's
+        loads if they still fit: requests admitted while it was computed may have taken
+        some (then it is planned again on what is left). Returns the plan."""
+        def capacity_of(resource):
+            return (view.graph.edges[resource]["capacity_mbps"] if isinstance(resource, tuple)
+                    else view.aggregators[resource])
+        for _attempt in range(PLANNING_ATTEMPTS):
+            generation = self.fabric.generation
+            result = self._placement(view, book, request, aggregators)
+            if self.fabric.generation != generation:
+                raise Conflict("the fabric description changed while the plan was computed; "
+                               "ask again")
+            try:
+                book.hold_if_free(hold_key, result.loads(), capacity_of)
+                return result
+            except ReservationError as error:
+                LOG.info("job %r: %s (taken while planning); planning again", request["job"],
+                         error)
+        raise Conflict("other requests kept taking this job's capacity while it was planned "
+                       "(%d attempts); ask again" % PLANNING_ATTEMPTS)
+
     def _placement(self, view, book, request, aggregators):
-        """The plan on what the ledger leaves free; InvalidRequest or Conflict if none."""
+        """The plan on what the ledger leaves free, computed off the event loop;
+        InvalidRequest or Conflict if none."""
         graph = available_graph(view, book.reserved_mbps, self.fabric.down_links)
         capacities = {a: view.aggregators[a] - book.reserved_mbps.get(a, 0.0) for a in aggregators}
         capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
         workers, pss, policy = request["workers"], request["pss"], request["policy"]
+        if policy in inart_placement.POLICIES:
+            planner, problem = inart_placement.plan, InartProblem(graph, workers, pss, capacities)
+        else:
+            planner, problem = ina_placement.plan, InaProblem(graph, workers, pss[0], capacities)
         try:
             with self.metrics.planning_seconds.labels("ina").time():
-                if policy in inart_placement.POLICIES:
-                    result = inart_placement.plan(InartProblem(graph, workers, pss, capacities),
-                                                  policy)
-                else:
-                    result = ina_placement.plan(InaProblem(graph, workers, pss[0], capacities),
-                                                policy)
+                result = self.offload(planner, problem, policy)
         except PlacementError as error:
             raise InvalidRequest(str(error)) from None
         if result.f < MIN_THETA_MBPS:

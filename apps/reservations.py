@@ -16,6 +16,7 @@ from typing import Optional
 from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree
 
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
+PLANNED_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 
 
 class ReservationError(Exception):
@@ -138,6 +139,18 @@ class ReservationBook:
         self._holds[key] = dict(loads_mbps)
         for edge, load in loads_mbps.items():
             self.reserved_mbps[edge] += load
+
+    def hold_if_free(self, key, loads_mbps, capacity_mbps):
+        """hold() if every load still fits under capacity_mbps(link or aggregator) minus
+        what is booked now, else ReservationError naming the first that does not (and
+        nothing is held). For loads planned on an earlier state of the ledger."""
+        for resource, load in loads_mbps.items():
+            capacity = capacity_mbps(resource)
+            free = capacity - self.reserved_mbps.get(resource, 0.0)
+            if free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) < load:
+                raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
+                                       % (resource, free, load))
+        self.hold(key, loads_mbps)
 
     def release_hold(self, key):
         for edge, load in self._holds.pop(key, {}).items():

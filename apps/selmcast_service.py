@@ -29,8 +29,9 @@ MBIT_PER_MB = 8.0
 
 
 class SelmcastRounds:
-    def __init__(self, fabric, trees, metrics, rng=None):
+    def __init__(self, fabric, trees, metrics, offload, rng=None):
         self.fabric, self.trees, self.metrics = fabric, trees, metrics
+        self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.rng = rng or random.Random()
         self.histories = {}        # job -> SyncHistory
         self.rounds = {}           # round id -> report
@@ -73,22 +74,10 @@ class SelmcastRounds:
         if job in self.installing:
             raise Conflict("a round of job %r is being installed; rounds of a job are "
                            "sequential" % job)
-        ingress, egress = host_availability(view, book.reserved_mbps, workers)
-        full = [w for w, i, e in zip(workers, ingress, egress) if min(i, e) <= 0]
-        if full:
-            raise Conflict("no bandwidth left on the link of %s" % ", ".join(full))
-        forced, unsynced = history.matrices(workers)
-        try:
-            problem = RoundInput.build([s * MBIT_PER_MB for s in request["update_mb"]], ingress,
-                                       egress, request["p"], forced, unsynced)
-            with self.metrics.planning_seconds.labels("selmcast").time():
-                selection = select(problem, request["cost_model"], request["policy"], self.rng)
-        except SelectionError as error:
-            raise InvalidRequest(str(error)) from None
-        specs = tree_specs(workers, selection, problem.sizes, request["tree_policy"])
         self.installing.add(job)
-        try:   # installing waits for barriers: other requests run meanwhile
-            reservations = self.trees.create_trees(specs, request["ttl_s"], None, now)
+        try:   # selecting (off the event loop) and installing wait: other requests run meanwhile
+            problem, selection, reservations = self._select_and_install(request, book, history,
+                                                                        now)
         finally:
             self.installing.discard(job)
         self.histories[job] = history
@@ -100,7 +89,7 @@ class SelmcastRounds:
             "t_s": selection.t, "lower_bound_s": lower_bound(problem, selection.cost_model),
             "normalized_completion": normalized_completion(selection, problem),
             "multicast_scale": multicast_scale(selection),
-            "forced_pairs": int(forced.sum() // 2),
+            "forced_pairs": int(problem.forced.sum() // 2),
             "assignment": {workers[i]: [workers[j] for j in chosen]
                            for i, chosen in enumerate(selection.receivers)},
             "trees": [{"id": r.tree_id, "source": r.tree.source, "receivers": list(r.tree.receivers),
@@ -114,6 +103,26 @@ class SelmcastRounds:
                  selection.cost_model, selection.t, "n/a" if ratio is None else "%.3f" % ratio,
                  len(reservations), report["forced_pairs"])
         return dict(report, release_key=release_key)
+
+    def _select_and_install(self, request, book, history, now):
+        """Pick the round's receivers on what the ledger leaves free, then create its trees
+        (admitted by the ledger as they are then)."""
+        workers = request["workers"]
+        ingress, egress = host_availability(book.view, book.reserved_mbps, workers)
+        full = [w for w, i, e in zip(workers, ingress, egress) if min(i, e) <= 0]
+        if full:
+            raise Conflict("no bandwidth left on the link of %s" % ", ".join(full))
+        forced, unsynced = history.matrices(workers)
+        try:
+            problem = RoundInput.build([s * MBIT_PER_MB for s in request["update_mb"]], ingress,
+                                       egress, request["p"], forced, unsynced)
+            with self.metrics.planning_seconds.labels("selmcast").time():
+                selection = self.offload(select, problem, request["cost_model"],
+                                         request["policy"], self.rng)
+        except SelectionError as error:
+            raise InvalidRequest(str(error)) from None
+        specs = tree_specs(workers, selection, problem.sizes, request["tree_policy"])
+        return problem, selection, self.trees.create_trees(specs, request["ttl_s"], None, now)
 
     def release(self, round_id, now):
         report = self.rounds.pop(self._get(round_id)["id"])   # before anything waits: one DELETE wins

@@ -3,6 +3,7 @@ Ryu context `syncfabric` (as `wsgi` is): each app routes events, REST calls and 
 to its own service, and the services meet only through narrow interfaces (the fabric's
 ledger and switches, the trees service's create and release)."""
 
+from eventlet import tpool
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
@@ -24,8 +25,10 @@ class Services:
         self.installer = Installer(self.metrics, confirm_timeout_s)
         self.fabric = Fabric(self.metrics)
         self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics)
-        self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics)
-        self.plans = InaPlans(self.fabric, self.installer, self.metrics)
+        # planning is pure and can take seconds: it runs in a native thread (eventlet's
+        # tpool) while the hub keeps answering switches and REST calls
+        self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics, tpool.execute)
+        self.plans = InaPlans(self.fabric, self.installer, self.metrics, tpool.execute)
         self.metrics.watch(self)
 
 

@@ -81,6 +81,22 @@ def test_holds_count_against_trees_and_release_cleanly(view):
     book.reserve(tree)
 
 
+def test_a_hold_planned_on_an_earlier_state_is_taken_only_if_it_still_fits(view):
+    book = ReservationBook(view)
+    link = ("leaf1", "spine1")
+
+    def capacity(resource):
+        return view.graph.edges[resource]["capacity_mbps"] if isinstance(resource, tuple) else 9.0
+    book.reserve(compute_tree(view, "h1", ["h3"], 12.0))   # taken while the plan was computed
+    with pytest.raises(ReservationError, match=r"leaf1.*spine1.*only 8.000"):
+        book.hold_if_free(("ina", 1), {("h2", "leaf1"): 1.0, link: 10.0}, capacity)
+    assert book.reserved_mbps.get(("h2", "leaf1"), 0.0) == 0.0   # nothing held
+    with pytest.raises(ReservationError, match="agg has only 9.000"):
+        book.hold_if_free(("ina", 1), {"agg": 9.5}, capacity)
+    book.hold_if_free(("ina", 1), {link: 8.0, "agg": 9.0}, capacity)   # exactly full fits
+    assert (book.reserved_mbps[link], book.reserved_mbps["agg"]) == (20.0, 9.0)
+
+
 def test_a_record_restores_the_same_reservation_in_a_new_book_with_its_lease_left(view):
     book = ReservationBook(view)
     book.reserve(compute_tree(view, "h1", ["h3"], 1.0), 100.0)
