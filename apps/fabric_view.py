@@ -78,6 +78,9 @@ class FabricView:
         for index, item in enumerate(description["hosts"]):
             self._add_host(item, "hosts[%d]" % index)
         _require(self.switch_by_dpid, "description has no switches")
+        self._neighbour_at = {(tail, data["port"]): head
+                              for tail, head, data in self.graph.edges(data=True)
+                              if data["port"] is not None}
         _require(nx.is_strongly_connected(self.graph), "the fabric is not connected")
         self.switch_graph = self.graph.subgraph(self.switch_by_dpid.values())
 
@@ -183,13 +186,14 @@ class FabricView:
     def out_port(self, node, neighbour):
         return self.graph.edges[node, neighbour]["port"]
 
+    def neighbour_at(self, switch, port):
+        """The switch or host at the other end of `switch`'s `port`, or None."""
+        return self._neighbour_at.get((switch, port))
+
     def fabric_neighbour(self, switch, port):
         """The switch at the other end of `switch`'s `port`, or None (a host port, or unknown)."""
-        for neighbour in self.graph.successors(switch):
-            data = self.graph.edges[switch, neighbour]
-            if data["port"] == port and data["kind"] == "fabric":
-                return neighbour
-        return None
+        neighbour = self.neighbour_at(switch, port)
+        return neighbour if self.is_switch(neighbour) else None
 
     def fabric_links_of(self, switch):
         """The fabric links of `switch`, each as a frozenset of its two ends."""

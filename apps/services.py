@@ -3,6 +3,8 @@ Ryu context `syncfabric` (as `wsgi` is): each app routes events, REST calls and 
 to its own service, and the services meet only through narrow interfaces (the fabric's
 ledger and switches, the trees service's create and release)."""
 
+import sys
+
 from eventlet import tpool
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
@@ -16,6 +18,7 @@ from apps.multicast_service import MulticastTrees
 from apps.selmcast_service import SelmcastRounds
 
 CONTEXT_KEY = "syncfabric"
+GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 class Services:
@@ -26,7 +29,11 @@ class Services:
         self.fabric = Fabric(self.metrics)
         self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics)
         # planning is pure and can take seconds: it runs in a native thread (eventlet's
-        # tpool) while the hub keeps answering switches and REST calls
+        # tpool) while the hub keeps answering switches and REST calls. The planner holds
+        # the GIL while it runs Python, and the hub waits up to one switch interval for it
+        # at every blocking call it makes: Python's default 5 ms made a REST answer wait
+        # up to 80 ms
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics, tpool.execute)
         self.plans = InaPlans(self.fabric, self.installer, self.metrics, tpool.execute)
         self.metrics.watch(self)

@@ -1,6 +1,6 @@
 import pytest
 
-from apps.link_load import PortRates, link_report
+from apps.link_load import PortRates, link_report, measured_mbps
 from tests.conftest import spine_leaf_view
 
 
@@ -48,4 +48,7 @@ def test_report_reads_switch_tx_and_host_uplink_rx():
     assert report["h1", "leaf1"]["kind"] == "host"
     assert report["spine2", "leaf1"]["rate_mbps"] is None
     assert (up["reserved_mbps"], report["spine2", "leaf1"]["reserved_mbps"]) == (4.5, 0.0)
+    assert measured_mbps(view, rates) == {link: entry["rate_mbps"] for link, entry in report.items()
+                                          if entry["rate_mbps"] is not None}
+    assert set(measured_mbps(view, rates)) == {("leaf1", "spine2"), ("h1", "leaf1")}
     assert spine2 != leaf1
