@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from apps import openflow_builders as of
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
-                                  forwarding_plan, without_links)
+                                  forwarding_plan, police_mbps, without_links)
 from apps.request_fields import check_fields, positive_number
 from apps.reservations import ReservationError
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
@@ -136,9 +136,9 @@ class MulticastTrees:
         for reservation, plan in zip(reservations, plans):
             for switch, in_port, out_ports in plan:
                 datapath = datapaths[switch]
-                messages[datapath] += of.tree_install(datapath, reservation.tree_id,
-                                                      reservation.address, in_port, out_ports,
-                                                      reservation.tree.bandwidth_mbps)
+                messages[datapath] += of.tree_install(
+                    datapath, reservation.tree_id, reservation.address, in_port, out_ports,
+                    police_mbps(view, reservation.tree, switch))
         ids = ",".join(str(r.tree_id) for r in reservations)
         failure = None
         try:
@@ -183,7 +183,8 @@ class MulticastTrees:
         for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
             datapath = self.connected(view, switch)
             if datapath is not None:
-                removals[datapath] = of.tree_removal(datapath, tree_id)
+                removals[datapath] = of.tree_removal(
+                    datapath, tree_id, police_mbps(view, reservation.tree, switch) is not None)
         if not self.installer.remove(removals):
             LOG.warning("tree %d: removal not confirmed by every switch", tree_id)
         LOG.info("tree %d released (%.3f Mbit/s returned)", tree_id, reservation.tree.bandwidth_mbps)
@@ -247,14 +248,16 @@ class MulticastTrees:
         live tree."""
         if self.book is None or self.generation != self.fabric.generation:
             return {}
-        messages = []
+        messages, count = [], 0
         for reservation in self.book:
             for hop, in_port, out_ports in forwarding_plan(self.book.view, reservation.tree):
                 if hop == switch:
-                    messages += of.tree_install(datapath, reservation.tree_id, reservation.address,
-                                                in_port, out_ports, reservation.tree.bandwidth_mbps)
+                    count += 1
+                    messages += of.tree_install(
+                        datapath, reservation.tree_id, reservation.address, in_port, out_ports,
+                        police_mbps(self.book.view, reservation.tree, switch))
         if messages:
-            LOG.info("%s: reinstalled %d tree(s)", switch, len(messages) // 3)
+            LOG.info("%s: reinstalled %d tree(s)", switch, count)
         return {datapath: messages} if messages else {}
 
 

@@ -198,6 +198,12 @@ def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, polic
     return MulticastTree(source, receivers, tuple(edges), float(demand_mbps), policy)
 
 
+def police_mbps(view, tree, switch):
+    """The rate `switch` holds `tree` to: its reservation on the source's own switch,
+    where the tree enters the fabric, and None (no meter) everywhere after it."""
+    return tree.bandwidth_mbps if switch == view.attachment(tree.source)[0] else None
+
+
 def without_links(view, reserved_mbps, down_links):
     """Reservations with both directions of every link in down_links (frozensets of its
     two nodes) counted as full: trees computed on them avoid those links."""

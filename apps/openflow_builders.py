@@ -109,20 +109,23 @@ def meter_add(datapath, meter_id, rate_mbps):
                               meter_id=meter_id, bands=[band])
 
 
-def tree_install(datapath, tree_id, address, in_port, out_ports, rate_mbps):
-    """One switch's share of a tree: a meter enforcing the reservation, a group of
-    type ALL replicating to the tree children only, and the flow that sends
-    packets to the tree's address from the tree parent through both.
-    The tree id names the meter and the group."""
+def tree_install(datapath, tree_id, address, in_port, out_ports, police_mbps=None):
+    """One switch's share of a tree: a group of type ALL replicating to the tree
+    children only, and the flow that sends packets to the tree's address from the tree
+    parent through it. On the tree's ingress switch only (police_mbps given) a meter
+    holds the tree to its reservation first: policed once, a sender above its rate
+    loses only the excess (identical meters in series drop more). The tree id names
+    the meter and the group."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    meter = meter_add(datapath, tree_id, rate_mbps)
     buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
     group = parser.OFPGroupMod(datapath, command=ofproto.OFPGC_ADD, type_=ofproto.OFPGT_ALL,
                                group_id=tree_id, buckets=buckets)
     match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
+    meter_id = None if police_mbps is None else tree_id
     flow = flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
-                    [parser.OFPActionGroup(tree_id)], meter_id=tree_id)
-    return [meter, group, flow]
+                    [parser.OFPActionGroup(tree_id)], meter_id=meter_id)
+    meter = [] if police_mbps is None else [meter_add(datapath, tree_id, police_mbps)]
+    return meter + [group, flow]
 
 
 def tree_update(datapath, tree_id, address, in_port, out_ports, old_in_port):
@@ -133,10 +136,10 @@ def tree_update(datapath, tree_id, address, in_port, out_ports, old_in_port):
     buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
     messages = [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_MODIFY, type_=ofproto.OFPGT_ALL,
                                    group_id=tree_id, buckets=buckets)]
-    if in_port != old_in_port:
+    if in_port != old_in_port:   # never on the ingress switch: its in_port faces the source
         match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
         messages.append(flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
-                                 [parser.OFPActionGroup(tree_id)], meter_id=tree_id))
+                                 [parser.OFPActionGroup(tree_id)]))
     return messages
 
 
@@ -150,12 +153,14 @@ def tree_flow_removal(datapath, tree_id, address, in_port):
                              out_group=ofproto.OFPG_ANY)
 
 
-def tree_removal(datapath, tree_id):
-    """Remove one switch's share of a tree: its flow first, then its group and meter."""
+def tree_removal(datapath, tree_id, policed=False):
+    """Remove one switch's share of a tree: its flow first, then its group and (on the
+    ingress switch, `policed`) its meter."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    meter = [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
     return [delete_flows(datapath, multicast_cookie(tree_id)),
             parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id),
-            parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
+            *(meter if policed else [])]
 
 
 def steering_cookie(plan_id):

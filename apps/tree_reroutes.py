@@ -7,7 +7,7 @@ import logging
 from collections import defaultdict
 
 from apps import openflow_builders as of
-from apps.multicast_trees import InfeasibleTree, forwarding_plan, repaired_tree
+from apps.multicast_trees import InfeasibleTree, forwarding_plan, police_mbps, repaired_tree
 from apps.reservations import ReservationError
 from apps.service_errors import InstallFailed, NotReady
 
@@ -76,7 +76,7 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
                                                  out_ports, old_plan[switch])
         else:
             messages[datapath] += of.tree_install(datapath, tree_id, old.address, in_port,
-                                                  out_ports, tree.bandwidth_mbps)
+                                                  out_ports, police_mbps(view, tree, switch))
     try:
         trees.installer.install(messages)
     except InstallFailed as failure:
@@ -84,7 +84,8 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         _released(trees, tree_id, now, book)
         return
     if trees.book is not book or tree_id not in book.ids():   # released meanwhile
-        trees.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id)
+        trees.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id,
+                                                            police_mbps(view, tree, s) is not None)
                              for s in {s for s, _, _ in new_plan} - set(old_plan)})
         return
     book.replace(tree_id, tree)
@@ -96,7 +97,8 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         if datapath is None:
             continue
         if switch not in new_in_port:
-            removals[datapath] = of.tree_removal(datapath, tree_id)
+            removals[datapath] = of.tree_removal(datapath, tree_id,
+                                                 police_mbps(view, old.tree, switch) is not None)
         elif new_in_port[switch] != in_port:
             removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
     trees.installer.send(removals)

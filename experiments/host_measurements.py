@@ -1,6 +1,8 @@
-"""Measurements taken from inside Mininet hosts: reachability and TCP throughput."""
+"""Measurements taken from inside Mininet hosts: reachability, TCP throughput, and what
+receivers of a multicast address get from a sender that sends as fast as it likes."""
 
 import json
+import subprocess
 import time
 
 
@@ -26,3 +28,26 @@ def tcp_throughput_mbps(src, dst, seconds=5, port=5201):
     finally:
         server.terminate()
         server.wait()
+
+
+def multicast_goodput_mbps(sender, receivers, address, send_mbps, seconds=5, port=5001):
+    """{receiver name: Mbit/s} that iperf 2 servers joined to the multicast `address` got
+    of a UDP stream `sender` sent there at send_mbps for `seconds`: a third-party sender,
+    not one of our programs, that can send above a tree's reservation."""
+    for host in (sender, *receivers):
+        host.cmd("ip route replace 224.0.0.0/4 dev %s" % host.defaultIntf())
+    servers = {host.name: host.popen(["stdbuf", "-oL", "iperf", "--server", "--udp",
+                                      "--bind", address, "--port", str(port), "--reportstyle", "C"],
+                                     stdout=subprocess.PIPE, text=True)
+               for host in receivers}
+    time.sleep(1.0)   # joined and listening
+    sender.cmd("iperf --client %s --udp --port %d --bandwidth %dK --time %d --ttl 8 --len 1400"
+               % (address, port, int(send_mbps * 1000), seconds))
+    time.sleep(1.0)
+    goodput = {}
+    for name, server in servers.items():
+        server.terminate()
+        output, _ = server.communicate(timeout=10)
+        reports = [line.split(",") for line in output.splitlines() if line.count(",") >= 8]
+        goodput[name] = float(reports[-1][8]) / 1e6 if reports else 0.0
+    return goodput

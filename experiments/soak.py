@@ -34,7 +34,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
-from apps.multicast_trees import MulticastTree, forwarding_plan
+from apps.multicast_trees import MulticastTree, forwarding_plan, police_mbps
 from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, meter_rate_kbps
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError
@@ -191,7 +191,8 @@ def expected_state(view, trees):
         for switch, in_port, out_ports in forwarding_plan(view, tree):
             groups, meters, flows = expected[switch]
             groups[report["id"]] = sorted(out_ports)
-            meters[report["id"]] = meter_rate_kbps(report["bandwidth_mbps"])
+            if police_mbps(view, tree, switch) is not None:   # the ingress switch only
+                meters[report["id"]] = meter_rate_kbps(report["bandwidth_mbps"])
             flows.add((report["id"], in_port, report["address"]))
     return expected
 

@@ -300,6 +300,24 @@ def test_a_tree_that_fits_nowhere_after_a_failure_is_released(controller):
     assert listed(controller)["trees"] == [] and empty(controller)
 
 
+def test_a_tree_is_policed_once_at_its_ingress_switch_through_a_reroute(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+
+    def metered():
+        return {s: state["meters"] for s, state in controller.state().items() if state["meters"]}
+    assert metered() == {"leaf1": [tree["id"]]}   # h1's switch; none downstream
+    _flags, (band,) = controller.switches["leaf1"].table.meters[tree["id"]]
+    assert band.rate == 5000
+    spine = next(b for a, b in tree["edges"] if a == "leaf1")
+    controller.port_down("leaf1", spine)
+    moved = controller.request("GET", "/multicast/trees/%d" % tree["id"])[1]
+    assert spine not in {b for a, b in moved["edges"] if a == "leaf1"}
+    assert metered() == {"leaf1": [tree["id"]]} and delivered(controller, moved) == {"h2", "h3", "h4"}
+    status, _ = controller.request("DELETE", "/multicast/trees/%d" % tree["id"],
+                                   headers=release_key(tree))
+    assert status == 200 and empty(controller)
+
+
 def test_a_reconnecting_switch_gets_the_live_trees_and_plans_back(controller):
     _, tree = post(controller, "/multicast/trees", TREE)
     _, plan = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2", "h3"],

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from apps.fabric_view import FabricView
+from experiments.host_measurements import multicast_goodput_mbps
 from experiments.traffic.model_transfer import run_transfer
 from experiments.testbed import FabricTestbed, ofctl, wait_until
 from mininet_topos.description import describe
@@ -123,3 +124,17 @@ def test_a_failed_link_moves_the_tree_make_before_break_and_unicast_follows(bed)
     assert "tree %d rerouted around failed link(s)" % tree["id"] in bed.controller_log()
 
 
+
+
+def test_a_greedy_sender_gets_its_reservation_and_one_within_it_loses_nothing(bed):
+    # iperf 2, not one of our programs: it sends at whatever rate it is told
+    tree = post_tree(bed, receivers=["h2", "h3", "h4"], bandwidth_mbps=5)
+    receivers = [bed.host(name) for name in tree["receivers"]]
+    try:
+        within = multicast_goodput_mbps(bed.host("h1"), receivers, tree["address"], send_mbps=4)
+        greedy = multicast_goodput_mbps(bed.host("h1"), receivers, tree["address"], send_mbps=10)
+    finally:
+        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    assert all(mbps >= 0.98 * 4 for mbps in within.values()), within
+    assert all(0.9 * 5 <= mbps <= 1.05 * 5 for mbps in greedy.values()), greedy
+    assert multicast_state(bed) == NOTHING

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from apps import openflow_builders as of
-from apps.multicast_trees import RANDOM, compute_tree, forwarding_plan
+from apps.multicast_trees import RANDOM, compute_tree, forwarding_plan, police_mbps
 from apps.unicast_routes import unicast_rules
 from tests.conftest import spine_leaf_view
 from tests.fake_openflow import FakeFlowTable, fake_datapath, multicast_walk, walk
@@ -26,7 +26,7 @@ def fabric_tables(view):
 def install(tables, view, tree, tree_id):
     for switch, in_port, out_ports in forwarding_plan(view, tree):
         for message in of.tree_install(fake_datapath(), tree_id, ADDRESS, in_port, out_ports,
-                                       tree.bandwidth_mbps):
+                                       police_mbps(view, tree, switch)):
             tables[switch].apply(message)
 
 
@@ -51,16 +51,23 @@ def test_a_slow_meter_s_bucket_still_holds_full_size_frames():
     assert band.rate == 99 and band.burst_size * 1000 >= 4 * 1514 * 8
 
 
-def test_each_tree_switch_gets_one_meter_one_group_one_flow_at_the_reserved_rate():
+def test_a_tree_is_policed_once_at_its_ingress_switch_and_forwarded_by_groups_after_it():
     view = spine_leaf_view(2, 2, 2)
     tree = compute_tree(view, "h1", ["h2", "h3"], 5.0)
     plan = forwarding_plan(view, tree)
     assert [switch for switch, _, _ in plan] == ["leaf1", "spine1", "leaf2"]
+    assert [police_mbps(view, tree, switch) for switch, _, _ in plan] == [5.0, None, None]
+    ofproto = fake_datapath().ofproto
     for switch, in_port, out_ports in plan:
-        meter, group, flow = of.tree_install(fake_datapath(), 9, ADDRESS, in_port, out_ports, 5.0)
-        ofproto = fake_datapath().ofproto
-        assert meter.flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
-        assert (meter.bands[0].rate, meter.bands[0].burst_size) == (5000, 500)
+        *meter, group, flow = of.tree_install(fake_datapath(), 9, ADDRESS, in_port, out_ports,
+                                              police_mbps(view, tree, switch))
+        metered = [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
+        if switch == "leaf1":
+            assert meter[0].flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
+            assert (meter[0].bands[0].rate, meter[0].bands[0].burst_size) == (5000, 500)
+            assert [i.meter_id for i in metered] == [9]
+        else:
+            assert meter == [] and metered == []
         assert group.type == ofproto.OFPGT_ALL and len(group.buckets) == len(out_ports)
         assert dict(flow.match.items())["in_port"] == in_port
         assert flow.cookie == of.multicast_cookie(9)
@@ -73,6 +80,6 @@ def test_removal_leaves_the_switch_as_before():
     tree = compute_tree(view, "h1", ["h2", "h4"], 5.0)
     install(tables, view, tree, 3)
     for switch, _, _ in forwarding_plan(view, tree):
-        for message in of.tree_removal(fake_datapath(), 3):
+        for message in of.tree_removal(fake_datapath(), 3, police_mbps(view, tree, switch) is not None):
             tables[switch].apply(message)
     assert {s: (list(t.flows), dict(t.groups), dict(t.meters)) for s, t in tables.items()} == before
