@@ -61,9 +61,11 @@ def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
     for switch, children in (("leaf1", 2), (spine, 1), ("leaf2", 2)):
         groups = [line for line in state[switch] if line.startswith("group_id=%d," % tree["id"])]
         assert len(groups) == 1 and groups[0].count("bucket=") == children
-        assert any("rate=5000" in line for line in state[switch])          # the meter band
-        assert any("nw_dst=%s" % tree["address"] in line and "meter:%d" % tree["id"] in line
-                   for line in state[switch])
+        flows = [line for line in state[switch] if "nw_dst=%s" % tree["address"] in line]
+        assert len(flows) == 1
+        policed = switch == "leaf1"   # h1's switch: the tree's only meter
+        assert any("rate=5000" in line for line in state[switch]) == policed   # the meter band
+        assert ("meter:%d" % tree["id"] in flows[0]) == policed
     assert bed.client.get("/multicast/trees/%d" % tree["id"])["address"] == tree["address"]
     released = bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert released["released"]["id"] == tree["id"]
