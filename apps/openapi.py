@@ -193,7 +193,7 @@ def responses(success_status, success_schema, description, errors):
     return answers
 
 
-STATE_CHANGING = [{"bearerAuth": []}, {}]      # the token only when one is configured
+TOKEN_WHEN_CONFIGURED = [{"bearerAuth": []}, {}]   # POST, PUT, DELETE: a token, if one is set
 RELEASE_KEY = {"name": "X-Release-Key", "in": "header", "required": False, "schema": STRING}
 ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": INTEGER}
 
@@ -207,7 +207,7 @@ def resource_paths(prefix, collection, noun, request_schema, item_schema, list_s
         "/%s/%s" % (prefix, collection): {
             "post": {
                 "operationId": "create_%s" % noun, "tags": [tag], "summary": "create a %s" % noun,
-                "security": STATE_CHANGING,
+                "security": TOKEN_WHEN_CONFIGURED,
                 "description": "The answer's release_key (the X-Release-Key sent, or a new "
                                "one) is what its DELETE must carry.",
                 "parameters": [RELEASE_KEY],
@@ -223,7 +223,7 @@ def resource_paths(prefix, collection, noun, request_schema, item_schema, list_s
                     "responses": responses(200, ref(item_schema), "the %s" % noun, (404,))},
             "delete": {"operationId": "release_%s" % noun, "tags": [tag],
                        "summary": "release a %s: its switch state and bandwidth" % noun,
-                       "security": STATE_CHANGING, "parameters": [RELEASE_KEY],
+                       "security": TOKEN_WHEN_CONFIGURED, "parameters": [RELEASE_KEY],
                        "responses": responses(200, released, "released", (401, 403, 404))}},
     }
 
@@ -236,7 +236,7 @@ def fabric_paths():
                     "responses": responses(200, ref("Topology"), "the description", ())},
             "put": {"operationId": "put_topology", "tags": ["fabric"],
                     "summary": "adopt a fabric description (releases every tree and plan)",
-                    "security": STATE_CHANGING,
+                    "security": TOKEN_WHEN_CONFIGURED,
                     "requestBody": {"required": True,
                                     "content": json_content(ref("FabricDescription"))},
                     "responses": responses(200, ref("Topology"), "adopted", (400, 401))}},
