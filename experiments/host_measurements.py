@@ -33,7 +33,9 @@ def tcp_throughput_mbps(src, dst, seconds=5, port=5201):
 def multicast_goodput_mbps(sender, receivers, address, send_mbps, seconds=5, port=5001):
     """{receiver name: Mbit/s} that iperf 2 servers joined to the multicast `address` got
     of a UDP stream `sender` sent there at send_mbps for `seconds`: a third-party sender,
-    not one of our programs, that can send above a tree's reservation."""
+    not one of our programs, that can send above a tree's reservation. The bytes each
+    received over the send's duration: iperf's own rate runs until the stream's last
+    packets arrive, and over multicast they can be lost."""
     for host in (sender, *receivers):
         host.cmd("ip route replace 224.0.0.0/4 dev %s" % host.defaultIntf())
     servers = {host.name: host.popen(["stdbuf", "-oL", "iperf", "--server", "--udp",
@@ -49,5 +51,5 @@ def multicast_goodput_mbps(sender, receivers, address, send_mbps, seconds=5, por
         server.terminate()
         output, _ = server.communicate(timeout=10)
         reports = [line.split(",") for line in output.splitlines() if line.count(",") >= 8]
-        goodput[name] = float(reports[-1][8]) / 1e6 if reports else 0.0
+        goodput[name] = int(reports[-1][7]) * 8 / seconds / 1e6 if reports else 0.0
     return goodput
