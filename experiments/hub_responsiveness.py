@@ -18,6 +18,7 @@ No Mininet and no root: the other switches never connect, so the plan is refused
 planning (target: under 50 ms) and writes CSV (one row per probe) + PNG.
 """
 
+import random
 import socket
 import struct
 import subprocess
@@ -30,9 +31,8 @@ from pathlib import Path
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError
+from experiments.ina_optimality import paper_scale_fabric
 from experiments.testbed import check_port_free, ryu_manager_command, wait_until
-from mininet_topos.description import describe
-from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["probe", "phase", "samples", "median_ms", "max_ms"]
 OFP_VERSION = 4
@@ -116,15 +116,6 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def fabric(size, seed=0):
-    import random
-    rng = random.Random(seed)
-    switches = ["spine%d" % i for i in range(1, size + 1)] + ["leaf%d" % i for i in range(1, size + 1)]
-    programmable = sorted(rng.sample(switches, len(switches) // 5))
-    return describe(SpineLeafTopo(spines=size, leaves=size, hosts_per_leaf=2, bw=1000,
-                                  aggregators=programmable, aggregator_bw=9000))
-
-
 class Probes:
     """Latency samples, (at, seconds), per probe, and the planning windows."""
 
@@ -194,7 +185,7 @@ def measure(args):
     client = ControllerClient("http://127.0.0.1:%d" % args.rest_port, timeout_s=120, retry_s=30)
     probes, statuses, switches = Probes(), [], []
     try:
-        description = fabric(args.size)
+        description = paper_scale_fabric(random.Random(0), args.size)
         client.put("/fabric/topology", description)
         hosts = [h["name"] for h in description["hosts"] if h.get("role") != "aggregator"]
         request = {"job": "big", "workers": hosts[:args.workers], "ps": hosts[args.workers],

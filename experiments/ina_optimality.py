@@ -166,16 +166,22 @@ def small_instances(count, seed):
     return rows
 
 
+def paper_scale_fabric(rng, size=64):
+    """The GRID paper's scale: a size x size spine-leaf of 1 Gbit/s links, 2 hosts per
+    leaf, an aggregator (9 Gbit/s) on a random 20% of the switches; as a description."""
+    from mininet_topos.description import describe
+    from mininet_topos.spineleaf import SpineLeafTopo
+    switches = ["spine%d" % i for i in range(1, size + 1)] + ["leaf%d" % i for i in range(1, size + 1)]
+    programmable = sorted(rng.sample(switches, len(switches) // 5))
+    return describe(SpineLeafTopo(spines=size, leaves=size, hosts_per_leaf=2, bw=1000,
+                                  aggregators=programmable, aggregator_bw=9000))
+
+
 def paper_scale(seed=0):
     """GRID for 100 workers on a 64x64 spine-leaf, 20% of the switches programmable."""
     from apps.fabric_view import FabricView
-    from mininet_topos.description import describe
-    from mininet_topos.spineleaf import SpineLeafTopo
     rng = random.Random(seed)
-    switches = ["spine%d" % i for i in range(1, 65)] + ["leaf%d" % i for i in range(1, 65)]
-    programmable = sorted(rng.sample(switches, len(switches) // 5))
-    view = FabricView(describe(SpineLeafTopo(spines=64, leaves=64, hosts_per_leaf=2, bw=1000,
-                                             aggregators=programmable, aggregator_bw=9000)))
+    view = FabricView(paper_scale_fabric(rng))
     hosts = [h for h in view.hosts if not view.is_aggregator(h)]
     rng.shuffle(hosts)
     problem = InaProblem(view.graph, hosts[:100], hosts[100], view.aggregators)
