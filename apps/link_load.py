@@ -41,22 +41,11 @@ class PortRates:
                 del table[key]
 
 
-def link_rate_mbps(view, rates, tail, head):
-    """Current rate of directed link tail->head, or None before two samples.
-
-    A link leaving a switch is measured by that port's tx counter; a link
-    leaving a host by the rx counter of the switch port it enters.
-    """
-    if view.is_switch(tail):
-        rate = rates.rate_bps(view.dpid(tail), view.out_port(tail, head), "tx")
-    else:
-        rate = rates.rate_bps(view.dpid(head), view.out_port(head, tail), "rx")
-    return None if rate is None else rate / 1e6
-
-
 def measured_mbps(view, rates):
-    """{(tail, head): Mbit/s} for every link with a measurement, as link_rate_mbps reads
-    them: from the measured ports, not by visiting every link (a 64x64 fabric has 8,500)."""
+    """{(tail, head): Mbit/s} for every directed link with a measurement (none before a
+    port's second sample). A link leaving a switch is measured by that port's tx counter;
+    a link leaving a host by the rx counter of the switch port it enters. Read from the
+    measured ports, not by visiting every link (a 64x64 fabric has 8,500)."""
     measured = {}
     for (dpid, port, direction), rate_bps in rates.measured():
         switch = view.switch_by_dpid.get(dpid)
@@ -73,9 +62,9 @@ def measured_mbps(view, rates):
 def link_report(view, rates, reserved_mbps):
     """One dict per directed link: endpoints, capacity, bandwidth reserved on it, current
     rate and utilization."""
-    report = []
+    report, measured = [], measured_mbps(view, rates)
     for tail, head, data in view.links():
-        rate_mbps = link_rate_mbps(view, rates, tail, head)
+        rate_mbps = measured.get((tail, head))
         report.append({
             "src": tail, "src_port": data["port"], "dst": head,
             "dst_port": view.out_port(head, tail), "kind": data["kind"],
