@@ -124,9 +124,6 @@ class InaPlans:
         """Plan off the event loop on what the ledger leaves free, then hold the plan's
         loads if they still fit: requests admitted while it was computed may have taken
         some (then it is planned again on what is left). Returns the plan."""
-        def capacity_of(resource):
-            return (view.graph.edges[resource]["capacity_mbps"] if isinstance(resource, tuple)
-                    else view.aggregators[resource])
         for _attempt in range(PLANNING_ATTEMPTS):
             generation = self.fabric.generation
             result = self._placement(view, book, request, aggregators)
@@ -134,7 +131,7 @@ class InaPlans:
                 raise Conflict("the fabric description changed while the plan was computed; "
                                "ask again")
             try:
-                book.hold_if_free(hold_key, result.loads(), capacity_of)
+                book.hold_if_free(hold_key, result.loads())
                 return result
             except ReservationError as error:
                 LOG.info("job %r: %s (taken while planning); planning again", request["job"],

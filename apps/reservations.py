@@ -140,12 +140,13 @@ class ReservationBook:
         for edge, load in loads_mbps.items():
             self.reserved_mbps[edge] += load
 
-    def hold_if_free(self, key, loads_mbps, capacity_mbps):
-        """hold() if every load still fits under capacity_mbps(link or aggregator) minus
+    def hold_if_free(self, key, loads_mbps):
+        """hold() if every load still fits under its link's or aggregator's capacity minus
         what is booked now, else ReservationError naming the first that does not (and
         nothing is held). For loads planned on an earlier state of the ledger."""
         for resource, load in loads_mbps.items():
-            capacity = capacity_mbps(resource)
+            capacity = (self.view.graph.edges[resource]["capacity_mbps"]
+                        if isinstance(resource, tuple) else self.view.aggregators[resource])
             free = capacity - self.reserved_mbps.get(resource, 0.0)
             if free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) < load:
                 raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"

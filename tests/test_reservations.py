@@ -3,7 +3,10 @@ import json
 import pytest
 
 from apps.multicast_trees import compute_tree
+from apps.fabric_view import FabricView
 from apps.reservations import ReservationBook, ReservationError
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import spine_leaf_view
 
 
@@ -81,20 +84,19 @@ def test_holds_count_against_trees_and_release_cleanly(view):
     book.reserve(tree)
 
 
-def test_a_hold_planned_on_an_earlier_state_is_taken_only_if_it_still_fits(view):
+def test_a_hold_planned_on_an_earlier_state_is_taken_only_if_it_still_fits():
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20,
+                                             aggregators="spines", aggregator_bw=9)))
     book = ReservationBook(view)
     link = ("leaf1", "spine1")
-
-    def capacity(resource):
-        return view.graph.edges[resource]["capacity_mbps"] if isinstance(resource, tuple) else 9.0
     book.reserve(compute_tree(view, "h1", ["h3"], 12.0))   # taken while the plan was computed
     with pytest.raises(ReservationError, match=r"leaf1.*spine1.*only 8.000"):
-        book.hold_if_free(("ina", 1), {("h2", "leaf1"): 1.0, link: 10.0}, capacity)
+        book.hold_if_free(("ina", 1), {("h2", "leaf1"): 1.0, link: 10.0})
     assert book.reserved_mbps.get(("h2", "leaf1"), 0.0) == 0.0   # nothing held
-    with pytest.raises(ReservationError, match="agg has only 9.000"):
-        book.hold_if_free(("ina", 1), {"agg": 9.5}, capacity)
-    book.hold_if_free(("ina", 1), {link: 8.0, "agg": 9.0}, capacity)   # exactly full fits
-    assert (book.reserved_mbps[link], book.reserved_mbps["agg"]) == (20.0, 9.0)
+    with pytest.raises(ReservationError, match="agg-spine1 has only 9.000"):
+        book.hold_if_free(("ina", 1), {"agg-spine1": 9.5})
+    book.hold_if_free(("ina", 1), {link: 8.0, "agg-spine1": 9.0})   # exactly full fits
+    assert (book.reserved_mbps[link], book.reserved_mbps["agg-spine1"]) == (20.0, 9.0)
 
 
 def test_a_record_restores_the_same_reservation_in_a_new_book_with_its_lease_left(view):
