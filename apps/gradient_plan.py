@@ -17,13 +17,24 @@ The placement LP over given options (paths in the graph's units, Mbit/s)::
 or, with min_f, the most aggregated traffic among the plans with f >= min_f.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import networkx as nx
 
 from apps.sparse_lp import LpError, SparseLp
+
+ROOM_TOLERANCE_MBPS = 1e-9   # rates that fill a link exactly still fit
 
 
 class PlacementError(ValueError):
     """The job cannot be planned as asked (unknown nodes, no capacity, no path)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way a worker's gradient leaves: to `node` (an aggregator or the PS) along `path`."""
+    node: str
+    path: tuple
 
 
 def edges_of(path):
@@ -103,6 +114,66 @@ class GradientPlan:
 
     def aggregators_used(self):
         return {a for a, _s in self.aggregate_paths}
+
+    def with_stream_paths(self, paths):
+        """The same plan with its streams (in streams() order) on `paths`: nodes, shares
+        and rates unchanged, e.g. moved around a failed link."""
+        paths = iter([tuple(path) for path in paths])
+        legs = {key: [(Option(option.node, next(paths)), share) for option, share in self.legs[key]]
+                for key in sorted(self.legs)}
+        aggregate_paths = dict(self.aggregate_paths)
+        for aggregate in sorted(self.aggregate_rates()):
+            aggregate_paths[aggregate] = next(paths)
+        return replace(self, legs=legs, aggregate_paths=aggregate_paths)
+
+    def record(self):
+        """The plan as JSON-able data that from_record() takes back (a state file)."""
+        return {"policy": self.policy, "split": self.split, "f_lp": self.f_lp,
+                "f_rounded": self.f_rounded, "rounded_overload": self.rounded_overload,
+                "f_repaired": self.f_repaired, "f": self.f, "f_bound": self.f_bound,
+                "legs": [[w, s, [[o.node, list(o.path), share] for o, share in self.legs[w, s]]]
+                         for w, s in sorted(self.legs)],
+                "aggregate_paths": [[a, s, list(path)]
+                                    for (a, s), path in sorted(self.aggregate_paths.items())]}
+
+    @classmethod
+    def from_record(cls, record):
+        """The plan record() made; KeyError, TypeError or ValueError if it is not one."""
+        fields = {k: record[k] for k in ("policy", "split", "f_lp", "f_rounded",
+                                         "rounded_overload", "f_repaired", "f", "f_bound")}
+        legs = {(w, s): [(Option(node, tuple(path)), float(share)) for node, path, share in options]
+                for w, s, options in record["legs"]}
+        paths = {(a, s): tuple(path) for a, s, path in record["aggregate_paths"]}
+        return cls(legs=legs, aggregate_paths=paths, **fields)
+
+
+def moved_paths(graph, streams, down_links):
+    """Paths for a plan's `streams` (GradientPlan.streams()) that avoid `down_links`
+    (frozensets of two nodes) on `graph`, whose capacity_mbps is what the plan may use:
+    a stream that crosses no down link keeps its path; each other one, the fastest
+    first, takes the fewest-hop path with room left for its rate. PlacementError if
+    one finds none (then its nodes or rates must change)."""
+    room = {(u, v): data["capacity_mbps"] for u, v, data in graph.edges(data=True)}
+    paths = [tuple(stream[2]) for stream in streams]
+    broken = []
+    for index, (_source, _destination, path, rate, _ps) in enumerate(streams):
+        if any(frozenset(edge) in down_links for edge in edges_of(path)):
+            broken.append(index)
+        else:
+            for edge in edges_of(path):
+                room[edge] = room.get(edge, 0.0) - rate
+    for index in sorted(broken, key=lambda i: -streams[i][3]):
+        source, destination, _path, rate, _ps = streams[index]
+        usable = nx.subgraph_view(graph, filter_edge=lambda u, v: (
+            frozenset((u, v)) not in down_links and room[u, v] + ROOM_TOLERANCE_MBPS >= rate))
+        try:
+            paths[index] = tuple(nx.shortest_path(usable, source, destination))
+        except (nx.NetworkXNoPath, nx.NodeNotFound):
+            raise PlacementError("no path from %s to %s with %.3f Mbit/s free avoids the failed "
+                                 "link(s)" % (source, destination, rate)) from None
+        for edge in edges_of(paths[index]):
+            room[edge] -= rate
+    return paths
 
 
 @dataclass

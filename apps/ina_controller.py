@@ -5,15 +5,20 @@
 
 Workers address their aggregator (or the PS) directly; the plan's flows choose the path
 and its meters hold each stream to its rate. An aggregator forwards one aggregate to
-the PS. REST: POST /ina/plans, GET /ina/plans, GET/DELETE /ina/plans/<id>. Errors: 400
-malformed or invalid, 404 unknown host or plan, 409 no capacity left for the plan, 503
-fabric not ready, 500 a switch rejected the plan.
+the PS. A plan that crosses a failed link is moved (apps/plan_moves.py); with a state
+directory, plans survive a restart. REST: POST /ina/plans, GET /ina/plans,
+GET/DELETE /ina/plans/<id>. Errors: 400 malformed or invalid, 404 unknown host or
+plan, 409 no capacity left for the plan, 503 fabric not ready, 500 a switch rejected
+the plan.
 """
+
+import time
 
 from ryu.base import app_manager
 from ryu.controller.handler import set_ev_cls
 
-from apps.fabric_controller import EventFabricChanged, EventSwitchSynced
+from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
+from apps.plan_moves import move_broken
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts
 
@@ -33,8 +38,12 @@ class InaController(app_manager.RyuApp):
         kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans, METRICS_KEY: services.metrics})
 
     @set_ev_cls(EventFabricChanged)
-    def _fabric_changed(self, _ev):
-        self.plans.fabric_changed()
+    def _fabric_changed(self, ev):
+        self.plans.fabric_changed(ev.restored)
+
+    @set_ev_cls(EventLinksChanged)
+    def _links_changed(self, _ev):
+        move_broken(self.plans, time.monotonic())
 
     @set_ev_cls(EventSwitchSynced)
     def _switch_synced(self, ev):

@@ -63,7 +63,8 @@ import networkx as nx
 import numpy as np
 
 from apps.exact_placement import DEFAULT_TIME_S, exact_assignment
-from apps.gradient_plan import GradientPlan, PlacementError, edges_of, solve_placement_lp
+from apps.gradient_plan import (GradientPlan, Option, PlacementError, edges_of,
+                                solve_placement_lp)
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
 # the baselines as the GRID authors' code runs them (Fangjin98/randomized-rounding):
@@ -78,13 +79,6 @@ DEFAULT_MAX_PATHS = 4
 DEFAULT_MAX_AGGREGATORS = 8
 DEFAULT_TRIALS = 8
 TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class Option:
-    """One way a worker's gradient leaves: to `node` (an aggregator or the PS) along `path`."""
-    node: str
-    path: tuple
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from apps import ina_placement, inart_placement
 from apps import openflow_builders as of
+from apps.gradient_plan import GradientPlan
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem
 from apps.multicast_trees import without_links
@@ -32,23 +33,29 @@ MAX_PSS = 8
 MIN_THETA_MBPS = 1e-3
 MIN_CAPACITY_MBPS = 1e-9
 PLANNING_ATTEMPTS = 3
+STATE_NAME = "ina"
 
 
 @dataclass
 class LivePlan:
-    """A plan booked in the ledger: what its job was told, its streams, and the meters
-    it has on each switch (known once its messages are built)."""
+    """A plan booked in the ledger: the request it answers, its placement, what its job
+    was told (the report) and the share of it each switch holds once installed."""
     id: int
+    request: dict                  # parse_plan_request's, with the aggregators it may use
+    result: GradientPlan
     report: dict
-    streams: list                  # (source, destination, path, rate, ps)
-    loads: dict                    # link or aggregator -> Mbit/s held in the ledger
     book: object                   # the ledger it is held in
-    meters: dict = field(default_factory=dict)   # switch -> [meter id]
+    shares: dict = field(default_factory=dict)   # switch -> SteeringShare installed there
     installed: bool = False
 
     @property
     def hold_key(self):
         return plan_hold_key(self.id)
+
+    def record(self, release_key):
+        """What a state file keeps of it."""
+        return {"id": self.id, "request": self.request, "result": self.result.record(),
+                "report": self.report, "release_key": release_key}
 
 
 def plan_hold_key(plan_id):
@@ -57,8 +64,8 @@ def plan_hold_key(plan_id):
 
 
 class InaPlans:
-    def __init__(self, fabric, installer, metrics, offload):
-        self.fabric, self.installer, self.metrics = fabric, installer, metrics
+    def __init__(self, fabric, installer, store, metrics, offload):
+        self.fabric, self.installer, self.store, self.metrics = fabric, installer, store, metrics
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.plans = {}            # plan id -> LivePlan
         self.release_keys = {}     # plan id -> the key that may DELETE it
@@ -90,15 +97,12 @@ class InaPlans:
         view = self.fabric.ready()
         if self.generation != self.fabric.generation:
             raise NotReady("no fabric description loaded (PUT /fabric/topology)")
-        workers, pss = request["workers"], request["pss"]
-        aggregators = request["aggregators"]
-        if aggregators is None:
-            aggregators = sorted(view.aggregators)
-        check_hosts(view, workers, pss, aggregators)
+        if request["aggregators"] is None:
+            request["aggregators"] = sorted(view.aggregators)
+        check_hosts(view, request["workers"], request["pss"], request["aggregators"])
         book, plan_id = self.fabric.ledger, next(self._ids)
-        result = self._plan_and_hold(view, book, request, aggregators, plan_hold_key(plan_id))
-        live = LivePlan(plan_id, plan_report(plan_id, request, result, view), result.streams(),
-                        result.loads(), book)
+        result = self.plan_and_hold(view, book, request, plan_hold_key(plan_id))
+        live = LivePlan(plan_id, request, result, plan_report(plan_id, request, result, view), book)
         self.plans[plan_id] = live
         self.release_keys[plan_id] = release_key
         try:
@@ -112,21 +116,24 @@ class InaPlans:
             LOG.info("plan %d released while being installed", plan_id)
             raise Conflict("plan %d was released while being installed; nothing is left of it"
                            % plan_id)
+        self.remember()
         LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
                  "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
-                 result.policy, len(workers), ",".join(pss),
-                 ",".join("%.3f" % result.split[s] for s in pss), result.f, result.f_lp,
+                 result.policy, len(request["workers"]), ",".join(request["pss"]),
+                 ",".join("%.3f" % result.split[s] for s in request["pss"]), result.f, result.f_lp,
                  result.f_rounded, result.rounded_overload, result.f_repaired,
                  ",".join(sorted(result.aggregators_used())) or "none")
         return dict(live.report, release_key=release_key)
 
-    def _plan_and_hold(self, view, book, request, aggregators, hold_key):
+    def plan_and_hold(self, view, book, request, hold_key):
         """Plan off the event loop on what the ledger leaves free, then hold the plan's
-        loads if they still fit: requests admitted while it was computed may have taken
-        some (then it is planned again on what is left). Returns the plan."""
+        loads under hold_key if they still fit: requests admitted while it was computed
+        may have taken some (then it is planned again on what is left). What hold_key
+        holds already (a plan planned again) counts as free and is replaced. Returns
+        the plan."""
         for _attempt in range(PLANNING_ATTEMPTS):
             generation = self.fabric.generation
-            result = self._placement(view, book, request, aggregators)
+            result = self._placement(view, book.reserved_without(hold_key), request)
             if self.fabric.generation != generation:
                 raise Conflict("the fabric description changed while the plan was computed; "
                                "ask again")
@@ -139,11 +146,12 @@ class InaPlans:
         raise Conflict("other requests kept taking this job's capacity while it was planned "
                        "(%d attempts); ask again" % PLANNING_ATTEMPTS)
 
-    def _placement(self, view, book, request, aggregators):
-        """The plan on what the ledger leaves free, computed off the event loop;
+    def _placement(self, view, reserved_mbps, request):
+        """The plan on what reserved_mbps leaves free, computed off the event loop;
         InvalidRequest or Conflict if none."""
-        graph = available_graph(view, book.reserved_mbps, self.fabric.down_links)
-        capacities = {a: view.aggregators[a] - book.reserved_mbps.get(a, 0.0) for a in aggregators}
+        graph = available_graph(view, reserved_mbps, self.fabric.down_links)
+        capacities = {a: view.aggregators[a] - reserved_mbps.get(a, 0.0)
+                      for a in request["aggregators"]}
         capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
         workers, pss, policy = request["workers"], request["pss"], request["policy"]
         if policy in inart_placement.POLICIES:
@@ -160,79 +168,119 @@ class InaPlans:
                            theta_mbps=result.f)
         return result
 
-    def _messages(self, view, live, datapath_of):
-        """{datapath: [messages]} of the plan for the switches datapath_of(switch) gives a
-        datapath for (None: skip that switch), and {switch: [meter ids]}."""
-        messages, meters = defaultdict(list), defaultdict(list)
-        for leg_index, (source, destination, path, rate, ps) in enumerate(live.streams):
-            for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
-                if hop == 0:
-                    meters[switch].append(of.steering_meter_id(live.id, leg_index))
-                datapath = datapath_of(switch)
-                if datapath is not None:
-                    messages[datapath] += of.steering_install(
-                        datapath, live.id, leg_index, view.ip(source), view.ip(destination),
-                        live.report["ports"][ps], view.out_port(switch, next_node),
-                        rate if hop == 0 else None)
-        return messages, dict(meters)
+    def shares(self, view, live):
+        """{switch: SteeringShare} of the plan as it is now."""
+        return steering_shares(view, live.id, live.result.streams(), live.report["ports"])
 
     def _install(self, view, live):
-        switches = [s for _, _, path, _, _ in live.streams for s in path[1:-1]]
-        datapaths = self.fabric.datapaths_of(switches)   # NotReady before anything is sent
-        messages, live.meters = self._messages(view, live, datapaths.get)
+        shares = self.shares(view, live)
+        datapaths = self.fabric.datapaths_of(list(shares))   # NotReady before anything is sent
+        live.shares = shares
         try:
-            self.installer.install(messages)
+            self.installer.install({datapaths[switch]: of.steering_changes(
+                datapaths[switch], live.id, of.NO_SHARE, share)[0]
+                for switch, share in shares.items()})
         except InstallFailed as failure:
-            self._remove(view, live)
+            self.remove_from_switches(view, live)
             LOG.error("plan %d not installed (%s); rolled back", live.id, failure)
             raise InstallFailed("a switch rejected the plan (%s); nothing was installed"
                                 % failure) from None
         live.installed = True
 
-    def _remove(self, view, live):
-        """Delete the plan's flows on every connected switch, and its meters where it had them."""
+    def remove_from_switches(self, view, live, meters=()):
+        """Delete the plan's flows on every connected switch, and its meters where it had
+        them (and `meters`: {switch: ids} it had while it moved)."""
         removals = {}
         for switch in view.switches if view is self.fabric.view else []:
             datapath = self.fabric.datapath_of(switch)
             if datapath is not None:
-                removals[datapath] = of.steering_removal(datapath, live.id, live.meters.get(switch, []))
+                ids = set(live.shares.get(switch, of.NO_SHARE).meters) | set(dict(meters).get(switch, ()))
+                removals[datapath] = of.steering_removal(datapath, live.id, sorted(ids))
         if not self.installer.remove(removals):
             LOG.warning("plan %d: removal not confirmed by every switch", live.id)
 
-    def release(self, plan_id, _now):
+    def release(self, plan_id, _now, meters=()):
+        """Remove the plan (and `meters` it had while it moved) and return its capacity."""
         live = self.plans.pop(self._get(plan_id).id)   # before anything waits: one DELETE wins
         self.release_keys.pop(live.id, None)
-        self._remove(live.book.view, live)
+        self.remember()
+        self.remove_from_switches(live.book.view, live, meters)
         live.book.release_hold(live.hold_key)
         LOG.info("plan %d (job %r) removed", live.id, live.report["job"])
         return live.report
 
+    # --- persistence ------------------------------------------------------------
+
+    def remember(self):
+        """Save the live plans for a restart (nothing without a state directory)."""
+        self.store.save(STATE_NAME, {"plans": [
+            self.plans[i].record(self.release_keys.get(i)) for i in sorted(self.plans)]})
+
+    def _restore(self, view, book):
+        """Book the plans saved before a restart in the new ledger; the switches get them
+        as they sync."""
+        for record in (self.store.load(STATE_NAME) or {}).get("plans", []):
+            try:
+                live = LivePlan(int(record["id"]), record["request"],
+                                GradientPlan.from_record(record["result"]), record["report"], book,
+                                installed=True)
+                check_hosts(view, live.request["workers"], live.request["pss"],
+                            live.request["aggregators"])
+                book.hold_if_free(live.hold_key, live.result.loads())
+                live.shares = self.shares(view, live)
+            except (KeyError, TypeError, ValueError, NotFound, InvalidRequest,
+                    ReservationError) as error:
+                LOG.error("saved plan %s not restored: %s", record.get("id"), error)
+                continue
+            self.plans[live.id] = live
+            self.release_keys[live.id] = record.get("release_key")
+            self._ids = itertools.count(max(live.id + 1, next(self._ids)))
+            LOG.info("plan %d (job %r) restored: theta %.3f Mbit/s", live.id, live.report["job"],
+                     live.result.f)
+
     # --- events -----------------------------------------------------------------
 
-    def fabric_changed(self):
-        """The old fabric's plans are gone with its ledger; the switches are cleared."""
+    def fabric_changed(self, restored):
+        """The old fabric's plans are gone with its ledger (the switches are cleared);
+        after a restart, the saved ones are restored into the new one."""
         for plan_id in sorted(self.plans):
             LOG.info("fabric changed: removing plan %d", plan_id)
         self.plans.clear()
         self.release_keys.clear()
         self.generation = self.fabric.generation
+        if restored:
+            self._restore(self.fabric.view, self.fabric.ledger)
+        self.remember()
 
     def switch_synced(self, switch, datapath):
         """{datapath: messages} that give a switch that came back empty its share of every plan."""
         if self.generation != self.fabric.generation:
             return {}
-        messages, count = defaultdict(list), 0
+        messages, count = [], 0
         for live in list(self.plans.values()):
-            if not live.installed:
+            share = live.shares.get(switch)
+            if not live.installed or share is None:
                 continue   # still being installed: its own batch reaches the switch
-            plan_messages, _meters = self._messages(
-                self.fabric.view, live, lambda s: datapath if s == switch else None)
-            for target, batch in plan_messages.items():
-                messages[target] += batch
-            count += bool(plan_messages)
+            messages += of.steering_changes(datapath, live.id, of.NO_SHARE, share)[0]
+            count += 1
         if count:
             LOG.info("%s: reinstalled %d plan(s)", switch, count)
-        return dict(messages)
+        return {datapath: messages} if messages else {}
+
+
+def steering_shares(view, plan_id, streams, ports):
+    """{switch: SteeringShare}: every stream (GradientPlan.streams()) gets a flow on each
+    switch of its path, matching its source, destination and its PS's UDP port, and a
+    meter at its rate on its first switch (named by the plan and the stream's index)."""
+    flows, meters = defaultdict(dict), defaultdict(dict)
+    for index, (source, destination, path, rate, ps) in enumerate(streams):
+        key = (view.ip(source), view.ip(destination), ports[ps])
+        for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
+            meter_id = of.steering_meter_id(plan_id, index) if hop == 0 else None
+            if meter_id is not None:
+                meters[switch][meter_id] = rate
+            flows[switch][key] = (view.out_port(switch, next_node), meter_id)
+    return {switch: of.SteeringShare(flows[switch], meters.get(switch, {})) for switch in flows}
 
 
 def available_graph(view, reserved_mbps, down_links):
@@ -264,11 +312,12 @@ def gradient_port(plan_id, index):
     return GRADIENT_PORT_BASE + (plan_id * MAX_PSS + index) % 40000
 
 
-def plan_report(plan_id, request, result, view):
+def plan_report(plan_id, request, result, view, revision=0):
     """What a job needs to run: per worker its legs (PS, node, path, share of that PS's
     fragments, rate), every aggregate (aggregator, PS, workers, path, rate), the split,
     a UDP port per PS, and the plan's rates. One-PS plans also have `port` and
-    `aggregators` (keyed by aggregator)."""
+    `aggregators` (keyed by aggregator). `revision` counts the plan's moves around
+    faults: a job that sees it change runs its next round on the new plan."""
     pss = request["pss"]
     gradient_mbit = request["gradient_mb"] * 8
     aggregate_rates = result.aggregate_rates()
@@ -277,7 +326,8 @@ def plan_report(plan_id, request, result, view):
                    "path": list(result.aggregate_paths[a, s]), "rate_mbps": rate}
                   for (a, s), rate in sorted(aggregate_rates.items())]
     report = {
-        "id": plan_id, "job": request["job"], "policy": result.policy, "ps": request["ps"],
+        "id": plan_id, "revision": revision, "job": request["job"], "policy": result.policy,
+        "ps": request["ps"],
         "split": result.split, "ports": ports, "gradient_mb": request["gradient_mb"],
         "theta_mbps": result.f, "theta_lp_mbps": result.f_lp,
         "theta_rounded_mbps": result.f_rounded, "rounded_overload": result.rounded_overload,

@@ -43,11 +43,12 @@ class Metrics:
             "syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow messages "
             "to the last switch's barrier reply, by outcome (confirmed or failed)", ["outcome"])
         self.reroutes = counter(
-            "syncfabric_reroutes", "live trees moved off a failed link, by outcome (moved "
-            "or released)", ["outcome"])
+            "syncfabric_reroutes", "live trees and INA plans moved off a failed link, by "
+            "outcome: moved (plans: same nodes and rates), replanned (plans) or released",
+            ["resource", "outcome"])
         self.reroute_seconds = histogram(
             "syncfabric_reroute_seconds", "the controller's share of a reroute's gap: from "
-            "the link change to the moved tree confirmed by its switches")
+            "the link change to the moved tree or plan confirmed by its switches", ["resource"])
         self.reconciliations = counter(
             "syncfabric_reconciliations", "switches (re)synced after connecting: cleared, "
             "then given the fabric flows and every live tree and plan", ["switch"])

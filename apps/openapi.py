@@ -147,6 +147,8 @@ SCHEMAS = {
         example={"job": "train", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}),
     "Plan": obj({
         "id": INTEGER, "job": STRING, "policy": STRING,
+        "revision": dict(INTEGER, description="how often the plan was moved around a fault; "
+                                              "a job that sees it change reads the plan again"),
         "ps": {"oneOf": [NAME, PATH]}, "split": RATIO_MAP,
         "ports": {"type": "object", "additionalProperties": INTEGER},
         "gradient_mb": NUMBER, "theta_mbps": NUMBER, "theta_lp_mbps": NUMBER,
@@ -162,7 +164,7 @@ SCHEMAS = {
         "port": INTEGER,
         "aggregators": {"type": "object", "additionalProperties": obj(
             {"workers": PATH, "path": PATH, "rate_mbps": NUMBER})}},
-        required=["id", "job", "policy", "ps", "split", "ports", "gradient_mb", "theta_mbps",
+        required=["id", "revision", "job", "policy", "ps", "split", "ports", "gradient_mb", "theta_mbps",
                   "theta_bound_mbps", "optimality_gap", "predicted_comm_time_s", "workers",
                   "aggregates", "addresses"]),
     "PlanList": obj({"plans": array(ref("Plan"))}, required=["plans"]),

@@ -6,6 +6,8 @@ messages can be inspected in tests. Each app owns a cookie, so one app can
 replace its own flows without touching another's.
 """
 
+from dataclasses import dataclass, field
+
 FABRIC_COOKIE = 0x5346_0000_0000_0001
 MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
 APP_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every cookie of one app
@@ -98,13 +100,14 @@ def meter_rate_kbps(rate_mbps):
     return max(1, int(round(rate_mbps * 1000)))
 
 
-def meter_add(datapath, meter_id, rate_mbps):
-    """A meter that drops what exceeds rate_mbps (with an explicit burst)."""
+def meter_add(datapath, meter_id, rate_mbps, command=None):
+    """A meter that drops what exceeds rate_mbps (with an explicit burst); command
+    OFPMC_MODIFY changes an existing meter's rate in place."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     rate_kbps = meter_rate_kbps(rate_mbps)
     band = parser.OFPMeterBandDrop(rate=rate_kbps, burst_size=max(MIN_BURST_KBITS,
                                                                   int(rate_kbps * METER_BURST_S)))
-    return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD,
+    return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD if command is None else command,
                               flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
                               meter_id=meter_id, bands=[band])
 
@@ -174,21 +177,55 @@ def steering_meter_id(plan_id, leg_index):
     return STEERING_METER_BASE + plan_id * METERS_PER_PLAN + leg_index
 
 
-def steering_install(datapath, plan_id, leg_index, src_ip, dst_ip, udp_port, out_port,
-                     rate_mbps=None):
-    """One switch's hop of a steered leg: UDP from src_ip to dst_ip on the plan's port
-    leaves by out_port. On the leg's first switch (rate_mbps given) a meter holds the
-    leg to its planned rate."""
+@dataclass(frozen=True)
+class SteeringShare:
+    """One switch's share of an INA plan: flows {(src ip, dst ip, UDP port): (out port,
+    meter id or None)} and the meters of the streams that start there {id: Mbit/s}."""
+    flows: dict = field(default_factory=dict)
+    meters: dict = field(default_factory=dict)
+
+
+NO_SHARE = SteeringShare()
+
+
+def steering_flow(datapath, plan_id, key, out_port, meter_id=None):
+    """UDP from key's source to its destination on its port leaves by out_port (held
+    to a stream's rate by meter_id on the stream's first switch)."""
     parser = datapath.ofproto_parser
-    match = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_UDP, ipv4_src=src_ip,
-                            ipv4_dst=dst_ip, udp_dst=udp_port)
-    messages, meter_id = [], None
-    if rate_mbps is not None:
-        meter_id = steering_meter_id(plan_id, leg_index)
-        messages.append(meter_add(datapath, meter_id, rate_mbps))
-    messages.append(flow_add(datapath, steering_cookie(plan_id), PRIORITY_STEERING, match,
-                             [parser.OFPActionOutput(out_port)], meter_id=meter_id))
-    return messages
+    return flow_add(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
+                    steering_match(parser, key), [parser.OFPActionOutput(out_port)],
+                    meter_id=meter_id)
+
+
+def steering_match(parser, key):
+    src_ip, dst_ip, udp_port = key
+    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_UDP, ipv4_src=src_ip,
+                           ipv4_dst=dst_ip, udp_dst=udp_port)
+
+
+def steering_changes(datapath, plan_id, old, new):
+    """(make, then_break): the messages that take one switch from share `old` of a plan
+    to share `new` without a gap. make adds the new meters, sets the new rates of kept
+    ones and adds or overwrites flows (an ADD with a flow's match and priority replaces
+    it in place); then_break, once every switch confirmed make, deletes the flows and
+    meters only `old` had. From NO_SHARE, make installs a share."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    make = [meter_add(datapath, meter_id, rate) for meter_id, rate in new.meters.items()
+            if meter_id not in old.meters]
+    make += [meter_add(datapath, meter_id, rate, ofproto.OFPMC_MODIFY)
+             for meter_id, rate in new.meters.items()
+             if meter_id in old.meters and old.meters[meter_id] != rate]
+    make += [steering_flow(datapath, plan_id, key, *action) for key, action in new.flows.items()
+             if old.flows.get(key) != action]
+    then_break = [parser.OFPFlowMod(datapath=datapath, cookie=steering_cookie(plan_id),
+                                    cookie_mask=ALL_COOKIE_BITS, priority=PRIORITY_STEERING,
+                                    match=steering_match(parser, key),
+                                    command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
+                                    out_group=ofproto.OFPG_ANY)
+                  for key in old.flows if key not in new.flows]
+    then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
+                   for meter_id in old.meters if meter_id not in new.meters]
+    return make, then_break
 
 
 def steering_removal(datapath, plan_id, meter_ids):

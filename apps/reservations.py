@@ -143,15 +143,25 @@ class ReservationBook:
     def hold_if_free(self, key, loads_mbps):
         """hold() if every load still fits under its link's or aggregator's capacity minus
         what is booked now, else ReservationError naming the first that does not (and
-        nothing is held). For loads planned on an earlier state of the ledger."""
+        nothing changes). For loads planned on an earlier state of the ledger. What
+        `key` holds already counts as free and is replaced."""
+        reserved = self.reserved_without(key)
         for resource, load in loads_mbps.items():
             capacity = (self.view.graph.edges[resource]["capacity_mbps"]
                         if isinstance(resource, tuple) else self.view.aggregators[resource])
-            free = capacity - self.reserved_mbps.get(resource, 0.0)
+            free = capacity - reserved.get(resource, 0.0)
             if free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) < load:
                 raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
                                        % (resource, free, load))
+        self.release_hold(key)
         self.hold(key, loads_mbps)
+
+    def reserved_without(self, key):
+        """{link or aggregator: Mbit/s} booked now, without what `key` holds."""
+        reserved = dict(self.reserved_mbps)
+        for resource, load in self._holds.get(key, {}).items():
+            reserved[resource] -= load
+        return reserved
 
     def release_hold(self, key):
         for edge, load in self._holds.pop(key, {}).items():

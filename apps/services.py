@@ -35,7 +35,7 @@ class Services:
         # up to 80 ms
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics, tpool.execute)
-        self.plans = InaPlans(self.fabric, self.installer, self.metrics, tpool.execute)
+        self.plans = InaPlans(self.fabric, self.installer, store, self.metrics, tpool.execute)
         self.metrics.watch(self)
 
 

@@ -27,7 +27,7 @@ def reroute_broken(trees, now):
             continue   # released meanwhile
         down_links = trees.fabric.down_links
         if any(frozenset(edge) in down_links for edge in edges):
-            with trees.metrics.reroute_seconds.time():
+            with trees.metrics.reroute_seconds.labels("trees").time():
                 _reroute(trees, tree_id, down_links, now)
 
 
@@ -102,12 +102,12 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         elif new_in_port[switch] != in_port:
             removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
     trees.installer.send(removals)
-    trees.metrics.reroutes.labels("moved").inc()
+    trees.metrics.reroutes.labels("trees", "moved").inc()
     LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
              ",".join(s for s, _, _ in new_plan))
 
 
 def _released(trees, tree_id, now, book):
-    trees.metrics.reroutes.labels("released").inc()
+    trees.metrics.reroutes.labels("trees", "released").inc()
     trees.metrics.releases.labels("trees", "reroute").inc()
     trees.release_if_booked(tree_id, now, book)

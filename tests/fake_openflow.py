@@ -96,6 +96,10 @@ class FakeFlowTable:
             if message.meter_id in self.meters:
                 raise SwitchRefusal(ofproto.OFPET_METER_MOD_FAILED, ofproto.OFPMMFC_METER_EXISTS)
             self.meters[message.meter_id] = (message.flags, message.bands)
+        elif message.command == ofproto.OFPMC_MODIFY:
+            if message.meter_id not in self.meters:
+                raise SwitchRefusal(ofproto.OFPET_METER_MOD_FAILED, ofproto.OFPMMFC_UNKNOWN_METER)
+            self.meters[message.meter_id] = (message.flags, message.bands)
         elif message.command == ofproto.OFPMC_DELETE:
             if message.meter_id == ofproto.OFPM_ALL:
                 self.meters.clear()

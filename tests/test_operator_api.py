@@ -132,8 +132,8 @@ def test_a_reroute_and_an_expired_lease_are_counted(controller):
     spine = next(b for a, b in tree["edges"] if a == "leaf1")
     controller.port_down("leaf1", spine)
     metrics = scrape(controller)
-    assert metrics["syncfabric_reroutes_total", (("outcome", "moved"),)] == 1
-    assert metrics["syncfabric_reroute_seconds_count", ()] == 1
+    assert metrics["syncfabric_reroutes_total", (("outcome", "moved"), ("resource", "trees"))] == 1
+    assert metrics["syncfabric_reroute_seconds_count", (("resource", "trees"),)] == 1
     deadline = 50
     while controller.request("GET", "/multicast/trees")[1]["trees"] and deadline:
         controller.settle()

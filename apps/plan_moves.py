@@ -1,0 +1,109 @@
+"""Make-before-break moves of live INA plans around failed links and switches (no Ryu).
+
+A plan whose streams cross a link that is down keeps its id, ports, nodes and rates,
+with the broken streams on other paths, where capacity allows (gradient_plan.
+moved_paths); otherwise it is planned again on what is left, and its job reads the
+new plan (its report's `revision` counts the moves). The new switch state is
+installed and confirmed beside the old one, and only then is what only the old one
+had removed. A plan that fits nowhere is released; one that crosses a switch that is
+away or still connecting is kept for when that switch has synced.
+"""
+
+import logging
+
+from apps import openflow_builders as of
+from apps.gradient_plan import PlacementError, edges_of, moved_paths
+from apps.ina_service import available_graph, plan_report, steering_shares
+from apps.reservations import ReservationError
+from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+
+LOG = logging.getLogger("syncfabric.ina")
+
+
+def crosses(live, down_links):
+    return any(frozenset(edge) in down_links
+               for _s, _d, path, _r, _ps in live.result.streams() for edge in edges_of(path))
+
+
+def move_broken(plans, now):
+    """Move every live plan that crosses a link that is down. Which links are down is
+    read afresh for each plan: they change while plans move."""
+    if plans.generation != plans.fabric.generation:
+        return
+    for plan_id in sorted(plans.plans):
+        live = plans.plans.get(plan_id)
+        if live is None or not live.installed or not crosses(live, plans.fabric.down_links):
+            continue
+        with plans.metrics.reroute_seconds.labels("plans").time():
+            _move(plans, live, plans.fabric.down_links, now)
+
+
+def _move(plans, live, down_links, now):
+    book, view = live.book, live.book.view
+    away = sorted(s for s in live.shares if not plans.fabric.is_synced(s))
+    graph = available_graph(view, book.reserved_without(live.hold_key), down_links)
+    try:
+        result = live.result.with_stream_paths(moved_paths(graph, live.result.streams(), down_links))
+        book.hold_if_free(live.hold_key, result.loads())   # nothing waited since graph was read
+        outcome = "moved"
+    except (PlacementError, ReservationError) as reason:
+        if away:
+            LOG.warning("plan %d: no way around %s, not synced (%s); kept for when it is",
+                        live.id, ",".join(away), reason)
+            return
+        LOG.info("plan %d: %s; planning it again", live.id, reason)
+        try:
+            result = plans.plan_and_hold(view, book, live.request, live.hold_key)
+        except (InvalidRequest, Conflict, NotReady) as error:
+            LOG.warning("plan %d crosses a failed link and no plan fits (%s): releasing it",
+                        live.id, error)
+            _released(plans, live, now)
+            return
+        if plans.plans.get(live.id) is not live:   # a DELETE took it while it was planned
+            book.release_hold(live.hold_key)
+            return
+        outcome = "replanned"
+    _switch_over(plans, view, live, result, outcome, now)
+
+
+def _switch_over(plans, view, live, result, outcome, now):
+    """Install the moved plan beside the old state, confirm it, then remove what only
+    the old one had."""
+    old_shares = live.shares
+    new_shares = steering_shares(view, live.id, result.streams(), live.report["ports"])
+    changes = {}
+    for switch in set(old_shares) | set(new_shares):
+        datapath = plans.fabric.datapath_of(switch)
+        if datapath is not None:
+            changes[datapath] = of.steering_changes(datapath, live.id,
+                                                    old_shares.get(switch, of.NO_SHARE),
+                                                    new_shares.get(switch, of.NO_SHARE))
+    live.shares = new_shares   # a switch that syncs meanwhile gets the new share
+    old_meters = {switch: list(share.meters) for switch, share in old_shares.items()}
+    try:
+        plans.installer.install({dp: make for dp, (make, _break) in changes.items() if make})
+    except InstallFailed as failure:
+        LOG.error("plan %d: the moved plan was not confirmed (%s); releasing it", live.id, failure)
+        _released(plans, live, now, old_meters)
+        return
+    if plans.plans.get(live.id) is not live:   # a DELETE removed the old state meanwhile
+        plans.remove_from_switches(view, live, old_meters)
+        return
+    plans.installer.send({dp: then_break for dp, (_make, then_break) in changes.items()
+                          if then_break})
+    live.result = result
+    live.report = plan_report(live.id, live.request, result, view, live.report["revision"] + 1)
+    plans.remember()
+    plans.metrics.reroutes.labels("plans", outcome).inc()
+    LOG.info("plan %d (job %r) %s around failed link(s): theta %.3f Mbit/s, revision %d",
+             live.id, live.report["job"], "moved" if outcome == "moved" else "planned again",
+             result.f, live.report["revision"])
+
+
+def _released(plans, live, now, meters=()):
+    plans.metrics.reroutes.labels("plans", "released").inc()
+    plans.metrics.releases.labels("plans", "reroute").inc()
+    try:
+        plans.release(live.id, now, meters)
+    except NotFound:
+        pass   # a DELETE released it meanwhile
