@@ -23,7 +23,7 @@ import networkx as nx
 
 from apps.sparse_lp import LpError, SparseLp
 
-ROOM_TOLERANCE_MBPS = 1e-9   # rates that fill a link exactly still fit
+ROOM_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 
 
 class PlacementError(ValueError):
@@ -165,7 +165,8 @@ def moved_paths(graph, streams, down_links):
     for index in sorted(broken, key=lambda i: -streams[i][3]):
         source, destination, _path, rate, _ps = streams[index]
         usable = nx.subgraph_view(graph, filter_edge=lambda u, v: (
-            frozenset((u, v)) not in down_links and room[u, v] + ROOM_TOLERANCE_MBPS >= rate))
+            frozenset((u, v)) not in down_links
+            and room[u, v] + ROOM_TOLERANCE * graph.edges[u, v]["capacity_mbps"] >= rate))
         try:
             paths[index] = tuple(nx.shortest_path(usable, source, destination))
         except (nx.NetworkXNoPath, nx.NodeNotFound):

@@ -204,11 +204,12 @@ class MulticastTrees:
     # --- persistence ------------------------------------------------------------
 
     def remember(self, now):
-        """Save the trees clients own, for a restart (nothing without a state directory)."""
+        """Save the live trees, clients' and SELMCAST rounds' (which have no release key),
+        for a restart (nothing without a state directory)."""
         if self.book is not None:
             self.store.save(STATE_NAME, {"trees": [
-                dict(self.book.record(r.tree_id, now), release_key=self.release_keys[r.tree_id])
-                for r in self.book if self.release_keys.get(r.tree_id)]})
+                dict(self.book.record(r.tree_id, now), release_key=self.release_keys.get(r.tree_id))
+                for r in self.book]})
 
     def _restore(self, now):
         for record in (self.store.load(STATE_NAME) or {}).get("trees", []):

@@ -426,12 +426,13 @@ class SyncHistory:
     is forced before round k + 1. Workers are named, so a job may change its
     worker set between rounds."""
 
-    def __init__(self, k):
+    def __init__(self, k, completed_rounds=0, last=()):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise SelectionError("k must be a positive integer, got %r" % (k,))
         self.k = k
-        self.completed_rounds = 0
-        self._last = {}          # (name, name) sorted -> round of the pair's last sync
+        self.completed_rounds = int(completed_rounds)
+        # (name, name) sorted -> round of the pair's last sync
+        self._last = {_pair(a, b): int(synced) for a, b, synced in last}
 
     def matrices(self, names):
         """(forced, unsynced_rounds) as symmetric n x n arrays for `names` in this order."""
@@ -457,6 +458,17 @@ class SyncHistory:
 
     def advance(self):
         self.completed_rounds += 1
+
+    def record_data(self):
+        """The history as JSON-able data that from_record_data() takes back (a state file)."""
+        return {"k": self.k, "completed_rounds": self.completed_rounds,
+                "last": [[a, b, synced] for (a, b), synced in sorted(self._last.items())]}
+
+    @classmethod
+    def from_record_data(cls, data):
+        """The history record_data() made; SelectionError, KeyError, TypeError or
+        ValueError if it is not one."""
+        return cls(data["k"], data["completed_rounds"], data["last"])
 
 
 def _pair(a, b):

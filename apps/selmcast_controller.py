@@ -6,11 +6,15 @@ which installs each round's trees through the trees service.
 REST: POST /selmcast/rounds, GET /selmcast/rounds, GET/DELETE /selmcast/rounds/<id>.
 Errors as the multicast API: 400 malformed or invalid, 404 unknown host or round, 409
 no bandwidth (with the tree's max_feasible_mbps), 503 fabric not ready, 500 a switch
-rejected a tree; none leaves a tree, reservation or history entry behind.
+rejected a tree; none leaves a tree, reservation or history entry behind. A round's
+trees move around failed links with every other tree; with a state directory, rounds
+and jobs' histories survive a restart.
 """
 
 from ryu.base import app_manager
+from ryu.controller.handler import set_ev_cls
 
+from apps.fabric_controller import EventFabricChanged
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts
 
@@ -26,8 +30,13 @@ class SelmcastController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
+        self.rounds = services.rounds
         kwargs["wsgi"].register(SelmcastRestApi, {REST_APP_KEY: services.rounds,
                                                   METRICS_KEY: services.metrics})
+
+    @set_ev_cls(EventFabricChanged)
+    def _fabric_changed(self, ev):
+        self.rounds.fabric_changed(ev.restored)
 
 
 if __name__ not in ("apps.selmcast_controller", "__main__"):   # ryu-manager apps/selmcast_controller.py

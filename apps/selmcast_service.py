@@ -25,12 +25,13 @@ LOG = logging.getLogger("syncfabric.selmcast")
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",
                   "ttl_s"}
 DEFAULT_K = 4
+STATE_NAME = "selmcast"
 MBIT_PER_MB = 8.0
 
 
 class SelmcastRounds:
-    def __init__(self, fabric, trees, metrics, offload, rng=None):
-        self.fabric, self.trees, self.metrics = fabric, trees, metrics
+    def __init__(self, fabric, trees, store, metrics, offload, rng=None):
+        self.fabric, self.trees, self.store, self.metrics = fabric, trees, store, metrics
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.rng = rng or random.Random()
         self.histories = {}        # job -> SyncHistory
@@ -97,6 +98,7 @@ class SelmcastRounds:
                       for r in reservations]}
         self.rounds[round_id] = report
         self.release_keys[round_id] = release_key
+        self.remember()
         ratio = report["normalized_completion"]
         LOG.info("round %d of job %r (#%d): %d workers, %s %s, t = %.3f s (%s x LB), %d trees, "
                  "%d forced pairs", round_id, job, report["round"], len(workers), selection.policy,
@@ -128,6 +130,7 @@ class SelmcastRounds:
         report = self.rounds.pop(self._get(round_id)["id"])   # before anything waits: one DELETE wins
         round_id = report["id"]
         self.release_keys.pop(round_id, None)
+        self.remember()
         for tree in report["trees"]:
             try:
                 self.trees.release_tree(tree["id"], now)
@@ -135,6 +138,40 @@ class SelmcastRounds:
                 LOG.info("round %d: tree %d was already released", round_id, tree["id"])
         LOG.info("round %d released (%d trees)", round_id, len(report["trees"]))
         return report
+
+    # --- persistence and events -------------------------------------------------
+
+    def remember(self):
+        """Save the live rounds and every job's history for a restart (the trees service
+        saves the rounds' trees)."""
+        self.store.save(STATE_NAME, {
+            "rounds": [dict(self.rounds[i], release_key=self.release_keys.get(i))
+                       for i in sorted(self.rounds)],
+            "histories": {job: history.record_data() for job, history in self.histories.items()}})
+
+    def fabric_changed(self, restored):
+        """A new fabric released every tree, and with them the rounds; after a restart,
+        the saved rounds (whose trees the trees service restores) and histories return."""
+        self.rounds.clear()
+        self.release_keys.clear()
+        saved = (self.store.load(STATE_NAME) or {}) if restored else {}
+        for job, data in saved.get("histories", {}).items():
+            try:
+                self.histories[job] = SyncHistory.from_record_data(data)
+            except (SelectionError, KeyError, TypeError, ValueError) as error:
+                LOG.error("saved history of job %r not restored: %s", job, error)
+        for report in saved.get("rounds", []):
+            try:
+                round_id = int(report["id"])
+            except (KeyError, TypeError, ValueError):
+                LOG.error("saved round not restored: %r", report)
+                continue
+            self.release_keys[round_id] = report.pop("release_key", None)
+            self.rounds[round_id] = report
+            self._ids = itertools.count(max(round_id + 1, next(self._ids)))
+            LOG.info("round %d of job %r restored (%d trees)", round_id, report.get("job"),
+                     len(report.get("trees", [])))
+        self.remember()
 
 
 def host_availability(view, reserved_mbps, workers):

@@ -34,7 +34,7 @@ class Services:
         # at every blocking call it makes: Python's default 5 ms made a REST answer wait
         # up to 80 ms
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-        self.rounds = SelmcastRounds(self.fabric, self.trees, self.metrics, tpool.execute)
+        self.rounds = SelmcastRounds(self.fabric, self.trees, store, self.metrics, tpool.execute)
         self.plans = InaPlans(self.fabric, self.installer, store, self.metrics, tpool.execute)
         self.metrics.watch(self)
 

@@ -127,6 +127,14 @@ class InProcessController:
                              if f[1] >> 32 != 0x5346_0000]}
                 for name, datapath in self.switches.items()}
 
+    def settle_until(self, condition, timeout_s=10.0):
+        """Settle until condition() holds: an app's event handler that waits for planning
+        off the event loop is not seen by settle()."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            assert time.monotonic() < deadline, "the controller did not get there"
+            self.settle()
+
     def settle(self, timeout_s=5.0):
         """Wait until every app's events are handled and every batch is answered."""
         deadline = time.monotonic() + timeout_s

@@ -9,7 +9,7 @@ from ryu.lib import hub
 
 from apps import openflow_builders as of
 from tests.fake_controller import InProcessController, description
-from tests.fake_openflow import multicast_walk
+from tests.fake_openflow import multicast_walk, walk
 
 TREE = {"source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5}
 
@@ -330,28 +330,150 @@ def test_a_reconnecting_switch_gets_the_live_trees_and_plans_back(controller):
     del plan
 
 
-def test_a_restarted_controller_restores_client_trees_and_forgets_the_rest():
+PLAN = {"job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}
+
+
+def test_a_restarted_controller_restores_trees_rounds_and_plans():
     first = InProcessController(description())
     try:
-        _, tree = post(first, "/multicast/trees", dict(TREE, ttl_s=300))
+        _, tree = post(first, "/multicast/trees", dict(TREE, bandwidth_mbps=2, ttl_s=300))
+        _, plan = post(first, "/ina/plans", PLAN)
         _, round_ = post(first, "/selmcast/rounds", {"job": "r", "workers": ["h1", "h2", "h3"],
-                                                     "update_mb": 0.1, "p": 1})
+                                                     "update_mb": 0.1, "p": 1, "k": 1})
+        assert "id" in plan and "id" in round_
+        before, held = listed(first), first.state()
         saved = first.services.store.saved
     finally:
         first.close()
     restarted = InProcessController(store=type(first.services.store)(saved))
     try:
         restarted.connect_all()
-        trees = listed(restarted)["trees"]
-        assert [(t["id"], t["address"]) for t in trees] == [(tree["id"], tree["address"])]
-        assert 0 < trees[0]["reservation"]["expires_in_s"] <= 300
-        assert delivered(restarted, tree) == {"h2", "h3", "h4"}
-        code, _ = restarted.request("DELETE", "/multicast/trees/%d" % tree["id"],
-                                    headers=release_key(tree))
-        assert code == 200 and empty(restarted)
+        after = listed(restarted)
+        assert after["rounds"] == before["rounds"] and after["plans"] == before["plans"]
+        assert [t["id"] for t in after["trees"]] == [t["id"] for t in before["trees"]]
+        assert 0 < after["trees"][0]["reservation"]["expires_in_s"] <= 300
+        assert restarted.state() == held and delivered(restarted, tree) == {"h2", "h3", "h4"}
+        # the job's history came back: its next round is its second
+        code, _ = restarted.request("DELETE", "/selmcast/rounds/%d" % round_["id"],
+                                    headers=release_key(round_))
+        assert code == 200
+        _, second = post(restarted, "/selmcast/rounds", {"job": "r", "workers": ["h1", "h2", "h3"],
+                                                         "update_mb": 0.1, "p": 1, "k": 1})
+        assert second["round"] == 2 and second["id"] > round_["id"]
+        code, _ = restarted.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
+        assert code == 200
+        code, another = post(restarted, "/ina/plans", PLAN)
+        assert code == 201 and another["id"] > plan["id"]   # ids and their ports are not reused
+        for path, item in (("/multicast/trees/%d", tree), ("/selmcast/rounds/%d", second),
+                           ("/ina/plans/%d", another)):
+            code, _ = restarted.request("DELETE", path % item["id"], headers=release_key(item))
+            assert code == 200, path
+        assert listed(restarted) == NOTHING_LISTED and empty(restarted)
     finally:
         restarted.close()
-    del round_
+
+
+def steered_to(controller, plan):
+    """{(source, destination): the hosts a packet of each stream visits}."""
+    visits = {}
+    for worker, legs in plan["workers"].items():
+        for leg in legs:
+            visits[worker, leg["node"]] = walk_stream(controller, plan, worker, leg["node"], leg["ps"])
+    for aggregate in plan["aggregates"]:
+        visits[aggregate["aggregator"], aggregate["ps"]] = walk_stream(
+            controller, plan, aggregate["aggregator"], aggregate["ps"], aggregate["ps"])
+    return visits
+
+
+def walk_stream(controller, plan, source, destination, ps):
+    view = controller.view
+    packet = {"eth_type": of.ETH_TYPE_IPV4, "ip_proto": of.IP_PROTO_UDP,
+              "ipv4_src": view.ip(source), "ipv4_dst": view.ip(destination),
+              "udp_dst": plan["ports"][ps]}
+    return walk(view, controller.tables(), source, packet)
+
+
+def stream_paths(plan):
+    return ({(w, leg["node"]): leg["path"] for w, legs in plan["workers"].items() for leg in legs}
+            | {(a["aggregator"], a["ps"]): a["path"] for a in plan["aggregates"]})
+
+
+def test_a_failed_link_moves_a_plan_with_its_nodes_ports_and_rates_make_before_break(controller):
+    _, plan = post(controller, "/ina/plans", PLAN)
+    assert steered_to(controller, plan) == {k: list(p) for k, p in stream_paths(plan).items()}
+    spine = next(p[p.index("leaf1") + 1] for p in stream_paths(plan).values()
+                 if "leaf1" in p and p[p.index("leaf1") + 1].startswith("spine"))
+    sent_before = len(controller.network.sent)
+    controller.port_down("leaf1", spine)
+    _, moved = controller.request("GET", "/ina/plans/%d" % plan["id"])
+    assert moved["revision"] == 1
+    same = ("id", "ports", "theta_mbps", "split", "addresses")
+    assert {k: moved[k] for k in same} == {k: plan[k] for k in same}
+    assert [(leg["node"], leg["rate_mbps"]) for legs in moved["workers"].values() for leg in legs] \
+        == [(leg["node"], leg["rate_mbps"]) for legs in plan["workers"].values() for leg in legs]
+    paths = stream_paths(moved)
+    assert all(["leaf1", spine] != path[i:i + 2] and [spine, "leaf1"] != path[i:i + 2]
+               for path in paths.values() for i in range(len(path) - 1))
+    assert paths != stream_paths(plan)
+    assert steered_to(controller, moved) == paths   # every packet takes its new path
+    # make before break: nothing of the old state goes before every switch confirmed the new
+    sent = controller.network.sent[sent_before:]
+    ofproto = controller.switches["leaf1"].ofproto
+
+    def is_break(message):
+        return (type(message).__name__ == "OFPFlowMod" and message.command == ofproto.OFPFC_DELETE_STRICT
+                or type(message).__name__ == "OFPMeterMod" and message.command == ofproto.OFPMC_DELETE)
+    makes = [i for i, (_dpid, m) in enumerate(sent) if type(m).__name__ == "OFPFlowMod"
+             and m.command == ofproto.OFPFC_ADD and m.cookie == of.steering_cookie(plan["id"])]
+    breaks = [i for i, (_dpid, m) in enumerate(sent) if is_break(m)]
+    made = {dpid for i, (dpid, _m) in enumerate(sent) if i in makes}
+    confirmed = [max(i for i, (dpid, m) in enumerate(sent) if dpid == switch
+                     and type(m).__name__ == "OFPBarrierRequest" and i > makes[0]) for switch in made]
+    assert makes and breaks and max(confirmed) < min(breaks)
+    held = controller.state()
+    controller.connect(spine)   # a switch that syncs gets the moved plan's share only
+    assert controller.state() == held
+    status, _ = controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
+    assert status == 200 and empty(controller)
+
+
+def test_a_plan_that_cannot_keep_its_nodes_is_planned_again_and_one_that_fits_nowhere_released(
+        controller, monkeypatch):
+    from apps import plan_moves
+    from apps.gradient_plan import PlacementError
+
+    def no_detour(*_args):
+        raise PlacementError("no detour (test)")
+    monkeypatch.setattr(plan_moves, "moved_paths", no_detour)
+    _, plan = post(controller, "/ina/plans", PLAN)
+    spine = next(p[p.index("leaf1") + 1] for p in stream_paths(plan).values() if "leaf1" in p)
+    controller.port_down("leaf1", spine)
+    controller.settle_until(lambda: controller.services.plans.plans[plan["id"]].report["revision"])
+    _, again = controller.request("GET", "/ina/plans/%d" % plan["id"])
+    assert again["revision"] == 1 and again["ports"] == plan["ports"]
+    assert not any(path[i:i + 2] in (["leaf1", spine], [spine, "leaf1"])
+                   for path in stream_paths(again).values() for i in range(len(path) - 1))
+    assert steered_to(controller, again) == stream_paths(again)
+    reserved = dict(controller.services.fabric.ledger.reserved_mbps)
+    for resource, load in again_loads(controller, again).items():
+        assert reserved[resource] == pytest.approx(load)   # the new plan's loads, not the old
+    other = ({"spine1", "spine2"} - {spine}).pop()
+    controller.port_down("leaf1", other)   # h1 is cut off: no plan fits
+    controller.settle_until(lambda: not controller.services.plans.plans)
+    assert listed(controller)["plans"] == [] and empty(controller)
+
+
+def again_loads(controller, plan):
+    """{link or aggregator: Mbit/s} the plan's streams put on it."""
+    loads = {}
+    streams = ([(leg["node"], leg["path"], leg["rate_mbps"]) for legs in plan["workers"].values()
+                for leg in legs]
+               + [(a["ps"], a["path"], a["rate_mbps"]) for a in plan["aggregates"]])
+    for node, path, rate in streams:
+        resources = list(zip(path, path[1:])) + ([node] if node in plan["aggregators"] else [])
+        for resource in resources:
+            loads[resource] = loads.get(resource, 0.0) + rate
+    return loads
 
 
 def test_a_round_whose_last_tree_is_refused_installs_nothing_and_keeps_no_history(controller):
