@@ -1,26 +1,38 @@
-"""Fault recovery: a PS streams a model over a path-aware tree while a fabric link fails,
-a switch restarts or the controller is killed, and the tree carries on.
+"""Fault recovery: a PS streams a model over a path-aware tree, or workers send a GRID
+round of gradients through in-network aggregators, while a fabric link fails, a switch
+restarts or the controller is killed, and the tree or the plan carries on.
 
     python -m experiments.fault_recovery --fault link --runs 5 --out results/fault_recovery.csv
+    python -m experiments.fault_recovery --traffic gradients --fault link --runs 5
 
-On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s), h1 sends a real
-model to the next --workers hosts over a reserved path-aware tree
-(experiments/traffic/model_transfer.py). --fail-after-s into the transfer:
-- link: the tree's uplink from h1's leaf goes down (ovs-ofctl mod-port ...
-  down); it comes back after the run;
-- switch: the spine the tree crosses restarts: it loses its controller
+On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
+- --traffic tree: h1 sends a real model to the next --workers hosts over a
+  reserved path-aware tree (experiments/traffic/model_transfer.py);
+- --traffic gradients: the first --workers hosts send a real float32 gradient
+  of --model-mb to a PS (the last host) through aggregators on the spines
+  (--aggregator-bw), steered by a GRID plan (experiments/traffic/gradients.py).
+  Round 1 runs healthy, round 2 has the fault, round 3 runs on the plan the
+  controller then reports (moved plans keep their id; a job reads its new
+  plan when its revision changes).
+--fail-after-s into the transfer, or into round 2:
+- link: an uplink the tree or plan uses (the tree's from h1's leaf, the
+  plan's first worker leg's) goes down (ovs-ofctl mod-port ... down); it comes
+  back after the run;
+- switch: the spine behind that uplink restarts: it loses its controller
   connection and all its tables, and connects again --down-s later;
 - controller: ryu-manager is killed and started again --down-s later; it
-  restores the fabric and the tree from its state directory, and each switch
-  is reconciled as it connects (the PS's REST calls wait for it meanwhile).
-Each run prints one JSON object: gap_ms (the longest time any worker saw no
-tree packets in the first pass, i.e. around the failure), repaired (the tree
-was moved, or for a controller restored, and kept its id), verified (every
-worker's SHA-256 matched in the end), leftovers (groups, meters and multicast
-flows left after the release; must be empty). The CSV adds recovered_s (until
-a restarted switch or controller was back and every switch synced) and
-during_transfer (that happened while the model was still streaming, so gap_ms
-covers it). Writes a CSV and a PNG, and prints the median gap.
+  restores the fabric, trees and plans from its state directory, and each
+  switch is reconciled as it connects (REST calls wait for it meanwhile).
+Each run prints one JSON object: gap_ms (trees: the longest time any worker
+saw no tree packets in the first pass, i.e. around the failure), extra_s
+(gradients: round 2's communication time minus round 1's), repaired (the
+tree or plan was moved, or for a controller restored, and kept its id),
+verified (trees: every worker's SHA-256 matched in the end; gradients: every
+round's sum was exact), leftovers (groups, meters, multicast and steering
+flows left after the release; must be empty). The CSV adds recovered_s
+(until a restarted switch or controller was back and every switch synced)
+and during_transfer (that happened while the model or round 2 was still
+under way). Writes a CSV and a PNG, and prints the median gap or extra time.
 """
 
 import json
@@ -37,21 +49,31 @@ from experiments import fidelity
 from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
 from experiments.testbed import FabricTestbed, ofctl, wait_until
+from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 FAULTS = ("link", "switch", "controller")
-COLUMNS = ["fault", "run", "gap_ms", "repaired", "verified", "leftovers", "completion_s",
-           "repair_passes", "recovered_s", "during_transfer", "failed", "link_mbps"] + fidelity.COLUMNS
+TRAFFIC = ("tree", "gradients")
+AGGREGATOR_SHARE = 0.45   # an aggregator's capacity, of the link rate, as experiments.ina's
+COLUMNS = ["traffic", "fault", "run", "gap_ms", "extra_s", "healthy_s", "repaired", "verified",
+           "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
+           "failed", "link_mbps"] + fidelity.COLUMNS
 
 
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.fault_recovery",
                             description=__doc__.split("\n\n")[0])
     fabric_arguments(parser)
+    parser.add_argument("--traffic", choices=TRAFFIC, default="tree",
+                        help="what runs through the fault: a model over a tree, or a GRID "
+                             "round of gradients")
     parser.add_argument("--fault", choices=FAULTS, default="link")
+    parser.add_argument("--aggregator-bw", type=float,
+                        help="--traffic gradients: the spines' aggregator capacity, Mbit/s "
+                             "(default 0.45 x --bw)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=15)
     parser.add_argument("--model-mb", type=float,
@@ -67,6 +89,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.model_mb is None:
         args.model_mb = 16.0 if args.fault == "controller" else 4.0
+    if args.aggregator_bw is None and args.bw is not None:
+        args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
     if not 1 <= args.workers < args.leaves * args.hosts_per_leaf:
         parser.error("--workers must be between 1 and %d" % (args.leaves * args.hosts_per_leaf - 1))
     if args.runs < 1 or args.model_mb <= 0 or args.fail_after_s < 0:
@@ -75,30 +99,30 @@ def parse_args(argv):
 
 
 class Fault:
-    """Waits for the PS's tree, then breaks what it crosses; heal() undoes it.
-    recovered_s: from the tree's start to a restarted switch or controller being back
-    with every switch synced (None for a link: it stays down until the run ends)."""
+    """Breaks what the tree or plan crosses, after_s after it started (the tree exists,
+    or round 2's workers began sending: `started`); heal() undoes it. recovered_s:
+    from then to a restarted switch or controller being back with every switch synced
+    (None for a link: it stays down until the run ends)."""
 
-    def __init__(self, bed, view, kind, after_s, down_s):
-        self.bed, self.view, self.kind = bed, view, kind
+    def __init__(self, bed, view, kind, traffic, after_s, down_s):
+        self.bed, self.view, self.kind, self.traffic = bed, view, kind, traffic
         self.after_s, self.down_s = after_s, down_s
-        self.tree, self.heal_steps, self.recovered_s = None, [], None
+        self.started = threading.Event()
+        self.item, self.heal_steps, self.recovered_s = None, [], None
 
     def inject(self):
-        def tree():
-            trees = self.bed.client.get("/multicast/trees")["trees"]
-            return trees[0] if trees else None
-        wait_until(tree, 20, "the PS's tree", poll_s=0.02)
-        self.tree = tree()
+        if self.traffic == "tree":
+            wait_until(self.live_item, 20, "the PS's tree", poll_s=0.02)
+        elif not self.started.wait(180):
+            raise RuntimeError("round 2 did not start")
+        self.item = self.live_item()
         started = time.monotonic()
         time.sleep(self.after_s)
         if self.kind == "controller":
             self.bed.restart_controller(away_s=self.down_s)
             self.recovered_s = time.monotonic() - started
             return
-        leaf = next(s for s in self.view.switches if self.view.graph.nodes[s]["role"] == "leaf"
-                    and ["h1", s] in self.tree["edges"])
-        spine = next(child for parent, child in self.tree["edges"] if parent == leaf)
+        leaf, spine = self.crossed_uplink()
         if self.kind == "link":
             port = self.view.out_port(leaf, spine)
             ofctl("mod-port", leaf, str(port), "down")
@@ -110,15 +134,79 @@ class Fault:
                        20, "every switch back", poll_s=0.02)
             self.recovered_s = time.monotonic() - started
 
+    def live_item(self):
+        """The tree or plan of this run, or None before it exists."""
+        path, key = ("/multicast/trees", "trees") if self.traffic == "tree" else ("/ina/plans", "plans")
+        items = self.bed.client.get(path)[key]
+        return items[0] if items else None
+
+    def crossed_uplink(self):
+        """(leaf, spine) of an uplink the tree (from h1's leaf) or plan (its first worker
+        leg's) uses."""
+        if self.traffic == "tree":
+            links = [edge for edge in self.item["edges"] if ["h1", edge[0]] in self.item["edges"]]
+        else:
+            links = [pair for legs in self.item["workers"].values() for leg in legs
+                     for pair in zip(leg["path"], leg["path"][1:])]
+        return next((a, b) for a, b in links if self.role(a) == "leaf" and self.role(b) == "spine")
+
+    def role(self, node):
+        return self.view.graph.nodes[node].get("role")
+
     def heal(self):
         for step in self.heal_steps:
             step()
         self.heal_steps = []
 
 
+def plain_hosts(view):
+    """The hosts that are not aggregators, h1 first."""
+    return sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
+
+
+def tree_traffic(bed, view, args, _fault):
+    hosts = plain_hosts(view)
+    (result,) = run_transfer(bed, hosts[0], hosts[1:args.workers + 1], "path-aware",
+                             args.model_mb, args.rate_fraction * args.bw)
+    return result
+
+
+def gradient_traffic(bed, view, args, fault):
+    """Three GRID rounds on one plan: healthy, with the fault, and on the plan the
+    controller reports afterwards."""
+    hosts = plain_hosts(view)
+    request = {"job": "fault-recovery", "workers": hosts[:args.workers], "ps": hosts[-1],
+               "policy": "grid", "aggregators": sorted(view.aggregators)}
+
+    def on_go(number):
+        if number == 2:
+            fault.started.set()
+    plan, (healthy, faulty, after) = run_plan(bed, request, 3, args.model_mb, on_go=on_go,
+                                              follow=True)
+    return {"verified": all(r["verified"] for r in (healthy, faulty, after)),
+            "completion_s": faulty["comm_time_s"], "healthy_s": healthy["comm_time_s"],
+            "extra_s": faulty["comm_time_s"] - healthy["comm_time_s"],
+            "repair_passes": faulty["repair_passes"], "healthy": healthy, "plan_id": plan["id"],
+            "revision": after["plan_revision"]}
+
+
+def repaired_in(log, args, fault, result):
+    """Whether the controller's log says the tree or plan was moved (restored, after a
+    controller restart) and kept its id."""
+    if fault.item is None:
+        return False
+    if args.traffic == "tree":
+        return ("tree %d restored" if args.fault == "controller" else
+                "tree %d rerouted around failed link(s)") % fault.item["id"] in log
+    if args.fault == "controller":
+        return "plan %d (job 'fault-recovery') restored" % fault.item["id"] in log
+    return (result.get("revision", 0) >= 1 and any(
+        "plan %d (job 'fault-recovery') %s around" % (fault.item["id"], how) in log
+        for how in ("moved", "planned again")))
+
+
 def one_run(bed, view, args, number):
-    hosts = sorted(view.hosts, key=lambda h: int(h[1:]))
-    fault = Fault(bed, view, args.fault, args.fail_after_s, args.down_s)
+    fault = Fault(bed, view, args.fault, args.traffic, args.fail_after_s, args.down_s)
     failures = []
 
     def inject():
@@ -129,11 +217,12 @@ def one_run(bed, view, args, number):
     injector = threading.Thread(target=inject)
     sampler = bed.sampler().start()
     injector.start()
+    traffic = tree_traffic if args.traffic == "tree" else gradient_traffic
     try:
-        (result,) = run_transfer(bed, hosts[0], hosts[1:args.workers + 1], "path-aware",
-                                 args.model_mb, args.rate_fraction * args.bw)
+        result = traffic(bed, view, args, fault)
     except RuntimeError as error:
         result = {"verified": False}
+        fault.started.set()   # an injector still waiting for round 2 gives up
         tqdm.write("run %d: %s" % (number, error), file=sys.stderr)   # all of it, once
         failures.append(str(error).splitlines()[0])
     injector.join()
@@ -141,27 +230,30 @@ def one_run(bed, view, args, number):
     fault.heal()
     wait_until(lambda: all(s["synced"] for s in bed.client.get("/fabric/topology")["switches"]),
                20, "every switch back")
-    log = bed.controller_log()
-    repaired = fault.tree is not None and (
-        ("tree %d restored" if args.fault == "controller" else
-         "tree %d rerouted around failed link(s)") % fault.tree["id"] in log)
-    return {"fault": args.fault, "run": number, "gap_ms": result.get("gap_ms"),
-            "repaired": repaired, "verified": result["verified"],
-            "leftovers": bed.leftovers(), "completion_s": result.get("completion_s"),
+    if "healthy" in result:   # the emulator kept up with the healthy round
+        verdict = round_fidelity(result["healthy"], usage)
+    else:   # loss, and the sender's backing off from it, are the fault's: the CPU decides
+        verdict = fidelity.verdict(None, None, None, 0, usage)
+    return {"traffic": args.traffic, "fault": args.fault, "run": number,
+            "gap_ms": result.get("gap_ms"), "extra_s": result.get("extra_s"),
+            "healthy_s": result.get("healthy_s"),
+            "repaired": repaired_in(bed.controller_log(), args, fault, result),
+            "verified": result["verified"], "leftovers": bed.leftovers(),
+            "completion_s": result.get("completion_s"),
             "repair_passes": result.get("repair_passes"), "recovered_s": fault.recovered_s,
             "during_transfer": fault.recovered_s is None or (
                 result.get("completion_s") is not None
                 and fault.recovered_s < result["completion_s"]),
-            "failed": "; ".join(failures), "link_mbps": args.bw,
-            # loss, and the sender's backing off from it, are the fault's: the CPU decides
-            **fidelity.verdict(None, None, None, 0, usage)}
+            "failed": "; ".join(failures), "link_mbps": args.bw, **verdict}
 
 
 def main(argv=None):
     args = parse_args(argv)
     announce_rate(args)
+    aggregators = {} if args.traffic == "tree" else {"aggregators": "spines",
+                                                     "aggregator_bw": args.aggregator_bw}
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw)
+                         bw=args.bw, **aggregators)
     view = FabricView(describe(topo))
     rows = []
     try:
@@ -169,16 +261,17 @@ def main(argv=None):
                            progress=progress_printer("fault_recovery")) as bed:
             for number in tqdm(range(1, args.runs + 1), desc="runs", unit="run", file=sys.stderr):
                 row = one_run(bed, view, args, number)
-                print(json.dumps({k: row[k] for k in ("gap_ms", "repaired", "verified",
+                print(json.dumps({k: row[k] for k in ("gap_ms", "extra_s", "repaired", "verified",
                                                       "leftovers")}), flush=True)
                 rows.append(row)
     except (PlatformError, RuntimeError, ValueError) as error:
         sys.exit("error: %s" % error)
     write_csv([dict(row, leftovers=json.dumps(row["leftovers"])) for row in rows], args.out,
               COLUMNS)
-    gaps = [row["gap_ms"] for row in rows if row["gap_ms"] is not None and fidelity.faithful(row)]
-    print("median gap_ms over %d faithful runs: %s" % (len(gaps), "%.0f" % statistics.median(gaps)
-                                                       if gaps else "-"))
+    measure = "gap_ms" if args.traffic == "tree" else "extra_s"
+    values = [row[measure] for row in rows if row[measure] is not None and fidelity.faithful(row)]
+    print("median %s over %d faithful runs: %s" % (measure, len(values), "%.3g" % statistics.median(
+        values) if values else "-"))
     if fidelity.unfaithful_note(rows):
         print(fidelity.unfaithful_note(rows))
     print("CSV: %s  figure: %s" % (args.out, plot_fault_recovery(args.out)))

@@ -174,18 +174,23 @@ def plot_train(csv_path):
 
 
 def plot_fault_recovery(csv_path):
-    """The longest silence a worker saw around each run's fault."""
+    """Per run, the longest silence a worker saw around the fault (a tree), or the time
+    the fault added to a gradient round."""
     rows = read_rows(csv_path)
     figure, axes = plt.subplots(figsize=(6, 3.5))
-    gaps = [float(r["gap_ms"]) if r["gap_ms"] else 0.0 for r in rows]
+    trees = not rows or rows[0].get("traffic", "tree") == "tree"
+    column, label = (("gap_ms", "longest gap at a worker (ms)") if trees else
+                     ("extra_s", "time the fault added to the round (s)"))
+    values = [float(r[column]) if r[column] else 0.0 for r in rows]
     colors = ["tab:blue" if r["verified"] == "True" else "tab:red" for r in rows]
-    axes.bar([r["run"] for r in rows], gaps, color=colors)
-    if gaps:
-        axes.axhline(statistics.median(gaps), color="tab:grey", linestyle="--", label="median")
+    axes.bar([r["run"] for r in rows], values, color=colors)
+    if values:
+        axes.axhline(statistics.median(values), color="tab:grey", linestyle="--", label="median")
         axes.legend()
     axes.set_xlabel("run")
-    axes.set_ylabel("longest gap at a worker (ms)")
-    axes.set_title("Recovery from a %s fault" % rows[0]["fault"] if rows else "Recovery")
+    axes.set_ylabel(label)
+    axes.set_title("Recovery of a %s from a %s fault" % ("tree" if trees else "GRID round",
+                                                          rows[0]["fault"]) if rows else "Recovery")
     axes.grid(alpha=0.3, axis="y")
     return save(figure, csv_path)
 

@@ -56,7 +56,8 @@ class GradientCoordinator:
     range of fragments, fragment_ranges)."""
 
     def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
-                 rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0):
+                 rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0,
+                 on_go=None):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.pss = [pss] if isinstance(pss, str) else list(pss)
@@ -70,6 +71,7 @@ class GradientCoordinator:
         self.listener.settimeout(connect_timeout_s)
         self.channels = {}
         self.rounds = 0
+        self.on_go = on_go   # on_go(round number): the workers were told to send
 
     @property
     def names(self):
@@ -126,6 +128,8 @@ class GradientCoordinator:
         started = time.perf_counter()
         for worker in self.workers:
             self.channels[worker].send({"go": number})
+        if self.on_go is not None:
+            self.on_go(number)
         self._expect(self.workers, {"sent": number})
         first_pass_s = time.perf_counter() - started
         planned_s = max(max(wire_mbit((last - first) * FLOATS_PER_FRAGMENT) / rate
@@ -225,20 +229,33 @@ class GradientCoordinator:
 
 
 def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.95,
-                        timeout_s=120):
+                        timeout_s=120, on_go=None, aggregators=None, follow=False):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
-    returns per-round results. RuntimeError with the processes' output if anything fails."""
-    aggregators = sorted({a["aggregator"] for a in plan["aggregates"]})
+    returns per-round results. RuntimeError with the processes' output if anything fails.
+    on_go(round number) runs as each round's workers start sending. follow: each round
+    after the first reads the plan again, and runs on it if the controller moved it
+    around a fault (aggregators: every host it may then use, to run a process in)."""
+    used = {a["aggregator"] for a in plan["aggregates"]}
+    aggregators = sorted(used | set(aggregators or ()))
     workers = list(plan["workers"])
     coordinator = GradientCoordinator(bed.management_ip, workers, list(plan["ports"]), aggregators,
                                       gradient_floats(gradient_mb), seed, rate_fraction,
-                                      connect_timeout_s=timeout_s)
+                                      connect_timeout_s=timeout_s, on_go=on_go)
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
     def drive():
         coordinator.accept()
-        results = [coordinator.run_round(plan) for _ in range(rounds)]
+        results, current = [], plan
+        for number in range(rounds):
+            if follow and number:
+                current = bed.client.get("/ina/plans/%d" % plan["id"])
+                missing = {a["aggregator"] for a in current["aggregates"]} - set(aggregators)
+                if missing:
+                    raise RuntimeError("plan %d moved to aggregator(s) %s, which run no process "
+                                       "(pass them as aggregators)" % (plan["id"], ", ".join(missing)))
+            results.append(dict(coordinator.run_round(current),
+                                plan_revision=current.get("revision", 0)))
         coordinator.close()
         return results
     try:
@@ -254,16 +271,19 @@ def round_fidelity(result, usage):
                             result["first_pass_loss"], result["lost_fragments"], usage)
 
 
-def run_plan(bed, request, rounds, gradient_mb):
+def run_plan(bed, request, rounds, gradient_mb, on_go=None, follow=False):
     """Ask for a plan (`request`: the POST /ina/plans body without gradient_mb; the
     controller is given the gradient's size on the wire, headers included, so its
     predicted time is what the links carry), run `rounds` rounds on it, remove it.
     Returns the plan and the rounds' results, each with min_rate_mbps: one worker's
-    gradient on the wire over the communication time."""
+    gradient on the wire over the communication time. on_go and follow: as in
+    run_gradient_rounds (follow runs a process in every aggregator the request names)."""
     gradient_mbit = wire_mbit(gradient_floats(gradient_mb))
     plan = bed.client.request("POST", "/ina/plans", dict(request, gradient_mb=gradient_mbit / 8))
     try:
-        results = run_gradient_rounds(bed, plan, rounds, gradient_mb)
+        results = run_gradient_rounds(bed, plan, rounds, gradient_mb, on_go=on_go,
+                                      aggregators=request.get("aggregators") if follow else None,
+                                      follow=follow)
     finally:
         bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
     for result in results:
