@@ -5,8 +5,8 @@ with the broken streams on other paths, where capacity allows (gradient_plan.
 moved_paths); otherwise it is planned again on what is left, and its job reads the
 new plan (its report's `revision` counts the moves). The new switch state is
 installed and confirmed beside the old one, and only then is what only the old one
-had removed. A plan that fits nowhere is released; one that crosses a switch that is
-away or still connecting is kept for when that switch has synced.
+had removed. A plan that fits nowhere is released, unless it crosses a switch that is
+away or still connecting: then it is kept for when that switch has synced.
 """
 
 import logging
@@ -47,14 +47,15 @@ def _move(plans, live, down_links, now):
         book.hold_if_free(live.hold_key, result.loads())   # nothing waited since graph was read
         outcome = "moved"
     except (PlacementError, ReservationError) as reason:
-        if away:
-            LOG.warning("plan %d: no way around %s, not synced (%s); kept for when it is",
-                        live.id, ",".join(away), reason)
-            return
+        # e.g. an aggregator behind a switch that is away: planned again without it
         LOG.info("plan %d: %s; planning it again", live.id, reason)
         try:
             result = plans.plan_and_hold(view, book, live.request, live.hold_key)
         except (InvalidRequest, Conflict, NotReady) as error:
+            if away:
+                LOG.warning("plan %d: no way around %s, not synced (%s); kept for when it is",
+                            live.id, ",".join(away), error)
+                return
             LOG.warning("plan %d crosses a failed link and no plan fits (%s): releasing it",
                         live.id, error)
             _released(plans, live, now)

@@ -57,7 +57,7 @@ class GradientCoordinator:
 
     def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
                  rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0,
-                 on_go=None):
+                 on_go=None, plan_now=None):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.pss = [pss] if isinstance(pss, str) else list(pss)
@@ -72,6 +72,7 @@ class GradientCoordinator:
         self.channels = {}
         self.rounds = 0
         self.on_go = on_go   # on_go(round number): the workers were told to send
+        self.plan_now = plan_now   # the plan as the controller reports it now, or None
 
     @property
     def names(self):
@@ -154,6 +155,15 @@ class GradientCoordinator:
                     "use a lower --bw)" % (number, self.repair_budget_s, passes, lost, {
                         name: reports[name]["missing"][:3] for name in reports
                         if reports[name]["missing"]}, 100 * scale.lowest))
+            replanned = self._replanned(plan)
+            if replanned is not None:
+                # its meters now hold other streams to other rates: the repairs of this
+                # plan's streams would crawl. The round starts again on the new plan
+                for name in self.names:
+                    self.channels[name].send({"done": number})
+                result = self.run_round(replanned)
+                return dict(result, comm_time_s=time.perf_counter() - started, **first_pass,
+                            repair_passes=passes + result["repair_passes"], restarted=True)
             scale.update(min(1.0, lost / sent), time.perf_counter())
             resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports, scale.rate)
             sent = sum(last - first for items in resend.values() for item in items
@@ -171,10 +181,22 @@ class GradientCoordinator:
             "error_to_bound": max(c["error_to_bound"] for c in checks)}
         for name in self.names:
             self.channels[name].send({"done": number})
-        return {"comm_time_s": comm_time_s, "repair_passes": passes, **first_pass,
+        return {"comm_time_s": comm_time_s, "repair_passes": passes, "restarted": False, **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **check}
+
+    def _replanned(self, plan):
+        """The plan the controller reports now if it planned the round's plan again with
+        other nodes or rates (a fault); None if it did not, or only moved its paths."""
+        now = self.plan_now() if self.plan_now is not None else plan
+        if now.get("revision", 0) == plan.get("revision", 0):
+            return None
+
+        def assignment(report):
+            return {w: [(leg["node"], leg["share"], leg["rate_mbps"]) for leg in legs]
+                    for w, legs in report["workers"].items()}
+        return None if assignment(now) == assignment(plan) else now
 
     def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip, ports, scale):
         """{process: [{"ip", "port", "fragments", "rate_mbps"}]} that fill what is missing,
@@ -238,9 +260,10 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
     used = {a["aggregator"] for a in plan["aggregates"]}
     aggregators = sorted(used | set(aggregators or ()))
     workers = list(plan["workers"])
-    coordinator = GradientCoordinator(bed.management_ip, workers, list(plan["ports"]), aggregators,
-                                      gradient_floats(gradient_mb), seed, rate_fraction,
-                                      connect_timeout_s=timeout_s, on_go=on_go)
+    coordinator = GradientCoordinator(
+        bed.management_ip, workers, list(plan["ports"]), aggregators, gradient_floats(gradient_mb),
+        seed, rate_fraction, connect_timeout_s=timeout_s, on_go=on_go,
+        plan_now=(lambda: bed.client.get("/ina/plans/%d" % plan["id"])) if follow else None)
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
@@ -249,7 +272,7 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
         results, current = [], plan
         for number in range(rounds):
             if follow and number:
-                current = bed.client.get("/ina/plans/%d" % plan["id"])
+                current = coordinator.plan_now()
                 missing = {a["aggregator"] for a in current["aggregates"]} - set(aggregators)
                 if missing:
                     raise RuntimeError("plan %d moved to aggregator(s) %s, which run no process "
