@@ -259,6 +259,24 @@ def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault
 
 
 @pytest.mark.integration
+def test_fault_recovery_moves_the_gradient_plan_and_the_round_completes(tmp_path):
+    require_root()
+    out = tmp_path / "fault.csv"
+    answer = run("fault_recovery", *SMALL, "--traffic", "gradients", "--fault", "link",
+                 "--workers", "3", "--runs", "1", "--model-mb", "1", "--fail-after-s", "0.3",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    assert result["repaired"] is True and result["verified"] is True and result["leftovers"] == {}
+    with open(out) as table:
+        (row,) = csv.DictReader(table)
+    assert row["traffic"] == "gradients" and row["during_transfer"] == "True"
+    # moved, not planned again: the round carried on instead of starting over
+    assert float(row["extra_s"]) < float(row["healthy_s"])
+    assert "median extra_s" in answer.stdout and out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.integration
 def test_soak_finds_no_violation_in_30_seconds(tmp_path):
     require_root()
     out = tmp_path / "soak.csv"

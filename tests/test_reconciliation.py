@@ -1,5 +1,6 @@
 """Switch reconnects and controller restarts (ryu-manager + OVS + Mininet, 2x2 spine-leaf):
-a switch ends up holding exactly what the controller reports, nothing more."""
+a switch ends up holding exactly what the controller reports, nothing more, and a
+restarted controller carries on with the trees, plans and rounds it had."""
 
 
 import pytest
@@ -65,34 +66,40 @@ def test_a_killed_controller_leaves_nothing_once_started_again(bed):
     assert bed.leftovers() == {}
 
 
-def test_a_restarted_controller_restores_client_trees_and_forgets_the_rest(bed):
+def test_a_restarted_controller_restores_trees_plans_and_rounds(bed):
     tree = bed.client.request("POST", "/multicast/trees", {
         "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5, "ttl_s": 600})
-    tree_state = {switch: state(switch) for switch in bed.topo.switches()}
+    plan = bed.client.request("POST", "/ina/plans", {
+        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
+    round_ = bed.client.request("POST", "/selmcast/rounds", {
+        "job": "r", "workers": ["h1", "h2", "h3"], "update_mb": 0.2, "p": 1})
+    live = {switch: state(switch) for switch in bed.topo.switches()}
     bed.client.request("POST", "/multicast/trees", {
         "source": "h2", "receivers": ["h3"], "bandwidth_mbps": 1, "ttl_s": 2})
-    bed.client.request("POST", "/ina/plans", {
-        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
-    bed.client.request("POST", "/selmcast/rounds", {
-        "job": "r", "workers": ["h1", "h2", "h3"], "update_mb": 0.2, "p": 1})
     bed.restart_controller(away_s=2.5)   # the short lease runs out meanwhile
-    wait_until(lambda: [t["id"] for t in bed.client.get("/multicast/trees")["trees"]]
-               == [tree["id"]], 5, "the expired tree to go")
+    wait_until(lambda: {t["id"] for t in bed.client.get("/multicast/trees")["trees"]}
+               == {tree["id"]} | {t["id"] for t in round_["trees"]}, 5, "the expired tree to go")
     restored = bed.client.get("/multicast/trees/%d" % tree["id"])
     assert {k: restored[k] for k in ("address", "edges", "bandwidth_mbps")} == {
         k: tree[k] for k in ("address", "edges", "bandwidth_mbps")}
     assert 590 < restored["reservation"]["expires_in_s"] < 600
-    assert bed.client.get("/ina/plans")["plans"] == []
-    assert bed.client.get("/selmcast/rounds")["rounds"] == []
-    assert {switch: state(switch) for switch in bed.topo.switches()} == tree_state
+    assert bed.client.get("/ina/plans/%d" % plan["id"]) == {
+        k: v for k, v in plan.items() if k != "release_key"}
+    assert bed.client.get("/selmcast/rounds/%d" % round_["id"]) == {
+        k: v for k, v in round_.items() if k != "release_key"}
+    assert {switch: state(switch) for switch in bed.topo.switches()} == live
     log = bed.controller_log()
     assert "fabric restored" in log and "tree %d restored" % tree["id"] in log
+    assert "plan %d (job 'j') restored" % plan["id"] in log
+    assert "round %d of job 'r' restored" % round_["id"] in log
     assert "Traceback" not in log
     stranger = ControllerClient(bed.client.base_url, token=bed.token)
-    with pytest.raises(ControllerHttpError) as refused:
-        stranger.request("DELETE", "/multicast/trees/%d" % tree["id"])
-    assert refused.value.status == 403   # the release key survived the restart too
-    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    for path in ("/multicast/trees/%d" % tree["id"], "/ina/plans/%d" % plan["id"],
+                 "/selmcast/rounds/%d" % round_["id"]):
+        with pytest.raises(ControllerHttpError) as refused:
+            stranger.request("DELETE", path)
+        assert refused.value.status == 403   # the release keys survived the restart too
+        bed.client.request("DELETE", path)
     assert bed.leftovers() == {}
     ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h4").IP())
     assert " 0% packet loss" in ping
