@@ -6,13 +6,15 @@ barrier replies, errors and disconnections to the one installer.
     python -m mininet_topos.spineleaf 8 8 2 --bw 20 > fabric.json
     curl -X PUT --data @fabric.json http://127.0.0.1:8080/fabric/topology
 
-A switch that connects is cleared of every flow, group and meter of ours and gets the
-fabric flows; EventSwitchSynced then tells the other apps to install there what they
-know. With a state directory (apps/state_files.py) the description is saved on every
+A switch that connects is read (flows, groups, meters) and given only the difference
+from what the fabric and the other apps want there: one that kept its tables through a
+restart or reconnection forwards on untouched (apps/fabric_service.py). With a state directory (apps/state_files.py) the description is saved on every
 PUT and loaded again when the controller starts. REST: GET/PUT /fabric/topology,
 GET /fabric/links; and for every app, GET /openapi.json, /metrics and /ui
 (apps/operator_api.py).
 """
+
+import time
 
 from ryu.base import app_manager
 from ryu.controller import event, ofp_event
@@ -40,15 +42,6 @@ class EventFabricChanged(event.EventBase):
         self.restored = restored
 
 
-class EventSwitchSynced(event.EventBase):
-    """`switch` (connected as `datapath`) was cleared of everything of ours and holds the
-    fabric flows again: the other apps install there what they have (trees, plans)."""
-
-    def __init__(self, switch, datapath):
-        super().__init__()
-        self.switch, self.datapath = switch, datapath
-
-
 class EventLinksChanged(event.EventBase):
     """The set of fabric links that are down changed."""
 
@@ -60,7 +53,7 @@ class EventPollPortStats(event.EventBase):
 class FabricController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = contexts()
-    _EVENTS = [EventFabricChanged, EventSwitchSynced, EventLinksChanged]
+    _EVENTS = [EventFabricChanged, EventLinksChanged]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -83,36 +76,61 @@ class FabricController(app_manager.RyuApp):
 
     def load_fabric(self, description, restored=False):
         """Adopt a new description (FabricError if invalid; then nothing changes)."""
-        setups = self.fabric.load(description, restored)
+        readings = self.fabric.load(description, time.monotonic(), restored)
         if not restored:
             self.store.save("fabric", description)
         self.send_event_to_observers(EventFabricChanged(restored))
-        for datapath, messages in setups.items():
-            self._set_up(datapath, messages)
+        for datapath, requests in readings.items():
+            self._read(datapath, requests)
 
-    def _set_up(self, datapath, messages):
-        self.installer.send({datapath: messages},
-                            on_done=lambda batch: self._set_up_done(datapath, batch))
+    @staticmethod
+    def _read(datapath, requests):
+        for request in requests:
+            datapath.send_msg(request)
 
-    def _set_up_done(self, datapath, batch):
-        switch = self.fabric.switch_confirmed(datapath, batch)
-        if switch is not None:
-            self.send_event_to_observers(EventSwitchSynced(switch, datapath))
+    def _contents(self, msg, kind):
+        """A reply to a switch's reading; once all are in, reconcile it (or read again)."""
+        datapath = msg.datapath
+        more = bool(msg.flags & datapath.ofproto.OFPMPF_REPLY_MORE)
+        if not self.fabric.contents_part(datapath, kind, msg.body, more):
+            return
+        messages = self.fabric.reconcile(datapath)
+        if messages is None:
+            self._read(datapath, self.fabric.read(datapath))
+        else:
+            self.installer.send({datapath: messages},
+                                on_done=lambda batch: self._reconciled(datapath, batch))
+
+    def _reconciled(self, datapath, batch):
+        if self.fabric.switch_confirmed(datapath, batch) is not None:
             self._links_changed()
 
     def _links_changed(self):
-        reroutes = self.fabric.recompute_links()
-        if reroutes is not None:
-            self.installer.send(reroutes)
+        changed, route_changes = self.fabric.recompute_links(time.monotonic())
+        if route_changes:
+            self.installer.send(route_changes)
+        if changed:
             self.send_event_to_observers(EventLinksChanged())
 
     # --- OpenFlow events ----------------------------------------------------
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):
-        messages = self.fabric.switch_connected(ev.msg.datapath)
-        if messages:
-            self._set_up(ev.msg.datapath, messages)
+        requests = self.fabric.switch_connected(ev.msg.datapath)
+        if requests:
+            self._read(ev.msg.datapath, requests)
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flows_read(self, ev):
+        self._contents(ev.msg, "flows")
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def _groups_read(self, ev):
+        self._contents(ev.msg, "groups")
+
+    @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    def _meters_read(self, ev):
+        self._contents(ev.msg, "meters")
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _switch_gone(self, ev):
@@ -158,6 +176,7 @@ class FabricController(app_manager.RyuApp):
     def _poll_port_stats(self, _ev):
         for datapath in self.fabric.connected():
             datapath.send_msg(of.port_stats_request(datapath))
+        self._links_changed()   # a switch that never connected counts as down after a grace
 
 
 class FabricRestApi(RestApi):

@@ -3,9 +3,16 @@ down, the unicast routes around them, and the one link ledger every service book
 
 The fabric app feeds it OpenFlow events and sends the messages it returns. The other
 services use only its narrow interface: `ready()`, `ledger`, `generation`,
-`datapath_of(switch)`, `is_synced(switch)`, `down_links` and `measured_mbps()`.
-`generation` counts fabric descriptions: a service that booked in an older one knows
-its bookings are gone.
+`datapath_of(switch)`, `is_synced(switch)`, `down_links`, `measured_mbps()` and
+`add_share_provider()`. `generation` counts fabric descriptions: a service that booked
+in an older one knows its bookings are gone.
+
+A switch that connects is read first (its flows, groups and meters) and then given
+only the difference from what the fabric and every share provider (the trees and
+plans services) want there (apps/switch_sync.py): a switch that kept its tables
+through a controller restart or a reconnection is not touched. If anything was sent
+to it while it was read, it is read again, so rules installed meanwhile (e.g. by a
+reroute) are never taken for stale.
 """
 
 import logging
@@ -16,6 +23,7 @@ from apps.fabric_view import FabricView
 from apps.link_load import PortRates, link_report, measured_mbps
 from apps.reservations import ReservationBook
 from apps.service_errors import NotReady
+from apps.switch_sync import difference, held_contents, summary
 from apps.unicast_routes import unicast_rules
 
 LOG = logging.getLogger("syncfabric.fabric")
@@ -29,18 +37,39 @@ def rules_per_switch(view, down_links=frozenset()):
     return rules
 
 
+REPLY_KINDS = ("flows", "groups", "meters")
+# a switch that has not connected since the fabric was loaded counts as up this long:
+# after a controller restart switches connect one by one, each forwarding on its tables
+CONNECT_GRACE_S = 10.0
+
+
+class Reading:
+    """A switch being read: the replies' entries so far, and how many messages the
+    installer had sent it when the requests went out."""
+
+    def __init__(self, sent_mark):
+        self.sent_mark = sent_mark
+        self.entries = {kind: [] for kind in REPLY_KINDS}
+        self.complete = set()
+
+
 class Fabric:
-    def __init__(self, metrics):
-        self.metrics = metrics
+    def __init__(self, metrics, installer):
+        self.metrics, self.installer = metrics, installer
         self.view = None
         self.ledger = None              # ReservationBook of the current view
         self.generation = 0
         self.down_links = frozenset()   # frozensets of the two switches of each link down
         self.rates = PortRates()
-        self._rules = {}
+        self._routes = {}               # down links -> {switch: [ForwardingRule]} around them
+        self._routed = {}               # synced switch -> the rules it was given
         self._datapaths = {}            # dpid -> datapath
-        self._synced = set()            # dpids cleared and holding the fabric flows
+        self._synced = set()            # dpids reconciled
         self._port_down = set()         # (switch, port) reported down
+        self._readings = {}             # dpid -> Reading
+        self._seen = set()              # dpids connected since the fabric was loaded
+        self._loaded_at = None
+        self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
 
     # --- what the other services use --------------------------------------------
 
@@ -68,29 +97,38 @@ class Fabric:
     def measured_mbps(self):
         return measured_mbps(self.view, self.rates)
 
+    def add_share_provider(self, provider):
+        """provider(switch, datapath) -> the ADD messages of everything a service wants on
+        that switch, or None while it has not adopted the current fabric."""
+        self._share_providers.append(provider)
+
     # --- what the fabric app feeds in ---------------------------------------------
 
-    def load(self, description, restored=False):
+    def load(self, description, now, restored=False):
         """Adopt a description (FabricError if invalid; then nothing changes): a new
-        ledger and generation. `restored`: the one saved before a restart. Returns {datapath: messages} to clear and set up every
-        connected switch."""
+        ledger and generation. `restored`: the one saved before a restart. Returns
+        {datapath: requests} that read every connected switch (see switch_connected)."""
         view = FabricView(description)
-        self._rules = rules_per_switch(view)
+        self._routes = {frozenset(): rules_per_switch(view)}
+        self._routed = {}
         self.view, self.ledger = view, ReservationBook(view)
         self.generation += 1
         self._synced.clear()
+        self._seen = set(self._datapaths)
+        self._loaded_at = now
         self._port_down.clear()
         self.down_links = frozenset()
         LOG.info("fabric %s: %d switches, %d hosts, %d unicast rules",
                  "restored" if restored else "loaded", len(view.switches), len(view.hosts),
-                 sum(map(len, self._rules.values())))
+                 sum(map(len, self._routes[frozenset()].values())))
         return {dp: messages for dp in list(self._datapaths.values())
                 for messages in [self.switch_connected(dp)] if messages}
 
     def switch_connected(self, datapath):
-        """Remember the datapath; the messages that clear it and give it the fabric flows
-        (None: no fabric yet, or a switch not in it)."""
+        """Remember the datapath; the requests that read what it holds (None: no fabric
+        yet, or a switch not in it). Their replies go to contents_part()."""
         self._datapaths[datapath.id] = datapath
+        self._seen.add(datapath.id)
         self._synced.discard(datapath.id)
         if self.view is None:
             LOG.info("dpid %#x connected; waiting for PUT /fabric/topology", datapath.id)
@@ -100,22 +138,67 @@ class Fabric:
             LOG.warning("dpid %#x is not in the fabric description; leaving it alone", datapath.id)
             return None
         self._port_down = {p for p in self._port_down if p[0] != switch}   # it reports afresh
-        messages = of.switch_reset(datapath) + self._fabric_flows(datapath, switch)
-        LOG.info("%s (dpid %#x): sent %d flow mods", switch, datapath.id, len(messages))
+        LOG.info("%s (dpid %#x) connected: reading its flows, groups and meters", switch,
+                 datapath.id)
+        return self.read(datapath)
+
+    def read(self, datapath):
+        """The requests that read a switch (again)."""
+        self._readings[datapath.id] = Reading(self.installer.sent_to(datapath.id))
+        return of.contents_requests(datapath)
+
+    def contents_part(self, datapath, kind, entries, more):
+        """A reply (part) to read(): kind in REPLY_KINDS, its body's entries, and whether
+        more parts follow. True once every reply of the reading is complete."""
+        reading = self._readings.get(datapath.id)
+        if reading is None or self._datapaths.get(datapath.id) is not datapath:
+            return False
+        reading.entries[kind] += entries
+        if not more:
+            reading.complete.add(kind)
+        return len(reading.complete) == len(REPLY_KINDS)
+
+    def reconcile(self, datapath):
+        """The messages that give a switch that was read completely exactly what the
+        fabric and the share providers want there; None if it must be read again
+        (something was sent to it meanwhile, or a service has not adopted the fabric)."""
+        reading = self._readings.pop(datapath.id, None)
+        switch = self.view.switch_by_dpid.get(datapath.id) if self.view else None
+        if reading is None or switch is None:
+            return None
+        if self.installer.sent_to(datapath.id) != reading.sent_mark:
+            LOG.info("%s: sent messages while it was read; reading it again", switch)
+            return None
+        # the routes of the fabric with this switch, and every switch that is merely
+        # not connected (yet: e.g. all of them after a controller restart), up: so a
+        # switch that kept its tables keeps its routes
+        routes = self._routes_around(self._links_down(None)).get(switch, [])
+        wanted = of.fabric_flow_adds(datapath, self.view.host_ports(switch), routes)
+        for provider in self._share_providers:
+            share = provider(switch, datapath)
+            if share is None:
+                return None
+            wanted += share
+        held = held_contents(*(reading.entries[kind] for kind in REPLY_KINDS))
+        messages = difference(datapath, wanted, held)
+        self._routed[switch] = routes
+        LOG.info("%s (dpid %#x): holds %d flows, %d groups, %d meters of ours; %d changes "
+                 "sent%s", switch, datapath.id, len(held.flows), len(held.groups), len(held.meters),
+                 len(messages), " (%s)" % summary(messages) if messages else "")
         return messages
 
     def switch_confirmed(self, datapath, batch):
-        """The switch answered its set-up batch: the switch's name if it is synced now
-        (the apps then install their state there), else None."""
+        """The switch answered its reconciliation: the switch's name if it is synced now,
+        else None."""
         switch = self.view.switch_by_dpid.get(datapath.id) if self.view else None
         if switch is None or self._datapaths.get(datapath.id) is not datapath:
             return None
         if not batch.confirmed:
-            LOG.error("%s did not take the fabric flows: %s", switch, batch.reason())
+            LOG.error("%s did not take its reconciliation: %s", switch, batch.reason())
             return None
         self._synced.add(datapath.id)
         self.metrics.reconciliations.labels(switch).inc()
-        LOG.info("%s (dpid %#x): cleared, fabric flows confirmed", switch, datapath.id)
+        LOG.info("%s (dpid %#x): reconciled, synced", switch, datapath.id)
         return switch
 
     def switch_gone(self, datapath):
@@ -125,6 +208,8 @@ class Fabric:
             return False
         del self._datapaths[dpid]
         self._synced.discard(dpid)
+        self._readings.pop(dpid, None)
+        self._routed.pop(self.view.switch_by_dpid.get(dpid), None)
         self.rates.forget(dpid)
         LOG.info("dpid %#x disconnected", dpid)
         return True
@@ -143,32 +228,49 @@ class Fabric:
             self.rates.update(dpid, port, "tx", tx_bytes, age_s)
             self.rates.update(dpid, port, "rx", rx_bytes, age_s)
 
-    def recompute_links(self):
-        """Which fabric links are down (a port down at either end, or a switch not
-        connected). None if that did not change; else {datapath: messages} that route
-        unicast around them on every connected switch."""
+    def recompute_links(self, now):
+        """Which fabric links are down at `now` (a port down at either end, or a switch
+        not connected: one that was, or any after CONNECT_GRACE_S). Returns (changed, {datapath: messages}): whether that set changed,
+        and the route changes (added or overwritten first, then removed) that bring
+        every synced switch to the unicast routes around them."""
         if self.view is None:
-            return None
+            return False, {}
+        down = self._links_down(now)
+        changed = down != self.down_links
+        if changed:
+            self.down_links = down
+            LOG.info("fabric links down: %s; unicast routes recomputed",
+                     ", ".join(sorted("-".join(sorted(link)) for link in down)) or "none")
+        routes = self._routes_around(down)
+        updates = {}
+        for dpid in self._synced:
+            switch, datapath = self.view.switch_by_dpid[dpid], self._datapaths[dpid]
+            new = routes.get(switch, [])
+            messages = of.route_changes(datapath, self._routed.get(switch, []), new)
+            self._routed[switch] = new
+            if messages:
+                updates[datapath] = messages
+        return changed, updates
+
+    def _links_down(self, now):
+        """Links down at `now`; with now None, only those with a port down."""
         down = set()
         for switch, port in self._port_down:
             neighbour = self.view.fabric_neighbour(switch, port)
             if neighbour is not None:
                 down.add(frozenset((switch, neighbour)))
-        for switch in self.view.switches:
-            if self.view.dpid(switch) not in self._datapaths:
+        grace_over = now is not None and now - self._loaded_at >= CONNECT_GRACE_S
+        for switch in self.view.switches if now is not None else []:
+            dpid = self.view.dpid(switch)
+            if dpid not in self._datapaths and (dpid in self._seen or grace_over):
                 down |= self.view.fabric_links_of(switch)
-        down = frozenset(down)
-        if down == self.down_links:
-            return None
-        self.down_links = down
-        self._rules = rules_per_switch(self.view, down)
-        LOG.info("fabric links down: %s; unicast routes recomputed",
-                 ", ".join(sorted("-".join(sorted(link)) for link in down)) or "none")
-        return {dp: self._fabric_flows(dp, self.view.switch_by_dpid[dpid])
-                for dpid, dp in list(self._datapaths.items()) if dpid in self.view.switch_by_dpid}
+        return frozenset(down)
 
-    def _fabric_flows(self, datapath, switch):
-        return of.fabric_flows(datapath, self.view.host_ports(switch), self._rules.get(switch, []))
+    def _routes_around(self, down):
+        """{switch: [ForwardingRule]} around the `down` links (kept per set of links)."""
+        if down not in self._routes:
+            self._routes[down] = rules_per_switch(self.view, down)
+        return self._routes[down]
 
     def connected(self):
         return list(self._datapaths.values())

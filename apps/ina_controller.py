@@ -17,7 +17,7 @@ import time
 from ryu.base import app_manager
 from ryu.controller.handler import set_ev_cls
 
-from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
+from apps.fabric_controller import EventFabricChanged, EventLinksChanged
 from apps.plan_moves import move_broken
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts
@@ -34,7 +34,8 @@ class InaController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
-        self.plans, self.installer = services.plans, services.installer
+        self.plans = services.plans
+        services.fabric.add_share_provider(self.plans.switch_share)
         kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans, METRICS_KEY: services.metrics})
 
     @set_ev_cls(EventFabricChanged)
@@ -44,10 +45,6 @@ class InaController(app_manager.RyuApp):
     @set_ev_cls(EventLinksChanged)
     def _links_changed(self, _ev):
         move_broken(self.plans, time.monotonic())
-
-    @set_ev_cls(EventSwitchSynced)
-    def _switch_synced(self, ev):
-        self.installer.send(self.plans.switch_synced(ev.switch, ev.datapath))
 
 
 if __name__ not in ("apps.ina_controller", "__main__"):   # ryu-manager apps/ina_controller.py

@@ -241,8 +241,8 @@ class InaPlans:
     # --- events -----------------------------------------------------------------
 
     def fabric_changed(self, restored):
-        """The old fabric's plans are gone with its ledger (the switches are cleared);
-        after a restart, the saved ones are restored into the new one."""
+        """The old fabric's plans are gone with its ledger (the switches' reconciliation
+        removes them); after a restart, the saved ones are restored into the new one."""
         for plan_id in sorted(self.plans):
             LOG.info("fabric changed: removing plan %d", plan_id)
         self.plans.clear()
@@ -252,20 +252,17 @@ class InaPlans:
             self._restore(self.fabric.view, self.fabric.ledger)
         self.remember()
 
-    def switch_synced(self, switch, datapath):
-        """{datapath: messages} that give a switch that came back empty its share of every plan."""
+    def switch_share(self, switch, datapath):
+        """The messages that install the switch's share of every plan (a share provider
+        of the fabric's reconciliation); None until this service adopted the fabric."""
         if self.generation != self.fabric.generation:
-            return {}
-        messages, count = [], 0
+            return None
+        messages = []
         for live in list(self.plans.values()):
             share = live.shares.get(switch)
-            if not live.installed or share is None:
-                continue   # still being installed: its own batch reaches the switch
-            messages += of.steering_changes(datapath, live.id, of.NO_SHARE, share)[0]
-            count += 1
-        if count:
-            LOG.info("%s: reinstalled %d plan(s)", switch, count)
-        return {datapath: messages} if messages else {}
+            if share is not None:
+                messages += of.steering_changes(datapath, live.id, of.NO_SHARE, share)[0]
+        return messages
 
 
 def steering_shares(view, plan_id, streams, ports):

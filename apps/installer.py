@@ -8,6 +8,7 @@ does), instead of leaving their callers to a timeout.
 """
 
 import time
+from collections import Counter
 
 from ryu.lib import hub
 
@@ -43,6 +44,7 @@ class Installer:
     def __init__(self, metrics, timeout_s=CONFIRM_TIMEOUT_S):
         self.metrics, self.timeout_s = metrics, timeout_s
         self._batch_of_xid = {}     # (dpid, xid) -> Batch, for every message sent
+        self._sent = Counter()      # dpid -> messages sent to it, ever
 
     def send(self, messages_by_datapath, on_done=None):
         """Send each datapath its messages then a barrier; returns the Batch. on_done(batch)
@@ -54,6 +56,7 @@ class Installer:
                 datapath.set_xid(message)
                 self._batch_of_xid[datapath.id, message.xid] = batch
             batch._waiting.add((datapath.id, barrier.xid))
+            self._sent[datapath.id] += len(messages)
             for message in [*messages, barrier]:
                 datapath.send_msg(message)
         if not batch._waiting and not batch._done.is_set():
@@ -101,6 +104,10 @@ class Installer:
             if any(d == dpid for d, _ in batch._waiting):
                 batch.failure = "switch dpid %#x disconnected" % dpid
                 self._finish(batch)
+
+    def sent_to(self, dpid):
+        """How many messages were sent to the switch so far (barriers not counted)."""
+        return self._sent[dpid]
 
     def pending(self):
         """How many batches wait for confirmation."""

@@ -14,7 +14,7 @@ from ryu.base import app_manager
 from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
-from apps.fabric_controller import EventFabricChanged, EventLinksChanged, EventSwitchSynced
+from apps.fabric_controller import EventFabricChanged, EventLinksChanged
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.tree_reroutes import reroute_broken
 from apps.services import CONTEXT_KEY, contexts, start_timers
@@ -36,7 +36,8 @@ class MulticastController(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         services = kwargs[CONTEXT_KEY]
-        self.trees, self.installer = services.trees, services.installer
+        self.trees = services.trees
+        services.fabric.add_share_provider(self.trees.switch_share)
         kwargs["wsgi"].register(MulticastRestApi, {REST_APP_KEY: self.trees,
                                                     METRICS_KEY: services.metrics})
 
@@ -55,10 +56,6 @@ class MulticastController(app_manager.RyuApp):
     @set_ev_cls(EventLinksChanged)
     def _links_changed(self, _ev):
         reroute_broken(self.trees, time.monotonic())
-
-    @set_ev_cls(EventSwitchSynced)
-    def _switch_synced(self, ev):
-        self.installer.send(self.trees.switch_synced(ev.switch, ev.datapath))
 
 
 if __name__ not in ("apps.multicast_controller", "__main__"):   # ryu-manager apps/multicast_controller.py

@@ -244,22 +244,20 @@ class MulticastTrees:
             self.metrics.releases.labels("trees", "lease").inc()
             self.release_if_booked(tree_id, now)
 
-    def switch_synced(self, switch, datapath):
-        """{datapath: messages} that give a switch that came back empty its share of every
-        live tree."""
+    def switch_share(self, switch, datapath):
+        """The messages that install the switch's share of every live tree (a share
+        provider of the fabric's reconciliation); None until this service adopted the
+        fabric's current ledger."""
         if self.book is None or self.generation != self.fabric.generation:
-            return {}
-        messages, count = [], 0
+            return None
+        messages = []
         for reservation in self.book:
             for hop, in_port, out_ports in forwarding_plan(self.book.view, reservation.tree):
                 if hop == switch:
-                    count += 1
                     messages += of.tree_install(
                         datapath, reservation.tree_id, reservation.address, in_port, out_ports,
                         police_mbps(self.book.view, reservation.tree, switch))
-        if messages:
-            LOG.info("%s: reinstalled %d tree(s)", switch, count)
-        return {datapath: messages} if messages else {}
+        return messages
 
 
 def _refusal(error, prefix):

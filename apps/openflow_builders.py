@@ -13,6 +13,7 @@ MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
 APP_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every cookie of one app
 STEERING_COOKIE_BASE = 0x5346_0003_0000_0000  # | plan id
 ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
+OUR_COOKIES, OUR_COOKIES_MASK = 0x5346_0000_0000_0000, 0xFFFF_0000_0000_0000   # every app's
 STEERING_METER_BASE = 0x0010_0000            # + plan id * METERS_PER_PLAN + leg index
 METERS_PER_PLAN = 0x1000
 
@@ -48,6 +49,15 @@ def delete_flows(datapath, cookie):
                              out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY)
 
 
+def flow_removal(datapath, cookie, priority, match_fields):
+    """Delete the one flow with this cookie, priority and exact match."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, cookie_mask=ALL_COOKIE_BITS,
+                             priority=priority, match=parser.OFPMatch(**match_fields),
+                             command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
+                             out_group=ofproto.OFPG_ANY)
+
+
 def arp_to_controller(datapath, in_port):
     """ARP arriving from a host port goes to the controller, which answers it: no flooding."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
@@ -56,39 +66,52 @@ def arp_to_controller(datapath, in_port):
     return flow_add(datapath, FABRIC_COOKIE, PRIORITY_ARP, match, actions)
 
 
+def route_match_fields(dst_ip, src_ip=None):
+    fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": dst_ip}
+    if src_ip is not None:
+        fields["ipv4_src"] = src_ip
+    return fields
+
+
 def route_flow(datapath, rule):
-    """The flow for one unicast_routes.ForwardingRule."""
+    """The flow for one unicast_routes.ForwardingRule (source+destination rules above
+    destination-only ones)."""
     parser = datapath.ofproto_parser
-    fields = {"eth_type": ETH_TYPE_IPV4, "ipv4_dst": rule.dst_ip}
-    priority = PRIORITY_DST_ROUTE
-    if rule.src_ip is not None:
-        fields["ipv4_src"] = rule.src_ip
-        priority = PRIORITY_PAIR_ROUTE
-    return flow_add(datapath, FABRIC_COOKIE, priority, parser.OFPMatch(**fields),
+    priority = PRIORITY_DST_ROUTE if rule.src_ip is None else PRIORITY_PAIR_ROUTE
+    return flow_add(datapath, FABRIC_COOKIE, priority,
+                    parser.OFPMatch(**route_match_fields(rule.dst_ip, rule.src_ip)),
                     [parser.OFPActionOutput(rule.out_port)])
 
 
-def fabric_flows(datapath, host_ports, rules):
-    """Replace the fabric's flows on one switch: delete its old ones, add ARP trapping and routes."""
-    return ([delete_flows(datapath, FABRIC_COOKIE)]
-            + [arp_to_controller(datapath, port) for port in host_ports]
+def fabric_flow_adds(datapath, host_ports, rules):
+    """The fabric's flows of one switch: ARP trapping on host ports, and the routes."""
+    return ([arp_to_controller(datapath, port) for port in host_ports]
             + [route_flow(datapath, rule) for rule in rules])
 
 
-def switch_reset(datapath):
-    """Remove everything of ours from a switch: the flows of every app's cookie, every
-    group and every meter (we own them all on fabric switches). Sent before the fabric
-    flows when a switch connects, so whatever a killed controller or a restarted switch
-    left is gone, and the apps install again only what they know."""
+def route_changes(datapath, old_rules, new_rules):
+    """The messages that take one switch from routes `old_rules` to `new_rules` without a
+    gap: changed and new routes added (an ADD replaces the flow with its match), then
+    the routes no longer wanted removed."""
+    def by_match(rules):
+        return {(rule.dst_ip, rule.src_ip): rule for rule in rules}
+    old, new = by_match(old_rules), by_match(new_rules)
+    adds = [route_flow(datapath, rule) for key, rule in sorted(new.items(), key=str)
+            if old.get(key) != rule]
+    removals = [flow_removal(datapath, FABRIC_COOKIE, PRIORITY_DST_ROUTE if src is None else
+                             PRIORITY_PAIR_ROUTE, route_match_fields(dst, src))
+                for dst, src in sorted(set(old) - set(new), key=str)]
+    return adds + removals
+
+
+def contents_requests(datapath):
+    """Ask a switch what it holds: the flows of our cookies, every group and every meter."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    flows = [parser.OFPFlowMod(datapath=datapath, cookie=cookie, cookie_mask=APP_COOKIE_MASK,
-                               table_id=ofproto.OFPTT_ALL, command=ofproto.OFPFC_DELETE,
-                               out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY)
-             for cookie in (FABRIC_COOKIE, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE)]
-    return flows + [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
-                                       group_id=ofproto.OFPG_ALL),
-                    parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
-                                       meter_id=ofproto.OFPM_ALL)]
+    return [parser.OFPFlowStatsRequest(datapath, 0, ofproto.OFPTT_ALL, ofproto.OFPP_ANY,
+                                       ofproto.OFPG_ANY, OUR_COOKIES, OUR_COOKIES_MASK,
+                                       parser.OFPMatch()),
+            parser.OFPGroupDescStatsRequest(datapath, 0),
+            parser.OFPMeterConfigStatsRequest(datapath, 0, ofproto.OFPM_ALL)]
 
 
 def multicast_cookie(tree_id):
@@ -148,12 +171,8 @@ def tree_update(datapath, tree_id, address, in_port, out_ports, old_in_port):
 
 def tree_flow_removal(datapath, tree_id, address, in_port):
     """Remove the tree's flow for one in_port only (the others stay)."""
-    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
-    return parser.OFPFlowMod(datapath=datapath, cookie=multicast_cookie(tree_id),
-                             cookie_mask=ALL_COOKIE_BITS, priority=PRIORITY_MULTICAST, match=match,
-                             command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
-                             out_group=ofproto.OFPG_ANY)
+    return flow_removal(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST,
+                        {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ipv4_dst": address})
 
 
 def tree_removal(datapath, tree_id, policed=False):
@@ -217,11 +236,8 @@ def steering_changes(datapath, plan_id, old, new):
              if meter_id in old.meters and old.meters[meter_id] != rate]
     make += [steering_flow(datapath, plan_id, key, *action) for key, action in new.flows.items()
              if old.flows.get(key) != action]
-    then_break = [parser.OFPFlowMod(datapath=datapath, cookie=steering_cookie(plan_id),
-                                    cookie_mask=ALL_COOKIE_BITS, priority=PRIORITY_STEERING,
-                                    match=steering_match(parser, key),
-                                    command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
-                                    out_group=ofproto.OFPG_ANY)
+    then_break = [flow_removal(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
+                               dict(steering_match(parser, key).items()))
                   for key in old.flows if key not in new.flows]
     then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
                    for meter_id in old.meters if meter_id not in new.meters]

@@ -26,7 +26,7 @@ class Services:
         self.store = store
         self.metrics = Metrics()
         self.installer = Installer(self.metrics, confirm_timeout_s)
-        self.fabric = Fabric(self.metrics)
+        self.fabric = Fabric(self.metrics, self.installer)
         self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics)
         # planning is pure and can take seconds: it runs in a native thread (eventlet's
         # tpool) while the hub keeps answering switches and REST calls. The planner holds

@@ -177,15 +177,19 @@ class FabricTestbed:
         self._wait_until_synced()
 
     def reconnect_switch(self, switch, restart=False, away_s=0.0):
-        """Make `switch` drop its OpenFlow connection and connect again after away_s; with
-        restart, it also loses every flow, group and meter meanwhile, as a restarted
-        switch does."""
+        """Make `switch` drop its OpenFlow connection and connect again, its tables
+        intact; with restart, it is away for away_s and loses every flow, group and
+        meter meanwhile, as a restarted switch does (removing a fail-secure bridge's
+        controller clears its tables anyway)."""
+        if not restart:
+            subprocess.run(["ovs-appctl", "bridge/reconnect", switch], check=True,
+                           capture_output=True)
+            return
         target = subprocess.run(["ovs-vsctl", "get-controller", switch], capture_output=True,
                                 text=True, check=True).stdout.split()
         subprocess.run(["ovs-vsctl", "del-controller", switch], check=True)
-        if restart:
-            for command in ("del-flows", "del-groups", "del-meters"):
-                ofctl(command, switch)
+        for command in ("del-flows", "del-groups", "del-meters"):
+            ofctl(command, switch)
         time.sleep(away_s)
         subprocess.run(["ovs-vsctl", "set-controller", switch, *target], check=True)
 

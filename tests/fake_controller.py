@@ -47,7 +47,7 @@ class MemoryStore:
 class InProcessController:
     def __init__(self, description=None, store=None, confirm_timeout_s=0.5, apps=ALL_APPS):
         self.services = Services(store=store or MemoryStore(), confirm_timeout_s=confirm_timeout_s)
-        self.network = FakeNetwork(self.services.installer)
+        self.network = FakeNetwork(self.services.installer, self._reply)
         self.wsgi = WSGIApplication()
         self.manager = app_manager.AppManager()
         self.manager.applications_cls = {cls.__module__: cls for cls in apps}
@@ -90,9 +90,18 @@ class InProcessController:
     def _event(self, event, dispatcher):
         self.fabric_app.send_event(self.fabric_app.name, event, dispatcher)
 
-    def connect(self, switch):
-        """A switch of the fabric connects (again): a fresh FakeDatapath, empty table."""
+    def _reply(self, message):
+        """A switch's multipart reply, as Ryu's connection thread delivers it."""
+        event_class = getattr(ofp_event, "Event" + type(message).__name__)
+        self._event(event_class(message), MAIN_DISPATCHER)
+
+    def connect(self, switch, keep_table=False):
+        """A switch of the fabric connects (again): a fresh FakeDatapath, with an empty
+        table or (keep_table) the one it had, as after a controller restart."""
+        old = self.switches.get(switch)
         datapath = FakeDatapath(self.view.dpid(switch), self.network)
+        if keep_table:
+            datapath.table = old.table
         self.switches[switch] = datapath
         self._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
                     CONFIG_DISPATCHER)

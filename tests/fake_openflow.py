@@ -143,6 +143,40 @@ class FakeFlowTable:
         return ports
 
 
+def flow_stats_reply(datapath, request):
+    """The table's flows whose cookie the request selects (in every table: the fake has one)."""
+    parser = datapath.ofproto_parser
+    assert request.table_id == datapath.ofproto.OFPTT_ALL and not dict(request.match.items()), \
+        "the fake table answers flow stats by cookie only"
+    return parser.OFPFlowStatsReply(datapath, flags=0, body=[
+        parser.OFPFlowStats(table_id=0, duration_sec=0, duration_nsec=0, priority=priority,
+                            idle_timeout=0, hard_timeout=0, flags=0, cookie=cookie,
+                            packet_count=0, byte_count=0, match=parser.OFPMatch(**match),
+                            instructions=instructions)
+        for priority, cookie, match, instructions in datapath.table.flows
+        if cookie & request.cookie_mask == request.cookie & request.cookie_mask])
+
+
+def group_desc_reply(datapath, _request):
+    parser = datapath.ofproto_parser
+    return parser.OFPGroupDescStatsReply(datapath, flags=0, body=[
+        parser.OFPGroupDescStats(type_=group_type, group_id=group_id,
+                                 buckets=[parser.OFPBucket(actions=actions) for actions in buckets])
+        for group_id, (group_type, buckets) in sorted(datapath.table.groups.items())])
+
+
+def meter_config_reply(datapath, _request):
+    parser = datapath.ofproto_parser
+    return parser.OFPMeterConfigStatsReply(datapath, flags=0, body=[
+        parser.OFPMeterConfigStats(flags=flags, meter_id=meter_id, bands=bands)
+        for meter_id, (flags, bands) in sorted(datapath.table.meters.items())])
+
+
+CONTENTS_REPLIES = {"OFPFlowStatsRequest": flow_stats_reply,
+                    "OFPGroupDescStatsRequest": group_desc_reply,
+                    "OFPMeterConfigStatsRequest": meter_config_reply}
+
+
 class FakeDatapath(ProtocolDesc):
     """A connected switch: applies what it is sent to its table and answers through
     `network` (barrier replies, errors) as a real switch answers over its connection.
@@ -171,6 +205,8 @@ class FakeDatapath(ProtocolDesc):
         if name == "OFPBarrierRequest":
             if not self.silent:
                 self.network.answer(self, self.ofproto_parser.OFPBarrierReply(self), message.xid)
+        elif name in CONTENTS_REPLIES:
+            self.network.answer(self, CONTENTS_REPLIES[name](self, message), message.xid)
         elif name in ("OFPPortStatsRequest", "OFPPacketOut"):
             pass   # what a real switch answers here, the tests do not need
         else:
@@ -189,8 +225,9 @@ class FakeNetwork:
     other requests run meanwhile. before_answer(datapath, message) runs just before each
     answer is delivered (e.g. to start a concurrent request)."""
 
-    def __init__(self, installer):
+    def __init__(self, installer, on_reply=None):
         self.installer = installer
+        self.on_reply = on_reply   # on_reply(message): a multipart reply, to the apps
         self.before_answer = None
         self.sent = []   # (dpid, message) in the order every switch was sent them
         self._answers = hub.Queue()
@@ -205,10 +242,13 @@ class FakeNetwork:
             datapath, message = self._answers.get()
             if self.before_answer is not None:
                 self.before_answer(datapath, message)
-            if type(message).__name__ == "OFPBarrierReply":
+            name = type(message).__name__
+            if name == "OFPBarrierReply":
                 self.installer.barrier_reply(message)
-            else:
+            elif name == "OFPErrorMsg":
                 self.installer.error(message)
+            else:
+                self.on_reply(message)
 
     def quiet(self):
         """True if every answer sent so far was delivered."""

@@ -33,13 +33,25 @@ def state(switch):
                      if "cookie=0x5346000" in line and "cookie=0x5346000000000001" not in line])
 
 
+def reconciliations(bed, switch):
+    """The controller's reconciliation lines for `switch`, oldest first."""
+    return [line for line in bed.controller_log().splitlines()
+            if line.startswith(switch + " (dpid") and "changes sent" in line]
+
+
+def adds_or_modifies(line):
+    """Whether a reconciliation line says something was added or modified: a switch that
+    kept its tables needs neither (deletes: state moved away while it was gone)."""
+    return " add " in line or " modify " in line
+
+
 def reconnect(bed, switch, restart=False):
-    def clearings():   # the switch cleared and given its fabric flows again
-        return sum(1 for line in bed.controller_log().splitlines()
-                   if line.startswith(switch + " (dpid") and "cleared" in line)
-    before = clearings()
+    """Reconnect the switch; the log line of its reconciliation."""
+    before = len(reconciliations(bed, switch))
     bed.reconnect_switch(switch, restart=restart)
-    wait_until(lambda: clearings() > before and synced(bed), 10, "the switch to come back")
+    wait_until(lambda: len(reconciliations(bed, switch)) > before and synced(bed), 10,
+               "the switch to come back")
+    return reconciliations(bed, switch)[-1]
 
 
 def test_a_reconnecting_switch_loses_what_we_do_not_know(bed):
@@ -53,6 +65,24 @@ def test_a_reconnecting_switch_loses_what_we_do_not_know(bed):
     assert bed.leftovers() == {}
     ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h4").IP())
     assert " 0% packet loss" in ping   # the fabric flows are back
+
+
+def test_a_switch_that_kept_its_tables_reconnects_untouched(bed):
+    tree = bed.client.request("POST", "/multicast/trees", {
+        "source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5})
+    plan = bed.client.request("POST", "/ina/plans", {
+        "job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1})
+    held = {switch: state(switch) for switch in bed.topo.switches()}
+    for switch in ("leaf1", "leaf2"):   # nothing can move around a leaf: untouched
+        line = reconnect(bed, switch)
+        assert line.endswith("; 0 changes sent"), line   # OVS reads back what we wrote
+    assert {switch: state(switch) for switch in bed.topo.switches()} == held
+    for switch in ("spine1", "spine2"):   # the plan moved off it meanwhile
+        line = reconnect(bed, switch)
+        assert not adds_or_modifies(line), line
+    bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    assert bed.leftovers() == {}
 
 
 def test_a_killed_controller_leaves_nothing_once_started_again(bed):
@@ -76,6 +106,7 @@ def test_a_restarted_controller_restores_trees_plans_and_rounds(bed):
     live = {switch: state(switch) for switch in bed.topo.switches()}
     bed.client.request("POST", "/multicast/trees", {
         "source": "h2", "receivers": ["h3"], "bandwidth_mbps": 1, "ttl_s": 2})
+    before = {switch: len(reconciliations(bed, switch)) for switch in bed.topo.switches()}
     bed.restart_controller(away_s=2.5)   # the short lease runs out meanwhile
     wait_until(lambda: {t["id"] for t in bed.client.get("/multicast/trees")["trees"]}
                == {tree["id"]} | {t["id"] for t in round_["trees"]}, 5, "the expired tree to go")
@@ -88,6 +119,9 @@ def test_a_restarted_controller_restores_trees_plans_and_rounds(bed):
     assert bed.client.get("/selmcast/rounds/%d" % round_["id"]) == {
         k: v for k, v in round_.items() if k != "release_key"}
     assert {switch: state(switch) for switch in bed.topo.switches()} == live
+    for switch in bed.topo.switches():   # tables intact: nothing re-sent (the lapsed tree: deleted)
+        (line,) = reconciliations(bed, switch)[before[switch]:]
+        assert not adds_or_modifies(line), line
     log = bed.controller_log()
     assert "fabric restored" in log and "tree %d restored" % tree["id"] in log
     assert "plan %d (job 'j') restored" % plan["id"] in log

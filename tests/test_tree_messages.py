@@ -17,7 +17,7 @@ def fabric_tables(view):
     rules = unicast_rules(view)
     tables = {switch: FakeFlowTable() for switch in view.switches}
     for switch, table in tables.items():
-        for message in of.fabric_flows(fake_datapath(), view.host_ports(switch),
+        for message in of.fabric_flow_adds(fake_datapath(), view.host_ports(switch),
                                        [r for r in rules if r.switch == switch]):
             table.apply(message)
     return tables

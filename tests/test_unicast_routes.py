@@ -16,7 +16,7 @@ def install(view):
     for switch in view.switches:
         tables[switch] = FakeFlowTable()
         mine = [r for r in rules if r.switch == switch]
-        for message in of.fabric_flows(fake_datapath(), view.host_ports(switch), mine):
+        for message in of.fabric_flow_adds(fake_datapath(), view.host_ports(switch), mine):
             tables[switch].apply(message)
     return tables
 
@@ -67,14 +67,24 @@ def test_arp_from_hosts_goes_to_the_controller(view_4x4):
     assert tables["spine1"].lookup(dict(arp, in_port=1)) == []
 
 
-def test_reinstalling_replaces_only_fabric_flows(view_4x4):
+def test_route_changes_reach_the_new_routes_in_place_and_leave_other_flows(view_4x4):
     datapath = fake_datapath()
-    table = FakeFlowTable()
+    table, fresh = FakeFlowTable(), FakeFlowTable()
     other_app_flow = of.flow_add(datapath, 0x77, 500, datapath.ofproto_parser.OFPMatch(eth_type=0x88cc), [])
     table.apply(other_app_flow)
-    rules = [r for r in unicast_rules(view_4x4) if r.switch == "leaf1"]
-    for _round in range(2):
-        for message in of.fabric_flows(datapath, view_4x4.host_ports("leaf1"), rules):
-            table.apply(message)
-    assert len(table.flows) == 1 + len(rules) + 2
-    assert sum(flow[1] == 0x77 for flow in table.flows) == 1
+    before = [r for r in unicast_rules(view_4x4) if r.switch == "leaf1"]
+    after = [r for r in unicast_rules(view_4x4, {frozenset(("leaf1", "spine1"))})
+             if r.switch == "leaf1"]
+    for message in of.fabric_flow_adds(datapath, view_4x4.host_ports("leaf1"), before):
+        table.apply(message)
+    changes = of.route_changes(datapath, before, after)
+    assert changes and all(m.command in (datapath.ofproto.OFPFC_ADD, datapath.ofproto.OFPFC_DELETE_STRICT)
+                           for m in changes)
+    for message in changes:
+        table.apply(message)
+    for message in of.fabric_flow_adds(datapath, view_4x4.host_ports("leaf1"), after):
+        fresh.apply(message)
+    assert table.state() != fresh.state()   # the other app's flow is still there
+    table.flows = [f for f in table.flows if f[1] != 0x77]
+    assert table.state() == fresh.state()
+    assert of.route_changes(datapath, after, after) == []

@@ -1,0 +1,122 @@
+"""Where a connecting switch is reconciled without a gap: what it holds, read back as
+flow stats, group descriptions and meter configs, is compared with what the controller
+wants there (the fabric's flows and every live tree's and plan's share, as the ADD
+messages that would install them), and only the difference is sent. Groups and
+meters that differ are modified in place, so the flows that use them keep
+forwarding; flows that differ are overwritten by an ADD with their match; what the
+controller does not want (flows of our cookies, every group and meter: we own them
+all on fabric switches) is deleted last.
+"""
+
+from dataclasses import dataclass, field
+
+from apps import openflow_builders as of
+
+
+FLOW_COMMANDS = ("add", "modify", "modify", "delete", "delete")   # by OFPFC_ value
+GROUP_AND_METER_COMMANDS = ("add", "modify", "delete")            # by OFPGC_ / OFPMC_ value
+
+
+@dataclass
+class Contents:
+    """A switch's flows {(priority, match): (cookie, instructions)}, groups {id: (type,
+    buckets)} and meters {id: (flags, bands)}, in comparable form."""
+    flows: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)
+    meters: dict = field(default_factory=dict)
+
+
+def match_key(match):
+    return tuple(sorted(match.items()))
+
+
+def actions_key(actions):
+    return tuple((type(a).__name__, getattr(a, "port", None), getattr(a, "max_len", None),
+                  getattr(a, "group_id", None)) for a in actions)
+
+
+def instructions_key(instructions):
+    return tuple(sorted(("meter", i.meter_id) if hasattr(i, "meter_id")
+                        else ("actions", i.type, actions_key(i.actions)) for i in instructions))
+
+
+def buckets_key(buckets):
+    return tuple(actions_key(bucket.actions) for bucket in buckets)
+
+
+def bands_key(bands):
+    return tuple((type(b).__name__, b.rate, b.burst_size) for b in bands)
+
+
+def wanted_contents(messages):
+    """Contents of a switch after these ADD messages, and {key: message} to send them."""
+    contents, senders = Contents(), {}
+    for message in messages:
+        name = type(message).__name__
+        if name == "OFPFlowMod":
+            key = ("flow", message.priority, match_key(message.match))
+            contents.flows[key[1:]] = (message.cookie, instructions_key(message.instructions))
+        elif name == "OFPGroupMod":
+            key = ("group", message.group_id)
+            contents.groups[key[1]] = (message.type, buckets_key(message.buckets))
+        elif name == "OFPMeterMod":
+            key = ("meter", message.meter_id)
+            contents.meters[key[1]] = (message.flags, bands_key(message.bands))
+        else:
+            raise ValueError("not an installing message: %s" % name)
+        senders[key] = message
+    return contents, senders
+
+
+def held_contents(flow_stats, group_descs, meter_configs):
+    """Contents of a switch from its replies (the bodies' entries)."""
+    return Contents(
+        {(s.priority, match_key(s.match)): (s.cookie, instructions_key(s.instructions))
+         for s in flow_stats},
+        {d.group_id: (d.type, buckets_key(d.buckets)) for d in group_descs},
+        {c.meter_id: (c.flags, bands_key(c.bands)) for c in meter_configs})
+
+
+def difference(datapath, wanted_messages, held):
+    """The messages that turn `held` into what wanted_messages install, in an order
+    that never leaves a flow without its group or meter: meters and groups added or
+    modified in place, flows added or overwritten, then the flows, groups and meters
+    nobody wants deleted."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    wanted, senders = wanted_contents(wanted_messages)
+    messages = []
+    for meter_id, config in sorted(wanted.meters.items()):
+        if meter_id not in held.meters:
+            messages.append(senders["meter", meter_id])
+        elif held.meters[meter_id] != config:
+            mod = senders["meter", meter_id]
+            messages.append(parser.OFPMeterMod(datapath, command=ofproto.OFPMC_MODIFY,
+                                               flags=mod.flags, meter_id=meter_id, bands=mod.bands))
+    for group_id, description in sorted(wanted.groups.items()):
+        if group_id not in held.groups:
+            messages.append(senders["group", group_id])
+        elif held.groups[group_id] != description:
+            mod = senders["group", group_id]
+            messages.append(parser.OFPGroupMod(datapath, command=ofproto.OFPGC_MODIFY,
+                                               type_=mod.type, group_id=group_id,
+                                               buckets=mod.buckets))
+    messages += [senders[("flow", *key)] for key, flow in sorted(wanted.flows.items(), key=str)
+                 if held.flows.get(key) != flow]
+    messages += [of.flow_removal(datapath, cookie, priority, dict(match))
+                 for (priority, match), (cookie, _instructions) in sorted(held.flows.items(), key=str)
+                 if (priority, match) not in wanted.flows]
+    messages += [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=group_id)
+                 for group_id in sorted(set(held.groups) - set(wanted.groups))]
+    messages += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
+                 for meter_id in sorted(set(held.meters) - set(wanted.meters))]
+    return messages
+
+
+def summary(messages):
+    """What a difference does, in words: e.g. "meter modify 1, flow add 2"."""
+    counts = {}
+    for message in messages:
+        kind = type(message).__name__[3:-3].lower()   # OFPFlowMod -> flow
+        commands = FLOW_COMMANDS if kind == "flow" else GROUP_AND_METER_COMMANDS
+        counts[kind, commands[message.command]] = counts.get((kind, commands[message.command]), 0) + 1
+    return ", ".join("%s %s %d" % (kind, command, n) for (kind, command), n in sorted(counts.items()))
