@@ -13,8 +13,11 @@ On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
   (--aggregator-bw), steered by a GRID plan (experiments/traffic/gradients.py).
   Round 1 runs healthy, round 2 has the fault, round 3 runs on the plan the
   controller then reports (moved plans keep their id; a job reads its new
-  plan when its revision changes).
---fail-after-s into the transfer, or into round 2:
+  plan when its revision changes);
+- --traffic training: experiments.train's job (multicast+ina: parameters over
+  a tree, gradients through the plan) with the --workers hosts, --rounds
+  rounds, the fault in round 3.
+--fail-after-s into the transfer, or into the round with the fault:
 - link: an uplink the tree or plan uses (the tree's from h1's leaf, the
   plan's first worker leg's) goes down (ovs-ofctl mod-port ... down); it comes
   back after the run;
@@ -25,10 +28,12 @@ On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
   switch is reconciled as it connects (REST calls wait for it meanwhile).
 Each run prints one JSON object: gap_ms (trees: the longest time any worker
 saw no tree packets in the first pass, i.e. around the failure), extra_s
-(gradients: round 2's communication time minus round 1's), repaired (the
+(gradients: round 2's communication time minus round 1's; training: the
+faulty round's time minus the median of the others), repaired (the
 tree or plan was moved, or for a controller restored, and kept its id),
 verified (trees: every worker's SHA-256 matched in the end; gradients: every
-round's sum was exact), leftovers (groups, meters, multicast and steering
+round's sum was exact; training: every round's model equals the one-process
+run's, and so does its test accuracy), leftovers (groups, meters, multicast and steering
 flows left after the release; must be empty). The CSV adds recovered_s
 (until a restarted switch or controller was back and every switch synced)
 and during_transfer (that happened while the model or round 2 was still
@@ -46,18 +51,21 @@ from tqdm import tqdm
 
 from apps.fabric_view import FabricView
 from experiments import fidelity
+from experiments.ina import AGGREGATOR_SHARE
 from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
 from experiments.testbed import FabricTestbed, ofctl, wait_until
+from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
+from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
 FAULTS = ("link", "switch", "controller")
-TRAFFIC = ("tree", "gradients")
-AGGREGATOR_SHARE = 0.45   # an aggregator's capacity, of the link rate, as experiments.ina's
+TRAFFIC = ("tree", "gradients", "training")
+FAULT_ROUND = 3   # --traffic training: the round the fault comes in
 COLUMNS = ["traffic", "fault", "run", "gap_ms", "extra_s", "healthy_s", "repaired", "verified",
            "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
            "failed", "link_mbps"] + fidelity.COLUMNS
@@ -68,8 +76,11 @@ def parse_args(argv):
                             description=__doc__.split("\n\n")[0])
     fabric_arguments(parser)
     parser.add_argument("--traffic", choices=TRAFFIC, default="tree",
-                        help="what runs through the fault: a model over a tree, or a GRID "
-                             "round of gradients")
+                        help="what runs through the fault: a model over a tree, a GRID round "
+                             "of gradients, or experiments.train's job (multicast+ina)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="--traffic training: rounds per run; the fault comes in round %d"
+                             % FAULT_ROUND)
     parser.add_argument("--fault", choices=FAULTS, default="link")
     parser.add_argument("--aggregator-bw", type=float,
                         help="--traffic gradients: the spines' aggregator capacity, Mbit/s "
@@ -95,6 +106,9 @@ def parse_args(argv):
         parser.error("--workers must be between 1 and %d" % (args.leaves * args.hosts_per_leaf - 1))
     if args.runs < 1 or args.model_mb <= 0 or args.fail_after_s < 0:
         parser.error("--runs and --model-mb must be positive, --fail-after-s not negative")
+    if args.traffic == "training" and args.rounds < FAULT_ROUND:
+        parser.error("--rounds must be at least %d: the fault comes in round %d"
+                     % (FAULT_ROUND, FAULT_ROUND))
     return args
 
 
@@ -190,6 +204,27 @@ def gradient_traffic(bed, view, args, fault):
             "revision": after["plan_revision"]}
 
 
+def training_traffic(bed, view, args, fault):
+    """experiments.train's multicast+ina job, the fault in round FAULT_ROUND."""
+    hosts = plain_hosts(view)
+
+    def on_round(number):
+        if number == FAULT_ROUND - 1:
+            fault.started.set()
+    results = run_training(bed, hosts[-1], hosts[:args.workers], "multicast+ina",
+                           TrainingSetup(workers=args.workers), args.rounds,
+                           args.rate_fraction * args.bw, on_round=on_round,
+                           aggregators=sorted(view.aggregators))
+    faulty = results[FAULT_ROUND - 1]
+    healthy_s = statistics.median(r["round_s"] for r in results if r is not faulty)
+    return {"verified": all(r["verified"] and r["test_accuracy"] == r["reference_accuracy"]
+                            for r in results),
+            "completion_s": faulty["round_s"], "healthy_s": healthy_s,
+            "extra_s": faulty["round_s"] - healthy_s,
+            "repair_passes": faulty["param_repair_passes"] + faulty["gradient_repair_passes"],
+            "fidelity": {k: results[0].get(k) for k in fidelity.COLUMNS}}
+
+
 def repaired_in(log, args, fault, result):
     """Whether the controller's log says the tree or plan was moved (restored, after a
     controller restart) and kept its id."""
@@ -198,11 +233,11 @@ def repaired_in(log, args, fault, result):
     if args.traffic == "tree":
         return ("tree %d restored" if args.fault == "controller" else
                 "tree %d rerouted around failed link(s)") % fault.item["id"] in log
+    plan = "plan %d (job %r)" % (fault.item["id"], fault.item["job"])
     if args.fault == "controller":
-        return "plan %d (job 'fault-recovery') restored" % fault.item["id"] in log
-    return (result.get("revision", 0) >= 1 and any(
-        "plan %d (job 'fault-recovery') %s around" % (fault.item["id"], how) in log
-        for how in ("moved", "planned again")))
+        return plan + " restored" in log
+    return result.get("revision", 1) >= 1 and any(
+        "%s %s around" % (plan, how) in log for how in ("moved", "planned again"))
 
 
 def one_run(bed, view, args, number):
@@ -217,7 +252,8 @@ def one_run(bed, view, args, number):
     injector = threading.Thread(target=inject)
     sampler = bed.sampler().start()
     injector.start()
-    traffic = tree_traffic if args.traffic == "tree" else gradient_traffic
+    traffic = {"tree": tree_traffic, "gradients": gradient_traffic,
+               "training": training_traffic}[args.traffic]
     try:
         result = traffic(bed, view, args, fault)
     except RuntimeError as error:
@@ -232,6 +268,8 @@ def one_run(bed, view, args, number):
                20, "every switch back")
     if "healthy" in result:   # the emulator kept up with the healthy round
         verdict = round_fidelity(result["healthy"], usage)
+    elif "fidelity" in result:   # ... with the first training round
+        verdict = result["fidelity"]
     else:   # loss, and the sender's backing off from it, are the fault's: the CPU decides
         verdict = fidelity.verdict(None, None, None, 0, usage)
     return {"traffic": args.traffic, "fault": args.fault, "run": number,

@@ -196,14 +196,19 @@ def plot_fault_recovery(csv_path):
 
 
 def plot_soak(csv_path):
-    """Live trees and the most-booked link over a soak, with the steps that broke a rule."""
+    """Live trees, plans and rounds and the most-booked link over a soak, with the steps
+    that broke a rule."""
     rows = read_rows(csv_path)
     elapsed = [float(r["elapsed_s"]) for r in rows]
     figure, trees_axes = plt.subplots(figsize=(7, 3.5))
-    trees_axes.step(elapsed, [int(r["live_trees"]) for r in rows], where="post",
-                    color="tab:blue", label="live trees")
+    for column, color in (("live_trees", "tab:blue"), ("live_plans", "tab:orange"),
+                          ("live_rounds", "tab:purple")):
+        if rows and column in rows[0]:
+            trees_axes.step(elapsed, [int(r[column]) for r in rows], where="post", color=color,
+                            label=column.replace("_", " "))
     trees_axes.set_xlabel("time (s)")
-    trees_axes.set_ylabel("live trees", color="tab:blue")
+    trees_axes.set_ylabel("live")
+    trees_axes.legend(loc="upper left", fontsize="small")
     booked_axes = trees_axes.twinx()
     booked_axes.plot(elapsed, [float(r["max_reserved_fraction"]) for r in rows],
                      color="tab:green", alpha=0.7)

@@ -97,7 +97,7 @@ def run(args):
                 bar.set_postfix_str(mode)
                 results = run_training(bed, hosts[-1], hosts[:args.workers], mode, setup,
                                        args.rounds, args.rate_fraction * args.bw,
-                                       on_round=lambda: bar.update(1))
+                                       on_round=lambda _number: bar.update(1))
                 rows += [dict({key: result.get(key) for key in COLUMNS}, mode=mode,
                               workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6,
                               link_mbps=args.bw)

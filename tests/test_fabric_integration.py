@@ -110,4 +110,4 @@ def test_bad_topology_requests_change_nothing(bed):
 def test_controller_log_says_what_it_did(bed):
     log = bed.controller_log()
     assert "fabric loaded: 4 switches, 4 hosts" in log
-    assert log.count("fabric flows confirmed") >= 4
+    assert log.count("reconciled, synced") >= 4

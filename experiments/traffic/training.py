@@ -149,9 +149,9 @@ class TrainingCoordinator(GradientCoordinator):
     """Runs training rounds: parameters, compute, gradients (GradientCoordinator.run_round)."""
 
     def __init__(self, listen_ip, workers, ps, aggregators, addresses, setup, rate_mbps,
-                 connect_timeout_s=60.0):
+                 connect_timeout_s=60.0, plan_now=None):
         super().__init__(listen_ip, workers, ps, aggregators, setup.parameter_count, setup.seed,
-                         connect_timeout_s=connect_timeout_s)
+                         connect_timeout_s=connect_timeout_s, plan_now=plan_now)
         self.addresses, self.setup, self.rate_mbps = addresses, setup, rate_mbps
 
     def prepare(self):
@@ -274,11 +274,14 @@ def error_to_tolerance(values, reference):
 
 
 def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lambda: None,
-                 timeout_s=120):
+                 timeout_s=120, aggregators=None):
     """Train `rounds` rounds in `mode` on the testbed (a fresh model, the job's INA plan
     posted before and removed after); returns one dict per round with the phases'
     times, loss, test accuracy of the PS's model and of the one-process run, the
-    per-round check (error_to_tolerance, verified) and the drift."""
+    per-round check (error_to_tolerance, verified) and the drift. on_round(number)
+    runs after each round. aggregators: every host a plan moved around a fault may
+    use; then each round reads the job's plan again and runs on the one the
+    controller reports (gradients.GradientCoordinator)."""
     parameter_mode, gradient_mode = mode.split("+")
     floats = setup.parameter_count
     plan = bed.client.request("POST", "/ina/plans", {
@@ -287,8 +290,11 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
     coordinator = None
     try:
         coordinator = TrainingCoordinator(
-            bed.management_ip, workers, ps, sorted({a["aggregator"] for a in plan["aggregates"]}),
-            {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s)
+            bed.management_ip, workers, ps,
+            sorted({a["aggregator"] for a in plan["aggregates"]} | set(aggregators or ())),
+            {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s,
+            plan_now=(lambda: bed.client.get("/ina/plans/%d" % plan["id"])) if aggregators
+            else None)
         reference = ReferenceRun(setup)
         x_test, y_test = reference.data[2], reference.data[3]
         command = [sys.executable, "-m", "experiments.traffic.training",
@@ -303,8 +309,11 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
             coordinator.prepare()
             results, elapsed = [], 0.0
             state = (initial_parameters(setup), np.zeros(floats, dtype=np.float32))
+            current = plan
             for number in range(1, rounds + 1):
-                result = coordinator.train_round(plan, bed.client, parameter_mode, bed.sampler)
+                if aggregators and number > 1:
+                    current = coordinator.plan_now()
+                result = coordinator.train_round(current, bed.client, parameter_mode, bed.sampler)
                 elapsed += result["round_s"]
                 _loss, *expected = reference_step(setup, reference.data, *state, number)
                 state = coordinator.ps_state()
@@ -316,7 +325,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lamb
                     reference_accuracy=reference.test_accuracy(), error_to_tolerance=ratio,
                     verified=ratio <= 1.0,
                     drift=float(np.max(np.abs(state[0] - reference.parameters)))))
-                on_round()
+                on_round(number)
             coordinator.close()
             return results
         return run_in_hosts(bed, coordinator.names, command, drive, "training (%s)" % mode)
