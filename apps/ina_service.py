@@ -15,12 +15,13 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from apps import ina_placement, inart_placement
 from apps import openflow_builders as of
 from apps.gradient_plan import GradientPlan
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem
-from apps.multicast_trees import without_links
 from apps.reservations import ReservationError
 from apps.request_fields import check_fields, distinct_names, job_name, positive_number
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
@@ -152,8 +153,13 @@ class InaPlans:
         graph = available_graph(view, reserved_mbps, self.fabric.down_links)
         capacities = {a: view.aggregators[a] - reserved_mbps.get(a, 0.0)
                       for a in request["aggregators"]}
-        capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS}
+        capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS
+                      and all(nx.has_path(graph, a, s) for s in request["pss"])}
         workers, pss, policy = request["workers"], request["pss"], request["policy"]
+        cut_off = [w for w in workers if not all(nx.has_path(graph, w, s) for s in pss)]
+        if cut_off:
+            raise Conflict("no path from %s to %s while links are down"
+                           % (", ".join(cut_off), ", ".join(pss)))
         if policy in inart_placement.POLICIES:
             planner, problem = inart_placement.plan, InartProblem(graph, workers, pss, capacities)
         else:
@@ -281,12 +287,13 @@ def steering_shares(view, plan_id, streams, ports):
 
 
 def available_graph(view, reserved_mbps, down_links):
-    """The fabric's graph with each link's capacity what is left unreserved (links that
-    are down have none)."""
+    """The fabric's graph without the links that are down, each link's capacity what is
+    left unreserved."""
     graph = view.graph.copy()
-    reserved = without_links(view, reserved_mbps, down_links)
+    graph.remove_edges_from([pair for link in down_links for pair in (tuple(link),
+                                                                        tuple(link)[::-1])])
     for tail, head, data in graph.edges(data=True):
-        free = data["capacity_mbps"] - reserved.get((tail, head), 0.0)
+        free = data["capacity_mbps"] - reserved_mbps.get((tail, head), 0.0)
         data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)   # the planner needs capacity > 0
     return graph
 

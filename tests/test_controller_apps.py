@@ -637,3 +637,16 @@ def test_rules_sent_while_a_switch_is_read_are_not_taken_for_stale(controller):
     assert all(s["synced"] for s in topology["switches"])
     assert delivered(controller, tree) == {"h2", "h3", "h4"}
     assert controller.state()["leaf1"]["groups"] == [tree["id"]]
+
+
+def test_a_plan_made_while_a_link_is_down_avoids_it_and_one_cut_off_gets_409(controller):
+    controller.port_down("leaf1", "spine1")
+    code, plan = post(controller, "/ina/plans", PLAN)
+    assert code == 201
+    assert not any(path[i:i + 2] in (["leaf1", "spine1"], ["spine1", "leaf1"])
+                   for path in stream_paths(plan).values() for i in range(len(path) - 1))
+    controller.port_down("leaf1", "spine2")
+    controller.settle_until(lambda: not controller.services.plans.plans)   # it fits nowhere now
+    code, answer = post(controller, "/ina/plans", dict(PLAN, job="cut-off"))
+    assert code == 409 and "no path from h1, h2 to h4" in answer["error"]
+    assert empty(controller)
