@@ -19,7 +19,7 @@ import networkx as nx
 
 from apps import ina_placement, inart_placement
 from apps import openflow_builders as of
-from apps.gradient_plan import GradientPlan
+from apps.gradient_plan import GradientPlan, edges_of
 from apps.ina_placement import GRID, InaProblem, PlacementError
 from apps.inart_placement import InartProblem
 from apps.reservations import ReservationError
@@ -93,7 +93,7 @@ class InaPlans:
         except (ValueError, TypeError, KeyError):
             raise NotFound("no plan with id %r" % (plan_id,)) from None
 
-    def create(self, body, release_key, _now):
+    def create(self, body, release_key, now):
         request = parse_plan_request(body)
         view = self.fabric.ready()
         if self.generation != self.fabric.generation:
@@ -117,6 +117,10 @@ class InaPlans:
             LOG.info("plan %d released while being installed", plan_id)
             raise Conflict("plan %d was released while being installed; nothing is left of it"
                            % plan_id)
+        if crosses(result, self.fabric.down_links):   # moves skip plans being installed
+            self.release(plan_id, now)
+            raise Conflict("a link plan %d uses went down while it was installed; nothing is "
+                           "left of it; ask again" % plan_id)
         self.remember()
         LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
                  "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
@@ -133,19 +137,24 @@ class InaPlans:
         holds already (a plan planned again) counts as free and is replaced. Returns
         the plan."""
         for _attempt in range(PLANNING_ATTEMPTS):
-            generation = self.fabric.generation
+            generation, down_links = self.fabric.generation, self.fabric.down_links
             result = self._placement(view, book.reserved_without(hold_key), request)
             if self.fabric.generation != generation:
                 raise Conflict("the fabric description changed while the plan was computed; "
                                "ask again")
+            if crosses(result, self.fabric.down_links - down_links):
+                LOG.info("job %r: a link the plan uses went down while it was computed; "
+                         "planning again", request["job"])
+                continue
             try:
                 book.hold_if_free(hold_key, result.loads())
                 return result
             except ReservationError as error:
                 LOG.info("job %r: %s (taken while planning); planning again", request["job"],
                          error)
-        raise Conflict("other requests kept taking this job's capacity while it was planned "
-                       "(%d attempts); ask again" % PLANNING_ATTEMPTS)
+        raise Conflict("other requests kept taking this job's capacity, or links it would use "
+                       "went down, while it was planned (%d attempts); ask again"
+                       % PLANNING_ATTEMPTS)
 
     def _placement(self, view, reserved_mbps, request):
         """The plan on what reserved_mbps leaves free, computed off the event loop;
@@ -284,6 +293,12 @@ def steering_shares(view, plan_id, streams, ports):
                 meters[switch][meter_id] = rate
             flows[switch][key] = (view.out_port(switch, next_node), meter_id)
     return {switch: of.SteeringShare(flows[switch], meters.get(switch, {})) for switch in flows}
+
+
+def crosses(result, down_links):
+    """Whether a plan's streams use any of the links (frozensets of two nodes)."""
+    return any(frozenset(edge) in down_links
+               for _s, _d, path, _r, _ps in result.streams() for edge in edges_of(path))
 
 
 def available_graph(view, reserved_mbps, down_links):

@@ -12,17 +12,12 @@ away or still connecting: then it is kept for when that switch has synced.
 import logging
 
 from apps import openflow_builders as of
-from apps.gradient_plan import PlacementError, edges_of, moved_paths
-from apps.ina_service import available_graph, plan_report, steering_shares
+from apps.gradient_plan import PlacementError, moved_paths
+from apps.ina_service import available_graph, crosses, plan_report, steering_shares
 from apps.reservations import ReservationError
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 
 LOG = logging.getLogger("syncfabric.ina")
-
-
-def crosses(live, down_links):
-    return any(frozenset(edge) in down_links
-               for _s, _d, path, _r, _ps in live.result.streams() for edge in edges_of(path))
 
 
 def move_broken(plans, now):
@@ -32,7 +27,7 @@ def move_broken(plans, now):
         return
     for plan_id in sorted(plans.plans):
         live = plans.plans.get(plan_id)
-        if live is None or not live.installed or not crosses(live, plans.fabric.down_links):
+        if live is None or not live.installed or not crosses(live.result, plans.fabric.down_links):
             continue
         with plans.metrics.reroute_seconds.labels("plans").time():
             _move(plans, live, plans.fabric.down_links, now)
