@@ -277,6 +277,23 @@ def test_fault_recovery_moves_the_gradient_plan_and_the_round_completes(tmp_path
 
 
 @pytest.mark.integration
+def test_fault_recovery_keeps_a_training_job_exact_through_a_link_failure(tmp_path):
+    require_root()
+    out = tmp_path / "fault.csv"
+    # the parameter tree at 0.6 of the link rate fits beside the plan around the failure
+    answer = run("fault_recovery", *SMALL, "--traffic", "training", "--fault", "link",
+                 "--workers", "3", "--runs", "1", "--rounds", "3", "--rate-fraction", "0.6",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    # every round's model and accuracy equal the one-process run's
+    assert result["repaired"] is True and result["verified"] is True and result["leftovers"] == {}
+    with open(out) as table:
+        (row,) = csv.DictReader(table)
+    assert row["traffic"] == "training" and float(row["healthy_s"]) > 0
+
+
+@pytest.mark.integration
 def test_soak_finds_no_violation_in_30_seconds(tmp_path):
     require_root()
     out = tmp_path / "soak.csv"
