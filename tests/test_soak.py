@@ -3,6 +3,7 @@ ovs-ofctl prints, and it reports every kind of inconsistency it claims to catch.
 
 import pytest
 
+from apps import openflow_builders as of
 from apps.multicast_trees import compute_tree
 from apps.reservations import ReservationBook
 from experiments import soak
@@ -10,25 +11,37 @@ from tests.conftest import spine_leaf_view
 
 DUMPS = {
     "dump-groups": ["group_id=1,type=all,bucket=actions=output:1,bucket=actions=output:4"],
-    "dump-meters": ["meter=1 kbps burst bands=", "type=drop rate=5000 burst_size=500"],
-    "dump-flows": ["cookie=0x5346000200000001, priority=400,ip,in_port=3,nw_dst=239.1.0.1 "
-                   "actions=meter:1,group:1"],
+    "dump-meters": ["meter=1 kbps burst bands=", "type=drop rate=5000 burst_size=500",
+                    "meter=%d kbps burst bands=" % (of.STEERING_METER_BASE + 4096),
+                    "type=drop rate=2000 burst_size=200"],
+    of.MULTICAST_COOKIE_BASE: ["cookie=0x5346000200000001, priority=400,ip,in_port=3,"
+                               "nw_dst=239.1.0.1 actions=meter:1,group:1"],
+    of.STEERING_COOKIE_BASE: ["cookie=0x5346000300000001, priority=350,udp,nw_src=10.0.0.1,"
+                              "nw_dst=10.0.0.4,tp_dst=20008 actions=meter:1052672,output:2"],
 }
 
 
-def test_switch_state_reads_groups_meters_and_multicast_flows(monkeypatch):
-    monkeypatch.setattr(soak, "ofctl_lines", lambda command, *_args: DUMPS[command])
-    assert soak.switch_state("leaf1") == ({1: [1, 4]}, {1: 5000}, {(1, 3, "239.1.0.1")})
+def fake_ofctl_lines(command, *args):
+    if command == "dump-flows":
+        cookie = int(args[-1].split("=")[1].split("/")[0], 16)
+        return DUMPS[cookie]
+    return DUMPS[command]
+
+
+def test_switch_state_reads_groups_meters_and_multicast_and_steering_flows(monkeypatch):
+    monkeypatch.setattr(soak, "ofctl_lines", fake_ofctl_lines)
+    assert soak.switch_state("leaf1") == ({1: [1, 4]}, {1: 5000}, {(1, 3, "239.1.0.1")},
+                                          {(1, "10.0.0.1", "10.0.0.4", 20008, 2)}, [2000])
 
 
 class FakeBed:
-    def __init__(self, trees):
+    def __init__(self, trees, plans=()):
         self.client = self
-        self.trees = trees
+        self.items = {"/multicast/trees": {"trees": trees}, "/ina/plans": {"plans": list(plans)},
+                      "/selmcast/rounds": {"rounds": []}}
 
     def get(self, path):
-        assert path == "/multicast/trees"
-        return {"trees": self.trees}
+        return self.items[path]
 
 
 @pytest.fixture
@@ -40,14 +53,14 @@ def live():
     trees = [book.record(book.reserve(compute_tree(view, "h1", receivers, 8.0,
                                                    book.reserved_mbps)).tree_id, 0.0)
              for receivers in (["h2", "h3"], ["h4"])]
-    return view, trees, soak.expected_state(view, trees)
+    return view, trees, soak.expected_state(view, trees, [])
 
 
 def test_switches_holding_exactly_the_live_trees_pass(monkeypatch, live):
     view, trees, expected = live
     monkeypatch.setattr(soak, "switch_state", lambda switch: expected[switch])
     assert soak.problems(FakeBed(trees), view, None)[0] == []
-    leaf = next(s for s, (groups, _, _) in expected.items() if len(groups) == 2)
+    leaf = next(s for s, (groups, *_rest) in expected.items() if len(groups) == 2)
     assert expected[leaf][1] == {trees[0]["id"]: 8000, trees[1]["id"]: 8000}
 
 
@@ -67,11 +80,34 @@ def test_overbooking_and_a_tree_on_the_link_that_is_down_are_found(monkeypatch, 
     view, trees, _ = live
     overbooked = trees + [dict(trees[0], id=9, bandwidth_mbps=15.0)]
     monkeypatch.setattr(soak, "switch_state",
-                        lambda s: soak.expected_state(view, overbooked)[s])
+                        lambda s: soak.expected_state(view, overbooked, [])[s])
     found = soak.problems(FakeBed(overbooked), view, None)[0]
     assert found and all(" booked " in problem for problem in found)
     assert "h1->leaf1 booked 31.000 of 20.000 Mbit/s" in found   # 8 + 8 + 15
     tail, head = next(edge for edge in trees[0]["edges"] if not edge[0].startswith("h"))
-    monkeypatch.setattr(soak, "switch_state", lambda s: soak.expected_state(view, trees)[s])
+    monkeypatch.setattr(soak, "switch_state", lambda s: soak.expected_state(view, trees, [])[s])
     found = soak.problems(FakeBed(trees), view, (tail, head))[0]
     assert found == ["tree %d crosses the link that is down, %s-%s" % (trees[0]["id"], tail, head)]
+
+
+PLAN = {"id": 1, "revision": 0, "ports": {"h4": 20008}, "aggregates": [],
+        "workers": {"h1": [{"node": "h4", "ps": "h4", "rate_mbps": 2.0,
+                            "path": ["h1", "leaf1", "spine1", "leaf2", "h4"]}]}}
+
+
+def test_a_plan_calls_for_its_steering_flows_and_first_hop_meter_and_a_missing_one_is_found(
+        monkeypatch, live):
+    view, trees, _ = live
+    expected = soak.expected_state(view, trees, [PLAN])
+    key = (1, view.ip("h1"), view.ip("h4"), 20008)
+    assert expected["leaf1"][3] == {key + (view.out_port("leaf1", "spine1"),)}
+    assert expected["spine1"][3] == {key + (view.out_port("spine1", "leaf2"),)}
+    assert expected["leaf1"][4] == [2000] and expected["spine1"][4] == []
+    monkeypatch.setattr(soak, "switch_state", lambda s: expected[s])
+    assert soak.problems(FakeBed(trees, [PLAN]), view, None)[0] == []
+    held = dict(expected, spine1=expected["spine1"][:3] + (set(), []))
+    monkeypatch.setattr(soak, "switch_state", lambda s: held[s])
+    (found,) = soak.problems(FakeBed(trees, [PLAN]), view, ("spine1", "leaf2"))[0][-1:]
+    assert found.startswith("spine1 steering flows")
+    assert "plan 1 crosses the link that is down, spine1-leaf2" in soak.problems(
+        FakeBed(trees, [PLAN]), view, ("spine1", "leaf2"))[0]

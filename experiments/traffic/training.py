@@ -273,8 +273,8 @@ def error_to_tolerance(values, reference):
     return float(np.max(np.abs(values - reference) / (ATOL + RTOL * np.abs(reference))))
 
 
-def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=lambda: None,
-                 timeout_s=120, aggregators=None):
+def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
+                 on_round=lambda _number: None, timeout_s=120, aggregators=None):
     """Train `rounds` rounds in `mode` on the testbed (a fresh model, the job's INA plan
     posted before and removed after); returns one dict per round with the phases'
     times, loss, test accuracy of the PS's model and of the one-process run, the
