@@ -54,6 +54,7 @@ from experiments import fidelity
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
+from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, wait_until
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.traffic.gradients import round_fidelity, run_plan
@@ -173,13 +174,8 @@ class Fault:
         self.heal_steps = []
 
 
-def plain_hosts(view):
-    """The hosts that are not aggregators, h1 first."""
-    return sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
-
-
 def tree_traffic(bed, view, args, _fault):
-    hosts = plain_hosts(view)
+    hosts = servers(view)
     (result,) = run_transfer(bed, hosts[0], hosts[1:args.workers + 1], "path-aware",
                              args.model_mb, args.rate_fraction * args.bw)
     return result
@@ -188,7 +184,7 @@ def tree_traffic(bed, view, args, _fault):
 def gradient_traffic(bed, view, args, fault):
     """Three GRID rounds on one plan: healthy, with the fault, and on the plan the
     controller reports afterwards."""
-    hosts = plain_hosts(view)
+    hosts = servers(view)
     request = {"job": "fault-recovery", "workers": hosts[:args.workers], "ps": hosts[-1],
                "policy": "grid", "aggregators": sorted(view.aggregators)}
 
@@ -206,7 +202,7 @@ def gradient_traffic(bed, view, args, fault):
 
 def training_traffic(bed, view, args, fault):
     """experiments.train's multicast+ina job, the fault in round FAULT_ROUND."""
-    hosts = plain_hosts(view)
+    hosts = servers(view)
 
     def on_round(number):
         if number == FAULT_ROUND - 1:

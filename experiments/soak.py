@@ -46,6 +46,7 @@ from apps.openflow_builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEE
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError
 from experiments.plots import plot_soak
+from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, ofctl_lines
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
@@ -307,7 +308,7 @@ def settled_check(bed, view, down_link, settle_s):
 
 def soak(bed, view, args, say):
     rng = random.Random(args.seed)
-    hosts = sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
+    hosts = servers(view)
     clients = [Client(bed.client.base_url, random.Random(rng.random()), "c%d" % number)
                for number in range(args.clients)]
     flapper = LinkFlapper(view, random.Random(rng.random()))
