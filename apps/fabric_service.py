@@ -38,6 +38,7 @@ def rules_per_switch(view, down_links=frozenset()):
 
 
 REPLY_KINDS = ("flows", "groups", "meters")
+ROUTE_SETS_KEPT = 16   # sets of down links whose unicast routes are kept for reuse
 # a switch that has not connected since the fabric was loaded counts as up this long:
 # after a controller restart switches connect one by one, each forwarding on its tables
 CONNECT_GRACE_S = 10.0
@@ -267,8 +268,12 @@ class Fabric:
         return frozenset(down)
 
     def _routes_around(self, down):
-        """{switch: [ForwardingRule]} around the `down` links (kept per set of links)."""
+        """{switch: [ForwardingRule]} around the `down` links (kept for the last
+        ROUTE_SETS_KEPT sets of links, and for none down)."""
         if down not in self._routes:
+            if len(self._routes) > ROUTE_SETS_KEPT:
+                oldest = next(key for key in self._routes if key)
+                del self._routes[oldest]
             self._routes[down] = rules_per_switch(self.view, down)
         return self._routes[down]
 
