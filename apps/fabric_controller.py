@@ -8,8 +8,9 @@ barrier replies, errors and disconnections to the one installer.
 
 A switch that connects is read (flows, groups, meters) and given only the difference
 from what the fabric and the other apps want there: one that kept its tables through a
-restart or reconnection forwards on untouched (apps/fabric_service.py). With a state directory (apps/state_files.py) the description is saved on every
-PUT and loaded again when the controller starts. REST: GET/PUT /fabric/topology,
+restart or reconnection forwards on untouched (apps/fabric_service.py). With a state
+directory (apps/state_files.py) the description is saved on every PUT and loaded again
+when the controller starts. REST: GET/PUT /fabric/topology,
 GET /fabric/links; and for every app, GET /openapi.json, /metrics and /ui
 (apps/operator_api.py).
 """
