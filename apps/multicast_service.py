@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from apps import openflow_builders as of
 from apps.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
-                                  forwarding_plan, police_mbps, without_links)
+                                  switch_shares, with_backup_uplinks, without_links)
 from apps.request_fields import check_fields, positive_number
 from apps.reservations import ReservationError
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
@@ -54,14 +54,19 @@ def tree_report(reservation, now, released=False):
     return {"id": reservation.tree_id, "address": reservation.address, "source": tree.source,
             "receivers": list(tree.receivers), "policy": tree.policy,
             "bandwidth_mbps": tree.bandwidth_mbps, "edges": [list(edge) for edge in tree.edges],
+            "backup_uplinks": [list(backup) for backup in tree.backups],
             "reservation": {"bandwidth_mbps": tree.bandwidth_mbps, "links": len(tree.edges),
                             "expires_in_s": expires_in}}
 
 
 class MulticastTrees:
-    def __init__(self, fabric, installer, store, metrics, rng=None):
+    """local_repair: give each tree backup uplinks that its ingress switch fails over to
+    by itself (FAST_FAILOVER groups), ahead of the make-before-break move."""
+
+    def __init__(self, fabric, installer, store, metrics, rng=None, local_repair=True):
         self.fabric, self.installer, self.store, self.metrics = fabric, installer, store, metrics
         self.rng = rng or random.Random()
+        self.local_repair = local_repair
         self.book = None           # the fabric's ledger when this service last adopted it
         self.generation = None
         self.release_keys = {}     # tree id -> the key that may DELETE it (None: nobody)
@@ -119,14 +124,14 @@ class MulticastTrees:
         try:   # computed and booked against one state: nothing here waits
             for spec in specs:
                 with self.metrics.planning_seconds.labels("tree").time():
-                    tree = compute_tree(view, spec.source, spec.receivers, spec.bandwidth_mbps,
-                                        without_links(view, book.reserved_mbps,
-                                                      self.fabric.down_links),
-                                        spec.policy, self.rng, load_mbps=load)
-                plans.append(forwarding_plan(view, tree))
+                    tree = self.backed_up(view, compute_tree(
+                        view, spec.source, spec.receivers, spec.bandwidth_mbps,
+                        without_links(view, book.reserved_mbps, self.fabric.down_links),
+                        spec.policy, self.rng, load_mbps=load), book.reserved_mbps)
+                plans.append(switch_shares(view, tree))
                 reservations.append(book.reserve(tree, now, ttl_s))
                 self.release_keys[reservations[-1].tree_id] = release_key
-            datapaths = self.fabric.datapaths_of([step[0] for plan in plans for step in plan])
+            datapaths = self.fabric.datapaths_of([switch for plan in plans for switch in plan])
         except (TreeRequestError, InfeasibleTree, ReservationError, NotReady) as error:
             for reservation in reservations:
                 book.release(reservation.tree_id)
@@ -134,11 +139,10 @@ class MulticastTrees:
             raise _refusal(error, "tree from %s: " % spec.source if len(specs) > 1 else "") from None
         messages = defaultdict(list)
         for reservation, plan in zip(reservations, plans):
-            for switch, in_port, out_ports in plan:
+            for switch, share in plan.items():
                 datapath = datapaths[switch]
-                messages[datapath] += of.tree_install(
-                    datapath, reservation.tree_id, reservation.address, in_port, out_ports,
-                    police_mbps(view, reservation.tree, switch))
+                messages[datapath] += of.tree_changes(datapath, reservation.tree_id,
+                                                      reservation.address, None, share)[0]
         ids = ",".join(str(r.tree_id) for r in reservations)
         failure = None
         try:
@@ -161,7 +165,7 @@ class MulticastTrees:
             tree = reservation.tree
             LOG.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
                      reservation.tree_id, tree.source, len(tree.receivers), tree.bandwidth_mbps,
-                     ",".join(s for s, _, _ in plan), tree.policy, reservation.address)
+                     ",".join(plan), tree.policy, reservation.address)
         self.remember(now)
         return reservations
 
@@ -180,15 +184,21 @@ class MulticastTrees:
             self.remember(now)
         view = book.view
         removals = {}
-        for switch, _in_port, _out_ports in forwarding_plan(view, reservation.tree):
+        for switch, share in switch_shares(view, reservation.tree).items():
             datapath = self.connected(view, switch)
             if datapath is not None:
-                removals[datapath] = of.tree_removal(
-                    datapath, tree_id, police_mbps(view, reservation.tree, switch) is not None)
+                removals[datapath] = of.tree_changes(datapath, tree_id, reservation.address,
+                                                     share, None)[1]
         if not self.installer.remove(removals):
             LOG.warning("tree %d: removal not confirmed by every switch", tree_id)
         LOG.info("tree %d released (%.3f Mbit/s returned)", tree_id, reservation.tree.bandwidth_mbps)
         return reservation
+
+    def backed_up(self, view, tree, reserved_mbps):
+        """`tree` with backup uplinks for local repair, if this service gives them."""
+        if not self.local_repair:
+            return tree
+        return with_backup_uplinks(view, tree, reserved_mbps, self.fabric.down_links)
 
     def connected(self, view, switch):
         """The switch's datapath if it is connected to this fabric generation's view."""
@@ -252,11 +262,10 @@ class MulticastTrees:
             return None
         messages = []
         for reservation in self.book:
-            for hop, in_port, out_ports in forwarding_plan(self.book.view, reservation.tree):
-                if hop == switch:
-                    messages += of.tree_install(
-                        datapath, reservation.tree_id, reservation.address, in_port, out_ports,
-                        police_mbps(self.book.view, reservation.tree, switch))
+            share = switch_shares(self.book.view, reservation.tree).get(switch)
+            if share is not None:
+                messages += of.tree_changes(datapath, reservation.tree_id, reservation.address,
+                                            None, share)[0]
         return messages
 
 

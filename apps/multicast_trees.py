@@ -25,7 +25,7 @@ Policies:
 import functools
 import random as random_module
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -56,6 +56,7 @@ class MulticastTree:
     edges: tuple          # directed (parent, child), each node has one parent
     bandwidth_mbps: float
     policy: str = PATH_AWARE
+    backups: tuple = ()   # (switch, uplink neighbour, backup neighbour): see with_backup_uplinks
 
     def children(self):
         """{node: [child, ...]} for every node that forwards."""
@@ -68,13 +69,84 @@ class MulticastTree:
         return {child: parent for parent, child in self.edges}
 
 
-def forwarding_plan(view, tree):
-    """[(switch, in_port, [out_port, ...])] for every switch on the tree: where its
-    packets enter (from the tree parent) and which ports replicate them."""
+@dataclass(frozen=True)
+class TreeShare:
+    """One switch's part of a tree: packets entering on in_ports are replicated to
+    out_ports; failover ((out port, backup port), ...) replaces an out port by its
+    backup the moment its link dies, before the controller hears of it; police_mbps
+    holds the tree to its reservation (on its ingress switch only, else None)."""
+    in_ports: tuple
+    out_ports: tuple
+    failover: tuple = ()
+    police_mbps: float = None
+
+
+def switch_shares(view, tree):
+    """{switch: TreeShare} for every switch on the tree or on its backup uplinks, in
+    tree order. The tree is policed once, where it enters the fabric: identical meters
+    in series would drop more than the excess of a sender above its rate."""
     parent, children = tree.parent(), tree.children()
-    return [(node, view.out_port(node, parent[node]),
-             [view.out_port(node, child) for child in children[node]])
-            for node in dict.fromkeys(p for p, _ in tree.edges) if view.is_switch(node)]
+    ingress = view.attachment(tree.source)[0]
+    shares = {node: {"in": [view.out_port(node, parent[node])],
+                     "out": [view.out_port(node, child) for child in children[node]],
+                     "failover": [],
+                     "police": tree.bandwidth_mbps if node == ingress else None}
+              for node in dict.fromkeys(p for p, _ in tree.edges) if view.is_switch(node)}
+    for switch, primary, backup in tree.backups:
+        shares[switch]["failover"].append((view.out_port(switch, primary),
+                                           view.out_port(switch, backup)))
+        shares[backup] = {"in": [view.out_port(backup, switch)],
+                          "out": [view.out_port(backup, child) for child in children[primary]],
+                          "failover": [], "police": None}
+        for child in children[primary]:
+            shares[child]["in"].append(view.out_port(child, backup))
+    return {node: TreeShare(tuple(share["in"]), tuple(share["out"]), tuple(share["failover"]),
+                            share["police"])
+            for node, share in shares.items()}
+
+
+def backup_links(tree):
+    """The directed links only the tree's backup uplinks use."""
+    children = tree.children()
+    return [link for switch, primary, backup in tree.backups
+            for link in [(switch, backup)] + [(backup, child) for child in children[primary]]]
+
+
+def with_backup_uplinks(view, tree, reserved_mbps=None, down_links=frozenset()):
+    """`tree` with a precomputed backup for each uplink of its ingress switch (local
+    repair): another neighbour of that switch, off the tree, linked (by links that are
+    up) to every switch the uplink's neighbour feeds, so that a FAST_FAILOVER group can
+    send the tree there the moment the uplink dies. Those with room for the tree's
+    bandwidth come first, then the most headroom. Backups are not reserved: they carry
+    the tree only until the controller moves it make-before-break. An uplink whose
+    neighbour feeds hosts, or that no neighbour can stand in for (e.g. a fat-tree's
+    aggregation switch feeding core switches), gets none."""
+    residual = Residuals(view, reserved_mbps)
+    ingress = view.attachment(tree.source)[0]
+    children = tree.children()
+    on_tree = {node for edge in tree.edges for node in edge}
+
+    def usable(tail, head):
+        return view.graph.has_edge(tail, head) and frozenset((tail, head)) not in down_links
+
+    backups = []
+    for primary in children.get(ingress, []):
+        fed = children.get(primary, [])
+        if not fed or not all(view.is_switch(child) for child in fed):
+            continue
+        taken = {backup for _, _, backup in backups}
+        candidates = sorted((s for s in view.graph.successors(ingress) if view.is_switch(s)
+                             and s not in on_tree and s not in taken and usable(ingress, s)
+                             and all(usable(s, child) for child in fed)), key=view.dpid)
+
+        def preference(spine):
+            links = [(ingress, spine)] + [(spine, child) for child in fed]
+            return (all(residual.fits(*link, tree.bandwidth_mbps) for link in links),
+                    min(residual.headroom(*link) for link in links))
+        backup = max(candidates, key=preference, default=None)   # max keeps the first of equals
+        if backup is not None:
+            backups.append((ingress, primary, backup))
+    return replace(tree, backups=tuple(backups))
 
 
 class Residuals:
@@ -196,12 +268,6 @@ def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, polic
     if edges is None:
         raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, reserved_mbps))
     return MulticastTree(source, receivers, tuple(edges), float(demand_mbps), policy)
-
-
-def police_mbps(view, tree, switch):
-    """The rate `switch` holds `tree` to: its reservation on the source's own switch,
-    where the tree enters the fabric, and None (no meter) everywhere after it."""
-    return tree.bandwidth_mbps if switch == view.attachment(tree.source)[0] else None
 
 
 def without_links(view, reserved_mbps, down_links):

@@ -16,6 +16,8 @@ ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 OUR_COOKIES, OUR_COOKIES_MASK = 0x5346_0000_0000_0000, 0xFFFF_0000_0000_0000   # every app's
 STEERING_METER_BASE = 0x0010_0000            # + plan id * METERS_PER_PLAN + leg index
 METERS_PER_PLAN = 0x1000
+FAILOVER_GROUP_BASE = 0x4000_0000            # + tree id * FAILOVER_GROUPS_PER_TREE + uplink index
+FAILOVER_GROUPS_PER_TREE = 0x100
 
 PRIORITY_MULTICAST = 400
 PRIORITY_STEERING = 350
@@ -135,54 +137,74 @@ def meter_add(datapath, meter_id, rate_mbps, command=None):
                               meter_id=meter_id, bands=[band])
 
 
-def tree_install(datapath, tree_id, address, in_port, out_ports, police_mbps=None):
-    """One switch's share of a tree: a group of type ALL replicating to the tree
-    children only, and the flow that sends packets to the tree's address from the tree
-    parent through it. On the tree's ingress switch only (police_mbps given) a meter
-    holds the tree to its reservation first: policed once, a sender above its rate
-    loses only the excess (identical meters in series drop more). The tree id names
-    the meter and the group."""
+def failover_group_id(tree_id, index):
+    """The FAST_FAILOVER group of a tree's index-th protected uplink (above the tree ids,
+    which name the trees' ALL groups)."""
+    if index >= FAILOVER_GROUPS_PER_TREE:
+        raise ValueError("a tree has at most %d protected uplinks" % FAILOVER_GROUPS_PER_TREE)
+    return FAILOVER_GROUP_BASE + tree_id * FAILOVER_GROUPS_PER_TREE + index
+
+
+def tree_changes(datapath, tree_id, address, old, new):
+    """(make, then_break): the messages that take one switch from share `old` of a tree
+    to share `new` (multicast_trees.TreeShare; None: no share) without a gap. make adds,
+    or modifies in place, the ingress meter, one FAST_FAILOVER group per protected
+    uplink (its port while it is live, else its backup), the ALL group that replicates
+    (through those groups) and the flows of new in_ports; then_break, sent once every
+    switch confirmed make, removes what only `old` had. The tree id names the meter
+    and the ALL group."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
-    group = parser.OFPGroupMod(datapath, command=ofproto.OFPGC_ADD, type_=ofproto.OFPGT_ALL,
-                               group_id=tree_id, buckets=buckets)
-    match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
-    meter_id = None if police_mbps is None else tree_id
-    flow = flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
-                    [parser.OFPActionGroup(tree_id)], meter_id=meter_id)
-    meter = [] if police_mbps is None else [meter_add(datapath, tree_id, police_mbps)]
-    return meter + [group, flow]
+    cookie = multicast_cookie(tree_id)
+    old_failover = dict(enumerate(old.failover)) if old else {}
+    new_failover = dict(enumerate(new.failover)) if new else {}
+
+    def group_mod(command, type_, group_id, buckets):
+        return parser.OFPGroupMod(datapath, command=command, type_=type_, group_id=group_id,
+                                  buckets=buckets)
+
+    if new is None:
+        return [], ([delete_flows(datapath, cookie),
+                     parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id)]
+                    + [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
+                                          group_id=failover_group_id(tree_id, index))
+                       for index in old_failover]
+                    + ([parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
+                       if old.police_mbps is not None else []))
+    make = []
+    old_police = old.police_mbps if old else None
+    if new.police_mbps is not None and new.police_mbps != old_police:
+        make.append(meter_add(datapath, tree_id, new.police_mbps,
+                              None if old_police is None else ofproto.OFPMC_MODIFY))
+    for index, ports in new_failover.items():
+        if old_failover.get(index) != ports:
+            make.append(group_mod(ofproto.OFPGC_MODIFY if index in old_failover else ofproto.OFPGC_ADD,
+                                  ofproto.OFPGT_FF, failover_group_id(tree_id, index),
+                                  [parser.OFPBucket(watch_port=port,
+                                                    actions=[parser.OFPActionOutput(port)])
+                                   for port in ports]))
+    if old is None or (old.out_ports, old.failover) != (new.out_ports, new.failover):
+        protected = {primary: index for index, (primary, _backup) in new_failover.items()}
+        buckets = [parser.OFPBucket(actions=[
+            parser.OFPActionGroup(failover_group_id(tree_id, protected[port])) if port in protected
+            else parser.OFPActionOutput(port)]) for port in new.out_ports]
+        make.append(group_mod(ofproto.OFPGC_ADD if old is None else ofproto.OFPGC_MODIFY,
+                              ofproto.OFPGT_ALL, tree_id, buckets))
+    meter_id = None if new.police_mbps is None else tree_id
+    make += [flow_add(datapath, cookie, PRIORITY_MULTICAST, parser.OFPMatch(**tree_match(in_port, address)),
+                      [parser.OFPActionGroup(tree_id)], meter_id=meter_id)
+             for in_port in new.in_ports if old is None or in_port not in old.in_ports]
+    then_break = [flow_removal(datapath, cookie, PRIORITY_MULTICAST, tree_match(in_port, address))
+                  for in_port in (old.in_ports if old else ()) if in_port not in new.in_ports]
+    then_break += [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
+                                      group_id=failover_group_id(tree_id, index))
+                   for index in old_failover if index not in new_failover]
+    if old_police is not None and new.police_mbps is None:
+        then_break.append(parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id))
+    return make, then_break
 
 
-def tree_update(datapath, tree_id, address, in_port, out_ports, old_in_port):
-    """A switch that had the tree gets its new share before the old goes: the group
-    changes its buckets; a new in_port gets its own flow (the old flow is removed by
-    tree_flow_removal once every switch confirmed)."""
-    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(port)]) for port in out_ports]
-    messages = [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_MODIFY, type_=ofproto.OFPGT_ALL,
-                                   group_id=tree_id, buckets=buckets)]
-    if in_port != old_in_port:   # never on the ingress switch: its in_port faces the source
-        match = parser.OFPMatch(in_port=in_port, eth_type=ETH_TYPE_IPV4, ipv4_dst=address)
-        messages.append(flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST, match,
-                                 [parser.OFPActionGroup(tree_id)]))
-    return messages
-
-
-def tree_flow_removal(datapath, tree_id, address, in_port):
-    """Remove the tree's flow for one in_port only (the others stay)."""
-    return flow_removal(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST,
-                        {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ipv4_dst": address})
-
-
-def tree_removal(datapath, tree_id, policed=False):
-    """Remove one switch's share of a tree: its flow first, then its group and (on the
-    ingress switch, `policed`) its meter."""
-    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    meter = [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
-    return [delete_flows(datapath, multicast_cookie(tree_id)),
-            parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id),
-            *(meter if policed else [])]
+def tree_match(in_port, address):
+    return {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ipv4_dst": address}
 
 
 def steering_cookie(plan_id):

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree
+from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree, backup_links
 
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
 PLANNED_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
@@ -88,6 +88,7 @@ class ReservationBook:
         return {"id": tree_id, "address": reservation.address, "source": tree.source,
                 "receivers": list(tree.receivers), "edges": [list(e) for e in tree.edges],
                 "bandwidth_mbps": tree.bandwidth_mbps, "policy": tree.policy,
+                "backup_uplinks": [list(backup) for backup in tree.backups],
                 "expires_in_s": None if reservation.expires_at is None
                 else reservation.expires_at - now}
 
@@ -98,8 +99,10 @@ class ReservationBook:
         try:
             tree = MulticastTree(record["source"], tuple(record["receivers"]),
                                  tuple(tuple(edge) for edge in record["edges"]),
-                                 float(record["bandwidth_mbps"]), record["policy"])
-            missing = [edge for edge in tree.edges if not self.view.graph.has_edge(*edge)]
+                                 float(record["bandwidth_mbps"]), record["policy"],
+                                 tuple(tuple(backup) for backup in record.get("backup_uplinks", [])))
+            missing = [edge for edge in list(tree.edges) + backup_links(tree)
+                       if not self.view.graph.has_edge(*edge)]
             tree_id, address = int(record["id"]), record["address"]
         except (KeyError, TypeError, ValueError) as error:
             raise ReservationError("not a reservation record: %r" % (error,)) from None

@@ -3,9 +3,11 @@ Ryu context `syncfabric` (as `wsgi` is): each app routes events, REST calls and 
 to its own service, and the services meet only through narrow interfaces (the fabric's
 ledger and switches, the trees service's create and release)."""
 
+import os
 import sys
 
 from eventlet import tpool
+from ryu import cfg
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
@@ -19,6 +21,18 @@ from apps.selmcast_service import SelmcastRounds
 
 CONTEXT_KEY = "syncfabric"
 GIL_SWITCH_INTERVAL_S = 0.0005
+LOCAL_REPAIR_ENV = "SYNCFABRIC_LOCAL_REPAIR"
+if "local_repair" not in cfg.CONF:
+    cfg.CONF.register_opt(cfg.BoolOpt(
+        "local_repair", default=True,
+        help="give multicast trees backup uplinks that switches fail over to by themselves "
+             "(FAST_FAILOVER groups) before the controller moves the tree (%s=0 turns it off)"
+        % LOCAL_REPAIR_ENV))
+
+
+def local_repair():
+    setting = os.environ.get(LOCAL_REPAIR_ENV)
+    return cfg.CONF.local_repair if setting is None else setting not in ("0", "false", "no")
 
 
 class Services:
@@ -27,7 +41,8 @@ class Services:
         self.metrics = Metrics()
         self.installer = Installer(self.metrics, confirm_timeout_s)
         self.fabric = Fabric(self.metrics, self.installer)
-        self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics)
+        self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics,
+                                    local_repair=local_repair())
         # planning is pure and can take seconds: it runs in a native thread (eventlet's
         # tpool) while the hub keeps answering switches and REST calls. The planner holds
         # the GIL while it runs Python, and the hub waits up to one switch interval for it

@@ -41,7 +41,15 @@ def instructions_key(instructions):
 
 
 def buckets_key(buckets):
-    return tuple(actions_key(bucket.actions) for bucket in buckets)
+    return tuple((bucket.watch_port, bucket.watch_group, actions_key(bucket.actions))
+                 for bucket in buckets)
+
+
+def chains(description):
+    """True if a group's buckets send to other groups, which must exist first."""
+    _type, buckets = description
+    return any(action[0] == "OFPActionGroup" for _watch_port, _watch_group, actions in buckets
+               for action in actions)
 
 
 def bands_key(bands):
@@ -80,8 +88,9 @@ def held_contents(flow_stats, group_descs, meter_configs):
 def difference(datapath, wanted_messages, held):
     """The messages that turn `held` into what wanted_messages install, in an order
     that never leaves a flow without its group or meter: meters and groups added or
-    modified in place, flows added or overwritten, then the flows, groups and meters
-    nobody wants deleted."""
+    modified in place (groups that others send to first), flows added or overwritten,
+    then the flows, groups (those sending to others first) and meters nobody wants
+    deleted."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     wanted, senders = wanted_contents(wanted_messages)
     messages = []
@@ -92,7 +101,8 @@ def difference(datapath, wanted_messages, held):
             mod = senders["meter", meter_id]
             messages.append(parser.OFPMeterMod(datapath, command=ofproto.OFPMC_MODIFY,
                                                flags=mod.flags, meter_id=meter_id, bands=mod.bands))
-    for group_id, description in sorted(wanted.groups.items()):
+    for group_id, description in sorted(wanted.groups.items(),
+                                        key=lambda item: (chains(item[1]), item[0])):
         if group_id not in held.groups:
             messages.append(senders["group", group_id])
         elif held.groups[group_id] != description:
@@ -106,7 +116,9 @@ def difference(datapath, wanted_messages, held):
                  for (priority, match), (cookie, _instructions) in sorted(held.flows.items(), key=str)
                  if (priority, match) not in wanted.flows]
     messages += [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=group_id)
-                 for group_id in sorted(set(held.groups) - set(wanted.groups))]
+                 for group_id in sorted(set(held.groups) - set(wanted.groups),
+                                        key=lambda group_id: (not chains(held.groups[group_id]),
+                                                              group_id))]
     messages += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
                  for meter_id in sorted(set(held.meters) - set(wanted.meters))]
     return messages

@@ -1,13 +1,16 @@
 """Make-before-break reroutes of live trees around failed links (no Ryu): the trees
 service's trees computed again without the links that are down (multicast_trees.
 repaired_tree), installed and confirmed beside the old state, rebooked, and only then
-is what only the old tree had removed. A tree that fits nowhere is released."""
+is what only the old tree had removed. A tree that fits nowhere is released. Until a
+tree has moved, its ingress switch's FAST_FAILOVER groups already send it over its
+backup uplinks (local repair); a tree whose backup went down gets another."""
 
 import logging
 from collections import defaultdict
+from dataclasses import replace
 
 from apps import openflow_builders as of
-from apps.multicast_trees import InfeasibleTree, forwarding_plan, police_mbps, repaired_tree
+from apps.multicast_trees import InfeasibleTree, backup_links, repaired_tree, switch_shares
 from apps.reservations import ReservationError
 from apps.service_errors import InstallFailed, NotReady
 
@@ -15,20 +18,24 @@ LOG = logging.getLogger("syncfabric.multicast")
 
 
 def reroute_broken(trees, now):
-    """Move every live tree that uses a link that is down onto the rest of the fabric.
-    Which links are down is read afresh for each tree: they change while trees move
-    (e.g. switches connecting one by one)."""
+    """Move every live tree that uses a link that is down onto the rest of the fabric,
+    and choose the backup uplinks again of a tree that lost one or can have more. Which
+    links are down is read
+    afresh for each tree: they change while trees move (e.g. switches connecting one by
+    one)."""
     if trees.book is None or trees.generation != trees.fabric.generation:
         return
     for tree_id in sorted(trees.book.ids()):
         try:
-            edges = trees.book.get(tree_id).tree.edges
+            tree = trees.book.get(tree_id).tree
         except ReservationError:
             continue   # released meanwhile
         down_links = trees.fabric.down_links
-        if any(frozenset(edge) in down_links for edge in edges):
+        if any(frozenset(edge) in down_links for edge in tree.edges):
             with trees.metrics.reroute_seconds.labels("trees").time():
                 _reroute(trees, tree_id, down_links, now)
+        else:
+            _rebackup(trees, tree_id, now)
 
 
 def _reroute(trees, tree_id, down_links, now):
@@ -38,12 +45,13 @@ def _reroute(trees, tree_id, down_links, now):
     book, view = trees.book, trees.book.view
     old = book.get(tree_id)
     try:
-        tree = repaired_tree(view, old.tree, book.reserved_mbps, down_links, trees.rng)
-        datapaths = trees.fabric.datapaths_of([s for s, _, _ in forwarding_plan(view, tree)])
+        tree = trees.backed_up(view, repaired_tree(view, old.tree, book.reserved_mbps, down_links,
+                                                   trees.rng), book.reserved_mbps)
+        datapaths = trees.fabric.datapaths_of(list(switch_shares(view, tree)))
     except (InfeasibleTree, NotReady) as error:
         # a switch away or still connecting: it gets the tree when it has synced. Synced,
         # not connected: down links count a connected switch as gone until then
-        away = [s for s, _, _ in forwarding_plan(view, old.tree) if not trees.fabric.is_synced(s)]
+        away = [s for s in switch_shares(view, old.tree) if not trees.fabric.is_synced(s)]
         if away:
             LOG.warning("tree %d: no way around %s, not synced (%s); kept for when it is",
                         tree_id, ",".join(away), error)
@@ -57,54 +65,63 @@ def _reroute(trees, tree_id, down_links, now):
     hold = ("reroute", tree_id)
     book.hold(hold, {edge: tree.bandwidth_mbps for edge in set(tree.edges) - set(old.tree.edges)})
     try:
-        _move_tree(trees, book, view, old, tree, datapaths, now)
+        if _move_tree(trees, book, view, old, tree, datapaths, now):
+            trees.metrics.reroutes.labels("trees", "moved").inc()
+            LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
+                     ",".join(switch_shares(view, tree)))
     finally:
         book.release_hold(hold)
 
 
+def _rebackup(trees, tree_id, now):
+    """The same tree with its backup uplinks chosen again, if one of them went down or
+    an uplink without one can have one now (a link came back)."""
+    book, view = trees.book, trees.book.view
+    old = book.get(tree_id)
+    tree = trees.backed_up(view, replace(old.tree, backups=()), book.reserved_mbps)
+    down_links = trees.fabric.down_links
+    if len(tree.backups) <= len(old.tree.backups) and not any(
+            frozenset(link) in down_links for link in backup_links(old.tree)):
+        return
+    try:
+        datapaths = trees.fabric.datapaths_of(list(switch_shares(view, tree)))
+    except NotReady:
+        return   # a switch of it is away: it is reconciled when it is back
+    if _move_tree(trees, book, view, old, tree, datapaths, now):
+        LOG.info("tree %d: backup uplink(s) down, now %s", tree_id,
+                 "; ".join("%s->%s for %s" % (s, b, p) for s, p, b in tree.backups) or "none")
+
+
 def _move_tree(trees, book, view, old, tree, datapaths, now):
     """Install `tree` where `old` was (same id and address), confirm, rebook, then
-    remove what only the old one had; release it if the switches refuse."""
+    remove what only the old one had; release it if the switches refuse. True if
+    the tree moved."""
     tree_id = old.tree_id
-    old_plan = {switch: in_port for switch, in_port, _ in forwarding_plan(view, old.tree)}
-    new_plan = forwarding_plan(view, tree)
-    messages = defaultdict(list)
-    for switch, in_port, out_ports in new_plan:
-        datapath = datapaths[switch]
-        if switch in old_plan:
-            messages[datapath] += of.tree_update(datapath, tree_id, old.address, in_port,
-                                                 out_ports, old_plan[switch])
-        else:
-            messages[datapath] += of.tree_install(datapath, tree_id, old.address, in_port,
-                                                  out_ports, police_mbps(view, tree, switch))
+    old_shares, new_shares = switch_shares(view, old.tree), switch_shares(view, tree)
+    make, then_break = defaultdict(list), {}
+    for switch in dict.fromkeys(list(new_shares) + list(old_shares)):
+        datapath = datapaths.get(switch) or trees.connected(view, switch)
+        if datapath is None:
+            continue
+        make[datapath], then_break[datapath] = of.tree_changes(
+            datapath, tree_id, old.address, old_shares.get(switch), new_shares.get(switch))
     try:
-        trees.installer.install(messages)
+        trees.installer.install({datapath: messages for datapath, messages in make.items()
+                                 if messages})
     except InstallFailed as failure:
         LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
         _released(trees, tree_id, now, book)
-        return
+        return False
     if trees.book is not book or tree_id not in book.ids():   # released meanwhile
-        trees.installer.send({datapaths[s]: of.tree_removal(datapaths[s], tree_id,
-                                                            police_mbps(view, tree, s) is not None)
-                             for s in {s for s, _, _ in new_plan} - set(old_plan)})
-        return
+        trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id, old.address,
+                                                            new_shares[s], None)[1]
+                             for s in set(new_shares) - set(old_shares)})
+        return False
     book.replace(tree_id, tree)
     trees.remember(now)
-    new_in_port = {switch: in_port for switch, in_port, _ in new_plan}
-    removals = {}
-    for switch, in_port in old_plan.items():
-        datapath = trees.connected(view, switch)
-        if datapath is None:
-            continue
-        if switch not in new_in_port:
-            removals[datapath] = of.tree_removal(datapath, tree_id,
-                                                 police_mbps(view, old.tree, switch) is not None)
-        elif new_in_port[switch] != in_port:
-            removals[datapath] = [of.tree_flow_removal(datapath, tree_id, old.address, in_port)]
-    trees.installer.send(removals)
-    trees.metrics.reroutes.labels("trees", "moved").inc()
-    LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
-             ",".join(s for s, _, _ in new_plan))
+    trees.installer.send({datapath: messages for datapath, messages in then_break.items()
+                          if messages})
+    return True
 
 
 def _released(trees, tree_id, now, book):

@@ -18,8 +18,9 @@ and, with --flap-probability, takes a leaf's uplink down (ovs-ofctl mod-port)
 or brings the one that is down back (live trees and plans move off it). Then it
 checks, once the controller has settled (up to --settle-s): the reservations of
 the live trees (a round's included) and plans fit every link; no tree or plan
-crosses the link that is down; every round's trees are live; every switch holds
-exactly the groups (buckets), meters (rates) and multicast flows of the live
+crosses the link that is down, nor does a tree's backup uplink; every round's trees
+are live; every switch holds exactly the groups (buckets, FAST_FAILOVER ones
+included), meters (rates) and multicast flows of the live
 trees and the steering flows and meters of the live plans, nothing else; no
 answer outside the expected ones; no traceback in the controller log. At the end
 everything is released and nothing may be left on a switch.
@@ -40,9 +41,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
-from apps.multicast_trees import MulticastTree, forwarding_plan, police_mbps
+from apps.multicast_trees import MulticastTree, backup_links, switch_shares
 from apps.openflow_builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE,
-                                    STEERING_METER_BASE, meter_rate_kbps)
+                                    STEERING_METER_BASE, failover_group_id, meter_rate_kbps)
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError
 from experiments.plots import plot_soak
@@ -183,14 +184,16 @@ class LinkFlapper:
 
 
 def switch_state(switch):
-    """What a switch holds of ours: ({group: out ports}, {tree meter: kbps}, {(tree,
-    in_port, address)}, {(plan, src ip, dst ip, UDP port, out port)}, [steering meter
-    kbps, sorted]), read with ovs-ofctl."""
+    """What a switch holds of ours: ({group: (type, buckets)}, {tree meter: kbps},
+    {(tree, in_port, address)}, {(plan, src ip, dst ip, UDP port, out port)}, [steering
+    meter kbps, sorted]), read with ovs-ofctl; see group_state for buckets."""
     groups = {}
     for line in ofctl_lines("dump-groups", switch):
-        found = re.match(r"group_id=(\d+),", line)
+        found = re.match(r"group_id=(\d+),type=(\w+)", line)
         if found:
-            groups[int(found.group(1))] = sorted(int(p) for p in re.findall(r"output:(\d+)", line))
+            buckets = [(int(watch) if watch else None, action) for watch, action in re.findall(
+                r"bucket=(?:watch_port:(\d+),)?actions=((?:output|group):\d+)", line)]
+            groups[int(found.group(1))] = group_state(found.group(2), buckets)
     meters, meter = {}, None
     for line in ofctl_lines("dump-meters", switch):
         if line.startswith("meter="):
@@ -217,18 +220,36 @@ def switch_state(switch):
     return groups, tree_meters, flows, steering, stream_meters
 
 
+def tree_of(report):
+    """The MulticastTree of a tree's report."""
+    return MulticastTree(report["source"], tuple(report["receivers"]),
+                         tuple(tuple(edge) for edge in report["edges"]), report["bandwidth_mbps"],
+                         backups=tuple(tuple(backup) for backup in report["backup_uplinks"]))
+
+
+def group_state(group_type, buckets):
+    """A group as compared: its type and its buckets [(watch port or None, "output:N" or
+    "group:N")], in order for a FAST_FAILOVER group (the first live one is used)."""
+    return group_type, (buckets if group_type == "ff" else sorted(buckets, key=str))
+
+
 def expected_state(view, trees, plans):
     """{switch: state} the live trees and plans call for, in switch_state's form."""
     expected = {switch: ({}, {}, set(), set(), []) for switch in view.switches}
     for report in trees:
-        tree = MulticastTree(report["source"], tuple(report["receivers"]),
-                             tuple(tuple(edge) for edge in report["edges"]), report["bandwidth_mbps"])
-        for switch, in_port, out_ports in forwarding_plan(view, tree):
+        for switch, share in switch_shares(view, tree_of(report)).items():
             groups, meters, flows, _steering, _stream_meters = expected[switch]
-            groups[report["id"]] = sorted(out_ports)
-            if police_mbps(view, tree, switch) is not None:   # the ingress switch only
+            protected = {}
+            for index, (primary, backup) in enumerate(share.failover):
+                group_id = failover_group_id(report["id"], index)
+                groups[group_id] = group_state("ff", [(primary, "output:%d" % primary),
+                                                      (backup, "output:%d" % backup)])
+                protected[primary] = "group:%d" % group_id
+            groups[report["id"]] = group_state("all", [
+                (None, protected.get(port, "output:%d" % port)) for port in share.out_ports])
+            if share.police_mbps is not None:   # the ingress switch only
                 meters[report["id"]] = meter_rate_kbps(report["bandwidth_mbps"])
-            flows.add((report["id"], in_port, report["address"]))
+            flows.update((report["id"], in_port, report["address"]) for in_port in share.in_ports)
     for plan in plans:
         for source, destination, path, rate, ps in plan_streams(plan):
             for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
@@ -275,6 +296,10 @@ def problems(bed, view, down_link):
             reserved[(tail, head)] += mbps
             if down_link is not None and {tail, head} == set(down_link):
                 found.append("%s crosses the link that is down, %s-%s" % (name, tail, head))
+    for tree in trees:
+        if down_link is not None and any({tail, head} == set(down_link)
+                                         for tail, head in backup_links(tree_of(tree))):
+            found.append("tree %d's backup uplink crosses the link that is down" % tree["id"])
     for edge, mbps in reserved.items():
         capacity = view.graph.edges[edge]["capacity_mbps"]
         if mbps > capacity * (1 + 1e-6) + 1e-6:

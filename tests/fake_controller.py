@@ -117,7 +117,9 @@ class InProcessController:
         self.settle()
 
     def port_down(self, switch, neighbour, down=True):
-        """The port of `switch` toward `neighbour` reports link down (or up again)."""
+        """The link from `switch` to `neighbour` goes down (or up again): both tables see
+        it at once (FAST_FAILOVER groups act on it), and `switch` reports it."""
+        self.link_down(switch, neighbour, down)
         datapath = self.switches[switch]
         ofproto = datapath.ofproto
         desc = SimpleNamespace(port_no=self.view.out_port(switch, neighbour),
@@ -125,6 +127,12 @@ class InProcessController:
         message = SimpleNamespace(datapath=datapath, reason=ofproto.OFPPR_MODIFY, desc=desc)
         self._event(ofp_event.EventOFPPortStatus(message), MAIN_DISPATCHER)
         self.settle()
+
+    def link_down(self, switch, neighbour, down=True):
+        """The data plane only: the link's ports go down (or up), nobody reports it yet."""
+        for tail, head in ((switch, neighbour), (neighbour, switch)):
+            ports = self.switches[tail].table.down_ports
+            (ports.add if down else ports.discard)(self.view.out_port(tail, head))
 
     def tables(self):
         return {name: datapath.table for name, datapath in self.switches.items()}

@@ -10,6 +10,9 @@ from ryu.ofproto import ofproto_v1_3
 from ryu.ofproto.ofproto_protocol import ProtocolDesc
 
 
+FF_GROUP = ofproto_v1_3.OFPGT_FF
+
+
 def fake_datapath():
     """Enough of a Ryu Datapath to build messages: its ofproto and parser."""
     return ProtocolDesc(ofproto_v1_3.OFP_VERSION)
@@ -28,8 +31,9 @@ class FakeFlowTable:
 
     def __init__(self):
         self.flows = []  # (priority, cookie, match dict, instructions)
-        self.groups = {}  # group id -> (type, [bucket actions])
+        self.groups = {}  # group id -> (type, [OFPBucket])
         self.meters = {}  # meter id -> (flags, bands)
+        self.down_ports = set()   # ports whose link is down: FAST_FAILOVER skips them
 
     def apply(self, message):
         """Apply a FlowMod, GroupMod or MeterMod as OVS does; SwitchRefusal where OVS
@@ -73,7 +77,10 @@ class FakeFlowTable:
                     raise SwitchRefusal(ofproto.OFPET_BAD_ACTION, ofproto.OFPBAC_BAD_OUT_GROUP)
 
     def _apply_group(self, ofproto, message):
-        buckets = (message.type, [b.actions for b in message.buckets])
+        assert message.type in (ofproto.OFPGT_ALL, ofproto.OFPGT_FF) \
+            or message.command == ofproto.OFPGC_DELETE, \
+            "the fake table models groups ALL and FAST_FAILOVER only"
+        buckets = (message.type, list(message.buckets))
         if message.command == ofproto.OFPGC_ADD:
             if message.group_id in self.groups:
                 raise SwitchRefusal(ofproto.OFPET_GROUP_MOD_FAILED, ofproto.OFPGMFC_GROUP_EXISTS)
@@ -122,7 +129,10 @@ class FakeFlowTable:
 
     def lookup(self, packet):
         """Output ports for the packet: the highest-priority matching flow's outputs,
-        following group buckets (every meter it names must exist)."""
+        following group buckets (every meter it names must exist): every bucket of an
+        ALL group, the first live one (its watch port up) of a FAST_FAILOVER group, and
+        groups that buckets send to. Like OVS, a group may send to one that does not
+        exist (OVS accepts it): that bucket sends nothing."""
         hits = [f for f in self.flows if all(packet.get(k) == v for k, v in f[2].items())]
         if not hits:
             return []
@@ -134,12 +144,20 @@ class FakeFlowTable:
             if hasattr(instruction, "meter_id"):
                 assert instruction.meter_id in self.meters, "missing meter %d" % instruction.meter_id
                 continue
-            for action in instruction.actions:
-                if hasattr(action, "group_id"):
-                    group_type, buckets = self.groups[action.group_id]
-                    ports += [a.port for bucket in buckets for a in bucket]
-                else:
-                    ports.append(action.port)
+            ports += self._outputs(instruction.actions)
+        return ports
+
+    def _outputs(self, actions):
+        ports = []
+        for action in actions:
+            if not hasattr(action, "group_id"):
+                ports.append(action.port)
+                continue
+            group_type, buckets = self.groups.get(action.group_id, (None, []))
+            if group_type == FF_GROUP:
+                buckets = [b for b in buckets if b.watch_port not in self.down_ports][:1]
+            for bucket in buckets:
+                ports += self._outputs(bucket.actions)
         return ports
 
 
@@ -160,8 +178,7 @@ def flow_stats_reply(datapath, request):
 def group_desc_reply(datapath, _request):
     parser = datapath.ofproto_parser
     return parser.OFPGroupDescStatsReply(datapath, flags=0, body=[
-        parser.OFPGroupDescStats(type_=group_type, group_id=group_id,
-                                 buckets=[parser.OFPBucket(actions=actions) for actions in buckets])
+        parser.OFPGroupDescStats(type_=group_type, group_id=group_id, buckets=buckets)
         for group_id, (group_type, buckets) in sorted(datapath.table.groups.items())])
 
 
@@ -278,13 +295,16 @@ def walk(view, tables, src_host, packet, max_hops=16):
 
 def multicast_walk(view, tables, src_host, packet):
     """Hosts a multicast packet from src_host reaches, each exactly once, following
-    groups; fails on a loop or a copy delivered twice."""
+    groups (copies sent to a port in its table's down_ports are lost); fails on a loop
+    or a copy delivered twice."""
     delivered, frontier, visits = [], [view.attachment(src_host)], 0
     while frontier:
         node, in_port = frontier.pop()
         visits += 1
         assert visits <= view.graph.number_of_nodes(), "the packet loops"
         for out_port in tables[node].lookup(dict(packet, in_port=in_port)):
+            if out_port in tables[node].down_ports:
+                continue   # its link is down: the copy is lost
             (neighbour,) = [n for n in view.graph.successors(node) if view.out_port(node, n) == out_port]
             if view.is_host(neighbour):
                 delivered.append(neighbour)

@@ -264,8 +264,40 @@ def test_loading_a_new_fabric_releases_every_tree_and_plan(controller):
     assert code == 201   # the new ledger starts empty
 
 
-def test_a_failed_link_moves_the_tree_make_before_break(controller):
+def test_a_tree_s_ingress_fails_over_by_itself_then_the_tree_moves_off_the_backup(controller):
     _, tree = post(controller, "/multicast/trees", TREE)
+    ((leaf, spine, backup),) = tree["backup_uplinks"]
+    assert leaf == "leaf1" and {spine, backup} == {"spine1", "spine2"}
+    assert ["leaf1", backup] not in tree["edges"]
+    assert controller.state()[backup]["groups"] == [tree["id"]]   # its share waits there
+    controller.link_down("leaf1", spine)   # before the controller hears of it
+    assert delivered(controller, tree) == {"h2", "h3", "h4"}
+    controller.port_down("leaf1", spine)
+    _, now = controller.request("GET", "/multicast/trees/%d" % tree["id"])
+    assert ["leaf1", backup] in now["edges"] and now["backup_uplinks"] == []   # no third spine
+    assert delivered(controller, now) == {"h2", "h3", "h4"}
+    state = controller.state()
+    assert state["leaf1"]["groups"] == [tree["id"]] and state[spine]["groups"] == []
+    controller.port_down("leaf1", spine, down=False)   # back: the tree stays, with a backup
+    _, now = controller.request("GET", "/multicast/trees/%d" % tree["id"])
+    assert ["leaf1", backup] in now["edges"] and now["backup_uplinks"] == [["leaf1", backup, spine]]
+    assert controller.state()[spine]["groups"] == [tree["id"]]
+    controller.link_down("leaf1", backup)
+    assert delivered(controller, now) == {"h2", "h3", "h4"}
+
+
+def test_a_failed_link_moves_the_tree_make_before_break(monkeypatch):
+    monkeypatch.setenv("SYNCFABRIC_LOCAL_REPAIR", "0")   # the move alone
+    controller = InProcessController(description())
+    try:
+        move_make_before_break(controller)
+    finally:
+        controller.close()
+
+
+def move_make_before_break(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+    assert tree["backup_uplinks"] == []
     spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
     other = ({"spine1", "spine2"} - {spine}).pop()
     sent_before = len(controller.network.sent)
@@ -636,7 +668,7 @@ def test_rules_sent_while_a_switch_is_read_are_not_taken_for_stale(controller):
     topology = controller.request("GET", "/fabric/topology")[1]
     assert all(s["synced"] for s in topology["switches"])
     assert delivered(controller, tree) == {"h2", "h3", "h4"}
-    assert controller.state()["leaf1"]["groups"] == [tree["id"]]
+    assert controller.state()["leaf1"]["groups"] == [tree["id"], of.failover_group_id(tree["id"], 0)]
 
 
 def test_a_plan_made_while_a_link_is_down_avoids_it_and_one_cut_off_gets_409(controller):

@@ -5,7 +5,8 @@ import random
 import pytest
 
 from apps import openflow_builders as of
-from apps.multicast_trees import RANDOM, compute_tree, forwarding_plan, police_mbps
+from apps.multicast_trees import (RANDOM, compute_tree, switch_shares, with_backup_uplinks,
+                                  without_links)
 from apps.unicast_routes import unicast_rules
 from tests.conftest import spine_leaf_view
 from tests.fake_openflow import FakeFlowTable, fake_datapath, multicast_walk, walk
@@ -24,10 +25,20 @@ def fabric_tables(view):
 
 
 def install(tables, view, tree, tree_id):
-    for switch, in_port, out_ports in forwarding_plan(view, tree):
-        for message in of.tree_install(fake_datapath(), tree_id, ADDRESS, in_port, out_ports,
-                                       police_mbps(view, tree, switch)):
+    for switch, share in switch_shares(view, tree).items():
+        for message in of.tree_changes(fake_datapath(), tree_id, ADDRESS, None, share)[0]:
             tables[switch].apply(message)
+
+
+def apply_all(tables, messages_of):
+    for switch, messages in messages_of.items():
+        for message in messages:
+            tables[switch].apply(message)
+
+
+def take_down(view, tables, tail, head):
+    tables[tail].down_ports.add(view.out_port(tail, head))
+    tables[head].down_ports.add(view.out_port(head, tail))
 
 
 @pytest.mark.parametrize("policy", ["path-aware", RANDOM])
@@ -54,13 +65,12 @@ def test_a_slow_meter_s_bucket_still_holds_full_size_frames():
 def test_a_tree_is_policed_once_at_its_ingress_switch_and_forwarded_by_groups_after_it():
     view = spine_leaf_view(2, 2, 2)
     tree = compute_tree(view, "h1", ["h2", "h3"], 5.0)
-    plan = forwarding_plan(view, tree)
-    assert [switch for switch, _, _ in plan] == ["leaf1", "spine1", "leaf2"]
-    assert [police_mbps(view, tree, switch) for switch, _, _ in plan] == [5.0, None, None]
+    shares = switch_shares(view, tree)
+    assert list(shares) == ["leaf1", "spine1", "leaf2"]
+    assert [share.police_mbps for share in shares.values()] == [5.0, None, None]
     ofproto = fake_datapath().ofproto
-    for switch, in_port, out_ports in plan:
-        *meter, group, flow = of.tree_install(fake_datapath(), 9, ADDRESS, in_port, out_ports,
-                                              police_mbps(view, tree, switch))
+    for switch, share in shares.items():
+        *meter, group, flow = of.tree_changes(fake_datapath(), 9, ADDRESS, None, share)[0]
         metered = [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
         if switch == "leaf1":
             assert meter[0].flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
@@ -68,18 +78,85 @@ def test_a_tree_is_policed_once_at_its_ingress_switch_and_forwarded_by_groups_af
             assert [i.meter_id for i in metered] == [9]
         else:
             assert meter == [] and metered == []
-        assert group.type == ofproto.OFPGT_ALL and len(group.buckets) == len(out_ports)
-        assert dict(flow.match.items())["in_port"] == in_port
+        assert group.type == ofproto.OFPGT_ALL and len(group.buckets) == len(share.out_ports)
+        assert dict(flow.match.items())["in_port"] == share.in_ports[0]
         assert flow.cookie == of.multicast_cookie(9)
 
 
 def test_removal_leaves_the_switch_as_before():
     view = spine_leaf_view(2, 2, 2)
     tables = fabric_tables(view)
-    before = {s: (list(t.flows), dict(t.groups), dict(t.meters)) for s, t in tables.items()}
-    tree = compute_tree(view, "h1", ["h2", "h4"], 5.0)
+    before = {s: tables[s].state() for s in tables}
+    tree = with_backup_uplinks(view, compute_tree(view, "h1", ["h2", "h4"], 5.0))
+    assert tree.backups == (("leaf1", "spine1", "spine2"),)
     install(tables, view, tree, 3)
-    for switch, _, _ in forwarding_plan(view, tree):
-        for message in of.tree_removal(fake_datapath(), 3, police_mbps(view, tree, switch) is not None):
-            tables[switch].apply(message)
-    assert {s: (list(t.flows), dict(t.groups), dict(t.meters)) for s, t in tables.items()} == before
+    apply_all(tables, {switch: of.tree_changes(fake_datapath(), 3, ADDRESS, share, None)[1]
+                       for switch, share in switch_shares(view, tree).items()})
+    assert {s: tables[s].state() for s in tables} == before
+
+
+def test_a_backup_uplink_is_off_the_tree_and_has_room_first():
+    view = spine_leaf_view(4, 4, 1)
+    tree = compute_tree(view, "h1", ["h2", "h3"], 5.0)
+    (primary,) = [head for tail, head in tree.edges if tail == "leaf1"]
+    # every other spine is free: the first by dpid; then one whose links are full
+    # (spine2 if it is free) gives way to one with room
+    others = [s for s in ["spine1", "spine2", "spine3", "spine4"] if s != primary]
+    assert with_backup_uplinks(view, tree).backups == (("leaf1", primary, others[0]),)
+    full = {("leaf1", others[0]): 20.0}
+    assert with_backup_uplinks(view, tree, full).backups == (("leaf1", primary, others[1]),)
+    # a down link rules a spine out; with no spine left there is no backup
+    down = {frozenset(("leaf1", spine)) for spine in others[:2]}
+    assert with_backup_uplinks(view, tree, {}, down).backups == (("leaf1", primary, others[2]),)
+    down.add(frozenset((others[2], "leaf3")))
+    assert with_backup_uplinks(view, tree, {}, down).backups == ()
+    # receivers on the source's own leaf only: no uplink, no backup
+    view_2 = spine_leaf_view(2, 2, 3)
+    assert with_backup_uplinks(view_2, compute_tree(view_2, "h1", ["h2", "h3"], 5.0)).backups == ()
+
+
+@pytest.mark.parametrize("policy", ["path-aware", RANDOM])
+def test_the_ingress_switch_fails_over_to_the_backup_uplink_by_itself(policy):
+    view = spine_leaf_view(4, 4, 2)
+    tables = fabric_tables(view)
+    receivers = ["h2", "h3", "h6", "h8"]
+    tree = with_backup_uplinks(view, compute_tree(view, "h1", receivers, 5.0, policy=policy,
+                                                  rng=random.Random(4)))
+    uplinks = [head for tail, head in tree.edges if tail == "leaf1" and view.is_switch(head)]
+    assert len(tree.backups) == len(uplinks)
+    install(tables, view, tree, 7)
+    packet = {"eth_type": of.ETH_TYPE_IPV4, "ipv4_src": "10.0.0.1", "ipv4_dst": ADDRESS}
+    assert multicast_walk(view, tables, "h1", packet) == set(receivers)   # one copy each
+    for _switch, primary, _backup in tree.backups:
+        take_down(view, tables, "leaf1", primary)
+    assert multicast_walk(view, tables, "h1", packet) == set(receivers)
+    # without backups, the same failure loses the receivers behind the uplinks
+    plain = fabric_tables(view)
+    install(plain, view, compute_tree(view, "h1", receivers, 5.0, policy=policy,
+                                      rng=random.Random(4)), 7)
+    for primary in uplinks:
+        take_down(view, plain, "leaf1", primary)
+    assert multicast_walk(view, plain, "h1", packet) == {"h2"}
+
+
+def test_a_tree_moves_make_before_break_and_ends_as_if_installed_afresh():
+    view = spine_leaf_view(3, 3, 1)
+    old = with_backup_uplinks(view, compute_tree(view, "h1", ["h2", "h3"], 5.0))
+    (_, primary, backup), = old.backups
+    down = {frozenset(("leaf1", primary))}
+    new = with_backup_uplinks(view, compute_tree(view, "h1", ["h2", "h3"], 5.0,
+                                                 without_links(view, {}, down)), {}, down)
+    assert new.backups and new.edges != old.edges
+    tables, fresh = fabric_tables(view), fabric_tables(view)
+    install(tables, view, old, 5)
+    install(fresh, view, new, 5)
+    take_down(view, tables, "leaf1", primary)
+    old_shares, new_shares = switch_shares(view, old), switch_shares(view, new)
+    changes = {s: of.tree_changes(fake_datapath(), 5, ADDRESS, old_shares.get(s), new_shares.get(s))
+               for s in set(old_shares) | set(new_shares)}
+    packet = {"eth_type": of.ETH_TYPE_IPV4, "ipv4_src": "10.0.0.1", "ipv4_dst": ADDRESS}
+    apply_all(tables, {s: make for s, (make, _) in changes.items()})
+    assert multicast_walk(view, tables, "h1", packet) == {"h2", "h3"}   # between make and break
+    apply_all(tables, {s: then_break for s, (_, then_break) in changes.items()})
+    assert multicast_walk(view, tables, "h1", packet) == {"h2", "h3"}
+    assert {s: tables[s].state() for s in tables} == {s: fresh[s].state() for s in fresh}
