@@ -99,11 +99,15 @@ SCHEMAS = {
         "id": INTEGER, "address": {"type": "string", "format": "ipv4"}, "source": NAME,
         "receivers": PATH, "policy": STRING, "bandwidth_mbps": NUMBER,
         "edges": array(array(NAME, minItems=2, maxItems=2)),
+        "backup_uplinks": {**array(array(NAME, minItems=3, maxItems=3)), "description":
+                           "[switch, uplink neighbour, backup neighbour]: where the switch "
+                           "sends the tree by itself while the uplink is down (local repair; "
+                           "not reserved)"},
         "reservation": obj({"bandwidth_mbps": NUMBER, "links": INTEGER,
                             "expires_in_s": nullable(NUMBER)},
                            required=["bandwidth_mbps", "links", "expires_in_s"])},
         required=["id", "address", "source", "receivers", "policy", "bandwidth_mbps", "edges",
-                  "reservation"]),
+                  "backup_uplinks", "reservation"]),
     "TreeList": obj({"trees": array(ref("Tree"))}, required=["trees"]),
 
     # --- SELMCAST rounds ---------------------------------------------------------------

@@ -3,6 +3,7 @@ round of gradients through in-network aggregators, while a fabric link fails, a 
 restarts or the controller is killed, and the tree or the plan carries on.
 
     python -m experiments.fault_recovery --fault link --runs 5 --out results/fault_recovery.csv
+    python -m experiments.fault_recovery --fault link --repair local,mbb --runs 5
     python -m experiments.fault_recovery --traffic gradients --fault link --runs 5
 
 On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
@@ -26,8 +27,14 @@ On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
 - controller: ryu-manager is killed and started again --down-s later; it
   restores the fabric, trees and plans from its state directory, and each
   switch is reconciled as it connects (REST calls wait for it meanwhile).
+--repair local,mbb compares, one fresh fabric after the other, trees with local
+repair (the tree's ingress switch fails over to a precomputed backup uplink by
+itself, a FAST_FAILOVER group, and the controller then moves the tree) against
+the controller's make-before-break move alone.
 Each run prints one JSON object: gap_ms (trees: the longest time any worker
-saw no tree packets in the first pass, i.e. around the failure), extra_s
+saw no tree packets in the first pass, i.e. around the failure), lost_ms (trees:
+the longest run of datagrams any worker lost in the first pass, in time at the
+sending rate: the fault's silence without the receivers' scheduling), extra_s
 (gradients: round 2's communication time minus round 1's; training: the
 faulty round's time minus the median of the others), repaired (the
 tree or plan was moved, or for a controller restored, and kept its id),
@@ -50,6 +57,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from apps.fabric_view import FabricView
+from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
@@ -66,8 +74,10 @@ from mininet_topos.spineleaf import SpineLeafTopo
 
 FAULTS = ("link", "switch", "controller")
 TRAFFIC = ("tree", "gradients", "training")
+REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_LOCAL_REPAIR
 FAULT_ROUND = 3   # --traffic training: the round the fault comes in
-COLUMNS = ["traffic", "fault", "run", "gap_ms", "extra_s", "healthy_s", "repaired", "verified",
+COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "extra_s", "healthy_s",
+           "repaired", "verified",
            "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
            "failed", "link_mbps"] + fidelity.COLUMNS
 
@@ -83,6 +93,11 @@ def parse_args(argv):
                         help="--traffic training: rounds per run; the fault comes in round %d"
                              % FAULT_ROUND)
     parser.add_argument("--fault", choices=FAULTS, default="link")
+    parser.add_argument("--repair", default="local",
+                        help="how trees survive a failed link, comma-separated to compare in "
+                             "one run (a fresh fabric each): local (the ingress switch fails "
+                             "over to a backup uplink by itself, then the controller moves the "
+                             "tree) or mbb (the controller's make-before-break move alone)")
     parser.add_argument("--aggregator-bw", type=float,
                         help="--traffic gradients: the spines' aggregator capacity, Mbit/s "
                              "(default 0.45 x --bw)")
@@ -99,6 +114,9 @@ def parse_args(argv):
                         help="how long a restarted switch or controller stays away")
     parser.add_argument("--out", type=Path, default=Path("results/fault_recovery.csv"))
     args = parser.parse_args(argv)
+    args.repair = args.repair.split(",")
+    if not args.repair or set(args.repair) - set(REPAIRS):
+        parser.error("--repair takes %s, comma-separated" % " or ".join(REPAIRS))
     if args.model_mb is None:
         args.model_mb = 16.0 if args.fault == "controller" else 4.0
     if args.aggregator_bw is None and args.bw is not None:
@@ -236,7 +254,7 @@ def repaired_in(log, args, fault, result):
         "%s %s around" % (plan, how) in log for how in ("moved", "planned again"))
 
 
-def one_run(bed, view, args, number):
+def one_run(bed, view, args, repair, number):
     fault = Fault(bed, view, args.fault, args.traffic, args.fail_after_s, args.down_s)
     failures = []
 
@@ -268,8 +286,9 @@ def one_run(bed, view, args, number):
         verdict = result["fidelity"]
     else:   # loss, and the sender's backing off from it, are the fault's: the CPU decides
         verdict = fidelity.verdict(None, None, None, 0, usage)
-    return {"traffic": args.traffic, "fault": args.fault, "run": number,
-            "gap_ms": result.get("gap_ms"), "extra_s": result.get("extra_s"),
+    return {"traffic": args.traffic, "fault": args.fault, "repair": repair, "run": number,
+            "gap_ms": result.get("gap_ms"), "lost_ms": result.get("lost_ms"),
+            "extra_s": result.get("extra_s"),
             "healthy_s": result.get("healthy_s"),
             "repaired": repaired_in(bed.controller_log(), args, fault, result),
             "verified": result["verified"], "leftovers": bed.leftovers(),
@@ -291,21 +310,27 @@ def main(argv=None):
     view = FabricView(describe(topo))
     rows = []
     try:
-        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
-                           progress=progress_printer("fault_recovery")) as bed:
-            for number in tqdm(range(1, args.runs + 1), desc="runs", unit="run", file=sys.stderr):
-                row = one_run(bed, view, args, number)
-                print(json.dumps({k: row[k] for k in ("gap_ms", "extra_s", "repaired", "verified",
-                                                      "leftovers")}), flush=True)
-                rows.append(row)
+        for repair in args.repair:
+            with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                               progress=progress_printer("fault_recovery"),
+                               controller_env={LOCAL_REPAIR_ENV: REPAIRS[repair]}) as bed:
+                for number in tqdm(range(1, args.runs + 1), desc="runs (%s)" % repair, unit="run",
+                                   file=sys.stderr):
+                    row = one_run(bed, view, args, repair, number)
+                    print(json.dumps({k: row[k] for k in ("repair", "gap_ms", "lost_ms", "extra_s",
+                                                          "repaired", "verified", "leftovers")}),
+                          flush=True)
+                    rows.append(row)
     except (PlatformError, RuntimeError, ValueError) as error:
         sys.exit("error: %s" % error)
     write_csv([dict(row, leftovers=json.dumps(row["leftovers"])) for row in rows], args.out,
               COLUMNS)
-    measure = "gap_ms" if args.traffic == "tree" else "extra_s"
-    values = [row[measure] for row in rows if row[measure] is not None and fidelity.faithful(row)]
-    print("median %s over %d faithful runs: %s" % (measure, len(values), "%.3g" % statistics.median(
-        values) if values else "-"))
+    for repair in args.repair:
+        for measure in ("gap_ms", "lost_ms") if args.traffic == "tree" else ("extra_s",):
+            values = [row[measure] for row in rows if row["repair"] == repair
+                      and row[measure] is not None and fidelity.faithful(row)]
+            print("%s: median %s over %d faithful runs: %s" % (
+                repair, measure, len(values), "%.3g" % statistics.median(values) if values else "-"))
     if fidelity.unfaithful_note(rows):
         print(fidelity.unfaithful_note(rows))
     print("CSV: %s  figure: %s" % (args.out, plot_fault_recovery(args.out)))

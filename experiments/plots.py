@@ -174,21 +174,25 @@ def plot_train(csv_path):
 
 
 def plot_fault_recovery(csv_path):
-    """Per run, the longest silence a worker saw around the fault (a tree), or the time
-    the fault added to a gradient round."""
+    """Per run, the longest silence a worker saw around the fault and the longest run of
+    datagrams it lost (a tree), or the time the fault added to a gradient round; runs
+    of each --repair side by side."""
     rows = read_rows(csv_path)
-    figure, axes = plt.subplots(figsize=(6, 3.5))
+    figure, axes = plt.subplots(figsize=(7, 3.5))
     trees = not rows or rows[0].get("traffic", "tree") == "tree"
-    column, label = (("gap_ms", "longest gap at a worker (ms)") if trees else
-                     ("extra_s", "time the fault added to the round (s)"))
-    values = [float(r[column]) if r[column] else 0.0 for r in rows]
-    colors = ["tab:blue" if r["verified"] == "True" else "tab:red" for r in rows]
-    axes.bar([r["run"] for r in rows], values, color=colors)
-    if values:
-        axes.axhline(statistics.median(values), color="tab:grey", linestyle="--", label="median")
-        axes.legend()
-    axes.set_xlabel("run")
-    axes.set_ylabel(label)
+    columns = ([("gap_ms", "longest silence at a worker"), ("lost_ms", "longest loss")] if trees
+               else [("extra_s", "time the fault added to the round")])
+    labels = ["%s %s" % (r.get("repair", ""), r["run"]) for r in rows]
+    width = 0.8 / len(columns)
+    for offset, (column, label) in enumerate(columns):
+        values = [float(r[column]) if r.get(column) else 0.0 for r in rows]
+        axes.bar([i + offset * width for i in range(len(rows))], values, width, label=label,
+                 edgecolor=["tab:red" if r["verified"] != "True" else "none" for r in rows])
+    axes.set_xticks([i + width * (len(columns) - 1) / 2 for i in range(len(rows))], labels,
+                    rotation=45, fontsize="small")
+    axes.legend(fontsize="small")
+    axes.set_xlabel("repair and run (red edge: not verified)")
+    axes.set_ylabel("ms" if trees else "s")
     axes.set_title("Recovery of a %s from a %s fault" % ("tree" if trees else "GRID round",
                                                           rows[0]["fault"]) if rows else "Recovery")
     axes.grid(alpha=0.3, axis="y")

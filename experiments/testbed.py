@@ -81,8 +81,9 @@ def ryu_manager_command():
 class FabricTestbed:
     def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
                  rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0,
-                 progress=lambda step: None, mtu=1500):
+                 progress=lambda step: None, mtu=1500, controller_env=None):
         self.topo = topo
+        self.controller_env = dict(controller_env or {})   # e.g. SYNCFABRIC_LOCAL_REPAIR
         self.mtu = mtu
         self.progress = progress
         self.apps = tuple(apps)
@@ -221,7 +222,7 @@ class FabricTestbed:
         with open(self.log_path, mode) as log:
             self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                               env=dict(os.environ,
+                                               env=dict(os.environ, **self.controller_env,
                                                         **{STATE_DIR_ENV: str(self.state_dir)}))
         self._wait_for(self._controller_answers, "the controller's REST API to answer")
 

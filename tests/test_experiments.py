@@ -241,20 +241,28 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("fault, model_mb", [("link", "2"), ("switch", "2"),
-                                             ("controller", "10")])   # outlasts the restart
-def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault, model_mb):
+@pytest.mark.parametrize("fault, model_mb, repairs", [
+    ("link", "2", ["local", "mbb"]), ("switch", "2", ["local"]),
+    ("controller", "10", ["local"])])   # 10 MB outlasts the restart
+def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault, model_mb,
+                                                                 repairs):
     require_root()
     out = tmp_path / "fault.csv"
     answer = run("fault_recovery", *SMALL, "--fault", fault, "--workers", "3", "--runs", "1",
-                 "--model-mb", model_mb, "--fail-after-s", "0.3", "--out", str(out))
+                 "--model-mb", model_mb, "--fail-after-s", "0.3", "--repair", ",".join(repairs),
+                 "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
-    (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
-    assert result["repaired"] is True and result["verified"] is True
-    assert result["leftovers"] == {} and 0 < result["gap_ms"] < 1000
+    results = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    assert [result["repair"] for result in results] == repairs
+    for result in results:
+        assert result["repaired"] is True and result["verified"] is True
+        assert result["leftovers"] == {} and 0 < result["gap_ms"] < 1000
+        assert 0 <= result["lost_ms"] < 1000
     with open(out) as table:
-        (row,) = csv.DictReader(table)
-    assert row["during_transfer"] == "True"
+        rows = list(csv.DictReader(table))
+    assert [row["during_transfer"] for row in rows] == ["True"] * len(repairs)
+    for repair in repairs:
+        assert "%s: median lost_ms over" % repair in answer.stdout
     assert out.with_suffix(".png").stat().st_size > 0
 
 

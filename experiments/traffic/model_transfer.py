@@ -151,7 +151,13 @@ class ParameterServer:
                               "lost_chunks": sum(missing_of.values()),
                               "achieved_mbps": wire_bytes(len(self.model)) * 8 / 1e6 / send_s,
                               # the longest silence any worker saw in the first pass
-                              "gap_ms": max(r["first_pass_max_gap_ms"] for r in reports.values())}
+                              "gap_ms": max(r["first_pass_max_gap_ms"] for r in reports.values()),
+                              # the longest run of datagrams any worker lost in it, in time
+                              # at the rate it was sent: silence the receivers' scheduling
+                              # does not add to
+                              "lost_ms": max((last - first for r in reports.values()
+                                              for first, last in r["missing"]), default=0)
+                              * send_s / len(wanted) * 1000}
             missing = sorted({i for report in reports.values()
                               for first, last in report["missing"] for i in range(first, last)})
             if not missing:
