@@ -57,15 +57,21 @@ def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
     spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
     state = multicast_state(bed)
     other_spine = ({"spine1", "spine2"} - {spine}).pop()
-    assert state[other_spine] == []
-    for switch, children in (("leaf1", 2), (spine, 1), ("leaf2", 2)):
+    assert tree["backup_uplinks"] == [["leaf1", spine, other_spine]]
+    # the backup spine holds the tree's share toward leaf2; leaf2 takes it from either
+    for switch, children, in_ports in (("leaf1", 2, 1), (spine, 1, 1), (other_spine, 1, 1),
+                                       ("leaf2", 2, 2)):
         groups = [line for line in state[switch] if line.startswith("group_id=%d," % tree["id"])]
         assert len(groups) == 1 and groups[0].count("bucket=") == children
         flows = [line for line in state[switch] if "nw_dst=%s" % tree["address"] in line]
-        assert len(flows) == 1
+        assert len(flows) == in_ports
         policed = switch == "leaf1"   # h1's switch: the tree's only meter
         assert any("rate=5000" in line for line in state[switch]) == policed   # the meter band
         assert ("meter:%d" % tree["id"] in flows[0]) == policed
+    # leaf1 reaches the spines through a FAST_FAILOVER group: the uplink while it is live
+    (failover,) = [line for line in state["leaf1"] if "type=ff" in line]
+    assert re.search(r"bucket=watch_port:(\d+),actions=output:\1,bucket=watch_port:(\d+),"
+                     r"actions=output:\2", failover)
     assert bed.client.get("/multicast/trees/%d" % tree["id"])["address"] == tree["address"]
     released = bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert released["released"]["id"] == tree["id"]
