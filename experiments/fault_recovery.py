@@ -24,6 +24,9 @@ On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
   back after the run;
 - switch: the spine behind that uplink restarts: it loses its controller
   connection and all its tables, and connects again --down-s later;
+- reconnect: the leaf and the spine of that uplink drop their controller
+  connections and connect again at once, tables intact (ovs-appctl
+  bridge/reconnect): they keep forwarding, are read and get only the difference;
 - controller: ryu-manager is killed and started again --down-s later; it
   restores the fabric, trees and plans from its state directory, and each
   switch is reconciled as it connects (REST calls wait for it meanwhile).
@@ -48,6 +51,7 @@ under way). Writes a CSV and a PNG, and prints the median gap or extra time.
 """
 
 import json
+import re
 import statistics
 import sys
 import threading
@@ -72,7 +76,7 @@ from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 
-FAULTS = ("link", "switch", "controller")
+FAULTS = ("link", "switch", "reconnect", "controller")
 TRAFFIC = ("tree", "gradients", "training")
 REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_LOCAL_REPAIR
 FAULT_ROUND = 3   # --traffic training: the round the fault comes in
@@ -142,6 +146,7 @@ class Fault:
         self.after_s, self.down_s = after_s, down_s
         self.started = threading.Event()
         self.item, self.heal_steps, self.recovered_s = None, [], None
+        self.log_mark, self.reconnected = 0, ()   # reconnect: the log before it, the switches
 
     def inject(self):
         if self.traffic == "tree":
@@ -156,16 +161,25 @@ class Fault:
             self.recovered_s = time.monotonic() - started
             return
         leaf, spine = self.crossed_uplink()
+        if self.kind == "reconnect":
+            self.log_mark, self.reconnected = len(self.bed.controller_log()), (leaf, spine)
+            for switch in (leaf, spine):
+                self.bed.reconnect_switch(switch)
+            self.wait_synced()
+            self.recovered_s = time.monotonic() - started
+            return
         if self.kind == "link":
             port = self.view.out_port(leaf, spine)
             ofctl("mod-port", leaf, str(port), "down")
             self.heal_steps.append(lambda: ofctl("mod-port", leaf, str(port), "up"))
         else:
             self.bed.reconnect_switch(spine, restart=True, away_s=self.down_s)
-            wait_until(lambda: all(s["synced"] for s in
-                                   self.bed.client.get("/fabric/topology")["switches"]),
-                       20, "every switch back", poll_s=0.02)
+            self.wait_synced()
             self.recovered_s = time.monotonic() - started
+
+    def wait_synced(self):
+        wait_until(lambda: all(s["synced"] for s in self.bed.client.get("/fabric/topology")["switches"]),
+                   20, "every switch back", poll_s=0.02)
 
     def live_item(self):
         """The tree or plan of this run, or None before it exists."""
@@ -244,6 +258,10 @@ def repaired_in(log, args, fault, result):
     controller restart) and kept its id."""
     if fault.item is None:
         return False
+    if args.fault == "reconnect":   # both switches were read and reconciled again
+        since = log[fault.log_mark:]
+        return all("%s (dpid" % switch in since and re.search(
+            r"%s \(dpid \w+\): reconciled, synced" % switch, since) for switch in fault.reconnected)
     if args.traffic == "tree":
         return ("tree %d restored" if args.fault == "controller" else
                 "tree %d rerouted around failed link(s)") % fault.item["id"] in log

@@ -242,7 +242,7 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("fault, model_mb, repairs", [
-    ("link", "2", ["local", "mbb"]), ("switch", "2", ["local"]),
+    ("link", "2", ["local", "mbb"]), ("switch", "2", ["local"]), ("reconnect", "2", ["local"]),
     ("controller", "10", ["local"])])   # 10 MB outlasts the restart
 def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault, model_mb,
                                                                  repairs):
