@@ -20,9 +20,8 @@ LOG = logging.getLogger("syncfabric.multicast")
 def reroute_broken(trees, now):
     """Move every live tree that uses a link that is down onto the rest of the fabric,
     and choose the backup uplinks again of a tree that lost one or can have more. Which
-    links are down is read
-    afresh for each tree: they change while trees move (e.g. switches connecting one by
-    one)."""
+    links are down is read afresh for each tree: they change while trees move (e.g.
+    switches connecting one by one)."""
     if trees.book is None or trees.generation != trees.fabric.generation:
         return
     for tree_id in sorted(trees.book.ids()):

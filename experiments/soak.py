@@ -20,10 +20,10 @@ checks, once the controller has settled (up to --settle-s): the reservations of
 the live trees (a round's included) and plans fit every link; no tree or plan
 crosses the link that is down, nor does a tree's backup uplink; every round's trees
 are live; every switch holds exactly the groups (buckets, FAST_FAILOVER ones
-included), meters (rates) and multicast flows of the live
-trees and the steering flows and meters of the live plans, nothing else; no
-answer outside the expected ones; no traceback in the controller log. At the end
-everything is released and nothing may be left on a switch.
+included), meters (rates) and multicast flows of the live trees and the steering
+flows and meters of the live plans, nothing else; no answer outside the expected
+ones; no traceback in the controller log. At the end everything is released and
+nothing may be left on a switch.
 
 Writes a CSV (one row per step) and a PNG, prints one JSON summary
 (operations, faults, violations, ...); exits non-zero on any violation.

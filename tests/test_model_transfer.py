@@ -1,5 +1,6 @@
 import hashlib
 
+from experiments.traffic import transport
 from experiments.traffic.transport import CHUNK_BYTES, chunk_count, model_bytes, ranges, wire_bytes
 
 
@@ -22,3 +23,22 @@ def test_wire_size_counts_every_header_of_every_chunk():
     # one full chunk fills a 1500-byte IP packet: 1514 bytes with the Ethernet header
     assert wire_bytes(CHUNK_BYTES) == 1514
     assert wire_bytes(CHUNK_BYTES + 1) == CHUNK_BYTES + 1 + 2 * (1514 - CHUNK_BYTES)
+
+
+def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
+    class FullOnce:
+        """A non-blocking socket whose buffer is full at its second datagram."""
+        def __init__(self):
+            self.sent, self.full = [], [False, True]
+
+        def sendto(self, packet, address):
+            if self.full and self.full.pop(0):
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            self.sent.append(packet)
+
+    waits = []
+    monkeypatch.setattr(transport.select, "select", lambda r, w, x, timeout: waits.append(w))
+    sock = FullOnce()
+    packets = [bytes([n]) * 100 for n in range(4)]
+    transport.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)])
+    assert sock.sent == packets and waits == [[sock]]

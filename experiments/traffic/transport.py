@@ -5,6 +5,7 @@ Shared by the PS/worker programs (model_transfer.py) and the peers (peer_sync.py
 import hashlib
 import json
 import os
+import select
 import selectors
 import socket
 import struct
@@ -90,6 +91,9 @@ def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None
     return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
 
 
+SEND_BUFFER_WAIT_S = 0.05   # at most, for room in a full send buffer, before trying again
+
+
 def send_streams(sock, streams, idle=None):
     """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram); a rate may be a callable
@@ -110,7 +114,11 @@ def send_streams(sock, streams, idle=None):
             continue
         address, packets, rate = streams[i]
         packet = packets[position[i]]
-        sock.sendto(packet, address)
+        try:
+            sock.sendto(packet, address)
+        except BlockingIOError:   # a non-blocking socket's buffer is full: wait for room
+            select.select([], [sock], [], SEND_BUFFER_WAIT_S)
+            continue
         current = rate() if callable(rate) else rate
         due[i] = when + (len(packet) + FRAME_OVERHEAD) * 8 / (current * 1e6)
         position[i] += 1
