@@ -10,6 +10,7 @@ away or still connecting: then it is kept for when that switch has synced.
 """
 
 import logging
+from collections import defaultdict
 
 from apps import openflow_builders as of
 from apps.gradient_plan import PlacementError, moved_paths
@@ -25,15 +26,21 @@ def move_broken(plans, now):
     read afresh for each plan: they change while plans move."""
     if plans.generation != plans.fabric.generation:
         return
+    then_break = defaultdict(list)   # every moved plan's, sent after one drain
     for plan_id in sorted(plans.plans):
         live = plans.plans.get(plan_id)
         if live is None or not live.installed or not crosses(live.result, plans.fabric.down_links):
             continue
         with plans.metrics.reroute_seconds.labels("plans").time():
-            _move(plans, live, plans.fabric.down_links, now)
+            moved = _move(plans, live, plans.fabric.down_links, now)
+        for datapath, messages in (moved or {}).items():
+            then_break[datapath] += messages
+    plans.installer.send_after_drain(then_break)
 
 
 def _move(plans, live, down_links, now):
+    """The plan moved or planned again, installed and confirmed; returns what only the
+    old plan had, to remove (None if it did not move)."""
     book, view = live.book, live.book.view
     away = sorted(s for s in live.shares if not plans.fabric.is_synced(s))
     graph = available_graph(view, book.reserved_without(live.hold_key), down_links)
@@ -59,12 +66,12 @@ def _move(plans, live, down_links, now):
             book.release_hold(live.hold_key)
             return
         outcome = "replanned"
-    _switch_over(plans, view, live, result, outcome, now)
+    return _switch_over(plans, view, live, result, outcome, now)
 
 
 def _switch_over(plans, view, live, result, outcome, now):
-    """Install the moved plan beside the old state, confirm it, then remove what only
-    the old one had."""
+    """Install the moved plan beside the old state and confirm it; returns what only
+    the old one had, to remove after a drain (None if it did not move)."""
     old_shares = live.shares
     new_shares = steering_shares(view, live.id, result.streams(), live.report["ports"])
     changes = {}
@@ -81,12 +88,10 @@ def _switch_over(plans, view, live, result, outcome, now):
     except InstallFailed as failure:
         LOG.error("plan %d: the moved plan was not confirmed (%s); releasing it", live.id, failure)
         _released(plans, live, now, old_meters)
-        return
+        return None
     if plans.plans.get(live.id) is not live:   # a DELETE removed the old state meanwhile
         plans.remove_from_switches(view, live, old_meters)
-        return
-    plans.installer.send({dp: then_break for dp, (_make, then_break) in changes.items()
-                          if then_break})
+        return None
     live.result = result
     live.report = plan_report(live.id, live.request, result, view, live.report["revision"] + 1)
     plans.remember()
@@ -94,6 +99,7 @@ def _switch_over(plans, view, live, result, outcome, now):
     LOG.info("plan %d (job %r) %s around failed link(s): theta %.3f Mbit/s, revision %d",
              live.id, live.report["job"], "moved" if outcome == "moved" else "planned again",
              result.f, live.report["revision"])
+    return {dp: then_break for dp, (_make, then_break) in changes.items()}
 
 
 def _released(plans, live, now, meters=()):

@@ -24,6 +24,7 @@ def reroute_broken(trees, now):
     switches connecting one by one)."""
     if trees.book is None or trees.generation != trees.fabric.generation:
         return
+    then_break = defaultdict(list)   # every moved tree's, sent after one drain
     for tree_id in sorted(trees.book.ids()):
         try:
             tree = trees.book.get(tree_id).tree
@@ -32,15 +33,18 @@ def reroute_broken(trees, now):
         down_links = trees.fabric.down_links
         if any(frozenset(edge) in down_links for edge in tree.edges):
             with trees.metrics.reroute_seconds.labels("trees").time():
-                _reroute(trees, tree_id, down_links, now)
+                moved = _reroute(trees, tree_id, down_links, now)
         else:
-            _rebackup(trees, tree_id, now)
+            moved = _rebackup(trees, tree_id, now)
+        for datapath, messages in moved.items():
+            then_break[datapath] += messages
+    trees.installer.send_after_drain(then_break)
 
 
 def _reroute(trees, tree_id, down_links, now):
     """Make-before-break: compute the tree again without the down links (its own
-    bandwidth counted free), install the new switch state and confirm it, then
-    remove what only the old tree had, and rebook. If no tree fits, release it."""
+    bandwidth counted free), install the new switch state and confirm it, and rebook;
+    returns what only the old tree had, to remove. If no tree fits, release it."""
     book, view = trees.book, trees.book.view
     old = book.get(tree_id)
     try:
@@ -54,47 +58,52 @@ def _reroute(trees, tree_id, down_links, now):
         if away:
             LOG.warning("tree %d: no way around %s, not synced (%s); kept for when it is",
                         tree_id, ",".join(away), error)
-            return
+            return {}
         LOG.warning("tree %d crosses a failed link and no other tree fits (%s): releasing it",
                     tree_id, error)
         _released(trees, tree_id, now, book)
-        return
+        return {}
     # the links only the new tree uses are held while it is installed: requests
     # admitted meanwhile see them taken
     hold = ("reroute", tree_id)
     book.hold(hold, {edge: tree.bandwidth_mbps for edge in set(tree.edges) - set(old.tree.edges)})
     try:
-        if _move_tree(trees, book, view, old, tree, datapaths, now):
-            trees.metrics.reroutes.labels("trees", "moved").inc()
-            LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
-                     ",".join(switch_shares(view, tree)))
+        then_break = _move_tree(trees, book, view, old, tree, datapaths, now)
     finally:
         book.release_hold(hold)
+    if then_break is not None:
+        trees.metrics.reroutes.labels("trees", "moved").inc()
+        LOG.info("tree %d rerouted around failed link(s): now via %s", tree_id,
+                 ",".join(switch_shares(view, tree)))
+    return then_break or {}
 
 
 def _rebackup(trees, tree_id, now):
     """The same tree with its backup uplinks chosen again, if one of them went down or
-    an uplink without one can have one now (a link came back)."""
+    an uplink without one can have one now (a link came back); returns what only the
+    old backups had, to remove."""
     book, view = trees.book, trees.book.view
     old = book.get(tree_id)
     tree = trees.backed_up(view, replace(old.tree, backups=()), book.reserved_mbps)
     down_links = trees.fabric.down_links
     if len(tree.backups) <= len(old.tree.backups) and not any(
             frozenset(link) in down_links for link in backup_links(old.tree)):
-        return
+        return {}
     try:
         datapaths = trees.fabric.datapaths_of(list(switch_shares(view, tree)))
     except NotReady:
-        return   # a switch of it is away: it is reconciled when it is back
-    if _move_tree(trees, book, view, old, tree, datapaths, now):
-        LOG.info("tree %d: backup uplink(s) down, now %s", tree_id,
+        return {}   # a switch of it is away: it is reconciled when it is back
+    then_break = _move_tree(trees, book, view, old, tree, datapaths, now)
+    if then_break is not None:
+        LOG.info("tree %d: backup uplinks now %s", tree_id,
                  "; ".join("%s->%s for %s" % (s, b, p) for s, p, b in tree.backups) or "none")
+    return then_break or {}
 
 
 def _move_tree(trees, book, view, old, tree, datapaths, now):
-    """Install `tree` where `old` was (same id and address), confirm, rebook, then
-    remove what only the old one had; release it if the switches refuse. True if
-    the tree moved."""
+    """Install `tree` where `old` was (same id and address), confirm and rebook; returns
+    what only the old one had, to remove after a drain (None if the tree did not
+    move: the switches refused and it was released, or a DELETE took it)."""
     tree_id = old.tree_id
     old_shares, new_shares = switch_shares(view, old.tree), switch_shares(view, tree)
     make, then_break = defaultdict(list), {}
@@ -110,17 +119,15 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
     except InstallFailed as failure:
         LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
         _released(trees, tree_id, now, book)
-        return False
+        return None
     if trees.book is not book or tree_id not in book.ids():   # released meanwhile
         trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id, old.address,
                                                             new_shares[s], None)[1]
                              for s in set(new_shares) - set(old_shares)})
-        return False
+        return None
     book.replace(tree_id, tree)
     trees.remember(now)
-    trees.installer.send({datapath: messages for datapath, messages in then_break.items()
-                          if messages})
-    return True
+    return then_break
 
 
 def _released(trees, tree_id, now, book):

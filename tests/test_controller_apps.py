@@ -8,6 +8,7 @@ import pytest
 from ryu.lib import hub
 
 from apps import openflow_builders as of
+from apps.installer import DRAIN_S
 from tests.fake_controller import InProcessController, description
 from tests.fake_openflow import multicast_walk, walk
 
@@ -323,6 +324,21 @@ def move_make_before_break(controller):
     deletes = [i for i, (dpid, m) in enumerate(controller.network.sent[sent_before:])
                if controller.view.switch_by_dpid[dpid] == spine and type(m).__name__ == "OFPGroupMod"]
     assert barriers and deletes and barriers[0] < deletes[0]
+
+
+def test_a_move_s_break_waits_for_packets_on_the_old_path_and_counts_as_pending(controller):
+    installer, datapath = controller.services.installer, controller.switches["leaf1"]
+    removal = of.flow_removal(datapath, of.multicast_cookie(99), of.PRIORITY_MULTICAST,
+                              of.tree_match(1, "239.9.9.9"))
+    sent_before, started = len(controller.network.sent), time.monotonic()
+    waiting = hub.spawn(installer.send_after_drain, {datapath: [removal]})
+    hub.sleep(0.05)
+    assert installer.pending() == 1 and len(controller.network.sent) == sent_before
+    waiting.wait()
+    assert time.monotonic() - started >= DRAIN_S
+    assert controller.network.sent[sent_before][1] is removal
+    controller.settle()
+    assert installer.pending() == 0
 
 
 def test_a_tree_that_fits_nowhere_after_a_failure_is_released(controller):
