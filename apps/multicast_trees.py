@@ -20,6 +20,9 @@ Policies:
 - random: the load-agnostic baseline; spine-leaf picks spines in random
   order, other graphs a random shortest-path tree. It still admits only
   edges with residual >= b, so it never oversubscribes a link.
+
+A tree may carry backup uplinks (with_backup_uplinks) that its ingress switch fails
+over to by itself; switch_shares says what each switch holds of a tree and its backups.
 """
 
 import functools
