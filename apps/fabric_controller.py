@@ -135,7 +135,7 @@ class FabricController(app_manager.RyuApp):
 
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def _switch_gone(self, ev):
-        if self.fabric.switch_gone(ev.datapath):
+        if self.fabric.switch_gone(ev.datapath, time.monotonic()):
             self.installer.switch_gone(ev.datapath.id)
             self._links_changed()
 

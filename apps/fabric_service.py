@@ -69,6 +69,7 @@ class Fabric:
         self._port_down = set()         # (switch, port) reported down
         self._readings = {}             # dpid -> Reading
         self._seen = set()              # dpids connected since the fabric was loaded
+        self._gone_at = {}              # dpid -> when it last disconnected
         self._loaded_at = None
         self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
 
@@ -95,6 +96,14 @@ class Fabric:
     def is_synced(self, switch):
         return self.view.dpid(switch) in self._synced
 
+    def away_for(self, switch, now):
+        """Seconds since the switch disconnected if it is not synced again yet; None if
+        it is synced or never disconnected."""
+        dpid = self.view.dpid(switch)
+        if dpid in self._synced or dpid not in self._gone_at:
+            return None
+        return now - self._gone_at[dpid]
+
     def measured_mbps(self):
         return measured_mbps(self.view, self.rates)
 
@@ -116,6 +125,7 @@ class Fabric:
         self.generation += 1
         self._synced.clear()
         self._seen = set(self._datapaths)
+        self._gone_at = {}
         self._loaded_at = now
         self._port_down.clear()
         self.down_links = frozenset()
@@ -202,11 +212,12 @@ class Fabric:
         LOG.info("%s (dpid %#x): reconciled, synced", switch, datapath.id)
         return switch
 
-    def switch_gone(self, datapath):
+    def switch_gone(self, datapath, now):
         """True if it was the connected datapath of its dpid (then it is forgotten)."""
         dpid = datapath.id
         if dpid is None or self._datapaths.get(dpid) is not datapath:
             return False
+        self._gone_at[dpid] = now
         del self._datapaths[dpid]
         self._synced.discard(dpid)
         self._readings.pop(dpid, None)

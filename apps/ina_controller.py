@@ -15,17 +15,23 @@ the plan.
 import time
 
 from ryu.base import app_manager
+from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged
-from apps.plan_moves import move_broken
+from apps.plan_moves import move_broken, recheck_waiting
 from apps.rest_json import METRICS_KEY, resource_api
-from apps.services import CONTEXT_KEY, contexts
+from apps.services import CONTEXT_KEY, contexts, start_timers
 
 REST_APP_KEY = "ina_plans"
+WAITING_CHECK_INTERVAL_S = 0.5
 InaRestApi = resource_api("ina", "plans", REST_APP_KEY)
 # ryu-manager loads these too (ryu reads the list from the module, not the class)
 _REQUIRED_APP = ["apps.fabric_controller"]
+
+
+class EventRecheckPlans(event.EventBase):
+    """Timer: decide again the plans that waited for a switch to come back."""
 
 
 class InaController(app_manager.RyuApp):
@@ -37,6 +43,14 @@ class InaController(app_manager.RyuApp):
         self.plans = services.plans
         services.fabric.add_share_provider(self.plans.switch_share)
         kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans, METRICS_KEY: services.metrics})
+
+    def start(self):
+        super().start()
+        start_timers(self, {EventRecheckPlans: WAITING_CHECK_INTERVAL_S})
+
+    @set_ev_cls(EventRecheckPlans)
+    def _recheck_plans(self, _ev):
+        recheck_waiting(self.plans, time.monotonic())
 
     @set_ev_cls(EventFabricChanged)
     def _fabric_changed(self, ev):

@@ -70,6 +70,7 @@ class InaPlans:
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.plans = {}            # plan id -> LivePlan
         self.release_keys = {}     # plan id -> the key that may DELETE it
+        self.waiting = {}          # plan id -> until when its move waits for a switch
         self.generation = None
         self._ids = itertools.count(1)
 

@@ -19,6 +19,7 @@ from apps.reservations import ReservationError
 from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 
 LOG = logging.getLogger("syncfabric.ina")
+RECONNECT_GRACE_S = 3.0   # a plan waits this long for a switch that disconnected to return
 
 
 def move_broken(plans, now):
@@ -26,6 +27,7 @@ def move_broken(plans, now):
     read afresh for each plan: they change while plans move."""
     if plans.generation != plans.fabric.generation:
         return
+    plans.waiting.clear()   # each plan is decided again
     then_break = defaultdict(list)   # every moved plan's, sent after one drain
     for plan_id in sorted(plans.plans):
         live = plans.plans.get(plan_id)
@@ -36,6 +38,12 @@ def move_broken(plans, now):
         for datapath, messages in (moved or {}).items():
             then_break[datapath] += messages
     plans.installer.send_after_drain(then_break)
+
+
+def recheck_waiting(plans, now):
+    """Timer: decide again the plans whose wait for a switch is over."""
+    if any(until <= now for until in plans.waiting.values()):
+        move_broken(plans, now)
 
 
 def _move(plans, live, down_links, now):
@@ -49,7 +57,19 @@ def _move(plans, live, down_links, now):
         book.hold_if_free(live.hold_key, result.loads())   # nothing waited since graph was read
         outcome = "moved"
     except (PlacementError, ReservationError) as reason:
-        # e.g. an aggregator behind a switch that is away: planned again without it
+        # e.g. an aggregator behind a switch that is away: planned again without it,
+        # unless that switch only just disconnected. Switches keep forwarding without a
+        # controller, so one that reconnects with its tables costs the job nothing,
+        # while planning again restarts its round
+        returning = {s: plans.fabric.away_for(s, now) for s in live.shares}
+        recent = {s: age for s, age in returning.items() if age is not None
+                  and age < RECONNECT_GRACE_S}
+        if recent:
+            plans.waiting[live.id] = now + RECONNECT_GRACE_S - min(recent.values())
+            LOG.info("plan %d: %s; %s disconnected %.1f s ago: waiting up to %.0f s for it "
+                     "before planning again", live.id, reason, ",".join(sorted(recent)),
+                     min(recent.values()), RECONNECT_GRACE_S)
+            return None
         LOG.info("plan %d: %s; planning it again", live.id, reason)
         try:
             result = plans.plan_and_hold(view, book, live.request, live.hold_key)

@@ -511,6 +511,32 @@ def test_a_plan_that_cannot_keep_its_nodes_is_planned_again_and_one_that_fits_no
     assert listed(controller)["plans"] == [] and empty(controller)
 
 
+def test_a_plan_waits_for_a_switch_that_disconnected_before_it_is_planned_again(
+        controller, monkeypatch):
+    from apps import plan_moves
+    from apps.gradient_plan import PlacementError
+
+    def no_detour(*_args):
+        raise PlacementError("no detour (test)")
+    monkeypatch.setattr(plan_moves, "moved_paths", no_detour)
+    monkeypatch.setattr(plan_moves, "RECONNECT_GRACE_S", 0.6)
+    _, plan = post(controller, "/ina/plans", PLAN)
+    spine = next(p[p.index("leaf1") + 1] for p in stream_paths(plan).values() if "leaf1" in p)
+    held = controller.state()
+    controller.disconnect(spine)    # it reconnects with its tables: the job notices nothing
+    assert list(controller.services.plans.waiting) == [plan["id"]]
+    controller.connect(spine, keep_table=True)
+    _, now = controller.request("GET", "/ina/plans/%d" % plan["id"])
+    assert now["revision"] == 0 and controller.state() == held
+    assert controller.services.plans.waiting == {}
+    controller.disconnect(spine)    # it stays away: planned again once the wait is over
+    hub.sleep(0.3)
+    assert controller.services.plans.plans[plan["id"]].report["revision"] == 0
+    controller.settle_until(lambda: controller.services.plans.plans[plan["id"]].report["revision"])
+    _, again = controller.request("GET", "/ina/plans/%d" % plan["id"])
+    assert not any(spine in path for path in stream_paths(again).values())
+
+
 def again_loads(controller, plan):
     """{link or aggregator: Mbit/s} the plan's streams put on it."""
     loads = {}
