@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
+RESTART_GRACE_S = 30.0   # retry_s for a job that rides out a controller restart
 
 
 class ControllerHttpError(RuntimeError):
@@ -64,6 +65,13 @@ class ControllerClient:
             except ValueError:
                 payload = payload.decode(errors="replace")
             raise ControllerHttpError(error.code, payload) from None
+
+    def retrying(self, retry_s=RESTART_GRACE_S):
+        """A client with this one's address, token and release key that tries a refused
+        connection again for up to retry_s seconds."""
+        client = ControllerClient(self.base_url, self.timeout_s, self.token, retry_s)
+        client.release_key = self.release_key
+        return client
 
     def get(self, path):
         return self.request("GET", path)

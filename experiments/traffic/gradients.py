@@ -263,7 +263,8 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.
     coordinator = GradientCoordinator(
         bed.management_ip, workers, list(plan["ports"]), aggregators, gradient_floats(gradient_mb),
         seed, rate_fraction, connect_timeout_s=timeout_s, on_go=on_go,
-        plan_now=(lambda: bed.client.get("/ina/plans/%d" % plan["id"])) if follow else None)
+        plan_now=(lambda: bed.client.retrying().get("/ina/plans/%d" % plan["id"])) if follow
+        else None)
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
@@ -302,13 +303,14 @@ def run_plan(bed, request, rounds, gradient_mb, on_go=None, follow=False):
     gradient on the wire over the communication time. on_go and follow: as in
     run_gradient_rounds (follow runs a process in every aggregator the request names)."""
     gradient_mbit = wire_mbit(gradient_floats(gradient_mb))
-    plan = bed.client.request("POST", "/ina/plans", dict(request, gradient_mb=gradient_mbit / 8))
+    client = bed.client.retrying()   # the job rides out a controller restart
+    plan = client.request("POST", "/ina/plans", dict(request, gradient_mb=gradient_mbit / 8))
     try:
         results = run_gradient_rounds(bed, plan, rounds, gradient_mb, on_go=on_go,
                                       aggregators=request.get("aggregators") if follow else None,
                                       follow=follow)
     finally:
-        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+        client.request("DELETE", "/ina/plans/%d" % plan["id"])
     for result in results:
         result["min_rate_mbps"] = gradient_mbit / result["comm_time_s"]
     return plan, results

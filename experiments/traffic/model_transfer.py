@@ -26,7 +26,7 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.controller_client import ControllerClient
+from experiments.controller_client import RESTART_GRACE_S, ControllerClient
 from experiments.traffic.rate_control import LossAdaptiveRate, ReceiverLoss
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram,
                                            accept_named, chunk_count, host_program_arguments,
@@ -36,7 +36,6 @@ from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, Coordinated
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
 MODES = ("unicast",) + MULTICAST_MODES
-CONTROLLER_RESTART_GRACE_S = 30.0   # how long a PS waits for a restarting controller
 PROGRESS_S = 0.05                   # how often a receiving worker reports its progress
 
 
@@ -58,7 +57,7 @@ class ParameterServer:
         self.model = model_bytes(args.model_mb, args.seed)
         self.sha256 = hashlib.sha256(self.model).hexdigest()
         self.chunks = chunk_count(len(self.model))
-        self.controller = (ControllerClient(args.controller, retry_s=CONTROLLER_RESTART_GRACE_S)
+        self.controller = (ControllerClient(args.controller, retry_s=RESTART_GRACE_S)
                            if args.controller else None)
         self.workers = {}
 

@@ -284,7 +284,8 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
     controller reports (gradients.GradientCoordinator)."""
     parameter_mode, gradient_mode = mode.split("+")
     floats = setup.parameter_count
-    plan = bed.client.request("POST", "/ina/plans", {
+    client = bed.client.retrying()   # the job rides out a controller restart
+    plan = client.request("POST", "/ina/plans", {
         "job": "train-%s" % mode, "workers": workers, "ps": ps,
         "policy": GRADIENT_POLICIES[gradient_mode], "gradient_mb": wire_mbit(floats) / 8})
     coordinator = None
@@ -293,7 +294,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
             bed.management_ip, workers, ps,
             sorted({a["aggregator"] for a in plan["aggregates"]} | set(aggregators or ())),
             {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s,
-            plan_now=(lambda: bed.client.get("/ina/plans/%d" % plan["id"])) if aggregators
+            plan_now=(lambda: client.get("/ina/plans/%d" % plan["id"])) if aggregators
             else None)
         reference = ReferenceRun(setup)
         x_test, y_test = reference.data[2], reference.data[3]
@@ -313,7 +314,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
             for number in range(1, rounds + 1):
                 if aggregators and number > 1:
                     current = coordinator.plan_now()
-                result = coordinator.train_round(current, bed.client, parameter_mode, bed.sampler)
+                result = coordinator.train_round(current, client, parameter_mode, bed.sampler)
                 elapsed += result["round_s"]
                 _loss, *expected = reference_step(setup, reference.data, *state, number)
                 state = coordinator.ps_state()
@@ -332,7 +333,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
     finally:
         if coordinator is not None:
             coordinator.listener.close()
-        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+        client.request("DELETE", "/ina/plans/%d" % plan["id"])
 
 
 def main(argv=None):

@@ -1,0 +1,63 @@
+"""The REST client a job uses: a retrying copy rides out a controller that restarts."""
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from experiments.controller_client import ControllerClient
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Answer(BaseHTTPRequestHandler):
+    def do_GET(self):   # noqa: N802 (http.server's name)
+        body = json.dumps({"key": self.headers["X-Release-Key"],
+                           "auth": self.headers["Authorization"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
+def test_a_retrying_client_waits_for_a_restarting_controller_with_the_same_key():
+    port = free_port()
+    client = ControllerClient("http://127.0.0.1:%d" % port, token="t0ken")
+    retrying = client.retrying(retry_s=5.0)
+    servers = []
+
+    def start_later():
+        time.sleep(0.4)   # the controller comes back
+        servers.append(HTTPServer(("127.0.0.1", port), Answer))
+        servers[0].serve_forever()
+    threading.Thread(target=start_later, daemon=True).start()
+    try:
+        started = time.monotonic()
+        answer = retrying.get("/fabric/topology")
+        assert time.monotonic() - started >= 0.3
+        assert answer == {"key": client.release_key, "auth": "Bearer t0ken"}
+    finally:
+        while not servers:
+            time.sleep(0.05)
+        servers[0].shutdown()
+        servers[0].server_close()
+
+
+def test_without_retry_a_refused_connection_fails_at_once():
+    client = ControllerClient("http://127.0.0.1:%d" % free_port())
+    started = time.monotonic()
+    try:
+        client.get("/fabric/topology")
+    except OSError:
+        assert time.monotonic() - started < 1.0
+    else:
+        raise AssertionError("a refused connection was answered")
