@@ -120,10 +120,12 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
         _released(trees, tree_id, now, book)
         return None
-    if trees.book is not book or tree_id not in book.ids():   # released meanwhile
+    if trees.book is not book or tree_id not in book.ids():
+        # released meanwhile: the release removed what the old tree had, and make may
+        # have added more (a switch, a FAST_FAILOVER group): remove all of the tree
         trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id, old.address,
                                                             new_shares[s], None)[1]
-                             for s in set(new_shares) - set(old_shares)})
+                             for s in new_shares})
         return None
     book.replace(tree_id, tree)
     trees.remember(now)

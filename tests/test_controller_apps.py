@@ -214,6 +214,23 @@ def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(contro
     assert listed(controller) == NOTHING_LISTED and empty(controller)
 
 
+def test_a_tree_deleted_while_it_gets_a_backup_again_leaves_nothing(controller):
+    _, tree = post(controller, "/multicast/trees", TREE)
+    ((_, spine, _),) = tree["backup_uplinks"]
+    controller.port_down("leaf1", spine)   # moved to the other spine: no backup left
+    deletes = []
+
+    def delete_while_moving(datapath, message):
+        trees = controller.services.trees
+        if not deletes and type(message).__name__ == "OFPBarrierReply":
+            deletes.append(hub.spawn(trees.release, tree["id"], time.monotonic()))
+    controller.network.before_answer = delete_while_moving
+    controller.port_down("leaf1", spine, down=False)   # back: a backup again, as it is deleted
+    assert deletes and deletes[0].wait()["id"] == tree["id"]
+    controller.settle()
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
 def concurrently(controller, calls):
     """Run REST calls at the same moment; their statuses, sorted."""
     threads = [hub.spawn(controller.request, *call) for call in calls]
