@@ -15,7 +15,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
-              "path-aware": ("tab:blue", "o")}
+              "path-aware": ("tab:blue", "o"), "gloo-allreduce": ("black", "D"),
+              "gloo-ps": ("tab:brown", "v"), "unicast+ps": ("tab:red", "s"),
+              "multicast+ina": ("tab:blue", "o")}
 SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
                    "milp": ("tab:green", "s")}
 
@@ -26,14 +28,26 @@ def read_rows(path):
 
 
 def plot_ps_distribution(csv_path):
-    """Median completion time vs workers per mode, with the line-rate limit S/b_link;
+    """Median completion time vs workers per mode, with the line-rate limit S/b_link."""
+    return plot_medians_by_workers(csv_path, "completion_s", "completion time per round (s)",
+                                   "PS distribution of a %s MB model")
+
+
+def plot_allreduce(csv_path):
+    """Median communication time of a synchronous round vs workers per mode, with S/B."""
+    return plot_medians_by_workers(csv_path, "comm_s", "communication per round (s)",
+                                   "one synchronous round of a %s MB model")
+
+
+def plot_medians_by_workers(csv_path, value, ylabel, title):
+    """Median `value` vs workers, one line per mode, with the line-rate limit S/b_link;
     rows flagged not faithful are left out (the footer counts them)."""
     rows = read_rows(csv_path)
     by_mode = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if row.get("fidelity_ok") == "False":
             continue
-        by_mode[row["mode"]][int(row["workers"])].append(float(row["completion_s"]))
+        by_mode[row["mode"]][int(row["workers"])].append(float(row[value]))
     figure, axes = plt.subplots(figsize=(6, 4))
     for mode, points in by_mode.items():
         workers = sorted(points)
@@ -42,9 +56,9 @@ def plot_ps_distribution(csv_path):
                   color=colour, label=mode)
     axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / b_link")
     axes.set_xlabel("workers N")
-    axes.set_ylabel("completion time per round (s)")
+    axes.set_ylabel(ylabel)
     axes.set_ylim(bottom=0)
-    axes.set_title("PS distribution of a %s MB model" % rows[0]["model_mb"])
+    axes.set_title(title % rows[0]["model_mb"])
     axes.grid(alpha=0.3)
     axes.legend()
     return save(figure, csv_path)
@@ -425,6 +439,7 @@ PLOTTERS = [(("sweep", "link_util_cov"), plot_sim_ps_multicast),
             (("part", "sim_rate_mbps"), plot_sim_ina),
             (("sweep", "sync"), plot_sim_selmcast),
             (("simulated_s",), plot_emulation_check),
+            (("comm_s", "line_rate_s"), plot_allreduce),
             (("line_rate_s",), plot_ps_distribution), (("max_link_util",), plot_load_balance),
             (("normalized_completion",), plot_selmcast_selection),
             (("predicted_s",), plot_selmcast), (("theta_repaired",), plot_ina),

@@ -39,7 +39,7 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "traffic.gradient_hosts", "train", "traffic.training",
                                     "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
                                     "sim.selmcast", "sim.ina", "sim.emulation_check", "calibrate",
-                                    "traffic.load_probe"])
+                                    "traffic.load_probe", "allreduce", "traffic.gloo_peers"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
@@ -237,6 +237,27 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
                and float(r["first_pass_loss"]) >= 0 for r in table)
     assert out.with_suffix(".png").stat().st_size > 0
     assert "test accuracy equals the reference's at every round: True" in answer.stdout
+    assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
+
+
+@pytest.mark.integration
+def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
+    require_root()
+    out = tmp_path / "allreduce.csv"
+    answer = run("allreduce", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
+                 "--modes", "gloo-allreduce,gloo-ps,multicast+ina", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert sorted((r["mode"], r["round"]) for r in table) == [
+        (mode, number) for mode in ("gloo-allreduce", "gloo-ps", "multicast+ina")
+        for number in ("1", "2")]
+    assert all(r["verified"] == "True" and r["workers"] == "3" and float(r["comm_s"]) > 0
+               and r["fidelity_ok"] in ("True", "False") for r in table)
+    line_rate = {float(r["line_rate_s"]) for r in table}
+    assert len(line_rate) == 1 and line_rate.pop() == pytest.approx(
+        float(table[0]["model_mb"]) * 8 / 10)
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert "multicast+ina takes" in answer.stdout and "gloo-allreduce's time" in answer.stdout
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
 
 

@@ -1,0 +1,169 @@
+"""One synchronous round's communication, ours against what data-parallel users run:
+PyTorch's torch.distributed (Gloo) in the same hosts, on the same fabric, in one run.
+
+    python -m experiments.allreduce --workers 4,8,16 --rounds 5 --out results/allreduce.csv
+
+An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
+(--aggregator-bw, a comma list, sweeps their capacity: a fresh fabric each). The
+workers are h1..hN, the PS the last host; the model is the training MLP's float32
+parameters (1.2 MB; --hidden sets its size). Modes:
+- gloo-allreduce: the workers all-reduce their gradients (DDP's step), Gloo
+  bound to the data-plane interface, routed by our fabric app
+  (experiments/traffic/gloo_peers.py);
+- gloo-ps: Gloo reduce from the workers to the PS, then broadcast from it;
+- unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
+  parameter distribution plus the gradient aggregation (the compute between is
+  left out).
+Every round's result is checked: Gloo's sums element for element against the
+exact one (integer gradients), ours as experiments.train checks them. The CSV has
+one row per mode, worker count, aggregator capacity and round; `line_rate_s` is
+S/B, the time each worker's link needs to carry the model once. The PNG plots the
+median communication time against workers, one line per mode, with S/B.
+"""
+
+import statistics
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments import fidelity
+from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+                             finish_emulated_run, progress_printer)
+from experiments.ina import AGGREGATOR_SHARE
+from experiments.plots import plot_allreduce
+from experiments.testbed import FabricTestbed
+from experiments.traffic import gloo_peers
+from experiments.traffic.digits_mlp import TrainingSetup
+from experiments.traffic.training import run_training
+from mininet_topos.spineleaf import SpineLeafTopo
+
+COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
+           "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [
+    "link_mbps"]
+GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
+TRAINING_MODES = ("unicast+ps", "multicast+ina")
+MODES = tuple(GLOO_MODES) + TRAINING_MODES
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.allreduce",
+                            description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
+    parser.add_argument("--workers", type=comma_list(int), default=[4, 8, 16],
+                        help="comma list of worker counts")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per mode and worker count")
+    parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
+                        help="comma list of %s" % ", ".join(MODES))
+    parser.add_argument("--aggregator-bw", type=comma_list(float), default=None,
+                        help="comma list of aggregator capacities, Mbit/s, each on a fresh "
+                             "fabric (default 0.45 x --bw)")
+    parser.add_argument("--rate-fraction", type=float, default=0.95,
+                        help="our modes' parameter sending rate as a fraction of --bw")
+    parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
+                        help="width of the MLP's two hidden layers (sets the model's size)")
+    parser.add_argument("--out", type=Path, default=Path("results/allreduce.csv"),
+                        help="CSV path (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if any(not 2 <= n < min(hosts, 65) for n in args.workers):
+        parser.error("every --workers count must be between 2 and %d" % (min(hosts, 65) - 1))
+    if args.rounds < 1 or args.hidden < 1:
+        parser.error("--rounds and --hidden must be positive")
+    if args.aggregator_bw is None and args.bw is not None:
+        args.aggregator_bw = [round(AGGREGATOR_SHARE * args.bw, 2)]
+    if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw) <= 0:
+        parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
+    return args
+
+
+def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):
+    """The Gloo modes' rows, one run of the peers for all of them."""
+    patterns = [GLOO_MODES[mode] for mode in modes if mode in GLOO_MODES]
+    if not patterns:
+        return []
+    mode_of = {pattern: mode for mode, pattern in GLOO_MODES.items()}
+    sampling = bed.sampler().start()
+    results = gloo_peers.run_in_fabric(bed, workers, ps if "ps" in patterns else None, floats,
+                                       rounds, patterns, on_row=lambda _row: bar.update(1))
+    kept_up = fidelity.verdict(None, None, None, 0, sampling.stop())
+    return [dict(kept_up, mode=mode_of[r["pattern"]], round=r["round"], comm_s=r["comm_s"],
+                 verified=r["verified"], repair_passes=0,
+                 pss=1 if r["pattern"] == "ps" else 0) for r in results]
+
+
+def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
+    """One of experiments.train's modes: its rounds' communication."""
+    results = run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
+                           on_round=lambda _number: bar.update(1))
+    return [dict({key: r[key] for key in fidelity.COLUMNS}, mode=mode, round=r["round"],
+                 comm_s=r["param_s"] + r["aggregate_s"], verified=r["verified"],
+                 repair_passes=r["param_repair_passes"] + r["gradient_repair_passes"], pss=1)
+            for r in results]
+
+
+def run(args):
+    announce_rate(args)
+    rows, leftovers = [], []
+    total = len(args.aggregator_bw) * len(args.workers) * len(args.modes) * args.rounds
+    with tqdm(total=total, desc="rounds", unit="round", file=sys.stderr) as bar:
+        for aggregator_bw in args.aggregator_bw:
+            topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
+                                 hosts_per_leaf=args.hosts_per_leaf, bw=args.bw,
+                                 aggregators="spines", aggregator_bw=aggregator_bw)
+            hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
+                           key=lambda h: int(h[1:]))
+            with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                               progress=progress_printer("allreduce")) as bed:
+                for count in args.workers:
+                    setup = TrainingSetup(workers=count, hidden=args.hidden)
+                    workers, ps = hosts[:count], hosts[-1]
+                    bar.set_postfix_str("%d workers, gloo" % count)
+                    measured = gloo_rows(bed, args.modes, workers, ps, setup.parameter_count,
+                                         args.rounds, bar)
+                    for mode in (m for m in args.modes if m in TRAINING_MODES):
+                        bar.set_postfix_str("%d workers, %s" % (count, mode))
+                        measured += training_rows(bed, mode, workers, ps, setup, args.rounds,
+                                                  args.rate_fraction * args.bw, bar)
+                    model_bytes = setup.parameter_count * 4
+                    rows += [dict(row, workers=count, aggregator_bw=aggregator_bw,
+                                  model_mb=model_bytes / 1e6, link_mbps=args.bw,
+                                  line_rate_s=model_bytes * 8 / (args.bw * 1e6), bound_s=None)
+                             for row in measured]
+                leftovers += bed.leftovers()
+    return rows, leftovers
+
+
+def summary(rows):
+    """Median communication per mode and worker count over faithful rows, and each
+    mode's ratio to Gloo's all-reduce measured in the same run."""
+    lines = ["%-16s %7s %13s %9s %11s %9s" % ("mode", "workers", "aggregator_bw", "comm_s",
+                                               "x_line_rate", "verified")]
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["aggregator_bw"], row["workers"], row["mode"]), []).append(row)
+    medians = {key: fidelity.faithful_median(group, "comm_s") for key, group in groups.items()}
+    for (aggregator_bw, workers, mode), group in groups.items():
+        median = medians[(aggregator_bw, workers, mode)]
+        lines.append("%-16s %7d %13g %9s %11s %9s" % (
+            mode, workers, aggregator_bw, "%.2f" % median if median else "unfaithful",
+            "%.2f" % (median / group[0]["line_rate_s"]) if median else "-",
+            all(r["verified"] for r in group)))
+    for (aggregator_bw, workers, mode), median in medians.items():
+        gloo = medians.get((aggregator_bw, workers, "gloo-allreduce"))
+        if mode != "gloo-allreduce" and median and gloo:
+            lines.append("%d workers, aggregators %g Mbit/s: %s takes %.2fx gloo-allreduce's time"
+                         % (workers, aggregator_bw, mode, median / gloo))
+    lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    finish_emulated_run(args, run, COLUMNS, plot_allreduce, summary,
+                        "groups, meters, multicast or steering flows",
+                        "some round's result differs from the exact one")
+
+
+if __name__ == "__main__":
+    main()
