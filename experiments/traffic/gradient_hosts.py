@@ -12,6 +12,8 @@ import sys
 from experiments.cli import ArgumentParser
 from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                                fragment_packet, gradient)
+from experiments.traffic.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
+                                               shard_digest)
 from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, CoordinatedProgram,
                                            Watch, drain, host_program_arguments, send_streams)
 
@@ -74,17 +76,28 @@ class Process(CoordinatedProgram):
         if role in ("aggregator", "ps"):
             sums = FragmentSums(plan["job"], number, floats, plan["expected"])
         forward = []   # aggregator: completed fragments not yet sent on
+        returning = None   # a streaming round's PS: its sums, back to the workers
+        if role == "ps" and "return" in plan:
+            returning = ReturnSender(sock, (plan["return"]["ip"], RETURN_PORT),
+                                     plan["return"]["rate_mbps"], sums.packet)
+        returned = None    # a streaming round's worker: the sums coming back
+        if role == "worker" and "returns" in plan:
+            returned = ReturnReceiver(plan["returns"]["groups"], self.args.data_ip, plan["job"],
+                                      number, floats)
 
         def on_packet(packet):
             complete = sums.add(packet)
             if complete is not None and role == "aggregator":
                 forward.append(complete)
+            elif complete is not None and returning is not None:
+                returning.push([complete])
         for endpoint in self.endpoints.values():
             endpoint.on_packet = on_packet if sums is not None else None
-        watch = Watch(self.endpoints.values(), self.channel)
+        watch = Watch([*self.endpoints.values(), *([returned] if returned else [])], self.channel)
 
         def idle(seconds):
-            watch.take(seconds)
+            pending = returning.wait() if returning else None
+            watch.take(seconds if pending is None else min(seconds, pending))
             flush()
 
         def flush():   # an aggregator sends each aggregate as soon as it is complete
@@ -92,6 +105,8 @@ class Process(CoordinatedProgram):
                 index = forward.pop(0)
                 first, last, ip, port = next(n for n in plan["next"] if n[0] <= index < n[1])
                 sock.sendto(sums.packet(index), (ip, port))
+            if returning is not None:
+                returning.send_due()
 
         if role == "worker":
             values = self.worker_values(plan)
@@ -102,7 +117,7 @@ class Process(CoordinatedProgram):
             make = sums.packet
         self.channel.send({"ready": number})
         while True:
-            control = watch.take()
+            control = watch.take(returning.wait() if returning else None)
             flush()
             if not control:
                 continue
@@ -123,10 +138,26 @@ class Process(CoordinatedProgram):
                 flush()
                 self.channel.send({"missing": sums.missing() if sums else [],
                                    "received_bytes": sums.received_bytes if sums else 0})
+            elif "return" in request:   # a PS: send again what workers miss, then all queued
+                complete = sums.have == sums.expected
+                returning.push([i for first, last in request["fragments"]
+                                for i in range(first, last) if complete[i]], request["rate_mbps"])
+                while returning.wait() is not None:
+                    idle(returning.wait())
+                self.channel.send({"returned": number})
+            elif "return_report" in request:   # a worker: what it still misses
+                drain([returned])
+                self.channel.send({"missing": returned.missing(),
+                                   "digests": returned.digests(plan["returns"]["shards"])})
             elif "sum" in request:
-                self.channel.send(self.on_sum(plan, sums.total()))
+                answer = self.on_sum(plan, sums.total())
+                if returning is not None:
+                    answer["digest"] = shard_digest(sums.total(), *plan["range"])
+                self.channel.send(answer)
             elif "done" in request:
                 watch.close()
+                if returned is not None:
+                    returned.close()
                 return
 
 

@@ -115,14 +115,15 @@ class GradientCoordinator:
                                             legs=[{"ip": ip[node], "port": ports[ps],
                                                    "fragments": [first, last], "rate_mbps": rate}
                                                   for node, ps, first, last, rate in ranges_of[worker]
-                                                  if last > first]))
+                                                  if last > first], **self.extras(None, held)))
         for aggregator in self.aggregators:
             self.channels[aggregator].send(dict(
                 common, role="aggregator", expected=expected[aggregator].tolist(),
                 next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss]))
         for ps in self.pss:
             self.channels[ps].send(dict(common, role="ps", expected=expected[ps].tolist(),
-                                        workers=len(self.workers), range=held[ps]))
+                                        workers=len(self.workers), range=held[ps],
+                                        **self.extras(ps, held)))
         self._expect(self.names, {"ready": number})
         aggregate_rate = {(a["aggregator"], a["ps"]): a["rate_mbps"] * self.rate_fraction
                           for a in plan["aggregates"]}
@@ -171,20 +172,38 @@ class GradientCoordinator:
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
             self._expect(list(resend), {"sent": number})
+        gradients_s = time.perf_counter() - started
+        finished = self.finish_round(number, started)
         comm_time_s = time.perf_counter() - started
-        checks = []
+        checks = {}
         for ps in self.pss:
             self.channels[ps].send({"sum": number})
-            checks.append(self.channels[ps].receive())
-        check = checks[0] if len(checks) == 1 else {
-            "verified": all(c["verified"] for c in checks),
-            "error_to_bound": max(c["error_to_bound"] for c in checks)}
+            checks[ps] = self.channels[ps].receive()
+        check = self.round_check(checks, finished)
         for name in self.names:
             self.channels[name].send({"done": number})
-        return {"comm_time_s": comm_time_s, "repair_passes": passes, "restarted": False, **first_pass,
+        return {"comm_time_s": comm_time_s, "gradients_s": gradients_s, "repair_passes": passes,
+                "restarted": False, **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
-                **check}
+                **finished, **check}
+
+    def extras(self, ps, held):
+        """What a streaming round adds to a worker's (ps None) or a PS's part of the plan."""
+        return {}
+
+    def finish_round(self, number, started):
+        """What a round does once the PS holds every gradient, timed with it (a streaming
+        round: the sums' return); returns columns for the round's result."""
+        return {}
+
+    def round_check(self, checks, finished):
+        """The round's verdict from every PS's answer to "sum" ({PS: answer}; one PS's
+        answer is the verdict as it is)."""
+        answers = list(checks.values())
+        return answers[0] if len(answers) == 1 else {
+            "verified": all(c["verified"] for c in answers),
+            "error_to_bound": max(c["error_to_bound"] for c in answers)}
 
     def _replanned(self, plan):
         """The plan the controller reports now if it planned the round's plan again with
@@ -250,21 +269,26 @@ class GradientCoordinator:
         self.listener.close()
 
 
-def run_gradient_rounds(bed, plan, rounds, gradient_mb, seed=0, rate_fraction=0.95,
-                        timeout_s=120, on_go=None, aggregators=None, follow=False):
+def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fraction=0.95,
+                        timeout_s=120, on_go=None, aggregators=None, follow=False, floats=None,
+                        coordinator_class=None, coordinator_options=None):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails.
-    on_go(round number) runs as each round's workers start sending. follow: each round
-    after the first reads the plan again, and runs on it if the controller moved it
-    around a fault (aggregators: every host it may then use, to run a process in)."""
+    The gradient: gradient_mb megabytes, or `floats` float32. on_go(round number) runs
+    as each round's workers start sending. follow: each round after the first reads
+    the plan again, and runs on it if the controller moved it around a fault
+    (aggregators: every host it may then use, to run a process in).
+    coordinator_class (with coordinator_options): a GradientCoordinator that adds to
+    the round (stream_round.StreamCoordinator)."""
     used = {a["aggregator"] for a in plan["aggregates"]}
     aggregators = sorted(used | set(aggregators or ()))
     workers = list(plan["workers"])
-    coordinator = GradientCoordinator(
-        bed.management_ip, workers, list(plan["ports"]), aggregators, gradient_floats(gradient_mb),
-        seed, rate_fraction, connect_timeout_s=timeout_s, on_go=on_go,
+    coordinator = (coordinator_class or GradientCoordinator)(
+        bed.management_ip, workers, list(plan["ports"]), aggregators,
+        floats or gradient_floats(gradient_mb), seed, rate_fraction,
+        connect_timeout_s=timeout_s, on_go=on_go,
         plan_now=(lambda: bed.client.retrying().get("/ina/plans/%d" % plan["id"])) if follow
-        else None)
+        else None, **(coordinator_options or {}))
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 

@@ -1,0 +1,113 @@
+"""The streaming round's return direction: each PS shard multicasts a fragment's sum on
+its reserved tree as soon as the fragment holds every worker, paced at the tree's
+rate while later fragments still arrive; each worker assembles the shards' sums.
+
+A returned fragment is a gradient_wire fragment datagram (its mask: every worker), sent
+to the shard's tree address on RETURN_PORT. The workers all apply the same step to the
+same sum (SwitchML's return), so the bytes a worker holds are checked against the PS's
+by SHA-256, shard by shard.
+"""
+
+import hashlib
+import socket
+import time
+
+import numpy as np
+
+from experiments.traffic.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_count
+from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
+                                           ranges)
+
+RETURN_PORT = 7300
+
+
+def shard_digest(values, first, last):
+    """SHA-256 of fragments first..last of float32 `values`, as the wire carries them."""
+    start, stop = first * FLOATS_PER_FRAGMENT, min(last * FLOATS_PER_FRAGMENT, len(values))
+    return hashlib.sha256(values[start:stop].astype(">f4").tobytes()).hexdigest()
+
+
+class ReturnSender:
+    """A PS's fragments to return, sent one datagram at a time at `rate_mbps` of wire
+    bytes whenever the caller's loop asks (send_due), between its receives."""
+
+    def __init__(self, sock, address, rate_mbps, packet_of):
+        self.sock, self.address, self.rate_mbps = sock, address, rate_mbps
+        self.packet_of = packet_of   # fragment index -> datagram
+        self.queue, self.queued = [], set()
+        self.due = time.perf_counter()
+
+    def push(self, indices, rate_mbps=None):
+        if rate_mbps is not None:
+            self.rate_mbps = rate_mbps
+        for index in indices:
+            if index not in self.queued:
+                self.queue.append(index)
+                self.queued.add(index)
+
+    def wait(self):
+        """Seconds until the next datagram is due; None when nothing is queued."""
+        if not self.queue:
+            return None
+        return max(0.0, self.due - time.perf_counter())
+
+    def send_due(self):
+        """Send what is due now (at most the datagrams the rate allows since last time)."""
+        now = time.perf_counter()
+        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
+        while self.queue and self.due <= now:
+            index = self.queue.pop(0)
+            self.queued.discard(index)
+            packet = self.packet_of(index)
+            try:
+                self.sock.sendto(packet, self.address)
+            except BlockingIOError:   # the buffer is full: try this one again later
+                self.queue.insert(0, index)
+                self.queued.add(index)
+                return
+            self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (self.rate_mbps * 1e6)
+
+
+class ReturnReceiver:
+    """A worker's copy of the shards' sums, from every shard's tree (or, for its own
+    shard, handed over in the host)."""
+
+    def __init__(self, groups, data_ip, job, number, floats):
+        self.job, self.number = job, number
+        self.values = np.zeros(fragment_count(floats) * FLOATS_PER_FRAGMENT, dtype=np.float32)
+        self.floats = floats
+        self.have = np.zeros(fragment_count(floats), dtype=bool)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        self.sock.bind(("", RETURN_PORT))
+        for group in groups:
+            membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        self.sock.setblocking(False)
+
+    def take(self):
+        while True:
+            try:
+                packet = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            job, number, index, _count, _mask = HEADER.unpack_from(packet)
+            if job == self.job and number == self.number and index < len(self.have):
+                self.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
+
+    def place(self, index, values):
+        start = index * FLOATS_PER_FRAGMENT
+        self.values[start:start + len(values)] = values
+        self.have[index] = True
+
+    def missing(self):
+        return ranges(np.flatnonzero(~self.have).tolist())
+
+    def digests(self, shards):
+        """SHA-256 of each shard [first, last) this worker holds whole (else None)."""
+        return [shard_digest(self.values[:self.floats], first, last)
+                if self.have[first:last].all() else None for first, last in shards]
+
+    def close(self):
+        self.sock.close()

@@ -1,0 +1,118 @@
+"""The streaming synchronous round: the model sharded over P PSs, each shard's gradient
+fragments aggregated in the network on the way to its PS (the job's INA plan), and each
+shard's sum returned at once, fragment by fragment, on a reserved path-aware multicast
+tree from its PS to every worker. Gradient push and return overlap on the full-duplex
+links, so a round's communication approaches S/B.
+
+Per round (GradientCoordinator.run_round, with the return added):
+1. the workers send their gradients as in experiments/traffic/gradients.py; a PS
+   multicasts fragment k's sum (gradient_wire's datagram, every worker in its mask) as
+   soon as it holds every worker in fragment k, paced at its tree's rate, while later
+   fragments still arrive (stream_return.py);
+2. once every PS holds every gradient, each PS sends what is still queued, the
+   workers report the fragments they miss, and their PSs send those again (at a rate
+   that backs off on loss), until every worker holds every shard;
+3. checks (untimed): each PS's sum against the exact one, and every worker's copy of
+   every shard against its PS's by SHA-256.
+The return is SwitchML's: the sum comes back and every worker applies the same step.
+"""
+
+import time
+
+from experiments.traffic.gradient_wire import wire_mbit
+from experiments.traffic.gradients import GradientCoordinator, run_gradient_rounds
+from experiments.traffic.rate_control import LossAdaptiveRate
+from experiments.traffic.transport import ranges
+
+RETURN_REPAIR_BUDGET_S = 120.0
+
+
+class StreamCoordinator(GradientCoordinator):
+    """GradientCoordinator whose PSs return their sums on trees (groups: {PS: tree
+    address}, each reserved at return_mbps)."""
+
+    def __init__(self, *args, groups, return_mbps, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.groups, self.return_mbps = groups, return_mbps
+        self.shards, self.digests = None, {}
+
+    def extras(self, ps, held):
+        self.shards = {p: list(held[p]) for p in self.pss}
+        if ps is None:
+            return {"returns": {"groups": [self.groups[p] for p in self.pss],
+                                "shards": [self.shards[p] for p in self.pss]}}
+        return {"return": {"ip": self.groups[ps],
+                           "rate_mbps": self.return_mbps * self.rate_fraction}}
+
+    def finish_round(self, number, started):
+        passes, first_pass_loss = 0, None
+        resend = {ps: [] for ps in self.pss}
+        rate = LossAdaptiveRate(self.return_mbps * self.rate_fraction)
+        fragments = sum(last - first for first, last in self.shards.values())
+        while True:
+            for ps in self.pss:
+                self.channels[ps].send({"return": number, "fragments": resend[ps],
+                                        "rate_mbps": rate.rate})
+            self._expect(self.pss, {"returned": number})
+            for worker in self.workers:
+                self.channels[worker].send({"return_report": number})
+            reports = {w: self.channels[w].receive() for w in self.workers}
+            lost = {w: {i for first, last in r["missing"] for i in range(first, last)}
+                    for w, r in reports.items()}
+            worst = max(len(indices) for indices in lost.values()) / fragments
+            if first_pass_loss is None:
+                first_pass_loss = sum(map(len, lost.values())) / (fragments * len(self.workers))
+            if not any(lost.values()):
+                break
+            passes += 1
+            if time.perf_counter() - started > RETURN_REPAIR_BUDGET_S:
+                raise RuntimeError(
+                    "round %d: after %.0f s, %s still miss returned fragments (%d passes at down "
+                    "to %.2f Mbit/s): the platform is not carrying the trees (see `make "
+                    "calibrate`, use a lower --bw)" % (number, RETURN_REPAIR_BUDGET_S,
+                                                       ", ".join(w for w in lost if lost[w]),
+                                                       passes, rate.lowest))
+            union = set().union(*lost.values())
+            resend = {ps: ranges(sorted(i for i in union if first <= i < last))
+                      for ps, (first, last) in self.shards.items()}
+            rate.update(worst, time.perf_counter())
+        self.digests = {w: r["digests"] for w, r in reports.items()}
+        return {"return_repair_passes": passes, "return_first_pass_loss": first_pass_loss}
+
+    def round_check(self, checks, finished):
+        verdict = super().round_check(checks, finished)
+        expected = [checks[ps]["digest"] for ps in self.pss]
+        returned = all(digests == expected for digests in self.digests.values())
+        return dict(verdict, verified=verdict["verified"] and returned, returns_verified=returned)
+
+
+def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None, seed=0,
+               rate_fraction=0.95, job="stream"):
+    """Reserve every PS's return tree to the workers, then the job's INA plan on what the
+    trees leave (equal shards; GRID for one PS); run `rounds` streaming rounds; release
+    it all. Returns (plan, trees, per-round results)."""
+    client = bed.client.retrying()
+    trees = []
+    try:
+        for ps in pss:
+            trees.append(client.request("POST", "/multicast/trees", {
+                "source": ps, "receivers": list(workers), "policy": "path-aware",
+                "bandwidth_mbps": return_mbps, "ttl_s": 3600}))
+        request = {"job": job, "workers": list(workers), "ps": list(pss) if len(pss) > 1
+                   else pss[0], "policy": "equal-split" if len(pss) > 1 else "grid",
+                   "gradient_mb": wire_mbit(floats) / 8}
+        if aggregators is not None:
+            request["aggregators"] = list(aggregators)
+        plan = client.request("POST", "/ina/plans", request)
+        try:
+            groups = {ps: tree["address"] for ps, tree in zip(pss, trees)}
+            results = run_gradient_rounds(
+                bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
+                coordinator_class=StreamCoordinator,
+                coordinator_options={"groups": groups, "return_mbps": return_mbps})
+        finally:
+            client.request("DELETE", "/ina/plans/%d" % plan["id"])
+    finally:
+        for tree in trees:
+            client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    return plan, trees, results
