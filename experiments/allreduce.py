@@ -13,9 +13,15 @@ parameters (1.2 MB; --hidden sets its size). Modes:
 - gloo-ps: Gloo reduce from the workers to the PS, then broadcast from it;
 - unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
   parameter distribution plus the gradient aggregation (the compute between is
-  left out).
+  left out);
+- stream: the streaming round (experiments/traffic/stream_round.py) on the plan
+  apps/round_planner.py decides: P PS shards on dedicated hosts, the gradients
+  aggregated on the way in, each shard's sum multicast back on its reserved tree
+  fragment by fragment while later fragments still arrive. `bound_s` is the
+  planner's lower bound on any round on the fabric, `predicted_s` its plan's.
 Every round's result is checked: Gloo's sums element for element against the
-exact one (integer gradients), ours as experiments.train checks them. The CSV has
+exact one (integer gradients), ours as experiments.train and experiments.ina
+check them, and every worker's returned shards against their PS's. The CSV has
 one row per mode, worker count, aggregator capacity and round; `line_rate_s` is
 S/B, the time each worker's link needs to carry the model once. The PNG plots the
 median communication time against workers, one line per mode, with S/B.
@@ -27,6 +33,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from apps import round_planner
+from apps.fabric_view import FabricView
 from experiments import fidelity
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
@@ -35,15 +43,19 @@ from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
 from experiments.traffic.digits_mlp import TrainingSetup
+from experiments.traffic.gradient_wire import wire_mbit
+from experiments.traffic.stream_round import run_stream
 from experiments.traffic.training import run_training
+from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [
-    "link_mbps"]
+    "predicted_s", "link_mbps"]
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
-MODES = tuple(GLOO_MODES) + TRAINING_MODES
+STREAM_MODES = ("stream",)
+MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
 
 
 def parse_args(argv):
@@ -102,6 +114,22 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
             for r in results]
 
 
+def stream_rows(bed, view, workers, candidates, floats, rounds, bar):
+    """The streaming round on the plan round_planner decides for the fabric."""
+    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats))
+    sampling = bed.sampler().start()
+    _plan, _trees, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
+                                        on_round=lambda _number: bar.update(1))
+    usage = sampling.stop()
+    return [dict(fidelity.verdict(
+        1.0, r["planned_first_pass_s"] / r["first_pass_s"],
+        max(r["first_pass_loss"], r["return_first_pass_loss"]), r["lost_fragments"], usage),
+        mode="stream", round=number, comm_s=r["comm_time_s"], verified=r["verified"],
+        repair_passes=r["repair_passes"] + r["return_repair_passes"], pss=len(plan.pss),
+        bound_s=plan.bound_s, predicted_s=plan.predicted_s)
+        for number, r in enumerate(results, 1)]
+
+
 def run(args):
     announce_rate(args)
     rows, leftovers = [], []
@@ -113,6 +141,7 @@ def run(args):
                                  aggregators="spines", aggregator_bw=aggregator_bw)
             hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
                            key=lambda h: int(h[1:]))
+            view = FabricView(describe(topo))
             with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                                progress=progress_printer("allreduce")) as bed:
                 for count in args.workers:
@@ -125,10 +154,14 @@ def run(args):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += training_rows(bed, mode, workers, ps, setup, args.rounds,
                                                   args.rate_fraction * args.bw, bar)
+                    if "stream" in args.modes:
+                        bar.set_postfix_str("%d workers, stream" % count)
+                        measured += stream_rows(bed, view, workers, hosts[count:],
+                                                setup.parameter_count, args.rounds, bar)
                     model_bytes = setup.parameter_count * 4
-                    rows += [dict(row, workers=count, aggregator_bw=aggregator_bw,
-                                  model_mb=model_bytes / 1e6, link_mbps=args.bw,
-                                  line_rate_s=model_bytes * 8 / (args.bw * 1e6), bound_s=None)
+                    rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,
+                                  aggregator_bw=aggregator_bw, model_mb=model_bytes / 1e6,
+                                  link_mbps=args.bw, line_rate_s=model_bytes * 8 / (args.bw * 1e6))
                              for row in measured]
                 leftovers += bed.leftovers()
     return rows, leftovers

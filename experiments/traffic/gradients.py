@@ -271,11 +271,12 @@ class GradientCoordinator:
 
 def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fraction=0.95,
                         timeout_s=120, on_go=None, aggregators=None, follow=False, floats=None,
-                        coordinator_class=None, coordinator_options=None):
+                        coordinator_class=None, coordinator_options=None,
+                        on_round=lambda _number: None):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails.
     The gradient: gradient_mb megabytes, or `floats` float32. on_go(round number) runs
-    as each round's workers start sending. follow: each round after the first reads
+    as each round's workers start sending, on_round(round number) after it. follow: each round after the first reads
     the plan again, and runs on it if the controller moved it around a fault
     (aggregators: every host it may then use, to run a process in).
     coordinator_class (with coordinator_options): a GradientCoordinator that adds to
@@ -304,6 +305,7 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fracti
                                        "(pass them as aggregators)" % (plan["id"], ", ".join(missing)))
             results.append(dict(coordinator.run_round(current),
                                 plan_revision=current.get("revision", 0)))
+            on_round(number + 1)
         coordinator.close()
         return results
     try:

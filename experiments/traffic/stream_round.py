@@ -87,10 +87,11 @@ class StreamCoordinator(GradientCoordinator):
 
 
 def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None, seed=0,
-               rate_fraction=0.95, job="stream"):
+               rate_fraction=0.95, job="stream", on_round=lambda _number: None):
     """Reserve every PS's return tree to the workers, then the job's INA plan on what the
-    trees leave (equal shards; GRID for one PS); run `rounds` streaming rounds; release
-    it all. Returns (plan, trees, per-round results)."""
+    trees leave (equal shards; GRID for one PS); run `rounds` streaming rounds
+    (on_round(number) after each); release it all. Returns (plan, trees, per-round
+    results)."""
     client = bed.client.retrying()
     trees = []
     try:
@@ -109,7 +110,8 @@ def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None,
             results = run_gradient_rounds(
                 bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
                 coordinator_class=StreamCoordinator,
-                coordinator_options={"groups": groups, "return_mbps": return_mbps})
+                coordinator_options={"groups": groups, "return_mbps": return_mbps},
+                on_round=on_round)
         finally:
             client.request("DELETE", "/ina/plans/%d" % plan["id"])
     finally:

@@ -1,0 +1,108 @@
+"""The streaming synchronous round's plan: how many PS shards and on which hosts, each
+shard's return tree and its rate, and how the gradients are aggregated on the way in;
+with the round time the plan predicts and a lower bound on any round on the fabric.
+
+A round moves each worker's gradient out (S over its uplink) and the new model in (S
+over its downlink). The two directions overlap on full-duplex links, so no round is
+shorter than S/B for the slowest worker link. Every gradient bit must also enter an
+aggregator (processing capacity C_a) or a PS host's link before it is summed, so
+N S <= T (sum_a C_a + the ingress of every host that may hold a shard). The larger
+of the two is `lower_bound_s`.
+
+For P = 1..max_pss, `plan_round` puts the shards on P candidate hosts taken round
+robin over their switches (spreading their ingress), reserves each shard's return
+tree from its PS to the workers at r = B/P (the workers' downlinks carry all P),
+and plans the gradients on what the trees leave: GRID for one PS, InArt's phase 2
+with equal shards for several (their trees carry equal rates). The round takes
+max(S/f, S/(P r)) (f: a worker's gradient rate; the return of fragment k starts as
+soon as its sum is complete, so the two overlap), and the P that predicts the
+shortest round wins. Sizes are in megabits on the wire, rates in Mbit/s.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import zip_longest
+
+from apps import ina_placement, inart_placement
+from apps.gradient_plan import PlacementError
+from apps.ina_placement import InaProblem
+from apps.inart_placement import InartProblem
+from apps.multicast_trees import InfeasibleTree, compute_tree
+
+MIN_RATE_MBPS = 1e-6
+
+
+@dataclass
+class RoundPlan:
+    pss: list            # the shard holders, in shard order
+    return_mbps: float   # each shard's return tree's rate
+    trees: list          # multicast_trees.MulticastTree per PS
+    gradients: object    # gradient_plan.GradientPlan on what the trees leave
+    predicted_s: float
+    bound_s: float
+
+
+def lower_bound_s(view, workers, candidates, model_mbit):
+    """No round on this fabric is shorter (module doc)."""
+    link = min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
+                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
+               for w in workers)
+    absorb = sum(view.aggregators.values()) + sum(
+        view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
+    return max(model_mbit / link, len(workers) * model_mbit / absorb)
+
+
+def spread(view, candidates):
+    """The candidates round robin over their switches, each switch's in the given order."""
+    by_switch = defaultdict(list)
+    for host in candidates:
+        by_switch[view.attachment(host)[0]].append(host)
+    return [h for column in zip_longest(*(by_switch[s] for s in sorted(by_switch)))
+            for h in column if h is not None]
+
+
+def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
+    """The round with shards on `pss` (module doc); PlacementError if it does not fit."""
+    link = min(view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"] for w in workers)
+    return_mbps = link / len(pss)
+    reserved = dict(reserved_mbps or {})
+    trees = []
+    for ps in pss:
+        tree = compute_tree(view, ps, workers, return_mbps, reserved)
+        trees.append(tree)
+        for edge in tree.edges:
+            reserved[edge] = reserved.get(edge, 0.0) + return_mbps
+    graph = view.graph.copy()
+    for tail, head, data in graph.edges(data=True):
+        data["capacity_mbps"] = max(MIN_RATE_MBPS,
+                                    data["capacity_mbps"] - reserved.get((tail, head), 0.0))
+    aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()}
+    if len(pss) == 1:
+        gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
+    else:
+        gradients = inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators),
+                                         inart_placement.EQUAL_SPLIT)
+    if gradients.f < MIN_RATE_MBPS:
+        raise PlacementError("no rate left for the gradients to %s" % ", ".join(pss))
+    predicted = max(model_mbit / gradients.f, model_mbit / (len(pss) * return_mbps))
+    return RoundPlan(list(pss), return_mbps, trees, gradients, predicted, bound_s)
+
+
+def plan_round(view, workers, candidates, model_mbit, max_pss=8, reserved_mbps=None):
+    """The fastest round over P = 1..max_pss shards (module doc)."""
+    hosts = spread(view, [h for h in candidates if h not in workers and not view.is_aggregator(h)])
+    if not hosts:
+        raise PlacementError("no host left to hold a PS shard")
+    bound = lower_bound_s(view, workers, hosts, model_mbit)
+    best, errors = None, []
+    for count in range(1, min(max_pss, len(hosts)) + 1):
+        try:
+            plan = plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps)
+        except (PlacementError, InfeasibleTree, ValueError) as error:
+            errors.append(str(error))
+            continue
+        if best is None or plan.predicted_s < best.predicted_s:
+            best = plan
+    if best is None:
+        raise PlacementError("no round fits: %s" % "; ".join(errors[:3]))
+    return best
