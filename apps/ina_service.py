@@ -30,7 +30,7 @@ LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
 POLICIES = ina_placement.POLICIES + inart_placement.POLICIES
 GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
-MAX_PSS = 8
+MAX_PSS = 16   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
 MIN_CAPACITY_MBPS = 1e-9
 PLANNING_ATTEMPTS = 3
@@ -357,7 +357,7 @@ def plan_report(plan_id, request, result, view, revision=0):
         "predicted_comm_time_s": gradient_mbit / result.f,
         "workers": {w: [{"ps": s, "node": option.node, "path": list(option.path), "share": share,
                          "rate_mbps": result.f * result.split[s] * share}
-                        for s in pss for option, share in result.legs[w, s]]
+                        for s in pss for option, share in result.legs.get((w, s), ())]
                     for w in request["workers"]},
         "aggregates": aggregates,
         "addresses": {h: view.ip(h) for h in [*request["workers"], *pss,
@@ -381,9 +381,10 @@ def parse_plan_request(body):
     if request["policy"] not in POLICIES:
         raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
     pss = [request["ps"]] if isinstance(request["ps"], str) else request["ps"]
-    if not distinct_names(pss) or set(pss) & set(workers):
-        raise InvalidRequest("ps must be a host name, or a list of distinct host names, that is "
-                             "not a worker")
+    if not distinct_names(pss) or (len(pss) == 1 and set(pss) & set(workers)):
+        raise InvalidRequest("ps must be a host name that is not a worker, or a list of "
+                             "distinct host names (several PSs may also be workers: each "
+                             "keeps its own fragment)")
     if len(pss) > MAX_PSS:
         raise InvalidRequest("at most %d PSs per job" % MAX_PSS)
     if len(pss) > 1 and request["policy"] not in inart_placement.POLICIES:

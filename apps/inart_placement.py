@@ -67,20 +67,25 @@ DEFAULT_TRIALS = 8
 
 class InartProblem:
     """graph: directed, `capacity_mbps` on every edge (what is free for this job);
-    pss: the PS hosts; aggregators: {aggregator host: processing capacity C_a}."""
+    pss: the PS hosts; aggregators: {aggregator host: processing capacity C_a}. A PS
+    may also be a worker (co-located): its own fragment stays in its host, so there
+    is no fragment (s, s) to place."""
 
     def __init__(self, graph, workers, pss, aggregators, max_paths=4, max_aggregators=8):
         if not pss:
             raise PlacementError("a job needs at least one PS")
-        nodes = [*workers, *pss, *aggregators]
-        if len(set(nodes)) != len(nodes):
-            raise PlacementError("workers, PSs and aggregators must be distinct nodes")
+        nodes = [*dict.fromkeys([*workers, *pss]), *aggregators]
+        if len(set(nodes)) != len(nodes) or len(set(workers)) != len(workers) \
+                or len(set(pss)) != len(pss):
+            raise PlacementError("workers, PSs and aggregators must be distinct nodes (a PS "
+                                 "may also be a worker)")
         self.graph, self.workers, self.pss = graph, list(workers), list(pss)
         self.aggregators = dict(aggregators)
         paths, distances = {}, {}   # shared: a path to an aggregator serves every PS
-        self.per_ps = {s: InaProblem(graph, self.workers, s, self.aggregators, max_paths,
-                                     max_aggregators, paths, distances) for s in self.pss}
-        self.fragments = [(w, s) for w in self.workers for s in self.pss]
+        self.per_ps = {s: InaProblem(graph, [w for w in self.workers if w != s], s,
+                                     self.aggregators, max_paths, max_aggregators, paths,
+                                     distances) for s in self.pss}
+        self.fragments = [(w, s) for w in self.workers for s in self.pss if w != s]
 
     def ingress(self, ps):
         return sum(self.graph.edges[edge]["capacity_mbps"] for edge in self.graph.in_edges(ps))
@@ -217,7 +222,7 @@ def _options(problem, kind):
     options, aggregate_paths = {}, {}
     for s in problem.pss:
         per_worker, per_aggregator = options_for(problem.per_ps[s], kind)
-        options.update({(w, s): per_worker[w] for w in problem.workers})
+        options.update({(w, s): per_worker[w] for w in problem.per_ps[s].workers})
         aggregate_paths.update({(a, s): paths for a, paths in per_aggregator.items()})
     return options, aggregate_paths
 

@@ -10,8 +10,10 @@ N S <= T (sum_a C_a + the ingress of every host that may hold a shard). The larg
 of the two is `lower_bound_s`.
 
 For P = 1..max_pss, `plan_round` puts the shards on P candidate hosts taken round
-robin over their switches (spreading their ingress), reserves each shard's return
-tree from its PS to the workers at r = B/P (the workers' downlinks carry all P),
+robin over their switches (spreading their ingress), or on P of the workers
+themselves (co-located: each keeps its own fragment of its shard), reserves each
+shard's return tree from its PS to the workers at r = B/P (the workers' downlinks
+carry all P; a co-located PS's freed share takes its shard's gradients),
 and plans the gradients on what the trees leave: GRID for one PS, InArt's phase 2
 with equal shards for several (their trees carry equal rates). The round takes
 max(S/f, S/(P r)) (f: a worker's gradient rate; the return of fragment k starts as
@@ -43,13 +45,16 @@ class RoundPlan:
 
 
 def lower_bound_s(view, workers, candidates, model_mbit):
-    """No round on this fabric is shorter (module doc)."""
+    """No round with its shards on `candidates` is shorter (module doc). Candidates
+    that are workers keep their own fragments: the shares kept add up to at most one
+    model, so at least N - 1 models cross then."""
     link = min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
                    view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
                for w in workers)
     absorb = sum(view.aggregators.values()) + sum(
         view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
-    return max(model_mbit / link, len(workers) * model_mbit / absorb)
+    crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
+    return max(model_mbit / link, crossing * model_mbit / absorb)
 
 
 def spread(view, candidates):
@@ -68,7 +73,7 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
     reserved = dict(reserved_mbps or {})
     trees = []
     for ps in pss:
-        tree = compute_tree(view, ps, workers, return_mbps, reserved)
+        tree = compute_tree(view, ps, [w for w in workers if w != ps], return_mbps, reserved)
         trees.append(tree)
         for edge in tree.edges:
             reserved[edge] = reserved.get(edge, 0.0) + return_mbps
@@ -88,14 +93,21 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
     return RoundPlan(list(pss), return_mbps, trees, gradients, predicted, bound_s)
 
 
-def plan_round(view, workers, candidates, model_mbit, max_pss=8, reserved_mbps=None):
-    """The fastest round over P = 1..max_pss shards (module doc)."""
-    hosts = spread(view, [h for h in candidates if h not in workers and not view.is_aggregator(h)])
-    if not hosts:
+def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
+               colocated=False):
+    """The fastest round over P = 1..max_pss shards (module doc): on dedicated hosts among
+    `candidates`, or with `colocated` in the workers' own hosts (then P >= 2: one
+    shard in one worker's host is a PS beside workers, GRID's case)."""
+    if colocated:
+        hosts, smallest = spread(view, workers), 2
+    else:
+        hosts, smallest = spread(view, [h for h in candidates if h not in workers
+                                        and not view.is_aggregator(h)]), 1
+    if len(hosts) < smallest:
         raise PlacementError("no host left to hold a PS shard")
     bound = lower_bound_s(view, workers, hosts, model_mbit)
     best, errors = None, []
-    for count in range(1, min(max_pss, len(hosts)) + 1):
+    for count in range(smallest, min(max_pss, len(hosts)) + 1):
         try:
             plan = plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps)
         except (PlacementError, InfeasibleTree, ValueError) as error:

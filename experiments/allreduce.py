@@ -14,10 +14,11 @@ parameters (1.2 MB; --hidden sets its size). Modes:
 - unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
   parameter distribution plus the gradient aggregation (the compute between is
   left out);
-- stream: the streaming round (experiments/traffic/stream_round.py) on the plan
-  apps/round_planner.py decides: P PS shards on dedicated hosts, the gradients
-  aggregated on the way in, each shard's sum multicast back on its reserved tree
-  fragment by fragment while later fragments still arrive. `bound_s` is the
+- stream, stream-colocated: the streaming round (experiments/traffic/stream_round.py)
+  on the plan apps/round_planner.py decides: P PS shards on dedicated hosts (the
+  hosts after the workers), or in the workers' own hosts, the gradients aggregated
+  on the way in, each shard's sum multicast back on its reserved tree fragment by
+  fragment while later fragments still arrive. `bound_s` is the
   planner's lower bound on any round on the fabric, `predicted_s` its plan's.
 Every round's result is checked: Gloo's sums element for element against the
 exact one (integer gradients), ours as experiments.train and experiments.ina
@@ -54,7 +55,7 @@ COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm
     "predicted_s", "link_mbps"]
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
-STREAM_MODES = ("stream",)
+STREAM_MODES = ("stream", "stream-colocated")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
 
 
@@ -114,9 +115,11 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
             for r in results]
 
 
-def stream_rows(bed, view, workers, candidates, floats, rounds, bar):
-    """The streaming round on the plan round_planner decides for the fabric."""
-    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats))
+def stream_rows(bed, view, mode, workers, candidates, floats, rounds, bar):
+    """The streaming round on the plan round_planner decides for the fabric, its PS
+    shards on dedicated hosts among `candidates` or (stream-colocated) in the workers."""
+    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
+                                    colocated=mode == "stream-colocated")
     sampling = bed.sampler().start()
     _plan, _trees, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
                                         on_round=lambda _number: bar.update(1))
@@ -124,7 +127,7 @@ def stream_rows(bed, view, workers, candidates, floats, rounds, bar):
     return [dict(fidelity.verdict(
         1.0, r["planned_first_pass_s"] / r["first_pass_s"],
         max(r["first_pass_loss"], r["return_first_pass_loss"]), r["lost_fragments"], usage),
-        mode="stream", round=number, comm_s=r["comm_time_s"], verified=r["verified"],
+        mode=mode, round=number, comm_s=r["comm_time_s"], verified=r["verified"],
         repair_passes=r["repair_passes"] + r["return_repair_passes"], pss=len(plan.pss),
         bound_s=plan.bound_s, predicted_s=plan.predicted_s)
         for number, r in enumerate(results, 1)]
@@ -154,9 +157,9 @@ def run(args):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += training_rows(bed, mode, workers, ps, setup, args.rounds,
                                                   args.rate_fraction * args.bw, bar)
-                    if "stream" in args.modes:
-                        bar.set_postfix_str("%d workers, stream" % count)
-                        measured += stream_rows(bed, view, workers, hosts[count:],
+                    for mode in (m for m in args.modes if m in STREAM_MODES):
+                        bar.set_postfix_str("%d workers, %s" % (count, mode))
+                        measured += stream_rows(bed, view, mode, workers, hosts[count:],
                                                 setup.parameter_count, args.rounds, bar)
                     model_bytes = setup.parameter_count * 4
                     rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "path-aware": ("tab:blue", "o"), "gloo-allreduce": ("black", "D"),
               "gloo-ps": ("tab:brown", "v"), "unicast+ps": ("tab:red", "s"),
+              "stream": ("tab:green", "*"), "stream-colocated": ("tab:olive", "P"),
               "multicast+ina": ("tab:blue", "o")}
 SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
                    "milp": ("tab:green", "s")}

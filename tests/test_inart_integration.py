@@ -58,7 +58,7 @@ def test_the_toy_plans_at_the_planners_rates(bed):
 @pytest.mark.parametrize("fields, status, words", [
     ({"ps": ["s1", "s1"]}, 400, "distinct"),
     ({"ps": ["s1", "s2"], "policy": "grid"}, 400, "plans for one PS"),
-    ({"ps": ["s1", "w1"]}, 400, "not a worker"),
+    ({"ps": "w1"}, 400, "not a worker"),   # several PSs may be workers, one may not
     ({"ps": ["s1", "nowhere"]}, 404, "unknown host"),
     ({"ps": []}, 400, "ps must be"),
 ])

@@ -162,11 +162,24 @@ def test_bad_jobs_are_refused():
     with pytest.raises(PlacementError, match="at least one PS"):
         InartProblem(view.graph, TOY_WORKERS, [], view.aggregators)
     with pytest.raises(PlacementError, match="distinct"):
-        InartProblem(view.graph, TOY_WORKERS, ["s1", "w1"], view.aggregators)
+        InartProblem(view.graph, TOY_WORKERS, ["s1", "s1"], view.aggregators)
+    with pytest.raises(PlacementError, match="distinct"):
+        InartProblem(view.graph, TOY_WORKERS, ["s1", next(iter(view.aggregators))],
+                     view.aggregators)
     with pytest.raises(PlacementError, match="unknown"):
         InartProblem(view.graph, TOY_WORKERS, ["s1", "nowhere"], view.aggregators)
     with pytest.raises(PlacementError, match="policy"):
         plan(toy_problem(), "fastest")
+
+
+def test_a_ps_that_is_also_a_worker_keeps_its_own_fragment():
+    view = FabricView(describe(InartExampleTopo()))
+    pss = TOY_WORKERS[:2]
+    problem = InartProblem(view.graph, TOY_WORKERS, pss, view.aggregators)
+    assert set(problem.fragments) == {(w, s) for w in TOY_WORKERS for s in pss if w != s}
+    result = plan(problem, EQUAL_SPLIT)
+    assert set(result.legs) == set(problem.fragments) and result.f > 0
+    assert all(source != destination for source, destination, *_rest in result.streams())
 
 
 def test_a_grid_plan_is_the_one_ps_case_of_an_inart_plan():

@@ -31,25 +31,28 @@ def hosts(view):
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_the_bound_is_at_most_every_plans_predicted_time(seed):
+@pytest.mark.parametrize("colocated", [False, True])
+def test_the_bound_is_at_most_every_plans_predicted_time(seed, colocated):
     rng = random.Random(seed)
     view = fabric(rng.randint(2, 3), rng.randint(2, 3), rng.randint(2, 3), 20, rng.choice([5, 9, 20]),
                   rng)
     names = hosts(view)
     rng.shuffle(names)
-    count = rng.randint(2, len(names) - 1)
-    workers, candidates = names[:count], round_planner.spread(view, names[count:])
+    count = rng.randint(3, len(names) - 1)
+    workers = names[:count]
+    candidates = round_planner.spread(view, workers if colocated else names[count:])
     bound = round_planner.lower_bound_s(view, workers, candidates, MODEL_MBIT)
     predicted = []
-    for size in range(1, len(candidates) + 1):
+    for size in range(2 if colocated else 1, len(candidates) + 1):
         try:
             plan = round_planner.plan_for(view, workers, candidates[:size], MODEL_MBIT, bound)
         except Exception:   # a shard count whose trees do not fit: no plan to compare
             continue
         predicted.append(plan.predicted_s)
     assert predicted and all(bound <= p * (1 + 1e-9) for p in predicted)
-    best = round_planner.plan_round(view, workers, names[count:], MODEL_MBIT)
+    best = round_planner.plan_round(view, workers, names[count:], MODEL_MBIT, colocated=colocated)
     assert best.predicted_s == pytest.approx(min(predicted)) and best.bound_s == bound
+    assert set(best.pss) <= set(workers) if colocated else not set(best.pss) & set(workers)
 
 
 def test_on_8x8_with_aggregators_at_the_link_rate_the_plan_reaches_s_over_b():
@@ -62,6 +65,10 @@ def test_on_8x8_with_aggregators_at_the_link_rate_the_plan_reaches_s_over_b():
     assert len(plan.pss) == 4 and plan.return_mbps == pytest.approx(20 / 4)
     assert [tree.source for tree in plan.trees] == plan.pss
     assert all(set(tree.receivers) == set(names[:8]) for tree in plan.trees)
+    # co-located, each PS keeps its own fragment and its tree skips its own host
+    plan = round_planner.plan_round(view, names[:8], (), MODEL_MBIT, colocated=True)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20) and set(plan.pss) <= set(names[:8])
+    assert all(set(tree.receivers) == set(names[:8]) - {tree.source} for tree in plan.trees)
 
 
 def test_shard_holders_spread_over_the_switches_and_skip_workers_and_aggregators():

@@ -70,27 +70,32 @@ class Process(CoordinatedProgram):
                 endpoint.sock.close()
             self.endpoints = {port: UdpEndpoint(self.args.data_ip, port) for port in plan["ports"]}
         sock = next(iter(self.endpoints.values())).sock   # steering matches the destination port
-        role = plan["role"]
+        roles = set(plan["role"].split("+"))   # a PS may also be a worker ("worker+ps")
         floats, number = plan["floats"], plan["round"]
         sums = None
-        if role in ("aggregator", "ps"):
+        if roles & {"aggregator", "ps"}:
             sums = FragmentSums(plan["job"], number, floats, plan["expected"])
         forward = []   # aggregator: completed fragments not yet sent on
         returning = None   # a streaming round's PS: its sums, back to the workers
-        if role == "ps" and "return" in plan:
+        if "ps" in roles and "return" in plan:
             returning = ReturnSender(sock, (plan["return"]["ip"], RETURN_PORT),
                                      plan["return"]["rate_mbps"], sums.packet)
         returned = None    # a streaming round's worker: the sums coming back
-        if role == "worker" and "returns" in plan:
+        if "worker" in roles and "returns" in plan:
             returned = ReturnReceiver(plan["returns"]["groups"], self.args.data_ip, plan["job"],
                                       number, floats)
 
         def on_packet(packet):
             complete = sums.add(packet)
-            if complete is not None and role == "aggregator":
+            if complete is None:
+                return
+            if "aggregator" in roles:
                 forward.append(complete)
-            elif complete is not None and returning is not None:
+            elif returning is not None:
                 returning.push([complete])
+                if returned is not None:   # this host's own shard: back without the network
+                    start = complete * FLOATS_PER_FRAGMENT
+                    returned.place(complete, sums.total()[start:start + FLOATS_PER_FRAGMENT])
         for endpoint in self.endpoints.values():
             endpoint.on_packet = on_packet if sums is not None else None
         watch = Watch([*self.endpoints.values(), *([returned] if returned else [])], self.channel)
@@ -108,7 +113,7 @@ class Process(CoordinatedProgram):
             if returning is not None:
                 returning.send_due()
 
-        if role == "worker":
+        if "worker" in roles:
             values = self.worker_values(plan)
 
             def make(index):
@@ -123,6 +128,9 @@ class Process(CoordinatedProgram):
                 continue
             request = self.channel.receive()
             if "go" in request:
+                if sums is not None and "worker" in roles:   # a PS's own fragments
+                    for index in range(*plan["range"]):
+                        on_packet(make(index))
                 send_streams(sock, [
                     ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
                      leg["rate_mbps"]) for leg in plan["legs"]], idle)

@@ -76,7 +76,8 @@ class GradientCoordinator:
 
     @property
     def names(self):
-        return [*self.workers, *self.aggregators, *self.pss]
+        """Every process once (a PS may also be a worker: one process, both parts)."""
+        return list(dict.fromkeys([*self.workers, *self.aggregators, *self.pss]))
 
     def accept(self):
         self.channels = accept_named(self.listener, self.names)
@@ -108,22 +109,12 @@ class GradientCoordinator:
                 expected[ps][first:last] |= np.uint64(bit[worker])
                 if node != ps:
                     expected[node][first:last] |= np.uint64(bit[worker])
-        common = {"job": plan["id"], "round": number, "ports": sorted(ports.values()),
-                  "floats": self.floats, "seed": self.seed}
-        for worker in self.workers:
-            self.channels[worker].send(dict(common, role="worker", index=self.workers.index(worker),
-                                            legs=[{"ip": ip[node], "port": ports[ps],
-                                                   "fragments": [first, last], "rate_mbps": rate}
-                                                  for node, ps, first, last, rate in ranges_of[worker]
-                                                  if last > first], **self.extras(None, held)))
-        for aggregator in self.aggregators:
-            self.channels[aggregator].send(dict(
-                common, role="aggregator", expected=expected[aggregator].tolist(),
-                next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss]))
-        for ps in self.pss:
-            self.channels[ps].send(dict(common, role="ps", expected=expected[ps].tolist(),
-                                        workers=len(self.workers), range=held[ps],
-                                        **self.extras(ps, held)))
+        for ps in self.pss:   # a PS that is also a worker adds its own fragments in its host
+            if ps in bit:
+                expected[ps][slice(*held[ps])] |= np.uint64(bit[ps])
+        self._send_parts({"job": plan["id"], "round": number, "ports": sorted(ports.values()),
+                          "floats": self.floats, "seed": self.seed},
+                         ranges_of, expected, held, ip, ports)
         self._expect(self.names, {"ready": number})
         aggregate_rate = {(a["aggregator"], a["ps"]): a["rate_mbps"] * self.rate_fraction
                           for a in plan["aggregates"]}
@@ -188,8 +179,31 @@ class GradientCoordinator:
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **finished, **check}
 
-    def extras(self, ps, held):
-        """What a streaming round adds to a worker's (ps None) or a PS's part of the plan."""
+    def _send_parts(self, common, ranges_of, expected, held, ip, ports):
+        """Each process its part of the round in one message; a PS that is also a worker
+        gets both parts, with role "worker+ps"."""
+        parts = {}
+        for worker in self.workers:
+            parts[worker] = dict(
+                roles=["worker"], index=self.workers.index(worker),
+                legs=[{"ip": ip[node], "port": ports[ps], "fragments": [first, last],
+                       "rate_mbps": rate}
+                      for node, ps, first, last, rate in ranges_of[worker] if last > first],
+                **self.extras(worker, "worker", held))
+        for aggregator in self.aggregators:
+            parts[aggregator] = dict(roles=["aggregator"], expected=expected[aggregator].tolist(),
+                                     next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss])
+        for ps in self.pss:
+            part = parts.setdefault(ps, {"roles": []})
+            part["roles"].append("ps")
+            part.update(expected=expected[ps].tolist(), workers=len(self.workers),
+                        range=held[ps], **self.extras(ps, "ps", held))
+        for name, part in parts.items():
+            roles = part.pop("roles")
+            self.channels[name].send(dict(common, role="+".join(roles), **part))
+
+    def extras(self, name, role, held):
+        """What a streaming round adds to a process's part of the plan as worker or PS."""
         return {}
 
     def finish_round(self, number, started):

@@ -36,12 +36,12 @@ class StreamCoordinator(GradientCoordinator):
         self.groups, self.return_mbps = groups, return_mbps
         self.shards, self.digests = None, {}
 
-    def extras(self, ps, held):
+    def extras(self, name, role, held):
         self.shards = {p: list(held[p]) for p in self.pss}
-        if ps is None:
-            return {"returns": {"groups": [self.groups[p] for p in self.pss],
+        if role == "worker":   # a co-located PS's own shard comes back in its host
+            return {"returns": {"groups": [self.groups[p] for p in self.pss if p != name],
                                 "shards": [self.shards[p] for p in self.pss]}}
-        return {"return": {"ip": self.groups[ps],
+        return {"return": {"ip": self.groups[name],
                            "rate_mbps": self.return_mbps * self.rate_fraction}}
 
     def finish_round(self, number, started):
@@ -97,7 +97,7 @@ def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None,
     try:
         for ps in pss:
             trees.append(client.request("POST", "/multicast/trees", {
-                "source": ps, "receivers": list(workers), "policy": "path-aware",
+                "source": ps, "receivers": [w for w in workers if w != ps], "policy": "path-aware",
                 "bandwidth_mbps": return_mbps, "ttl_s": 3600}))
         request = {"job": job, "workers": list(workers), "ps": list(pss) if len(pss) > 1
                    else pss[0], "policy": "equal-split" if len(pss) > 1 else "grid",
