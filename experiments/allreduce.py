@@ -121,13 +121,13 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, bar):
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
                                     colocated=mode == "stream-colocated")
     sampling = bed.sampler().start()
-    _plan, _trees, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
-                                        on_round=lambda _number: bar.update(1))
+    _plan, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
+                                on_round=lambda _number: bar.update(1))
     usage = sampling.stop()
     return [dict(fidelity.verdict(
         1.0, r["planned_first_pass_s"] / r["first_pass_s"],
         max(r["first_pass_loss"], r["return_first_pass_loss"]), r["lost_fragments"], usage),
-        mode=mode, round=number, comm_s=r["comm_time_s"], verified=r["verified"],
+        mode=mode, round=number, comm_s=r["completed_s"], verified=r["verified"],
         repair_passes=r["repair_passes"] + r["return_repair_passes"], pss=len(plan.pss),
         bound_s=plan.bound_s, predicted_s=plan.predicted_s)
         for number, r in enumerate(results, 1)]

@@ -183,7 +183,7 @@ def plot_train(csv_path):
         bottom = [b + h for b, h in zip(bottom, heights)]
     split.set_ylabel("mean time per round (s)")
     split.set_title("Where a round goes")
-    split.tick_params(axis="x", labelsize=8)
+    split.tick_params(axis="x", labelsize=8, labelrotation=30)
     split.legend(fontsize=8)
     return save(figure, csv_path)
 

@@ -1,9 +1,9 @@
 """Real data-parallel training over the emulated fabric: time to accuracy with unicast or
-path-aware multicast for the parameters, and direct or in-network aggregation for
-the gradients.
+path-aware multicast for the parameters and direct or in-network aggregation for the
+gradients, in streaming rounds, and as DDP runs it over PyTorch's Gloo.
 
     python -m experiments.train --workers 8 --rounds 30 \\
-        --modes unicast+ps,multicast+ps,multicast+ina --out results/train.csv
+        --modes unicast+ps,multicast+ina,gloo,stream,stream-colocated --out results/train.csv
 
 An 8x8 spine-leaf with 4 hosts per leaf, 20 Mbit/s links and an aggregator
 host on every spine (9 Mbit/s of aggregation, as in `experiments.ina`). The
@@ -16,8 +16,16 @@ round's wall time split into parameter distribution, compute, gradient
 aggregation and the PS's update, the loss, the test accuracy of the PS's model
 and of the same job run in one process, whether the round's model equals the
 same round computed in one process within the float32 tolerance, and the
-drift from the one-process run. The PNG plots test accuracy against
-wall-clock time.
+drift from the one-process run. `gloo` is DDP's communication: every worker
+all-reduces its gradient through torch.distributed (Gloo, in the same hosts) and
+takes the same step (experiments/traffic/gloo_training.py). `stream` and
+`stream-colocated` run streaming rounds: PS shards on dedicated hosts or in the
+workers' own, the gradients aggregated on the way in, each shard's sum
+multicast back while later fragments still arrive, every worker taking the
+same step (experiments/traffic/stream_training.py); their param_s is 0, both
+directions are in aggregate_s. The summary compares every mode's time to the
+target accuracy with gloo's. The PNG plots test accuracy against wall-clock
+time.
 """
 
 import sys
@@ -32,15 +40,19 @@ from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.ina import AGGREGATOR_SHARE
-from experiments.traffic.training import MODES, run_training
+from experiments.traffic.gloo_training import run_gloo_training
+from experiments.traffic.stream_training import STREAM_MODES, run_stream_training
+from experiments.traffic.training import MODES as PS_MODES, run_training
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",
            "reference_accuracy", "error_to_tolerance", "verified", "drift", "param_repair_passes",
            "gradient_repair_passes", "aggregators_used", "link_mbps"] + fidelity.COLUMNS
-DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina"]
-BASELINE = "unicast+ps"
+MODES = PS_MODES + ("gloo",) + STREAM_MODES
+DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina", "gloo", "stream",
+                 "stream-colocated"]
+BASELINE = "gloo"   # what data-parallel users run: DDP over Gloo
 
 
 def parse_args(argv):
@@ -95,15 +107,24 @@ def run(args):
                   file=sys.stderr) as bar:
             for mode in args.modes:
                 bar.set_postfix_str(mode)
-                results = run_training(bed, hosts[-1], hosts[:args.workers], mode, setup,
-                                       args.rounds, args.rate_fraction * args.bw,
-                                       on_round=lambda _number: bar.update(1))
+                results = run_mode(bed, hosts[-1], hosts[:args.workers], mode, setup,
+                                   args.rounds, args.rate_fraction * args.bw,
+                                   on_round=lambda _number: bar.update(1))
                 rows += [dict({key: result.get(key) for key in COLUMNS}, mode=mode,
                               workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6,
                               link_mbps=args.bw)
                          for result in results]
         leftovers = bed.leftovers()
     return rows, leftovers
+
+
+def run_mode(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round):
+    """One mode's rounds, whichever program runs it."""
+    if mode == "gloo":
+        return run_gloo_training(bed, workers, setup, rounds, on_round)
+    if mode in STREAM_MODES:
+        return run_stream_training(bed, workers, mode, setup, rounds, on_round)
+    return run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=on_round)
 
 
 def time_to_accuracy(rows, mode, target):

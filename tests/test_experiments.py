@@ -223,18 +223,21 @@ def test_ina_emulation_writes_verified_rows_for_every_policy(tmp_path):
 def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     require_root()
     out = tmp_path / "train.csv"
+    modes = ["unicast+ps", "multicast+ina", "gloo", "stream-colocated"]
     answer = run("train", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
-                 "--modes", "unicast+ps,multicast+ina", "--out", str(out))
+                 "--modes", ",".join(modes), "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
     assert [(r["mode"], r["round"]) for r in table] == [
-        ("unicast+ps", "1"), ("unicast+ps", "2"), ("multicast+ina", "1"), ("multicast+ina", "2")]
+        (mode, number) for mode in modes for number in ("1", "2")]
     assert all(r["verified"] == "True" and r["test_accuracy"] == r["reference_accuracy"]
                for r in table)
     assert all(float(r["round_s"]) >= float(r["param_s"]) + float(r["aggregate_s"]) for r in table)
-    # the verdict covers both directions: parameters out, gradients in
-    assert all(r["fidelity_ok"] in ("True", "False") and float(r["rate_ratio"]) > 0
-               and float(r["first_pass_loss"]) >= 0 for r in table)
+    # the verdict covers both directions: parameters out, gradients in (Gloo's TCP plans
+    # no rate: its verdict is the CPU's)
+    assert all(r["fidelity_ok"] in ("True", "False") for r in table)
+    assert all(float(r["rate_ratio"]) > 0 and float(r["first_pass_loss"]) >= 0
+               for r in table if r["mode"] != "gloo")
     assert out.with_suffix(".png").stat().st_size > 0
     assert "test accuracy equals the reference's at every round: True" in answer.stdout
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
@@ -244,15 +247,20 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "allreduce.csv"
+    modes = ("gloo-allreduce", "gloo-ps", "multicast+ina", "stream", "stream-colocated")
     answer = run("allreduce", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
-                 "--modes", "gloo-allreduce,gloo-ps,multicast+ina", "--out", str(out))
+                 "--modes", ",".join(modes), "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
     assert sorted((r["mode"], r["round"]) for r in table) == [
-        (mode, number) for mode in ("gloo-allreduce", "gloo-ps", "multicast+ina")
-        for number in ("1", "2")]
+        (mode, number) for mode in sorted(modes) for number in ("1", "2")]
     assert all(r["verified"] == "True" and r["workers"] == "3" and float(r["comm_s"]) > 0
                and r["fidelity_ok"] in ("True", "False") for r in table)
+    streamed = [r for r in table if r["mode"].startswith("stream")]
+    # the planner's bound holds, and co-located shards live in the workers' hosts
+    assert all(0 < float(r["bound_s"]) <= float(r["predicted_s"]) for r in streamed)
+    assert {r["pss"] for r in streamed if r["mode"] == "stream"} == {"1"}   # h4 is the only host left
+    assert {r["pss"] for r in streamed if r["mode"] == "stream-colocated"} <= {"2", "3"}
     line_rate = {float(r["line_rate_s"]) for r in table}
     assert len(line_rate) == 1 and line_rate.pop() == pytest.approx(
         float(table[0]["model_mb"]) * 8 / 10)

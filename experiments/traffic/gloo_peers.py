@@ -113,17 +113,24 @@ def run(args):
 def run_in_fabric(bed, workers, ps, floats, rounds, patterns, seed=0, on_row=lambda row: None):
     """Run the peers in the testbed's hosts (the workers' ranks in order, then the PS if
     given); returns rank 0's rows, handing each to on_row as it arrives."""
-    names = list(workers) + ([ps] if ps else [])
+    return run_ranks(bed, list(workers) + ([ps] if ps else []), "experiments.traffic.gloo_peers",
+                     ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
+                      str(rounds), "--patterns", ",".join(patterns), "--seed", str(seed)], on_row)
+
+
+def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
+    """Start `python -m module` in each named host as rank i of len(names), Gloo bound to
+    the host's data-plane interface and rank 0's data-plane address the rendezvous;
+    returns rank 0's JSON rows, handing each to on_row as it arrives. RuntimeError with
+    the end of their errors if a rank fails."""
     master = "%s:%d" % (bed.host(names[0]).IP(), GLOO_PORT)
     processes = []
     for rank, name in enumerate(names):
         host = bed.host(name)
         environment = dict(os.environ, GLOO_SOCKET_IFNAME="%s-eth0" % name, OMP_NUM_THREADS="1")
         processes.append(host.popen(
-            [sys.executable, "-m", "experiments.traffic.gloo_peers", "--name", name,
-             "--data-ip", host.IP(), "--rank", str(rank), "--world", str(len(names)),
-             "--workers", str(len(workers)), "--master", master, "--floats", str(floats),
-             "--rounds", str(rounds), "--patterns", ",".join(patterns), "--seed", str(seed)],
+            [sys.executable, "-m", module, "--name", name, "--data-ip", host.IP(),
+             "--rank", str(rank), "--world", str(len(names)), "--master", master, *arguments],
             env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     rows = []
     try:

@@ -46,6 +46,7 @@ class Process(CoordinatedProgram):
     def __init__(self, args):
         super().__init__(args, args.coordinator)
         self.endpoints = {}   # UDP port -> UdpEndpoint
+        self.returned_sum = None   # a streaming round's worker: the last round's sum
 
     def handle(self, message):
         """One message from the coordinator between rounds: a round's plan."""
@@ -156,7 +157,8 @@ class Process(CoordinatedProgram):
             elif "return_report" in request:   # a worker: what it still misses
                 drain([returned])
                 self.channel.send({"missing": returned.missing(),
-                                   "digests": returned.digests(plan["returns"]["shards"])})
+                                   "digests": returned.digests(plan["returns"]["shards"]),
+                                   "completed_at": returned.completed_at})
             elif "sum" in request:
                 answer = self.on_sum(plan, sums.total())
                 if returning is not None:
@@ -165,6 +167,7 @@ class Process(CoordinatedProgram):
             elif "done" in request:
                 watch.close()
                 if returned is not None:
+                    self.returned_sum = returned.values[:floats].copy()
                     returned.close()
                 return
 

@@ -5,7 +5,8 @@ rate while later fragments still arrive; each worker assembles the shards' sums.
 A returned fragment is a gradient_wire fragment datagram (its mask: every worker), sent
 to the shard's tree address on RETURN_PORT. The workers all apply the same step to the
 same sum (SwitchML's return), so the bytes a worker holds are checked against the PS's
-by SHA-256, shard by shard.
+by SHA-256, shard by shard. A worker notes when its last fragment arrived: that is when
+it could start its next round (the hosts share the machine's monotonic clock).
 """
 
 import hashlib
@@ -77,6 +78,8 @@ class ReturnReceiver:
         self.values = np.zeros(fragment_count(floats) * FLOATS_PER_FRAGMENT, dtype=np.float32)
         self.floats = floats
         self.have = np.zeros(fragment_count(floats), dtype=bool)
+        self.held = 0
+        self.completed_at = None   # perf_counter() when the last fragment arrived
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
@@ -99,7 +102,11 @@ class ReturnReceiver:
     def place(self, index, values):
         start = index * FLOATS_PER_FRAGMENT
         self.values[start:start + len(values)] = values
-        self.have[index] = True
+        if not self.have[index]:
+            self.have[index] = True
+            self.held += 1
+            if self.held == len(self.have):
+                self.completed_at = time.perf_counter()
 
     def missing(self):
         return ranges(np.flatnonzero(~self.have).tolist())

@@ -14,10 +14,14 @@ Per round (GradientCoordinator.run_round, with the return added):
    that backs off on loss), until every worker holds every shard;
 3. checks (untimed): each PS's sum against the exact one, and every worker's copy of
    every shard against its PS's by SHA-256.
+The round's communication time (`completed_s`) runs from "go" until the last worker
+held every shard: when the slowest worker could start its next round. The reports of
+step 2 (each waits for 50 ms of quiet) come after it.
 The return is SwitchML's: the sum comes back and every worker applies the same step.
 """
 
 import time
+from contextlib import contextmanager
 
 from experiments.traffic.gradient_wire import wire_mbit
 from experiments.traffic.gradients import GradientCoordinator, run_gradient_rounds
@@ -77,22 +81,25 @@ class StreamCoordinator(GradientCoordinator):
                       for ps, (first, last) in self.shards.items()}
             rate.update(worst, time.perf_counter())
         self.digests = {w: r["digests"] for w, r in reports.items()}
-        return {"return_repair_passes": passes, "return_first_pass_loss": first_pass_loss}
+        return {"return_repair_passes": passes, "return_first_pass_loss": first_pass_loss,
+                "completed_s": max(r["completed_at"] for r in reports.values()) - started}
+
+    def returns_match(self, checks):
+        """Whether every worker holds every shard as its PS summed it ({PS: "sum" answer})."""
+        expected = [checks[ps]["digest"] for ps in self.pss]
+        return all(digests == expected for digests in self.digests.values())
 
     def round_check(self, checks, finished):
         verdict = super().round_check(checks, finished)
-        expected = [checks[ps]["digest"] for ps in self.pss]
-        returned = all(digests == expected for digests in self.digests.values())
+        returned = self.returns_match(checks)
         return dict(verdict, verified=verdict["verified"] and returned, returns_verified=returned)
 
 
-def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None, seed=0,
-               rate_fraction=0.95, job="stream", on_round=lambda _number: None):
-    """Reserve every PS's return tree to the workers, then the job's INA plan on what the
-    trees leave (equal shards; GRID for one PS); run `rounds` streaming rounds
-    (on_round(number) after each); release it all. Returns (plan, trees, per-round
-    results)."""
-    client = bed.client.retrying()
+@contextmanager
+def stream_job(client, workers, pss, return_mbps, floats, job, aggregators=None):
+    """Reserve every PS's return tree to the workers (its own host left out when it is a
+    worker), then the job's INA plan on what the trees leave (equal shards; GRID for
+    one PS); yields (plan, {PS: tree address}) and releases them all after."""
     trees = []
     try:
         for ps in pss:
@@ -106,15 +113,22 @@ def run_stream(bed, workers, pss, rounds, floats, return_mbps, aggregators=None,
             request["aggregators"] = list(aggregators)
         plan = client.request("POST", "/ina/plans", request)
         try:
-            groups = {ps: tree["address"] for ps, tree in zip(pss, trees)}
-            results = run_gradient_rounds(
-                bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
-                coordinator_class=StreamCoordinator,
-                coordinator_options={"groups": groups, "return_mbps": return_mbps},
-                on_round=on_round)
+            yield plan, {ps: tree["address"] for ps, tree in zip(pss, trees)}
         finally:
             client.request("DELETE", "/ina/plans/%d" % plan["id"])
     finally:
         for tree in trees:
             client.request("DELETE", "/multicast/trees/%d" % tree["id"])
-    return plan, trees, results
+
+
+def run_stream(bed, workers, pss, rounds, floats, return_mbps, seed=0, rate_fraction=0.95,
+               job="stream", on_round=lambda _number: None):
+    """`rounds` streaming rounds of seeded gradients on a stream_job (on_round(number)
+    after each). Returns (plan, per-round results)."""
+    with stream_job(bed.client.retrying(), workers, pss, return_mbps, floats, job) as (plan, groups):
+        results = run_gradient_rounds(
+            bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
+            coordinator_class=StreamCoordinator,
+            coordinator_options={"groups": groups, "return_mbps": return_mbps},
+            on_round=on_round)
+    return plan, results

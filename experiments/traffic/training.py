@@ -82,6 +82,8 @@ class TrainingProcess(Process):
             self._receive_parameters(message)
         elif phase == "compute":
             self._compute(message["round"])
+        elif phase == "apply":
+            self._apply(message["round"])
         elif phase == "report_state":
             self.channel.send({name: base64.b64encode(values.tobytes()).decode() for name, values
                                in (("parameters", self.parameters), ("velocity", self.velocity))})
@@ -91,10 +93,10 @@ class TrainingProcess(Process):
     def _setup(self, message):
         self.setup = TrainingSetup(**message["setup"])
         self.role, self.index = message["role"], message.get("index")
-        if self.role == "ps":
+        if self.role == "ps" or message.get("holds_model"):
             self.parameters = initial_parameters(self.setup)
             self.velocity = np.zeros_like(self.parameters)
-        elif self.role == "worker":
+        if self.role == "worker":
             self.data = dataset(self.setup.seed)
         self.channel.send({"ready": "setup"})
 
@@ -138,7 +140,17 @@ class TrainingProcess(Process):
                                % (plan["round"], number))
         return gradient
 
+    def _apply(self, number):
+        """A streaming round's worker: the same step as every other worker, from the sum
+        the shards returned."""
+        started = time.perf_counter()
+        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
+                                                    self.returned_sum)
+        self.channel.send({"applied": number, "update_s": time.perf_counter() - started})
+
     def on_sum(self, plan, total):
+        if "return" in plan:   # a streaming round's PS shard: the workers take the step
+            return {"update_s": 0.0}
         started = time.perf_counter()
         self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
                                                     total)
@@ -148,19 +160,21 @@ class TrainingProcess(Process):
 class TrainingCoordinator(GradientCoordinator):
     """Runs training rounds: parameters, compute, gradients (GradientCoordinator.run_round)."""
 
+    workers_hold_model = False   # the PS holds it and sends it every round
+
     def __init__(self, listen_ip, workers, ps, aggregators, addresses, setup, rate_mbps,
-                 connect_timeout_s=60.0, plan_now=None):
+                 connect_timeout_s=60.0, plan_now=None, **options):
         super().__init__(listen_ip, workers, ps, aggregators, setup.parameter_count, setup.seed,
-                         connect_timeout_s=connect_timeout_s, plan_now=plan_now)
+                         connect_timeout_s=connect_timeout_s, plan_now=plan_now, **options)
         self.addresses, self.setup, self.rate_mbps = addresses, setup, rate_mbps
 
     def prepare(self):
         """Tell every process the job and its role; returns once all have loaded."""
-        roles = dict({a: "aggregator" for a in self.aggregators}, **{self.ps: "ps"},
-                     **{w: "worker" for w in self.workers})
+        roles = {**{a: "aggregator" for a in self.aggregators}, **{p: "ps" for p in self.pss},
+                 **{w: "worker" for w in self.workers}}   # a co-located PS is a worker here
         for name in self.names:
             self.channels[name].send({"phase": "setup", "setup": self.setup.as_dict(),
-                                      "role": roles[name],
+                                      "role": roles[name], "holds_model": self.workers_hold_model,
                                       "index": self.workers.index(name) if name in self.workers
                                       else None})
         self._expect(self.names, {"ready": "setup"})
@@ -260,10 +274,15 @@ class TrainingCoordinator(GradientCoordinator):
                                % number)
         return passes, first_pass
 
+    def state_holder(self):
+        """The process whose model is the job's: the PS."""
+        return self.ps
+
     def ps_state(self):
-        """The PS's (parameters, velocity), over the management network."""
-        self.channels[self.ps].send({"phase": "report_state"})
-        state = self.channels[self.ps].receive()
+        """The job's (parameters, velocity), over the management network."""
+        holder = self.channels[self.state_holder()]
+        holder.send({"phase": "report_state"})
+        state = holder.receive()
         return tuple(np.frombuffer(base64.b64decode(state[name]), dtype=np.float32)
                      for name in ("parameters", "velocity"))
 
@@ -271,6 +290,29 @@ class TrainingCoordinator(GradientCoordinator):
 def error_to_tolerance(values, reference):
     """max over elements of |x - x_ref| / (ATOL + RTOL |x_ref|); the check is <= 1."""
     return float(np.max(np.abs(values - reference) / (ATOL + RTOL * np.abs(reference))))
+
+
+class RoundCheck:
+    """After each round (untimed): the job's state against the same round computed in one
+    process from its previous state, and against the whole job run in one process
+    (module doc)."""
+
+    def __init__(self, setup):
+        self.setup = setup
+        self.reference = ReferenceRun(setup)
+        self.state = (initial_parameters(setup), np.zeros(setup.parameter_count, dtype=np.float32))
+
+    def __call__(self, number, state):
+        """The check's columns for round `number`, whose result is `state` (params, velocity)."""
+        data = self.reference.data
+        _loss, *expected = reference_step(self.setup, data, *self.state, number)
+        self.state = state
+        ratio = max(error_to_tolerance(got, want) for got, want in zip(state, expected))
+        return {"reference_loss": self.reference.step(),
+                "test_accuracy": accuracy(self.setup, state[0], data[2], data[3]),
+                "reference_accuracy": self.reference.test_accuracy(), "error_to_tolerance": ratio,
+                "verified": ratio <= 1.0,
+                "drift": float(np.max(np.abs(state[0] - self.reference.parameters)))}
 
 
 def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
@@ -283,11 +325,11 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
     use; then each round reads the job's plan again and runs on the one the
     controller reports (gradients.GradientCoordinator)."""
     parameter_mode, gradient_mode = mode.split("+")
-    floats = setup.parameter_count
     client = bed.client.retrying()   # the job rides out a controller restart
     plan = client.request("POST", "/ina/plans", {
         "job": "train-%s" % mode, "workers": workers, "ps": ps,
-        "policy": GRADIENT_POLICIES[gradient_mode], "gradient_mb": wire_mbit(floats) / 8})
+        "policy": GRADIENT_POLICIES[gradient_mode],
+        "gradient_mb": wire_mbit(setup.parameter_count) / 8})
     coordinator = None
     try:
         coordinator = TrainingCoordinator(
@@ -296,44 +338,41 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
             {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s,
             plan_now=(lambda: client.get("/ina/plans/%d" % plan["id"])) if aggregators
             else None)
-        reference = ReferenceRun(setup)
-        x_test, y_test = reference.data[2], reference.data[3]
-        command = [sys.executable, "-m", "experiments.traffic.training",
-                   "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
-
-        def drive():
-            with one_blas_thread():   # the workers' gradients, bit for bit
-                return train()
-
-        def train():
-            coordinator.accept()
-            coordinator.prepare()
-            results, elapsed = [], 0.0
-            state = (initial_parameters(setup), np.zeros(floats, dtype=np.float32))
-            current = plan
-            for number in range(1, rounds + 1):
-                if aggregators and number > 1:
-                    current = coordinator.plan_now()
-                result = coordinator.train_round(current, client, parameter_mode, bed.sampler)
-                elapsed += result["round_s"]
-                _loss, *expected = reference_step(setup, reference.data, *state, number)
-                state = coordinator.ps_state()
-                ratio = max(error_to_tolerance(got, want) for got, want in zip(state, expected))
-                reference_loss = reference.step()
-                results.append(dict(
-                    result, round=number, elapsed_s=elapsed, reference_loss=reference_loss,
-                    test_accuracy=accuracy(setup, state[0], x_test, y_test),
-                    reference_accuracy=reference.test_accuracy(), error_to_tolerance=ratio,
-                    verified=ratio <= 1.0,
-                    drift=float(np.max(np.abs(state[0] - reference.parameters)))))
-                on_round(number)
-            coordinator.close()
-            return results
-        return run_in_hosts(bed, coordinator.names, command, drive, "training (%s)" % mode)
+        return drive_training(bed, coordinator, plan, client, parameter_mode, rounds, on_round,
+                              "training (%s)" % mode)
     finally:
         if coordinator is not None:
             coordinator.listener.close()
         client.request("DELETE", "/ina/plans/%d" % plan["id"])
+
+
+def drive_training(bed, coordinator, plan, client, parameter_mode, rounds, on_round, what):
+    """Run the job's processes in their hosts and `rounds` rounds of it, each checked
+    (RoundCheck); with the coordinator's plan_now, each round after the first runs on
+    the plan the controller reports then."""
+    check = RoundCheck(coordinator.setup)
+    command = [sys.executable, "-m", "experiments.traffic.training",
+               "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
+
+    def train():
+        coordinator.accept()
+        coordinator.prepare()
+        results, elapsed, current = [], 0.0, plan
+        for number in range(1, rounds + 1):
+            if coordinator.plan_now is not None and number > 1:
+                current = coordinator.plan_now()
+            result = coordinator.train_round(current, client, parameter_mode, bed.sampler)
+            elapsed += result["round_s"]
+            results.append(dict(result, round=number, elapsed_s=elapsed,
+                                **check(number, coordinator.ps_state())))
+            on_round(number)
+        coordinator.close()
+        return results
+
+    def drive():
+        with one_blas_thread():   # the workers' gradients, bit for bit
+            return train()
+    return run_in_hosts(bed, coordinator.names, command, drive, what)
 
 
 def main(argv=None):
