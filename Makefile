@@ -92,6 +92,8 @@ figures-emulated: setup $(PLATFORM)
 	$(PYTHON) -m experiments.inart_example --emulate --out $(FIGURES)/inart_example.csv
 	$(PYTHON) -m experiments.ina --ps 2,4 --workers 16,24 --hetero --out $(FIGURES)/inart.csv
 	$(PYTHON) -m experiments.train --workers 8 --rounds 12 --out $(FIGURES)/train.csv
+	$(PYTHON) -m experiments.allreduce --workers 4,8,16 --rounds 5 --aggregator-bw 0.45x,1x \
+		--out $(FIGURES)/allreduce.csv
 	$(PYTHON) -m experiments.fault_recovery --fault link --runs 5 --out $(FIGURES)/fault_recovery.csv
 	$(PYTHON) -m experiments.sim.emulation_check --emulate --ps-csv $(FIGURES)/emulated_ps_8x8.csv \
 		--ina-csv $(FIGURES)/emulated_ina_8x8.csv --out $(FIGURES)/emulation_check_fresh.csv

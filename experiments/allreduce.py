@@ -68,9 +68,9 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=5, help="rounds per mode and worker count")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
                         help="comma list of %s" % ", ".join(MODES))
-    parser.add_argument("--aggregator-bw", type=comma_list(float), default=None,
-                        help="comma list of aggregator capacities, Mbit/s, each on a fresh "
-                             "fabric (default 0.45 x --bw)")
+    parser.add_argument("--aggregator-bw", type=comma_list(str), default=None,
+                        help="comma list of aggregator capacities, each on a fresh fabric: "
+                             "Mbit/s, or a multiple of the link rate such as 1x (default 0.45x)")
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="our modes' parameter sending rate as a fraction of --bw")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
@@ -83,9 +83,14 @@ def parse_args(argv):
         parser.error("every --workers count must be between 2 and %d" % (min(hosts, 65) - 1))
     if args.rounds < 1 or args.hidden < 1:
         parser.error("--rounds and --hidden must be positive")
-    if args.aggregator_bw is None and args.bw is not None:
-        args.aggregator_bw = [round(AGGREGATOR_SHARE * args.bw, 2)]
-    if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw) <= 0:
+    if args.bw is not None:
+        try:
+            args.aggregator_bw = [
+                round(float(item[:-1]) * args.bw, 2) if item.endswith("x") else float(item)
+                for item in args.aggregator_bw or ["%gx" % AGGREGATOR_SHARE]]
+        except ValueError:
+            parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
+    if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw or [1]) <= 0:
         parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
     return args
 
