@@ -45,7 +45,7 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.traffic.gradient_wire import wire_mbit
-from experiments.traffic.stream_round import run_stream
+from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -71,6 +71,9 @@ def parse_args(argv):
     parser.add_argument("--aggregator-bw", type=comma_list(str), default=None,
                         help="comma list of aggregator capacities, each on a fresh fabric: "
                              "Mbit/s, or a multiple of the link rate such as 1x (default 0.45x)")
+    parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
+                        help="most PS shards the stream modes' planner may use (each is a "
+                             "process; default %(default)s, what 2 cores emulate faithfully)")
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="our modes' parameter sending rate as a fraction of --bw")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
@@ -81,8 +84,8 @@ def parse_args(argv):
     hosts = args.leaves * args.hosts_per_leaf
     if any(not 2 <= n < min(hosts, 65) for n in args.workers):
         parser.error("every --workers count must be between 2 and %d" % (min(hosts, 65) - 1))
-    if args.rounds < 1 or args.hidden < 1:
-        parser.error("--rounds and --hidden must be positive")
+    if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
+        parser.error("--rounds, --hidden and --max-pss must be positive")
     if args.bw is not None:
         try:
             args.aggregator_bw = [
@@ -120,11 +123,11 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
             for r in results]
 
 
-def stream_rows(bed, view, mode, workers, candidates, floats, rounds, bar):
+def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, bar):
     """The streaming round on the plan round_planner decides for the fabric, its PS
     shards on dedicated hosts among `candidates` or (stream-colocated) in the workers."""
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
-                                    colocated=mode == "stream-colocated")
+                                    max_pss=max_pss, colocated=mode == "stream-colocated")
     sampling = bed.sampler().start()
     _plan, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
                                 on_round=lambda _number: bar.update(1))
@@ -165,7 +168,8 @@ def run(args):
                     for mode in (m for m in args.modes if m in STREAM_MODES):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += stream_rows(bed, view, mode, workers, hosts[count:],
-                                                setup.parameter_count, args.rounds, bar)
+                                                setup.parameter_count, args.rounds,
+                                                args.max_pss, bar)
                     model_bytes = setup.parameter_count * 4
                     rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,
                                   aggregator_bw=aggregator_bw, model_mb=model_bytes / 1e6,

@@ -158,8 +158,10 @@ def summary(rows, target):
         reached = time_to_accuracy(rows, mode, target)
         if mode != BASELINE and baseline and reached and faithful_until(rows, mode, reached) \
                 and faithful_until(rows, BASELINE, baseline):
-            lines.append("%s reaches %.0f%% %.2fx faster than %s" % (mode, 100 * target,
-                                                                    baseline / reached, BASELINE))
+            lines.append("%s reaches %.0f%% in %.2fx %s's time (%s)" % (
+                mode, 100 * target, reached / baseline, BASELINE,
+                "%.2fx sooner" % (baseline / reached) if reached < baseline
+                else "%.2fx later" % (reached / baseline)))
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     same = all(r["test_accuracy"] == r["reference_accuracy"] for r in rows)
     lines.append("every mode's test accuracy equals the reference's at every round: %s" % same)

@@ -76,7 +76,6 @@ class Process(CoordinatedProgram):
         sums = None
         if roles & {"aggregator", "ps"}:
             sums = FragmentSums(plan["job"], number, floats, plan["expected"])
-        forward = []   # aggregator: completed fragments not yet sent on
         returning = None   # a streaming round's PS: its sums, back to the workers
         if "ps" in roles and "return" in plan:
             returning = ReturnSender(sock, (plan["return"]["ip"], RETURN_PORT),
@@ -90,8 +89,9 @@ class Process(CoordinatedProgram):
             complete = sums.add(packet)
             if complete is None:
                 return
-            if "aggregator" in roles:
-                forward.append(complete)
+            if "aggregator" in roles:   # on at once, even while draining before a report
+                _first, _last, ip, port = next(n for n in plan["next"] if n[0] <= complete < n[1])
+                sock.sendto(sums.packet(complete), (ip, port))
             elif returning is not None:
                 returning.push([complete])
                 if returned is not None:   # this host's own shard: back without the network
@@ -106,11 +106,7 @@ class Process(CoordinatedProgram):
             watch.take(seconds if pending is None else min(seconds, pending))
             flush()
 
-        def flush():   # an aggregator sends each aggregate as soon as it is complete
-            while forward:
-                index = forward.pop(0)
-                first, last, ip, port = next(n for n in plan["next"] if n[0] <= index < n[1])
-                sock.sendto(sums.packet(index), (ip, port))
+        def flush():   # a streaming round's PS: the returns that are due
             if returning is not None:
                 returning.send_due()
 
@@ -121,6 +117,10 @@ class Process(CoordinatedProgram):
                 return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
         else:
             make = sums.packet
+        # a worker's first pass, built before it reports ready: forty processes building
+        # theirs at "go" on two cores starved the switches and lost the round's start
+        first_pass = [((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
+                       leg["rate_mbps"]) for leg in plan.get("legs", ())]
         self.channel.send({"ready": number})
         while True:
             control = watch.take(returning.wait() if returning else None)
@@ -132,9 +132,7 @@ class Process(CoordinatedProgram):
                 if sums is not None and "worker" in roles:   # a PS's own fragments
                     for index in range(*plan["range"]):
                         on_packet(make(index))
-                send_streams(sock, [
-                    ((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
-                     leg["rate_mbps"]) for leg in plan["legs"]], idle)
+                send_streams(sock, first_pass, idle)
                 self.channel.send({"sent": number})
             elif "resend" in request:
                 send_streams(sock, [

@@ -15,7 +15,7 @@ from apps import round_planner
 from apps.fabric_view import FabricView
 from experiments import fidelity
 from experiments.traffic.gradient_wire import wire_mbit
-from experiments.traffic.stream_round import StreamCoordinator, stream_job
+from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
 from mininet_topos.description import describe
 
@@ -75,7 +75,7 @@ def run_stream_training(bed, workers, mode, setup, rounds, on_round=lambda _numb
     view = FabricView(describe(bed.topo))
     candidates = [h for h in view.hosts if h not in workers]
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(setup.parameter_count),
-                                    colocated=mode == "stream-colocated")
+                                    max_pss=EMULATED_MAX_PSS, colocated=mode == "stream-colocated")
     client = bed.client.retrying()
     with stream_job(client, workers, plan.pss, plan.return_mbps, setup.parameter_count,
                     "train-%s" % mode) as (report, groups):

@@ -100,7 +100,10 @@ def send_streams(sock, streams, idle=None):
     giving the rate now, for a sender that adapts. idle(seconds), if given, is called
     instead of sleeping while every stream is ahead of schedule (it may return early)."""
     now = time.perf_counter()
-    due = [now] * len(streams)
+    # the streams' first datagrams spread over one interval, not all at once: streams in
+    # step send a burst of one datagram each per interval, from every sender together
+    due = [now + i / len(streams) * _interval(packets[0], rate) if packets else now
+           for i, (_address, packets, rate) in enumerate(streams)]
     position = [0] * len(streams)
     while True:
         pending = [(due[i], i) for i, (_address, packets, _rate) in enumerate(streams)
@@ -119,9 +122,14 @@ def send_streams(sock, streams, idle=None):
         except BlockingIOError:   # a non-blocking socket's buffer is full: wait for room
             select.select([], [sock], [], SEND_BUFFER_WAIT_S)
             continue
-        current = rate() if callable(rate) else rate
-        due[i] = when + (len(packet) + FRAME_OVERHEAD) * 8 / (current * 1e6)
+        due[i] = when + _interval(packet, rate)
         position[i] += 1
+
+
+def _interval(packet, rate_mbps):
+    """Seconds between datagrams like `packet` at rate_mbps (a number or a callable)."""
+    rate = rate_mbps() if callable(rate_mbps) else rate_mbps
+    return (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
 
 
 class ChunkReceiver:
