@@ -35,9 +35,32 @@ def plot_ps_distribution(csv_path):
 
 
 def plot_allreduce(csv_path):
-    """Median communication time of a synchronous round vs workers per mode, with S/B."""
-    return plot_medians_by_workers(csv_path, "comm_s", "communication per round (s)",
-                                   "one synchronous round of a %s MB model")
+    """Median communication time of a synchronous round vs workers, one line per mode and
+    one panel per aggregator capacity, with S/B; rows flagged not faithful are left out
+    (the footer counts them)."""
+    rows = read_rows(csv_path)
+    capacities = sorted({float(row["aggregator_bw"]) for row in rows})
+    figure, panels = plt.subplots(1, len(capacities), figsize=(5.5 * len(capacities), 4),
+                                  sharey=True, squeeze=False)
+    for axes, capacity in zip(panels[0], capacities):
+        by_mode = defaultdict(lambda: defaultdict(list))
+        for row in rows:
+            if float(row["aggregator_bw"]) == capacity and row.get("fidelity_ok") != "False":
+                by_mode[row["mode"]][int(row["workers"])].append(float(row["comm_s"]))
+        for mode, points in by_mode.items():
+            workers = sorted(points)
+            colour, marker = MODE_STYLE.get(mode, (None, "x"))
+            axes.plot(workers, [statistics.median(points[n]) for n in workers], marker=marker,
+                      color=colour, label=mode)
+        axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / B")
+        axes.set_yscale("log")
+        axes.set_xlabel("workers N")
+        axes.set_title("aggregators %g Mbit/s" % capacity)
+        axes.grid(alpha=0.3, which="both")
+    panels[0][0].set_ylabel("communication per round (s)")
+    panels[0][0].legend(fontsize=8)
+    figure.suptitle("one synchronous round of a %.1f MB model" % float(rows[0]["model_mb"]))
+    return save(figure, csv_path)
 
 
 def plot_medians_by_workers(csv_path, value, ylabel, title):

@@ -117,6 +117,9 @@ def test_a_failed_link_moves_the_tree_make_before_break_and_unicast_follows(bed)
         assert (now["id"], now["address"], now["bandwidth_mbps"]) == (
             tree["id"], tree["address"], tree["bandwidth_mbps"])
         assert ["leaf1", other] in now["edges"]
+        # the old path is removed a drain after the move (installer.DRAIN_S), not at once
+        wait_until(lambda: multicast_state(bed)[spine] == [], 3,
+                   "the old spine's share to go after the drain")
         state = multicast_state(bed)
         assert state[spine] == [] and state[other]   # the old spine holds nothing any more
         ping = bed.host("h1").cmd("ping -c 1 -W 2 %s" % bed.host("h3").IP())

@@ -80,3 +80,35 @@ def test_the_sender_paces_at_its_rate_and_a_missing_shard_has_no_digest():
         assert receiver.missing() == [[1, fragment_count(FLOATS)]]
     finally:
         receiver.close()
+
+
+def test_a_step_from_the_returned_shards_equals_the_one_process_round():
+    from experiments.traffic.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+                                                one_blas_thread, reference_step, sgd_update,
+                                                worker_gradient)
+    from experiments.traffic.gradient_wire import fragment_ranges
+    from experiments.traffic.training import error_to_tolerance
+    setup = TrainingSetup(workers=3, hidden=8)
+    data = dataset(setup.seed)
+    floats = setup.parameter_count
+    count = fragment_count(floats)
+    parameters, velocity = initial_parameters(setup), np.zeros(floats, dtype=np.float32)
+    with one_blas_thread():
+        gradients = [worker_gradient(setup, parameters, data, w, 1)[1] for w in range(3)]
+        _loss, *expected = reference_step(setup, data, parameters, velocity, 1)
+    shards = fragment_ranges({"s1": 0.5, "s2": 0.5}, count)
+    receiver = ReturnReceiver([], "127.0.0.1", JOB, 1, floats)
+    try:
+        for first, last in shards.values():   # each shard's PS sums its own range
+            sums = FragmentSums(JOB, 1, floats, [7 if first <= i < last else 0 for i in range(count)])
+            for index in range(first, last):
+                for worker in (2, 0, 1):   # arriving in another order than the reference's
+                    complete = sums.add(fragment_packet(JOB, 1, index, 1 << worker,
+                                                        gradients[worker]))
+                start = complete * FLOATS_PER_FRAGMENT
+                receiver.place(complete, sums.total()[start:start + FLOATS_PER_FRAGMENT])
+        assert receiver.missing() == [] and receiver.completed_at is not None
+        state = sgd_update(setup, parameters, velocity, receiver.values[:floats])
+    finally:
+        receiver.close()
+    assert max(error_to_tolerance(got, want) for got, want in zip(state, expected)) <= 1.0
