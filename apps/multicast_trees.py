@@ -34,6 +34,7 @@ import networkx as nx
 
 PATH_AWARE = "path-aware"
 CAPACITY_TOLERANCE_MBPS = 1e-9  # sums of reserved rates that fill a link exactly still fit
+PLANNED_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 RANDOM = "random"
 POLICIES = (PATH_AWARE, RANDOM)
 
@@ -152,6 +153,13 @@ def with_backup_uplinks(view, tree, reserved_mbps=None, down_links=frozenset()):
     return replace(tree, backups=tuple(backups))
 
 
+def fits_in(free, demand, capacity):
+    """Whether `demand` fits in what is `free` of `capacity`: the ledger holds INA plans
+    whose LP rates may fill a link to within the solver's tolerance, and a tree that
+    had its link must still fit there after such a plan."""
+    return free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) >= demand
+
+
 class Residuals:
     """Per directed link: residual (capacity minus reserved) decides feasibility,
     headroom (capacity minus max(reserved, measured load)) decides preference."""
@@ -172,7 +180,7 @@ class Residuals:
         return self._capacity(tail, head) - self.reserved_mbps.get((tail, head), 0.0)
 
     def fits(self, tail, head, demand):
-        return self(tail, head) + CAPACITY_TOLERANCE_MBPS >= demand
+        return fits_in(self(tail, head), demand, self._capacity(tail, head))
 
     def headroom(self, tail, head):
         return self._capacity(tail, head) - self._busy(tail, head)

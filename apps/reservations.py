@@ -13,10 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree, backup_links
+from apps.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree, backup_links, fits_in
 
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
-PLANNED_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 
 
 class ReservationError(Exception):
@@ -71,8 +70,9 @@ class ReservationBook:
 
     def _check_free(self, tree):
         for edge in tree.edges:
-            free = self.view.graph.edges[edge]["capacity_mbps"] - self.reserved_mbps.get(edge, 0.0)
-            if free + CAPACITY_TOLERANCE_MBPS < tree.bandwidth_mbps:
+            capacity = self.view.graph.edges[edge]["capacity_mbps"]
+            free = capacity - self.reserved_mbps.get(edge, 0.0)
+            if not fits_in(free, tree.bandwidth_mbps, capacity):
                 raise ReservationError("link %s->%s has only %.3f Mbit/s unreserved" % (*edge, free))
 
     def _book(self, reservation):
@@ -153,7 +153,7 @@ class ReservationBook:
             capacity = (self.view.graph.edges[resource]["capacity_mbps"]
                         if isinstance(resource, tuple) else self.view.aggregators[resource])
             free = capacity - reserved.get(resource, 0.0)
-            if free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) < load:
+            if not fits_in(free, load, capacity):
                 raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
                                        % (resource, free, load))
         self.release_hold(key)

@@ -71,6 +71,17 @@ def test_infeasible_reports_the_largest_bandwidth_that_fits():
     assert max_feasible_mbps(view, "h1", ["h2"], used) == pytest.approx(20.0)
 
 
+def test_a_tree_still_fits_where_a_plan_filled_its_link_within_the_lp_tolerance():
+    # the ledger holds INA plans whose LP rates may exceed a link by the solver's
+    # tolerance; a tree that had the rest of the link must fit there again when it moves
+    view = spine_leaf_view(2, 2, 2, bw=20)
+    used = {("leaf1", "spine1"): 16.0 + 1e-5, ("leaf1", "spine2"): 16.0 + 1e-5}
+    tree = compute_tree(view, "h1", ["h3"], 4.0, used)
+    assert ("leaf1", "spine1") in tree.edges or ("leaf1", "spine2") in tree.edges
+    with pytest.raises(InfeasibleTree):
+        compute_tree(view, "h1", ["h3"], 4.0 + 1e-3, used)
+
+
 def test_a_full_receiver_link_makes_it_infeasible():
     view = spine_leaf_view(2, 2, 1)
     with pytest.raises(InfeasibleTree) as error:

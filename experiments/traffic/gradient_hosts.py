@@ -117,8 +117,8 @@ class Process(CoordinatedProgram):
                 return fragment_packet(plan["job"], number, index, 1 << plan["index"], values)
         else:
             make = sums.packet
-        # a worker's first pass, built before it reports ready: forty processes building
-        # theirs at "go" on two cores starved the switches and lost the round's start
+        # a worker's first pass, built before it reports ready, so that at "go" the
+        # workers only send (not every process packing datagrams on the same cores)
         first_pass = [((leg["ip"], leg["port"]), [make(i) for i in range(*leg["fragments"])],
                        leg["rate_mbps"]) for leg in plan.get("legs", ())]
         self.channel.send({"ready": number})

@@ -163,7 +163,6 @@ class GradientCoordinator:
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
             self._expect(list(resend), {"sent": number})
-        gradients_s = time.perf_counter() - started
         finished = self.finish_round(number, started)
         comm_time_s = time.perf_counter() - started
         checks = {}
@@ -173,8 +172,8 @@ class GradientCoordinator:
         check = self.round_check(checks, finished)
         for name in self.names:
             self.channels[name].send({"done": number})
-        return {"comm_time_s": comm_time_s, "gradients_s": gradients_s, "repair_passes": passes,
-                "restarted": False, **first_pass,
+        return {"comm_time_s": comm_time_s, "repair_passes": passes, "restarted": False,
+                **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **finished, **check}
@@ -290,9 +289,10 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fracti
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails.
     The gradient: gradient_mb megabytes, or `floats` float32. on_go(round number) runs
-    as each round's workers start sending, on_round(round number) after it. follow: each round after the first reads
-    the plan again, and runs on it if the controller moved it around a fault
-    (aggregators: every host it may then use, to run a process in).
+    as each round's workers start sending, on_round(round number) after it. follow:
+    each round after the first reads the plan again, and runs on it if the controller
+    moved it around a fault (aggregators: every host it may then use, to run a process
+    in).
     coordinator_class (with coordinator_options): a GradientCoordinator that adds to
     the round (stream_round.StreamCoordinator)."""
     used = {a["aggregator"] for a in plan["aggregates"]}
