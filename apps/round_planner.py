@@ -28,6 +28,7 @@ from itertools import zip_longest
 from apps import ina_placement, inart_placement
 from apps.gradient_plan import PlacementError
 from apps.ina_placement import InaProblem
+from apps.ina_service import available_graph
 from apps.inart_placement import InartProblem
 from apps.multicast_trees import InfeasibleTree, compute_tree
 
@@ -77,10 +78,7 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
         trees.append(tree)
         for edge in tree.edges:
             reserved[edge] = reserved.get(edge, 0.0) + return_mbps
-    graph = view.graph.copy()
-    for tail, head, data in graph.edges(data=True):
-        data["capacity_mbps"] = max(MIN_RATE_MBPS,
-                                    data["capacity_mbps"] - reserved.get((tail, head), 0.0))
+    graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()}
     if len(pss) == 1:
         gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
