@@ -25,10 +25,10 @@ exact one (integer gradients), ours as experiments.train and experiments.ina
 check them, and every worker's returned shards against their PS's. The CSV has
 one row per mode, worker count, aggregator capacity and round; `line_rate_s` is
 S/B, the time each worker's link needs to carry the model once. The PNG plots the
-median communication time against workers, one line per mode, with S/B.
+median communication time against workers, one line per mode and one panel per
+aggregator capacity, with S/B.
 """
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
 from experiments.traffic.digits_mlp import TrainingSetup
 from experiments.traffic.gradient_wire import wire_mbit
+from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
@@ -132,13 +133,11 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, b
     _plan, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
                                 on_round=lambda _number: bar.update(1))
     usage = sampling.stop()
-    return [dict(fidelity.verdict(
-        1.0, r["planned_first_pass_s"] / r["first_pass_s"],
-        max(r["first_pass_loss"], r["return_first_pass_loss"]), r["lost_fragments"], usage),
-        mode=mode, round=number, comm_s=r["completed_s"], verified=r["verified"],
-        repair_passes=r["repair_passes"] + r["return_repair_passes"], pss=len(plan.pss),
-        bound_s=plan.bound_s, predicted_s=plan.predicted_s)
-        for number, r in enumerate(results, 1)]
+    return [dict(round_fidelity(r, usage), mode=mode, round=number, comm_s=r["completed_s"],
+                 verified=r["verified"], pss=len(plan.pss), bound_s=plan.bound_s,
+                 repair_passes=r["repair_passes"] + r["return_repair_passes"],
+                 predicted_s=plan.predicted_s)
+            for number, r in enumerate(results, 1)]
 
 
 def run(args):

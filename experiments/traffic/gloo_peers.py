@@ -89,10 +89,24 @@ def ps_round(args, expected):
             "verified": verified}
 
 
-def run(args):
+def join(args):
+    """Join the job's process group as args.rank (run_ranks's arguments, rank_arguments)."""
     torch.set_num_threads(1)   # many peers share two cores
     dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+
+
+def rank_arguments(parser, world_help):
+    """The arguments run_ranks gives every rank program."""
+    parser.add_argument("--name", required=True, help="this host's name in the fabric")
+    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True, help=world_help)
+    parser.add_argument("--master", required=True, help="rank 0's data-plane IP:port")
+
+
+def run(args):
+    join(args)
     try:
         workers_group = dist.new_group(list(range(args.workers)))
         expected = expected_sum(args.seed, args.workers, args.floats).astype(np.float32)
@@ -152,12 +166,8 @@ def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.traffic.gloo_peers",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True, help="workers, plus one with a PS")
+    rank_arguments(parser, "workers, plus one with a PS")
     parser.add_argument("--workers", type=int, required=True)
-    parser.add_argument("--master", required=True, help="rank 0's data-plane IP:port")
     parser.add_argument("--floats", type=int, required=True, help="float32 values in the model")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--patterns", default=",".join(PATTERNS),

@@ -14,7 +14,6 @@ namespace and checks every round as experiments.train checks its own modes.
 """
 
 import argparse
-import datetime
 import json
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import torch.distributed as dist
 from experiments import fidelity
 from experiments.traffic.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                             one_blas_thread, sgd_update, worker_gradient)
-from experiments.traffic.gloo_peers import TIMEOUT_S, run_ranks, slowest, timed
+from experiments.traffic.gloo_peers import join, rank_arguments, run_ranks, slowest, timed
 from experiments.traffic.training import RoundCheck
 
 
@@ -41,9 +40,7 @@ def run(args):
     data = dataset(setup.seed)
     parameters = initial_parameters(setup)
     velocity = np.zeros_like(parameters)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
-                            world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    join(args)
     try:
         for number in range(1, args.rounds + 1):
             dist.barrier()
@@ -97,11 +94,7 @@ def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.traffic.gloo_training",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True, help="the number of workers")
-    parser.add_argument("--master", required=True, help="rank 0's data-plane IP:port")
+    rank_arguments(parser, "the number of workers")
     parser.add_argument("--setup", required=True, help="the job, TrainingSetup.as_dict() as JSON")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--state-dir", required=True, help="where rank 0 writes each round's state")

@@ -330,9 +330,12 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fracti
 
 def round_fidelity(result, usage):
     """Whether the emulator kept up with a round (fidelity.verdict): its workers' first
-    pass against the time the plan's rates give it, and what the PS missed after it."""
+    pass against the time the plan's rates give it, and what the PS (and, in a
+    streaming round, the workers the sums came back to) missed after it."""
     return fidelity.verdict(1.0, result["planned_first_pass_s"] / result["first_pass_s"],
-                            result["first_pass_loss"], result["lost_fragments"], usage)
+                            max(result["first_pass_loss"],
+                                result.get("return_first_pass_loss", 0.0)),
+                            result["lost_fragments"], usage)
 
 
 def run_plan(bed, request, rounds, gradient_mb, on_go=None, follow=False):

@@ -13,8 +13,8 @@ import numpy as np
 
 from apps import round_planner
 from apps.fabric_view import FabricView
-from experiments import fidelity
 from experiments.traffic.gradient_wire import wire_mbit
+from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
 from mininet_topos.description import describe
@@ -41,10 +41,7 @@ class StreamTrainingCoordinator(TrainingCoordinator, StreamCoordinator):
         for worker in self.workers:
             self.channels[worker].send({"phase": "apply", "round": number})
         update_s = max(self.channels[worker].receive()["update_s"] for worker in self.workers)
-        kept_up = fidelity.verdict(
-            1.0, gradients["planned_first_pass_s"] / gradients["first_pass_s"],
-            max(gradients["first_pass_loss"], gradients["return_first_pass_loss"]),
-            gradients["lost_fragments"], usage)
+        kept_up = round_fidelity(gradients, usage)
         # the round ends when the slowest worker has taken its step: compute, the sums
         # back, the update (not the reports and checks that follow, step 2 of stream_round)
         compute_s = aggregating - started
