@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv chromium chromium-driver
 
-.PHONY: setup apt ovs venv calibrate demo fabric-check test unit-test fuzz ui-pictures figures figures-emulated clean
+.PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test fuzz ui-pictures figures figures-emulated clean
 
 setup: apt ovs venv
 
@@ -31,26 +31,31 @@ $(VENV)/.installed: setup.cfg setup.py | apt
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# What a dead emulation left (a crash, a machine restart: OVS keeps bridges across restarts) is
+# removed before a run; a live emulation is reported and left alone.
+leftovers: setup
+	$(PYTHON) -m experiments.leftovers
+
 # What this machine's emulated fabric sustains (about a minute), for --bw auto; `make demo`
 # calibrates first when results/platform.json is missing.
 PLATFORM := results/platform.json
-calibrate: setup
+calibrate: setup leftovers
 	$(PYTHON) -m experiments.calibrate --out $(PLATFORM)
 
-$(PLATFORM): | setup
+$(PLATFORM): | setup leftovers
 	$(PYTHON) -m experiments.calibrate --out $(PLATFORM)
 
 # The main demo: a PS on an 8x8 spine-leaf sends a real 2 MB model to 3 and to 15 workers by
 # unicast, random multicast and path-aware multicast at the calibrated link rate; prints the
 # table (faithful rows only), writes CSV + PNG.
-demo: setup $(PLATFORM)
+demo: setup leftovers $(PLATFORM)
 	$(PYTHON) -m experiments.ps_distribution --spines 8 --leaves 8 --hosts-per-leaf 2 --bw auto \
 		--workers 3,15 --model-mb 2 --rounds 1 --out results/demo.csv
 
-fabric-check: setup
+fabric-check: setup leftovers
 	$(PYTHON) -m experiments.fabric_check --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20
 
-test: setup
+test: setup leftovers
 	$(PYTHON) -m pytest
 
 unit-test: venv
@@ -58,11 +63,11 @@ unit-test: venv
 
 # The REST API fuzzed against its OpenAPI description (schemathesis) on a live controller
 # over a 2x2 Mininet fabric: 2000 examples per operation (make test runs 200). Root.
-fuzz: setup
+fuzz: setup leftovers
 	$(PYTHON) -m experiments.api_fuzz --examples 2000 --out results/api_fuzz.csv
 
 # The README's pictures of the live page (GET /ui), from an 8x8 fabric in headless Chromium.
-ui-pictures: setup
+ui-pictures: setup leftovers
 	$(PYTHON) -m experiments.ui_pictures --out docs/figures
 
 # Every figure we reproduce, into results/figures/: the simulated ones always (about 7
@@ -82,7 +87,7 @@ ifeq ($(EMULATED),1)
 	$(MAKE) figures-emulated
 endif
 
-figures-emulated: setup $(PLATFORM)
+figures-emulated: setup leftovers $(PLATFORM)
 	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3 \
 		--out $(FIGURES)/ps_distribution.csv
 	$(PYTHON) -m experiments.load_balance --jobs 24 --out $(FIGURES)/load_balance.csv

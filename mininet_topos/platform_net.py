@@ -13,7 +13,7 @@
 """
 
 import ipaddress
-
+import re
 import shutil
 import subprocess
 from functools import partial
@@ -27,6 +27,11 @@ OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
 MANAGEMENT_BRIDGE = "sf-mgmt0"
 MANAGEMENT_NET = ipaddress.ip_network("172.30.0.0/16")
+# Switch names our topologies give (spine-leaf, fat-tree, the worked examples): what a dead
+# run of ours can have left in OVS, and nothing else.
+FABRIC_SWITCH_NAME = re.compile(r"^(?:spine|leaf|c|s|v)\d+$|^p\d+[ae]\d+$")
+# Command lines of a live emulation: its controller and Mininet's host shells.
+LIVE_RUN_PATTERNS = ("ryu-manager", "mininet:")
 
 
 HARMLESS_TC_WARNING = "Warning: sch_htb: quantum of class"
@@ -73,6 +78,42 @@ def check_bridges_free(topo):
     if clashes:
         raise PlatformError("OVS already has bridges %s from an earlier run; clean up with `mn -c`"
                             % ", ".join(clashes[:4]) + (" ..." if len(clashes) > 4 else ""))
+
+
+def live_run_pids():
+    """Pids of a running emulation (controller or Mininet hosts), which a clean-up must not touch."""
+    pids = set()
+    for pattern in LIVE_RUN_PATTERNS:
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+        pids.update(int(pid) for pid in found.stdout.split())
+    return sorted(pids)
+
+
+def root_links():
+    listing = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True)
+    return [line.split(": ")[1].split("@")[0] for line in listing.stdout.splitlines()]
+
+
+def leftovers():
+    """What a run that died left behind: our bridges in OVS, their switch-side links in the
+    root namespace, and the management bridge with its host links."""
+    bridges = sorted(name for name in existing_bridges() if FABRIC_SWITCH_NAME.match(name))
+    links = sorted(name for name in root_links()
+                   if ("-eth" in name and FABRIC_SWITCH_NAME.match(name.split("-eth")[0]))
+                   or name.startswith("mg-") or name == MANAGEMENT_BRIDGE)
+    return {"bridges": bridges, "links": links}
+
+
+def remove_leftovers(found):
+    """Remove what leftovers() found; a veth whose peer went first is already gone."""
+    for bridge in found["bridges"]:
+        _root("ovs-vsctl --timeout=5 --if-exists del-br %s" % bridge)
+    for link in found["links"]:
+        subprocess.run(["ip", "link", "del", link], capture_output=True)
+    remaining = leftovers()
+    if remaining["bridges"] or remaining["links"]:
+        raise PlatformError("could not remove %s; try `mn -c`"
+                            % ", ".join(remaining["bridges"] + remaining["links"]))
 
 
 def disable_offloads(node, interface):

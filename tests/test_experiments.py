@@ -39,7 +39,7 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "traffic.gradient_hosts", "train", "traffic.training",
                                     "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
                                     "sim.selmcast", "sim.ina", "sim.emulation_check", "calibrate",
-                                    "traffic.load_probe", "allreduce", "traffic.gloo_peers"])
+                                    "traffic.load_probe", "allreduce", "traffic.gloo_peers", "leftovers"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
