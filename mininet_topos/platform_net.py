@@ -120,6 +120,14 @@ def disable_offloads(node, interface):
     node.cmd("ethtool -K %s %s" % (interface, " ".join("%s off" % f for f in OFFLOADS)))
 
 
+class RemoteControllerNode(RemoteController):
+    """Mininet's RemoteController.stop() does nothing, so net.stop() leaves its shell running
+    (a live-looking `mininet:c0` that makes the next clean-up refuse); this one ends it."""
+
+    def stop(self, *_args, **_kwargs):
+        self.terminate()
+
+
 def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500):
     """Build and start `topo` with every data-plane interface at `mtu`; returns the started
     Mininet (stop it with net.stop())."""
@@ -127,7 +135,7 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
     switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     net = Mininet(topo=topo, switch=switch, link=ShapedLink, controller=None,
                   autoSetMacs=False, build=False)
-    net.addController(RemoteController("c0", ip=controller_ip, port=controller_port))
+    net.addController(RemoteControllerNode("c0", ip=controller_ip, port=controller_port))
     try:
         net.build()
         net.start()

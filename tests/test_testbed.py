@@ -1,9 +1,9 @@
-"""FabricTestbed tears down whatever it started when start-up fails."""
+"""FabricTestbed tears down whatever it started: when start-up fails, and when it stops."""
 
 import pytest
 
 from experiments.testbed import FabricTestbed
-from mininet_topos.platform_net import PlatformError
+from mininet_topos.platform_net import PlatformError, leftovers, live_run_pids
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import bridges, controllers_on_port, require_root
 
@@ -23,3 +23,12 @@ def test_controller_that_dies_at_start_up_is_reported_and_nothing_is_left():
     assert bed.controller is None and bed.net is None
     assert not controllers_on_port(OF_PORT)
     assert not bridges() & {"spine1", "leaf1"}
+
+
+def test_a_stopped_testbed_leaves_no_process_bridge_or_link():
+    require_root()
+    topo = SpineLeafTopo(spines=1, leaves=1, hosts_per_leaf=1, bw=20)
+    with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT):
+        assert live_run_pids()
+    assert live_run_pids() == []
+    assert leftovers() == {"bridges": [], "links": []}
