@@ -26,9 +26,12 @@ ovs: apt
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: setup.cfg setup.py | apt
+$(VENV)/.installed: setup.cfg setup.py Makefile | apt
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
+	# only syncfabric is a package to install; the checkout's root goes on the venv's path so
+	# that ryu-manager finds apps.x_controller and python -m finds experiments from anywhere
+	echo "$(CURDIR)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/syncfabric-checkout.pth"
 	touch $@
 
 # What a dead emulation left (a crash, a machine restart: OVS keeps bridges across restarts) is

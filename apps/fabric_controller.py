@@ -1,5 +1,5 @@
 """Fabric controller app: routes OpenFlow events, REST calls and timers to the fabric
-service (apps/fabric_service.py) and sends what it returns; it also routes every app's
+service (syncfabric/services/fabric.py) and sends what it returns; it also routes every app's
 barrier replies, errors and disconnections to the one installer.
 
     ryu-manager --ofp-tcp-listen-port 6653 --wsapi-port 8080 apps.fabric_controller
@@ -8,8 +8,8 @@ barrier replies, errors and disconnections to the one installer.
 
 A switch that connects is read (flows, groups, meters) and given only the difference
 from what the fabric and the other apps want there: one that kept its tables through a
-restart or reconnection forwards on untouched (apps/fabric_service.py). With a state
-directory (apps/state_files.py) the description is saved on every PUT and loaded again
+restart or reconnection forwards on untouched (syncfabric/services/fabric.py). With a state
+directory (syncfabric/services/state_files.py) the description is saved on every PUT and loaded again
 when the controller starts. REST: GET/PUT /fabric/topology,
 GET /fabric/links; and for every app, GET /openapi.json, /metrics and /ui
 (apps/operator_api.py).
@@ -22,9 +22,9 @@ from ryu.controller import event, ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.ofproto import ofproto_v1_3
 
-from apps import openflow_builders as of
+from syncfabric.openflow import builders as of
 from apps.arp_responder import arp_reply
-from apps.fabric_view import FabricError
+from syncfabric.decisions.fabric_view import FabricError
 from apps.operator_api import OperatorRestApi
 from apps.rest_json import (METRICS_KEY, RequestError, RestApi, answer, counted_route,
                             json_response, read_json_body)

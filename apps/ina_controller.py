@@ -1,11 +1,11 @@
 """INA app: routes REST calls and fabric events to the plans service
-(apps/ina_service.py) and sends what it returns.
+(syncfabric/services/ina_plans.py) and sends what it returns.
 
     ryu-manager apps.ina_controller       # loads apps.fabric_controller too
 
 Workers address their aggregator (or the PS) directly; the plan's flows choose the path
 and its meters hold each stream to its rate. An aggregator forwards one aggregate to
-the PS. A plan that crosses a failed link is moved (apps/plan_moves.py); with a state
+the PS. A plan that crosses a failed link is moved (syncfabric/services/plan_moves.py); with a state
 directory, plans survive a restart. REST: POST /ina/plans, GET /ina/plans,
 GET/DELETE /ina/plans/<id>. Errors: 400 malformed or invalid, 404 unknown host or
 plan, 409 no capacity left for the plan, 503 fabric not ready, 500 a switch rejected
@@ -19,7 +19,7 @@ from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged
-from apps.plan_moves import move_broken, recheck_waiting
+from syncfabric.services.plan_moves import move_broken, recheck_waiting
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts, start_timers
 

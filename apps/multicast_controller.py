@@ -1,5 +1,5 @@
 """Multicast app: routes REST calls, fabric events and the lease timer to the trees
-service (apps/multicast_service.py) and sends what it returns.
+service (syncfabric/services/trees.py) and sends what it returns.
 
     ryu-manager apps.multicast_controller       # loads apps.fabric_controller too
 
@@ -16,7 +16,7 @@ from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged
 from apps.rest_json import METRICS_KEY, resource_api
-from apps.tree_reroutes import reroute_broken
+from syncfabric.services.tree_moves import reroute_broken
 from apps.services import CONTEXT_KEY, contexts, start_timers
 
 LEASE_CHECK_INTERVAL_S = 0.5

@@ -1,20 +1,14 @@
 """What an operator's tools read: GET /openapi.json (the REST contract of the apps this
 controller loaded), GET /metrics (Prometheus text format) and GET /ui, the live page of
-the fabric's links, trees, plans and rounds (apps/ui/: plain JavaScript and SVG, no
-build step, nothing fetched from the internet). The fabric app registers it, so every
+the fabric's links, trees, plans and rounds (syncfabric/operator/live_page.py). The fabric app registers it, so every
 controller serves it."""
-
-import os
 
 from ryu.app.wsgi import Response
 
-from apps import openapi
-from apps.metrics import CONTENT_TYPE
-from apps.openapi import UI_ASSETS
+from syncfabric.operator import openapi
+from syncfabric.operator.metrics import CONTENT_TYPE
+from syncfabric.operator.live_page import PAGE, UI_ASSETS, page_file
 from apps.rest_json import RestApi, counted_route, json_response
-
-UI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ui")
-
 
 def registered_operations(mapper):
     """{(path template, METHOD)} of every route registered with Ryu's wsgi mapper."""
@@ -23,8 +17,7 @@ def registered_operations(mapper):
 
 
 def ui_file(name, content_type):
-    with open(os.path.join(UI_DIR, name), "rb") as source:
-        return Response(body=source.read(), content_type=content_type, charset="utf-8")
+    return Response(body=page_file(name), content_type=content_type, charset="utf-8")
 
 
 class OperatorRestApi(RestApi):
@@ -40,7 +33,7 @@ class OperatorRestApi(RestApi):
 
     @counted_route("operator", "/ui", methods=["GET"])
     def get_ui(self, req, **_kwargs):
-        return ui_file("index.html", "text/html")
+        return ui_file(*PAGE)
 
     @counted_route("operator", "/ui/{asset}", methods=["GET"])
     def get_ui_asset(self, req, asset, **_kwargs):

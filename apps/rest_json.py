@@ -27,7 +27,7 @@ import time
 from ryu import cfg
 from ryu.app.wsgi import ControllerBase, Response, route
 
-from apps.service_errors import (Conflict, InstallFailed, InvalidRequest, NotFound, NotReady,
+from syncfabric.errors import (Conflict, InstallFailed, InvalidRequest, NotFound, NotReady,
                                  ServiceError)
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"

@@ -1,4 +1,4 @@
-"""SELMCAST app: routes REST calls to the rounds service (apps/selmcast_service.py),
+"""SELMCAST app: routes REST calls to the rounds service (syncfabric/services/selmcast_rounds.py),
 which installs each round's trees through the trees service.
 
     ryu-manager apps.selmcast_controller      # loads apps.multicast_controller and the fabric app

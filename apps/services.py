@@ -11,17 +11,21 @@ from ryu import cfg
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
-from apps import state_files
-from apps.fabric_service import Fabric
-from apps.ina_service import InaPlans
-from apps.installer import CONFIRM_TIMEOUT_S, Installer
-from apps.metrics import Metrics
-from apps.multicast_service import MulticastTrees
-from apps.selmcast_service import SelmcastRounds
+from syncfabric.services.fabric import Fabric
+from syncfabric.services.ina_plans import InaPlans
+from syncfabric.openflow.installer import CONFIRM_TIMEOUT_S, Installer
+from syncfabric.operator.metrics import Metrics
+from syncfabric.services.state_files import STATE_DIR_ENV, StateFiles
+from syncfabric.services.trees import MulticastTrees
+from syncfabric.services.selmcast_rounds import SelmcastRounds
 
 CONTEXT_KEY = "syncfabric"
 GIL_SWITCH_INTERVAL_S = 0.0005
 LOCAL_REPAIR_ENV = "SYNCFABRIC_LOCAL_REPAIR"
+if "state_dir" not in cfg.CONF:
+    cfg.CONF.register_opt(cfg.StrOpt("state_dir", default=None,
+                                     help="directory where the apps keep what survives a restart "
+                                          "(or %s in the environment)" % STATE_DIR_ENV))
 if "local_repair" not in cfg.CONF:
     cfg.CONF.register_opt(cfg.BoolOpt(
         "local_repair", default=True,
@@ -30,16 +34,22 @@ if "local_repair" not in cfg.CONF:
         % LOCAL_REPAIR_ENV))
 
 
+def state_files():
+    """The state directory is SYNCFABRIC_STATE_DIR in ryu-manager's environment, or
+    `state_dir = ...` in a ryu-manager --config-file."""
+    return StateFiles(os.environ.get(STATE_DIR_ENV) or cfg.CONF.state_dir)
+
+
 def local_repair():
     setting = os.environ.get(LOCAL_REPAIR_ENV)
     return cfg.CONF.local_repair if setting is None else setting not in ("0", "false", "no")
 
 
 class Services:
-    def __init__(self, store=state_files, confirm_timeout_s=CONFIRM_TIMEOUT_S):
-        self.store = store
+    def __init__(self, store=None, confirm_timeout_s=CONFIRM_TIMEOUT_S):
+        self.store = store = state_files() if store is None else store
         self.metrics = Metrics()
-        self.installer = Installer(self.metrics, confirm_timeout_s)
+        self.installer = Installer(self.metrics, confirm_timeout_s, hub.Event, hub.sleep)
         self.fabric = Fabric(self.metrics, self.installer)
         self.trees = MulticastTrees(self.fabric, self.installer, store, self.metrics,
                                     local_repair=local_repair())

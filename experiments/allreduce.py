@@ -15,7 +15,7 @@ parameters (1.2 MB; --hidden sets its size). Modes:
   parameter distribution plus the gradient aggregation (the compute between is
   left out);
 - stream, stream-colocated: the streaming round (experiments/traffic/stream_round.py)
-  on the plan apps/round_planner.py decides: P PS shards on dedicated hosts (the
+  on the plan syncfabric/decisions/round_planner.py decides: P PS shards on dedicated hosts (the
   hosts after the workers), or in the workers' own hosts, the gradients aggregated
   on the way in, each shard's sum multicast back on its reserved tree fragment by
   fragment while later fragments still arrive. `bound_s` is the
@@ -34,8 +34,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps import round_planner
-from apps.fabric_view import FabricView
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fabric_view import FabricView
 from experiments import fidelity
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)

@@ -17,8 +17,8 @@ import networkx as nx
 from networkx.algorithms.approximation import steiner_tree
 from tqdm import tqdm
 
-from apps.fabric_view import FabricView
-from apps.multicast_trees import compute_tree
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import compute_tree
 from experiments.cli import ArgumentParser
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo

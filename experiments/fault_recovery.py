@@ -60,7 +60,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
 from experiments.ina import AGGREGATOR_SHARE

@@ -4,7 +4,7 @@
     python -m experiments.grid_example [--emulate] [--out results/grid_example.csv]
 
 Prints one JSON object per policy (no-ina, nearest, grid) with `min_rate` from
-apps/ina_placement.py in the paper's units (expected 1, 2.4375 and 3), plus
+syncfabric/decisions/ina_placement.py in the paper's units (expected 1, 2.4375 and 3), plus
 the LP's, the rounded and the repaired theta. With --emulate, the triangle
 of mininet_topos/grid_example.py runs with links of 3 Mbit/s, PS ingress 9
 and aggregator capacity 9; the INA app installs each policy's plan, and
@@ -15,8 +15,8 @@ communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 """
 
 
-from apps.fabric_view import FabricView
-from apps.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
 from experiments import fidelity
 from experiments.worked_examples import example_main
 from mininet_topos.description import describe

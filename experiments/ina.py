@@ -38,11 +38,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from experiments import fidelity
-from apps import inart_placement
-from apps.ina_placement import DEFAULT_POLICIES, GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
-from apps.inart_placement import ATP, INART, InartProblem, model_split
+from syncfabric.decisions import inart_placement
+from syncfabric.decisions.ina_placement import DEFAULT_POLICIES, GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
+from syncfabric.decisions.inart_placement import ATP, INART, InartProblem, model_split
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.plots import plot_ina

@@ -19,10 +19,10 @@ from pathlib import Path
 import networkx as nx
 from tqdm import tqdm
 
-from apps import ina_placement, inart_placement
-from apps.gradient_plan import aggregate_of, edges_of
-from apps.ina_placement import GRID, InaProblem, capacity_of
-from apps.inart_placement import INART, InartProblem
+from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions.gradient_plan import aggregate_of, edges_of
+from syncfabric.decisions.ina_placement import GRID, InaProblem, capacity_of
+from syncfabric.decisions.inart_placement import INART, InartProblem
 from experiments.cli import ArgumentParser, write_csv
 from experiments.plots import plot_ina_optimality
 
@@ -179,7 +179,7 @@ def paper_scale_fabric(rng, size=64):
 
 def paper_scale(seed=0):
     """GRID for 100 workers on a 64x64 spine-leaf, 20% of the switches programmable."""
-    from apps.fabric_view import FabricView
+    from syncfabric.decisions.fabric_view import FabricView
     rng = random.Random(seed)
     view = FabricView(paper_scale_fabric(rng))
     hosts = [h for h in view.hosts if not view.is_aggregator(h)]

@@ -7,7 +7,7 @@ Two switches v1 and v2; workers w1-w4 and PS s1 on v1, w5-w6 and PS s2 on v2;
 switch (aggregator) capacity 6, PS ingress 4, links 6
 (mininet_topos/inart_example.py). Prints one JSON object per policy (lbmm,
 atp, equal-split, inart) with `rate` (f, a worker's whole gradient) from
-apps/inart_placement.py and the split `x` (the paper: 4/3, 2 and 2.5 for
+syncfabric/decisions/inart_placement.py and the split `x` (the paper: 4/3, 2 and 2.5 for
 LBMM, ATP and InArt), plus the LP's, the rounded and the repaired f. With
 --emulate the same topology runs in Mininet at those numbers in Mbit/s; the
 INA app installs each policy's plan and experiments/traffic/gradients.py
@@ -18,8 +18,8 @@ and `verified`. Writes a CSV and a PNG.
 """
 
 
-from apps.fabric_view import FabricView
-from apps.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
 from experiments import fidelity
 from experiments.worked_examples import example_main
 from mininet_topos.description import describe

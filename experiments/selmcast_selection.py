@@ -10,7 +10,7 @@ x, x' ~ U[-1, 1], mu = --ingress-factor, equal update sizes, p = round(p-fractio
 unsynced for k rounds are forced; nothing before round k + 1) takes effect.
 Prints one JSON object per (policy, cost model, n): normalized_completion =
 t / LB and multicast_scale = receivers per sender / n (both defined in
-apps/receiver_selection.py), means over trials and rounds, and selection_ms
+syncfabric/decisions/receiver_selection.py), means over trials and rounds, and selection_ms
 (median). The MILP runs where n <= --milp-max-n; SELMCAST's row then has
 t_vs_milp_worst, the largest t / t_MILP over the same rounds.
 SSP (--sync ssp): the paper's settings (40 Gbit/s, 200 MB updates, compute
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from apps.receiver_selection import (COST_MODELS, MILP, POLICIES, RANDOM, SELMCAST, RoundInput,
+from syncfabric.decisions.receiver_selection import (COST_MODELS, MILP, POLICIES, RANDOM, SELMCAST, RoundInput,
                                      SyncHistory, multicast_scale, normalized_completion, select)
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_selmcast_selection

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps.fabric_view import FabricView
-from apps.multicast_trees import MulticastTree, backup_links, switch_shares
-from apps.openflow_builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE,
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import MulticastTree, backup_links, switch_shares
+from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE,
                                     STEERING_METER_BASE, failover_group_id, meter_rate_kbps)
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError

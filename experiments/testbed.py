@@ -6,7 +6,7 @@
 
 The controller runs with a fresh REST token (SYNCFABRIC_REST_TOKEN, apps/rest_json.py);
 the testbed sets it in its own environment too, so its client and the programs it
-starts in hosts send it. It also gets a fresh state directory (apps/state_files.py),
+starts in hosts send it. It also gets a fresh state directory (syncfabric/services/state_files.py),
 so restart_controller() restarts it with its memory, unless told to forget.
 
 Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first and fails
@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from apps.openflow_builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
-from apps.state_files import STATE_DIR_ENV
+from syncfabric.openflow.builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
+from syncfabric.services.state_files import STATE_DIR_ENV
 from experiments.controller_client import TOKEN_ENV, ControllerClient
 from experiments.fidelity import PlatformSampler
 from experiments.traffic.transport import MTU_ENV

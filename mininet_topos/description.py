@@ -7,7 +7,7 @@ controller's view is exactly the fabric Mininet builds.
 
 
 def describe(topo):
-    """Return {"switches", "links", "hosts"} for `topo` (see apps/fabric_view.py)."""
+    """Return {"switches", "links", "hosts"} for `topo` (see syncfabric/decisions/fabric_view.py)."""
     switches = [{"name": name, "dpid": int(topo.nodeInfo(name)["dpid"], 16),
                  "role": topo.nodeInfo(name).get("role", "switch")}
                 for name in topo.switches(sort=True)]

@@ -14,7 +14,7 @@ From the Mininet CLI (userspace datapath, see PLATFORM.md)::
        --switch ovs,datapath=user,protocols=OpenFlow13 --link tc \\
        --controller remote,port=6653
 
-Aggregator hosts (in-network aggregation, apps/ina_placement.py) hang off the
+Aggregator hosts (in-network aggregation, syncfabric/decisions/ina_placement.py) hang off the
 switches marked programmable: aggregators="leaves", "spines", "all", or chosen
 switches ("leaf1+spine2" from mn, or a list), e.g.
 `--topo spineleaf,8,8,2,aggregators=leaves,aggregator_bw=9`. The aggregator of

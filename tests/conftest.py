@@ -1,6 +1,6 @@
 import pytest
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 

@@ -7,8 +7,8 @@ import time
 import pytest
 from ryu.lib import hub
 
-from apps import openflow_builders as of
-from apps.installer import DRAIN_S
+from syncfabric.openflow import builders as of
+from syncfabric.openflow.installer import DRAIN_S
 from tests.fake_controller import InProcessController, description
 from tests.fake_openflow import multicast_walk, walk
 
@@ -504,8 +504,8 @@ def test_a_failed_link_moves_a_plan_with_its_nodes_ports_and_rates_make_before_b
 
 def test_a_plan_that_cannot_keep_its_nodes_is_planned_again_and_one_that_fits_nowhere_released(
         controller, monkeypatch):
-    from apps import plan_moves
-    from apps.gradient_plan import PlacementError
+    from syncfabric.services import plan_moves
+    from syncfabric.decisions.gradient_plan import PlacementError
 
     def no_detour(*_args):
         raise PlacementError("no detour (test)")
@@ -530,8 +530,8 @@ def test_a_plan_that_cannot_keep_its_nodes_is_planned_again_and_one_that_fits_no
 
 def test_a_plan_waits_for_a_switch_that_disconnected_before_it_is_planned_again(
         controller, monkeypatch):
-    from apps import plan_moves
-    from apps.gradient_plan import PlacementError
+    from syncfabric.services import plan_moves
+    from syncfabric.decisions.gradient_plan import PlacementError
 
     def no_detour(*_args):
         raise PlacementError("no detour (test)")

@@ -5,9 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from apps.fabric_view import FabricView
-from apps.openflow_builders import FABRIC_COOKIE
-from apps.unicast_routes import host_pair_paths, unicast_rules
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.openflow.builders import FABRIC_COOKIE
+from syncfabric.decisions.unicast_routes import host_pair_paths, unicast_rules
 from experiments.controller_client import ControllerHttpError
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed, ofctl_lines, wait_until

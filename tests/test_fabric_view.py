@@ -2,7 +2,7 @@ import copy
 
 import pytest
 
-from apps.fabric_view import FabricError, FabricView
+from syncfabric.decisions.fabric_view import FabricError, FabricView
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 
@@ -73,8 +73,8 @@ def test_aggregators_are_hosts_with_a_role_and_a_capacity():
 
 
 def test_the_fabric_keeps_routes_for_a_bounded_number_of_failure_sets():
-    from apps.fabric_service import ROUTE_SETS_KEPT, Fabric
-    from apps.metrics import Metrics
+    from syncfabric.services.fabric import ROUTE_SETS_KEPT, Fabric
+    from syncfabric.operator.metrics import Metrics
     from tests.fake_controller import description
     fabric = Fabric(Metrics(), installer=None)
     fabric.load(description(spines=4, leaves=4), now=0.0)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from mininet_topos.description import describe
 from mininet_topos.fattree import FatTreeTopo
 

@@ -1,15 +1,15 @@
 """GRID's and InArt's plans against the integral optimum over their options: the MILP
-(apps/exact_placement.py), group moves, and the gap every plan reports, checked against
+(syncfabric/decisions/exact_placement.py), group moves, and the gap every plan reports, checked against
 a brute force on seeded random small fabrics (experiments/ina_optimality.py)."""
 
 import random
 
 import pytest
 
-from apps import ina_placement, inart_placement
-from apps.exact_placement import exact_assignment
-from apps.ina_placement import GRID, InaProblem, StreamAssignment, capacity_of, options_for
-from apps.inart_placement import INART, InartProblem
+from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions.exact_placement import exact_assignment
+from syncfabric.decisions.ina_placement import GRID, InaProblem, StreamAssignment, capacity_of, options_for
+from syncfabric.decisions.inart_placement import INART, InartProblem
 from experiments.ina_optimality import KINDS, brute_force, random_instance
 from tests.test_ina_placement import brute_force_theta, tiny_problem
 

@@ -4,8 +4,8 @@ import random
 import networkx as nx
 import pytest
 
-from apps.fabric_view import FabricView
-from apps.ina_placement import (GRID, NEAREST, NO_INA, POLICIES, SWITCHML, InaProblem, Option,
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.ina_placement import (GRID, NEAREST, NO_INA, POLICIES, SWITCHML, InaProblem, Option,
                                 PlacementError, candidate_paths, options_for, plan)
 from mininet_topos.description import describe
 from mininet_topos.grid_example import GridExampleTopo

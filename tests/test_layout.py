@@ -1,57 +1,130 @@
-"""The layout rule: apps/*_controller.py are Ryu apps; every other module in apps/ is pure
-logic (graph in, decision out) except the named Ryu-facing helpers, so the experiments
-and the simulator can import them without Ryu or Mininet."""
+"""The floor plan: syncfabric's layers import downward only, the library imports neither
+Ryu nor Mininet nor the code that drives it, apps/ holds only what Ryu loads, and modules
+stay small enough to read in one sitting."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-APPS = Path(__file__).resolve().parent.parent / "apps"
-# REST answers, barrier-confirmed batches, the services as a Ryu context, ARP frames built
-# with Ryu's packet library, launch forms, state files under a Ryu config option, the
-# operator's REST endpoints
-RYU_FACING_HELPERS = {"rest_json.py", "installer.py", "services.py", "arp_responder.py",
-                      "launch_by_path.py", "state_files.py", "operator_api.py"}
-PURE_MODULES = sorted(path.name for path in APPS.glob("*.py")
-                      if not path.name.endswith("_controller.py")
-                      and path.name not in RYU_FACING_HELPERS | {"__init__.py"})
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "syncfabric"
+APPS = ROOT / "apps"
+# what each layer may import from the library: decisions only decisions, OpenFlow builds
+# on decisions, services on both, the operator's views on everything below them
+MAY_IMPORT = {
+    "decisions": {"decisions"},
+    "openflow": {"decisions", "openflow"},
+    "services": {"decisions", "openflow", "services"},
+    "operator": {"decisions", "openflow", "services", "operator"},
+}
+NEVER_IN_LIBRARY = {"ryu", "mininet", "apps", "experiments", "mininet_topos", "tests"}
+# what ryu-manager loads: the apps, their shared context and REST layer, the operator's
+# endpoints, ARP replies and the launch-by-path stand-in
+RYU_SHIMS = {"__init__.py", "fabric_controller.py", "multicast_controller.py",
+             "selmcast_controller.py", "ina_controller.py", "services.py", "rest_json.py",
+             "operator_api.py", "arp_responder.py", "launch_by_path.py"}
+MAX_MODULE_LINES, MAX_CLASS_LINES, MAX_FUNCTION_LINES = 400, 200, 60
 
 
-def imported_roots(path):
-    roots = set()
+def library_modules():
+    return sorted(path.relative_to(ROOT) for path in LIBRARY.rglob("*.py"))
+
+
+def imported_modules(path):
+    """Every module `path` imports, absolute and dotted (relative imports resolved)."""
+    package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    modules = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            roots.add(node.module.split(".")[0])
-    return roots
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            modules.update("%s.%s" % (module, alias.name) for alias in node.names)
+            modules.add(module)
+    return modules
 
 
-@pytest.mark.parametrize("module", PURE_MODULES)
-def test_pure_modules_import_neither_ryu_nor_mininet(module):
-    assert not imported_roots(APPS / module) & {"ryu", "mininet"}
+def layer_of(module):
+    """The layer (a folder of syncfabric) a dotted module is in, or None."""
+    parts = module.split(".")
+    in_folder = len(parts) > 1 and (LIBRARY / parts[1]).is_dir()
+    return parts[1] if parts[0] == "syncfabric" and in_folder else None
 
 
-def test_the_pure_decisions_are_there():
-    assert {"multicast_trees.py", "reservations.py", "receiver_selection.py", "fabric_service.py",
-            "multicast_service.py", "selmcast_service.py", "ina_service.py", "plan_moves.py",
-            "switch_sync.py"} <= set(PURE_MODULES)
+def back_arrows(path):
+    """The imports of a library module that point up or sideways out of its layer."""
+    layer = layer_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    shared = layer is None and path.name != "__init__.py"   # e.g. errors: below every layer
+    wrong = set()
+    for module in imported_modules(path):
+        root = module.split(".")[0]
+        if root in NEVER_IN_LIBRARY:
+            wrong.add(module)
+        target = layer_of(module)
+        if root == "syncfabric" and target is not None and (
+                shared or layer in MAY_IMPORT and target not in MAY_IMPORT[layer]):
+            wrong.add(module)
+    return wrong
+
+
+@pytest.mark.parametrize("module", library_modules(), ids=str)
+def test_library_imports_point_down_only(module):
+    assert not back_arrows(ROOT / module)
+
+
+def test_a_back_arrow_is_caught(tmp_path, monkeypatch):
+    decision = LIBRARY / "decisions" / "multicast_trees.py"
+    text = decision.read_text()
+    for arrow in ("from syncfabric.services.fabric import Fabric",
+                  "from syncfabric.openflow import builders",
+                  "import ryu.lib.hub", "from experiments import fidelity",
+                  "from ..services import trees"):
+        copy = LIBRARY / "decisions" / "_back_arrow_probe.py"
+        try:
+            copy.write_text(arrow + "\n" + text)
+            assert back_arrows(copy), arrow
+        finally:
+            copy.unlink()
+
+
+def test_every_library_module_is_in_a_layer():
+    for module in library_modules():
+        parts = module.with_suffix("").parts
+        assert len(parts) == 2 or parts[1] in MAY_IMPORT, module
+
+
+def test_apps_hold_only_what_ryu_loads():
+    assert {path.name for path in APPS.glob("*.py")} == RYU_SHIMS
+
+
+@pytest.mark.parametrize("module", library_modules(), ids=str)
+def test_modules_classes_and_functions_stay_small(module):
+    source = (ROOT / module).read_text()
+    assert source.count("\n") <= MAX_MODULE_LINES
+    for node in ast.walk(ast.parse(source)):
+        length = getattr(node, "end_lineno", 0) - getattr(node, "lineno", 0) + 1
+        if isinstance(node, ast.ClassDef):
+            assert length <= MAX_CLASS_LINES, "class %s: %d lines" % (node.name, length)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert length <= MAX_FUNCTION_LINES, "%s(): %d lines" % (node.name, length)
 
 
 @pytest.mark.parametrize("module", sorted(path.name for path in APPS.glob("*.py")))
 def test_no_module_reads_another_objects_private_attributes(module):
     """Apps and services meet through narrow public interfaces: no `other._thing`, no
     looking another app up, no getattr on another's object."""
-    tree = ast.parse((APPS / module).read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                and not node.attr.startswith("__"):
-            assert isinstance(node.value, ast.Name) and node.value.id in ("self", "batch"), \
-                "%s:%d reads %s" % (module, node.lineno, node.attr)
-        if isinstance(node, ast.Name) and module.endswith(("_controller.py", "_service.py")):
-            assert node.id not in ("lookup_service_brick", "getattr"), \
-                "%s:%d uses %s" % (module, node.lineno, node.id)
+    for path in [APPS / module] + [ROOT / m for m in library_modules()]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__"):
+                assert isinstance(node.value, ast.Name) and node.value.id in ("self", "batch"), \
+                    "%s:%d reads %s" % (path.name, node.lineno, node.attr)
+            if isinstance(node, ast.Name) and path.parent.name in ("apps", "services"):
+                assert node.id not in ("lookup_service_brick", "getattr"), \
+                    "%s:%d uses %s" % (path.name, node.lineno, node.id)
 
 
 @pytest.mark.parametrize("module", sorted(path.name for path in APPS.glob("*_controller.py")))

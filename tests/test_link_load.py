@@ -1,6 +1,6 @@
 import pytest
 
-from apps.link_load import PortRates, link_report, measured_mbps
+from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
 from tests.conftest import spine_leaf_view
 
 

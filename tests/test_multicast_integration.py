@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from experiments.host_measurements import multicast_goodput_mbps
 from experiments.traffic.model_transfer import run_transfer
 from experiments.testbed import FabricTestbed, ofctl, wait_until

@@ -3,8 +3,8 @@ import random
 import networkx as nx
 import pytest
 
-from apps.fabric_view import FabricView
-from apps.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, MulticastTree,
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, MulticastTree,
                                   TreeRequestError, compute_tree, is_spine_leaf,
                                   max_feasible_mbps, repaired_tree, without_links)
 from tests.conftest import spine_leaf_view

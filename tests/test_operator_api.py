@@ -7,9 +7,9 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps import openapi
+from syncfabric.operator import openapi
 from apps.fabric_controller import FabricController
-from apps.openapi import UI_ASSETS
+from syncfabric.operator.live_page import UI_ASSETS
 from apps.operator_api import registered_operations
 from tests.fake_controller import InProcessController, description
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps import openapi
+from syncfabric.operator import openapi
 from experiments import api_fuzz, ui_pictures
 from experiments.controller_client import ControllerHttpError
 from tests.conftest import running_testbed

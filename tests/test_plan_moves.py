@@ -5,13 +5,13 @@ keeps of it, and the switch changes that take a switch from one share to the nex
 import networkx as nx
 import pytest
 
-from apps import ina_placement
-from apps import openflow_builders as of
-from apps.fabric_view import FabricView
-from apps.gradient_plan import GradientPlan, PlacementError, edges_of, moved_paths
-from apps.ina_placement import InaProblem
-from apps.ina_service import steering_shares
-from apps.receiver_selection import SyncHistory
+from syncfabric.decisions import ina_placement
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.gradient_plan import (NO_SHARE, GradientPlan, PlacementError, SteeringShare,
+                                               edges_of, moved_paths, steering_shares)
+from syncfabric.decisions.ina_placement import InaProblem
+from syncfabric.decisions.receiver_selection import SyncHistory
 from tests.fake_controller import description
 from tests.fake_openflow import FakeFlowTable, fake_datapath
 
@@ -76,18 +76,18 @@ def test_a_moved_plan_keeps_nodes_shares_and_rates_and_survives_a_state_file(vie
 
 def test_steering_changes_take_a_switch_from_one_share_to_the_next_and_back(view, plan):
     datapath = fake_datapath()
-    before = steering_shares(view, 7, plan.streams(), {"h6": 20001})
+    before = steering_shares(view, plan.streams(), {"h6": 20001})
     moved = plan.with_stream_paths(moved_paths(view.graph, plan.streams(), {broken_link(plan)}))
-    after = steering_shares(view, 7, moved.streams(), {"h6": 20001})
+    after = steering_shares(view, moved.streams(), {"h6": 20001})
     for switch in set(before) | set(after):
-        old, new = before.get(switch, of.NO_SHARE), after.get(switch, of.NO_SHARE)
+        old, new = before.get(switch, NO_SHARE), after.get(switch, NO_SHARE)
         table, fresh = FakeFlowTable(), FakeFlowTable()
-        for message in of.steering_changes(datapath, 7, of.NO_SHARE, old)[0]:
+        for message in of.steering_changes(datapath, 7, NO_SHARE, old)[0]:
             table.apply(message)
         make, then_break = of.steering_changes(datapath, 7, old, new)
         for message in make + then_break:   # OVS would refuse a make that breaks a flow
             table.apply(message)
-        for message in of.steering_changes(datapath, 7, of.NO_SHARE, new)[0]:
+        for message in of.steering_changes(datapath, 7, NO_SHARE, new)[0]:
             fresh.apply(message)
         assert table.state() == fresh.state(), switch
         assert not any(type(m).__name__ == "OFPMeterMod" and m.command == datapath.ofproto.OFPMC_DELETE
@@ -98,8 +98,8 @@ def test_steering_changes_take_a_switch_from_one_share_to_the_next_and_back(view
 def test_a_rate_change_modifies_the_meter_in_place():
     datapath = fake_datapath()
     key = ("10.0.0.1", "10.0.0.4", 20001)
-    old = of.SteeringShare({key: (3, 9)}, {9: 4.0})
-    new = of.SteeringShare({key: (3, 9)}, {9: 2.5})
+    old = SteeringShare({key: (3, 9)}, {9: 4.0})
+    new = SteeringShare({key: (3, 9)}, {9: 2.5})
     make, then_break = of.steering_changes(datapath, 1, old, new)
     assert then_break == [] and [(type(m).__name__, m.command) for m in make] == [
         ("OFPMeterMod", datapath.ofproto.OFPMC_MODIFY)]

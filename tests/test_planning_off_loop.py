@@ -8,7 +8,7 @@ import pytest
 from ryu.lib import hub
 from webob import Request
 
-from apps import ina_placement
+from syncfabric.decisions import ina_placement
 from tests.fake_controller import InProcessController, description
 
 PLAN = {"job": "j", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from apps import receiver_selection as rs
-from apps.receiver_selection import (L3, L7, MILP, RANDOM, SELMCAST, RoundInput, SelectionError,
+from syncfabric.decisions import receiver_selection as rs
+from syncfabric.decisions.receiver_selection import (L3, L7, MILP, RANDOM, SELMCAST, RoundInput, SelectionError,
                                      SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, round_time, select, ssp_on_ready)
 from experiments.sim.fair_share import max_min_rates

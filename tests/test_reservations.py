@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from apps.multicast_trees import compute_tree
-from apps.fabric_view import FabricView
-from apps.reservations import ReservationBook, ReservationError
+from syncfabric.decisions.multicast_trees import compute_tree
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.reservations import ReservationBook, ReservationError
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.conftest import spine_leaf_view

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from apps import round_planner
-from apps.fabric_view import FabricView
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fabric_view import FabricView
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 

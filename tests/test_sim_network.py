@@ -4,10 +4,10 @@ import random
 
 import pytest
 
-from apps import ina_placement
-from apps.fabric_view import FabricView
-from apps.multicast_trees import compute_tree
-from apps.unicast_routes import host_pair_paths
+from syncfabric.decisions import ina_placement
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import compute_tree
+from syncfabric.decisions.unicast_routes import host_pair_paths
 from experiments.sim.network import (Flow, SimulationError, capacities, path_flow, plan_flow,
                                      simulate, tree_flow)
 from mininet_topos.description import describe

@@ -3,9 +3,9 @@ ovs-ofctl prints, and it reports every kind of inconsistency it claims to catch.
 
 import pytest
 
-from apps import openflow_builders as of
-from apps.multicast_trees import compute_tree, with_backup_uplinks
-from apps.reservations import ReservationBook
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.multicast_trees import compute_tree, with_backup_uplinks
+from syncfabric.decisions.reservations import ReservationBook
 from experiments import soak
 from tests.conftest import spine_leaf_view
 

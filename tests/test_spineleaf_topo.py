@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from apps.fabric_view import FabricView
-from apps.multicast_trees import is_spine_leaf
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import is_spine_leaf
 from mininet_topos.description import describe
 from mininet_topos.grid_example import GridExampleTopo
 from mininet_topos.spineleaf import SpineLeafTopo, host_ip, host_mac

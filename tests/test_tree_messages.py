@@ -4,10 +4,10 @@ import random
 
 import pytest
 
-from apps import openflow_builders as of
-from apps.multicast_trees import (RANDOM, compute_tree, switch_shares, with_backup_uplinks,
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.multicast_trees import (RANDOM, compute_tree, switch_shares, with_backup_uplinks,
                                   without_links)
-from apps.unicast_routes import unicast_rules
+from syncfabric.decisions.unicast_routes import unicast_rules
 from tests.conftest import spine_leaf_view
 from tests.fake_openflow import FakeFlowTable, fake_datapath, multicast_walk, walk
 

@@ -3,8 +3,8 @@ from collections import Counter
 import networkx as nx
 import pytest
 
-from apps import openflow_builders as of
-from apps.unicast_routes import host_pair_paths, unicast_rules
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.unicast_routes import host_pair_paths, unicast_rules
 from tests.conftest import spine_leaf_view
 from tests.fake_openflow import FakeFlowTable, fake_datapath, walk
 

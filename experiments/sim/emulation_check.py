@@ -23,9 +23,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from apps import ina_placement
-from apps.multicast_trees import PATH_AWARE, compute_tree
-from apps.unicast_routes import host_pair_paths
+from syncfabric.decisions import ina_placement
+from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
+from syncfabric.decisions.unicast_routes import host_pair_paths
 from experiments import fidelity
 from experiments.cli import ArgumentParser, write_csv
 from experiments.ina import AGGREGATOR_SHARE

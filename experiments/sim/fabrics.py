@@ -2,7 +2,7 @@
 from the same Mininet topologies the emulation uses (only their description, no
 network is started)."""
 
-from apps.fabric_view import FabricView
+from syncfabric.decisions.fabric_view import FabricView
 from mininet_topos.description import describe
 from mininet_topos.fattree import FatTreeTopo
 from mininet_topos.spineleaf import SpineLeafTopo

@@ -2,13 +2,13 @@
 
     python -m experiments.sim.ina --out results/sim/ina.csv
 
-GRID part (apps/ina_placement.py): 100 Gbit/s links, aggregator capacity
+GRID part (syncfabric/decisions/ina_placement.py): 100 Gbit/s links, aggregator capacity
 --aggregator-gbps on the programmable switches, one PS; on GRID's 500-server
 leaf-spine (10 spines, 50 leaves) and 192-server fat-tree (k = 8, 6 servers
 per edge switch), with the ToRs programmable or a random 20% of all switches;
 workers and the PS drawn at random. Policies grid, nearest (ATP-like),
 switchml, no-ina (Geryon-like).
-InArt part (apps/inart_placement.py): InArt's emulated fat-tree (k = 6, 54
+InArt part (syncfabric/decisions/inart_placement.py): InArt's emulated fat-tree (k = 6, 54
 servers) at 20 Mbit/s (--hetero: U[10, 30] per switch link), PSs at 20,
 every switch aggregating 9 Mbit/s; 10-50 workers and 2-4 PSs. Policies inart,
 atp (equal split), equal-split, lbmm.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps import ina_placement, inart_placement
+from syncfabric.decisions import ina_placement, inart_placement
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_ina
 from experiments.sim.fabrics import GBIT, fat_tree, servers, spine_leaf

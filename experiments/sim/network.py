@@ -3,9 +3,9 @@ max-min fairly; event-driven, the rates are recomputed whenever a flow starts or
 
 A Flow is what the controller's decisions put on the network, built by the
 helpers below from the same objects the controller uses: a unicast path
-(apps/unicast_routes.py), a multicast tree (apps/multicast_trees.py, one flow
+(syncfabric/decisions/unicast_routes.py), a multicast tree (syncfabric/decisions/multicast_trees.py, one flow
 over all its edges, capped by its reservation), or an INA plan
-(apps/gradient_plan.py, GRID's and InArt's alike: one flow for the whole job,
+(syncfabric/decisions/gradient_plan.py, GRID's and InArt's alike: one flow for the whole job,
 since every stream of a round runs at the plan's common rate, putting on each
 link and aggregator plan.loads() per unit of that rate). Resources are the
 view's directed edges (host links included: a PS's link is its ingress) and

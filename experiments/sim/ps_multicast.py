@@ -7,12 +7,12 @@ On spine-leaf fabrics (default 8x8 and 64x64, 16 servers per leaf, 100 Gbit/s
 links) with the flow-level simulator (experiments/sim/network.py):
 - workers sweep: one PS sends the model to N workers (drawn at random):
   unicast is N flows on the controller's unicast routes, sharing max-min;
-  random and path-aware are the tree apps/multicast_trees.py computes,
+  random and path-aware are the tree syncfabric/decisions/multicast_trees.py computes,
   reserved at --rate-fraction of the link rate, as one flow at that rate.
   completion_s is when the last worker has the model.
 - jobs sweep: J concurrent jobs of --job-workers workers, each wanting
   --job-gbps per worker: trees are computed and booked one after the other
-  (apps/reservations.py; a job whose tree does not fit is not admitted),
+  (syncfabric/decisions/reservations.py; a job whose tree does not fit is not admitted),
   unicast jobs send one flow per worker capped at that rate. max_link_util is
   the highest load / capacity of any switch-to-switch link.
 --bench times one round of a 1000-worker path-aware distribution on 64x64
@@ -28,9 +28,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from apps.multicast_trees import PATH_AWARE, RANDOM, InfeasibleTree, compute_tree
-from apps.reservations import ReservationBook
-from apps.unicast_routes import host_pair_paths
+from syncfabric.decisions.multicast_trees import PATH_AWARE, RANDOM, InfeasibleTree, compute_tree
+from syncfabric.decisions.reservations import ReservationBook
+from syncfabric.decisions.unicast_routes import host_pair_paths
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.load_balance import make_jobs, spread
 from experiments.plots import plot_sim_ps_multicast

@@ -2,7 +2,7 @@
 
     python -m experiments.sim.selmcast --out results/sim/selmcast.csv
 
-One big switch, the paper's settings (apps/receiver_selection.py for the
+One big switch, the paper's settings (syncfabric/decisions/receiver_selection.py for the
 selection, experiments/selmcast_selection.py for the trials,
 experiments/sim/ssp_rounds.py for SSP's event model): p = 0.3n, k = 4,
 egress b(1 + lam x), ingress b(1 + lam x'), x, x' ~ U[-1, 1].
@@ -20,7 +20,7 @@ figures next to ours.
 import sys
 from pathlib import Path
 
-from apps.receiver_selection import RANDOM, SELMCAST
+from syncfabric.decisions.receiver_selection import RANDOM, SELMCAST
 from experiments import selmcast_selection
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_selmcast

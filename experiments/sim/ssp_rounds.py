@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from apps.receiver_selection import L7, RoundInput, SyncHistory, ssp_on_ready
+from syncfabric.decisions.receiver_selection import L7, RoundInput, SyncHistory, ssp_on_ready
 from experiments.sim.fair_share import max_min_rates
 
 

@@ -3,7 +3,7 @@ Every worker keeps its own copy of the model; per round each computes the gradie
 minibatch, the gradients go to the PS shards through the job's INA plan, each shard's sum
 comes back on its tree fragment by fragment, and every worker takes the same SGD step
 from the same sum (SwitchML's return). The shards and their rates are the round
-planner's (apps/round_planner.py): on dedicated hosts (`stream`) or in the workers'
+planner's (syncfabric/decisions/round_planner.py): on dedicated hosts (`stream`) or in the workers'
 own hosts (`stream-colocated`).
 """
 
@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from apps import round_planner
-from apps.fabric_view import FabricView
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fabric_view import FabricView
 from experiments.traffic.gradient_wire import wire_mbit
 from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job

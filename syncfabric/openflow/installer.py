@@ -4,28 +4,28 @@ A batch sends each switch its messages and then a barrier; it is confirmed when 
 switch answered its barrier and rejected none of the messages. The fabric app routes
 barrier replies, errors and disconnections here once, for all apps. A switch that
 disconnects fails its pending batches at once (as ryu.app.ofctl.service's _handle_dead
-does), instead of leaving their callers to a timeout.
+does), instead of leaving their callers to a timeout. It waits with the event and sleep
+of the caller's threads (Ryu's hub in the controller), so it needs no Ryu itself.
 """
 
+import threading
 import time
 from collections import Counter
 
-from ryu.lib import hub
-
-from apps.openflow_builders import barrier_request
-from apps.service_errors import InstallFailed
+from syncfabric.openflow.builders import barrier_request
+from syncfabric.errors import InstallFailed
 
 CONFIRM_TIMEOUT_S = 5.0
 DRAIN_S = 0.3   # for packets already on an old path to leave it before its rules go
 
 
 class Batch:
-    def __init__(self, on_done):
+    def __init__(self, on_done, done_event):
         self.errors = []            # (dpid, error message)
         self.failure = None         # why it cannot be confirmed, once it cannot
         self.sent_at = time.monotonic()
         self._waiting = set()       # (dpid, barrier xid)
-        self._done = hub.Event()
+        self._done = done_event
         self._on_done = on_done
 
     @property
@@ -42,8 +42,10 @@ class Batch:
 
 
 class Installer:
-    def __init__(self, metrics, timeout_s=CONFIRM_TIMEOUT_S):
+    def __init__(self, metrics, timeout_s=CONFIRM_TIMEOUT_S, event_class=threading.Event,
+                 sleep=time.sleep):
         self.metrics, self.timeout_s = metrics, timeout_s
+        self._event_class, self._sleep = event_class, sleep
         self._batch_of_xid = {}     # (dpid, xid) -> Batch, for every message sent
         self._sent = Counter()      # dpid -> messages sent to it, ever
         self._draining = 0          # send_after_drain calls waiting
@@ -51,7 +53,7 @@ class Installer:
     def send(self, messages_by_datapath, on_done=None):
         """Send each datapath its messages then a barrier; returns the Batch. on_done(batch)
         runs once it is confirmed or failed."""
-        batch = Batch(on_done)
+        batch = Batch(on_done, self._event_class())
         for datapath, messages in messages_by_datapath.items():
             barrier = barrier_request(datapath)
             for message in [*messages, barrier]:
@@ -87,7 +89,7 @@ class Installer:
             return
         self._draining += 1
         try:
-            hub.sleep(DRAIN_S)
+            self._sleep(DRAIN_S)
         finally:
             self._draining -= 1
         self.send(messages)

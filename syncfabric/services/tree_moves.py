@@ -9,10 +9,10 @@ import logging
 from collections import defaultdict
 from dataclasses import replace
 
-from apps import openflow_builders as of
-from apps.multicast_trees import InfeasibleTree, backup_links, repaired_tree, switch_shares
-from apps.reservations import ReservationError
-from apps.service_errors import InstallFailed, NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.multicast_trees import InfeasibleTree, backup_links, repaired_tree, switch_shares
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.errors import InstallFailed, NotReady
 
 LOG = logging.getLogger("syncfabric.multicast")
 

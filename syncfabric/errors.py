@@ -1,5 +1,6 @@
-"""What the services refuse, by kind; only the REST layer (rest_json) turns a kind into an
-HTTP status, so the services stay free of HTTP and Ryu."""
+"""What syncfabric refuses, by kind, in every layer (a switch that does not confirm is as
+much a refusal as a full link); only the REST layer (apps/rest_json.py) turns a kind into
+an HTTP status, so the library stays free of HTTP and Ryu."""
 
 
 class ServiceError(Exception):

@@ -25,12 +25,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from apps import ina_placement, inart_placement
-from apps.gradient_plan import PlacementError
-from apps.ina_placement import InaProblem
-from apps.ina_service import available_graph
-from apps.inart_placement import InartProblem
-from apps.multicast_trees import InfeasibleTree, compute_tree
+from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.fabric_view import available_graph
+from syncfabric.decisions.ina_placement import InaProblem
+from syncfabric.decisions.inart_placement import InartProblem
+from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree
 
 MIN_RATE_MBPS = 1e-6
 

@@ -1,6 +1,6 @@
 """Checks shared by the services' request parsers; they raise InvalidRequest (400)."""
 
-from apps.service_errors import InvalidRequest
+from syncfabric.errors import InvalidRequest
 
 
 def positive_number(value):

@@ -12,11 +12,13 @@ away or still connecting: then it is kept for when that switch has synced.
 import logging
 from collections import defaultdict
 
-from apps import openflow_builders as of
-from apps.gradient_plan import PlacementError, moved_paths
-from apps.ina_service import available_graph, crosses, plan_report, steering_shares
-from apps.reservations import ReservationError
-from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.gradient_plan import PlacementError, moved_paths
+from syncfabric.decisions.fabric_view import available_graph
+from syncfabric.decisions.gradient_plan import NO_SHARE, crosses, steering_shares
+from syncfabric.services.ina_plans import plan_report
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 
 LOG = logging.getLogger("syncfabric.ina")
 RECONNECT_GRACE_S = 3.0   # a plan waits this long for a switch that disconnected to return
@@ -93,24 +95,24 @@ def _switch_over(plans, view, live, result, outcome, now):
     """Install the moved plan beside the old state and confirm it; returns what only
     the old one had, to remove after a drain (None if it did not move)."""
     old_shares = live.shares
-    new_shares = steering_shares(view, live.id, result.streams(), live.report["ports"])
+    new_shares = steering_shares(view, result.streams(), live.report["ports"])
     changes = {}
     for switch in set(old_shares) | set(new_shares):
         datapath = plans.fabric.datapath_of(switch)
         if datapath is not None:
             changes[datapath] = of.steering_changes(datapath, live.id,
-                                                    old_shares.get(switch, of.NO_SHARE),
-                                                    new_shares.get(switch, of.NO_SHARE))
+                                                    old_shares.get(switch, NO_SHARE),
+                                                    new_shares.get(switch, NO_SHARE))
     live.shares = new_shares   # a switch that syncs meanwhile gets the new share
-    old_meters = {switch: list(share.meters) for switch, share in old_shares.items()}
+    old_streams = {switch: list(share.meters) for switch, share in old_shares.items()}
     try:
         plans.installer.install({dp: make for dp, (make, _break) in changes.items() if make})
     except InstallFailed as failure:
         LOG.error("plan %d: the moved plan was not confirmed (%s); releasing it", live.id, failure)
-        _released(plans, live, now, old_meters)
+        _released(plans, live, now, old_streams)
         return None
     if plans.plans.get(live.id) is not live:   # a DELETE removed the old state meanwhile
-        plans.remove_from_switches(view, live, old_meters)
+        plans.remove_from_switches(view, live, old_streams)
         return None
     live.result = result
     live.report = plan_report(live.id, live.request, result, view, live.report["revision"] + 1)

@@ -1,5 +1,5 @@
 """Linear programs written row by row over named variables and solved by scipy's HiGHS:
-the placement models (apps/ina_placement.py, apps/inart_placement.py) are stated
+the placement models (syncfabric/decisions/ina_placement.py, syncfabric/decisions/inart_placement.py) are stated
 with it, so neither deals with column indices or sparse matrices."""
 
 import numpy as np

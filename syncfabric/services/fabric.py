@@ -9,7 +9,7 @@ in an older one knows its bookings are gone.
 
 A switch that connects is read first (its flows, groups and meters) and then given
 only the difference from what the fabric and every share provider (the trees and
-plans services) want there (apps/switch_sync.py): a switch that kept its tables
+plans services) want there (syncfabric/openflow/switch_sync.py): a switch that kept its tables
 through a controller restart or a reconnection is not touched. If anything was sent
 to it while it was read, it is read again, so rules installed meanwhile (e.g. by a
 reroute) are never taken for stale.
@@ -18,13 +18,13 @@ reroute) are never taken for stale.
 import logging
 from collections import defaultdict
 
-from apps import openflow_builders as of
-from apps.fabric_view import FabricView
-from apps.link_load import PortRates, link_report, measured_mbps
-from apps.reservations import ReservationBook
-from apps.service_errors import NotReady
-from apps.switch_sync import difference, held_contents, summary
-from apps.unicast_routes import unicast_rules
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
+from syncfabric.decisions.reservations import ReservationBook
+from syncfabric.errors import NotReady
+from syncfabric.openflow.switch_sync import difference, held_contents, summary
+from syncfabric.decisions.unicast_routes import unicast_rules
 
 LOG = logging.getLogger("syncfabric.fabric")
 

@@ -26,6 +26,7 @@ MAC_PATTERN = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
 AGGREGATOR = "aggregator"
 MAX_PORT = 0xffffff00   # OFPP_MAX: the highest OpenFlow 1.3 port number of a real port
 HOST_ROLES = ("host", AGGREGATOR)
+MIN_CAPACITY_MBPS = 1e-9   # what a full link offers a planner, which needs capacity > 0
 
 
 class FabricError(ValueError):
@@ -220,3 +221,15 @@ class FabricView:
                 hosts[-1].update(role=AGGREGATOR,
                                  aggregation_mbps=self.graph.nodes[host]["aggregation_mbps"])
         return {"switches": switches, "links": links, "hosts": hosts}
+
+
+def available_graph(view, reserved_mbps, down_links):
+    """The fabric's graph without the links that are down, each link's capacity what is
+    left unreserved (at least MIN_CAPACITY_MBPS: the planners need capacity > 0)."""
+    graph = view.graph.copy()
+    graph.remove_edges_from([pair for link in down_links for pair in (tuple(link),
+                                                                        tuple(link)[::-1])])
+    for tail, head, data in graph.edges(data=True):
+        free = data["capacity_mbps"] - reserved_mbps.get((tail, head), 0.0)
+        data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)
+    return graph

@@ -6,13 +6,15 @@ compare it with the routes registered with Ryu's wsgi, and fuzz a live controlle
 against it with schemathesis.
 """
 
-from apps import ina_service, multicast_trees, selmcast_service
-from apps.fabric_view import HOST_ROLES, MAX_PORT
-from apps.receiver_selection import COST_MODELS
+from syncfabric.services import ina_plans, selmcast_rounds
+
+from syncfabric.decisions import multicast_trees
+from syncfabric.operator.live_page import UI_ASSETS
+from syncfabric.decisions.fabric_view import HOST_ROLES, MAX_PORT
+from syncfabric.decisions.receiver_selection import COST_MODELS
 
 OPENAPI_VERSION = "3.0.3"
 MAX_DPID = 2 ** 64 - 1
-UI_ASSETS = {"fabric.js": "text/javascript", "fabric.css": "text/css"}   # the page's files
 
 
 def ref(name):
@@ -119,10 +121,10 @@ SCHEMAS = {
         "p": {"oneOf": [{"type": "integer", "minimum": 0},
                         array({"type": "integer", "minimum": 0}, minItems=2)],
               "description": "each worker's staleness: one, or one per worker"},
-        "k": {"type": "integer", "minimum": 1, "default": selmcast_service.DEFAULT_K},
+        "k": {"type": "integer", "minimum": 1, "default": selmcast_rounds.DEFAULT_K},
         "cost_model": {"type": "string", "enum": list(COST_MODELS)},
-        "policy": {"type": "string", "enum": list(selmcast_service.POLICIES)},
-        "tree_policy": {"type": "string", "enum": list(selmcast_service.TREE_POLICIES)},
+        "policy": {"type": "string", "enum": list(selmcast_rounds.POLICIES)},
+        "tree_policy": {"type": "string", "enum": list(selmcast_rounds.TREE_POLICIES)},
         "ttl_s": TTL}, required=["job", "workers", "update_mb", "p"], additional=False,
         example={"job": "sync", "workers": ["h1", "h2", "h3"], "update_mb": 1, "p": 1}),
     "Round": obj({
@@ -141,12 +143,12 @@ SCHEMAS = {
     "PlanRequest": obj({
         "job": {"type": "string", "minLength": 1},
         "workers": array(NAME, minItems=1, uniqueItems=True),
-        "ps": {"oneOf": [NAME, array(NAME, minItems=1, maxItems=ina_service.MAX_PSS,
+        "ps": {"oneOf": [NAME, array(NAME, minItems=1, maxItems=ina_plans.MAX_PSS,
                                      uniqueItems=True)],
                "description": "the PS, or the PSs of a sharded (InArt) job"},
         "aggregators": nullable(dict(NAMES, description="default: every aggregator")),
         "gradient_mb": POSITIVE,
-        "policy": {"type": "string", "enum": list(ina_service.POLICIES)}},
+        "policy": {"type": "string", "enum": list(ina_plans.POLICIES)}},
         required=["job", "workers", "ps", "gradient_mb"], additional=False,
         example={"job": "train", "workers": ["h1", "h2", "h3"], "ps": "h4", "gradient_mb": 1}),
     "Plan": obj({

@@ -62,8 +62,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from apps.exact_placement import DEFAULT_TIME_S, exact_assignment
-from apps.gradient_plan import (GradientPlan, Option, PlacementError, edges_of,
+from syncfabric.decisions.exact_placement import DEFAULT_TIME_S, exact_assignment
+from syncfabric.decisions.gradient_plan import (GradientPlan, Option, PlacementError, edges_of,
                                 solve_placement_lp)
 
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"

@@ -17,11 +17,12 @@ The placement LP over given options (paths in the graph's units, Mbit/s)::
 or, with min_f, the most aggregated traffic among the plans with f >= min_f.
 """
 
-from dataclasses import dataclass, replace
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from apps.sparse_lp import LpError, SparseLp
+from syncfabric.decisions.sparse_lp import LpError, SparseLp
 
 ROOM_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 
@@ -223,3 +224,35 @@ def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_
         raise PlacementError("the placement LP failed: %s" % error) from None
     return PlacementLp(x["f"], {k: {o: x["r", k, o] for o in options[k]} for k in options},
                        {a: {q: x["y", a, q] for q in paths} for a, paths in aggregate_paths.items()})
+
+
+@dataclass(frozen=True)
+class SteeringShare:
+    """One switch's share of an INA plan: flows {(src ip, dst ip, UDP port): (out port,
+    index of the stream policed there, or None)} and the rates of the streams that
+    start there {stream index: Mbit/s} (the builders name their meters)."""
+    flows: dict = field(default_factory=dict)
+    meters: dict = field(default_factory=dict)
+
+
+NO_SHARE = SteeringShare()
+
+
+def steering_shares(view, streams, ports):
+    """{switch: SteeringShare}: every stream (GradientPlan.streams()) gets a flow on each
+    switch of its path, matching its source, destination and its PS's UDP port, and is
+    held to its rate on its first switch."""
+    flows, meters = defaultdict(dict), defaultdict(dict)
+    for index, (source, destination, path, rate, ps) in enumerate(streams):
+        key = (view.ip(source), view.ip(destination), ports[ps])
+        for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
+            if hop == 0:
+                meters[switch][index] = rate
+            flows[switch][key] = (view.out_port(switch, next_node), index if hop == 0 else None)
+    return {switch: SteeringShare(flows[switch], meters.get(switch, {})) for switch in flows}
+
+
+def crosses(result, down_links):
+    """Whether a plan's streams use any of the links (frozensets of two nodes)."""
+    return any(frozenset(edge) in down_links
+               for _s, _d, path, _r, _ps in result.streams() for edge in edges_of(path))

@@ -12,14 +12,14 @@ import itertools
 import logging
 import random
 
-from apps.multicast_service import TreeSpec
-from apps.multicast_trees import POLICIES as TREE_POLICIES
-from apps.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
+from syncfabric.services.trees import TreeSpec
+from syncfabric.decisions.multicast_trees import POLICIES as TREE_POLICIES
+from syncfabric.decisions.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
                                      SelectionError, SyncHistory, lower_bound, multicast_scale,
                                      normalized_completion, select)
-from apps.request_fields import (check_fields, distinct_names, job_name, positive_number,
+from syncfabric.services.request_fields import (check_fields, distinct_names, job_name, positive_number,
                                  whole_number)
-from apps.service_errors import Conflict, InvalidRequest, NotFound
+from syncfabric.errors import Conflict, InvalidRequest, NotFound
 
 LOG = logging.getLogger("syncfabric.selmcast")
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",

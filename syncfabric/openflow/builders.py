@@ -6,7 +6,7 @@ messages can be inspected in tests. Each app owns a cookie, so one app can
 replace its own flows without touching another's.
 """
 
-from dataclasses import dataclass, field
+import functools
 
 FABRIC_COOKIE = 0x5346_0000_0000_0001
 MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
@@ -218,17 +218,6 @@ def steering_meter_id(plan_id, leg_index):
     return STEERING_METER_BASE + plan_id * METERS_PER_PLAN + leg_index
 
 
-@dataclass(frozen=True)
-class SteeringShare:
-    """One switch's share of an INA plan: flows {(src ip, dst ip, UDP port): (out port,
-    meter id or None)} and the meters of the streams that start there {id: Mbit/s}."""
-    flows: dict = field(default_factory=dict)
-    meters: dict = field(default_factory=dict)
-
-
-NO_SHARE = SteeringShare()
-
-
 def steering_flow(datapath, plan_id, key, out_port, meter_id=None):
     """UDP from key's source to its destination on its port leaves by out_port (held
     to a stream's rate by meter_id on the stream's first switch)."""
@@ -246,32 +235,38 @@ def steering_match(parser, key):
 
 def steering_changes(datapath, plan_id, old, new):
     """(make, then_break): the messages that take one switch from share `old` of a plan
-    to share `new` without a gap. make adds the new meters, sets the new rates of kept
+    (gradient_plan.SteeringShare) to share `new` without a gap; a stream's meter is
+    named by the plan and the stream's index. make adds the new meters, sets the new rates of kept
     ones and adds or overwrites flows (an ADD with a flow's match and priority replaces
     it in place); then_break, once every switch confirmed make, deletes the flows and
     meters only `old` had. From NO_SHARE, make installs a share."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    make = [meter_add(datapath, meter_id, rate) for meter_id, rate in new.meters.items()
-            if meter_id not in old.meters]
-    make += [meter_add(datapath, meter_id, rate, ofproto.OFPMC_MODIFY)
-             for meter_id, rate in new.meters.items()
-             if meter_id in old.meters and old.meters[meter_id] != rate]
-    make += [steering_flow(datapath, plan_id, key, *action) for key, action in new.flows.items()
-             if old.flows.get(key) != action]
+    meter_id = functools.partial(steering_meter_id, plan_id)
+    make = [meter_add(datapath, meter_id(stream), rate) for stream, rate in new.meters.items()
+            if stream not in old.meters]
+    make += [meter_add(datapath, meter_id(stream), rate, ofproto.OFPMC_MODIFY)
+             for stream, rate in new.meters.items()
+             if stream in old.meters and old.meters[stream] != rate]
+    make += [steering_flow(datapath, plan_id, key, out_port,
+                           None if stream is None else meter_id(stream))
+             for key, (out_port, stream) in new.flows.items()
+             if old.flows.get(key) != (out_port, stream)]
     then_break = [flow_removal(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
                                dict(steering_match(parser, key).items()))
                   for key in old.flows if key not in new.flows]
-    then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
-                   for meter_id in old.meters if meter_id not in new.meters]
+    then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
+                                      meter_id=meter_id(stream))
+                   for stream in old.meters if stream not in new.meters]
     return make, then_break
 
 
-def steering_removal(datapath, plan_id, meter_ids):
-    """Remove a plan's flows from one switch, then the meters it had there."""
+def steering_removal(datapath, plan_id, streams):
+    """Remove a plan's flows from one switch, then the meters of its streams there."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     return [delete_flows(datapath, steering_cookie(plan_id))] + [
-        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
-        for meter_id in meter_ids]
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
+                           meter_id=steering_meter_id(plan_id, stream))
+        for stream in streams]
 
 
 def packet_out(datapath, out_port, data):

@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from apps.gradient_plan import edges_of
+from syncfabric.decisions.gradient_plan import edges_of
 
 DEFAULT_TIME_S = 1.0
 NEGLIGIBLE_CAPACITY = 1e-6   # of the largest: a resource with less takes no stream

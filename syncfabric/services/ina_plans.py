@@ -12,19 +12,19 @@ rate on its first switch. It is confirmed by every switch or removed whole.
 
 import itertools
 import logging
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import networkx as nx
 
-from apps import ina_placement, inart_placement
-from apps import openflow_builders as of
-from apps.gradient_plan import GradientPlan, edges_of
-from apps.ina_placement import GRID, InaProblem, PlacementError
-from apps.inart_placement import InartProblem
-from apps.reservations import ReservationError
-from apps.request_fields import check_fields, distinct_names, job_name, positive_number
-from apps.service_errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.openflow import builders as of
+from syncfabric.decisions.fabric_view import available_graph
+from syncfabric.decisions.gradient_plan import NO_SHARE, GradientPlan, crosses, steering_shares
+from syncfabric.decisions.ina_placement import GRID, InaProblem, PlacementError
+from syncfabric.decisions.inart_placement import InartProblem
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.services.request_fields import check_fields, distinct_names, job_name, positive_number
+from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 
 LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
@@ -32,7 +32,6 @@ POLICIES = ina_placement.POLICIES + inart_placement.POLICIES
 GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
 MAX_PSS = 16   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
-MIN_CAPACITY_MBPS = 1e-9
 PLANNING_ATTEMPTS = 3
 STATE_NAME = "ina"
 
@@ -186,7 +185,7 @@ class InaPlans:
 
     def shares(self, view, live):
         """{switch: SteeringShare} of the plan as it is now."""
-        return steering_shares(view, live.id, live.result.streams(), live.report["ports"])
+        return steering_shares(view, live.result.streams(), live.report["ports"])
 
     def _install(self, view, live):
         shares = self.shares(view, live)
@@ -194,7 +193,7 @@ class InaPlans:
         live.shares = shares
         try:
             self.installer.install({datapaths[switch]: of.steering_changes(
-                datapaths[switch], live.id, of.NO_SHARE, share)[0]
+                datapaths[switch], live.id, NO_SHARE, share)[0]
                 for switch, share in shares.items()})
         except InstallFailed as failure:
             self.remove_from_switches(view, live)
@@ -205,13 +204,13 @@ class InaPlans:
 
     def remove_from_switches(self, view, live, meters=()):
         """Delete the plan's flows on every connected switch, and its meters where it had
-        them (and `meters`: {switch: ids} it had while it moved)."""
+        them (and `meters`: {switch: stream indices} it had while it moved)."""
         removals = {}
         for switch in view.switches if view is self.fabric.view else []:
             datapath = self.fabric.datapath_of(switch)
             if datapath is not None:
-                ids = set(live.shares.get(switch, of.NO_SHARE).meters) | set(dict(meters).get(switch, ()))
-                removals[datapath] = of.steering_removal(datapath, live.id, sorted(ids))
+                streams = set(live.shares.get(switch, NO_SHARE).meters) | set(dict(meters).get(switch, ()))
+                removals[datapath] = of.steering_removal(datapath, live.id, sorted(streams))
         if not self.installer.remove(removals):
             LOG.warning("plan %d: removal not confirmed by every switch", live.id)
 
@@ -277,41 +276,8 @@ class InaPlans:
         for live in list(self.plans.values()):
             share = live.shares.get(switch)
             if share is not None:
-                messages += of.steering_changes(datapath, live.id, of.NO_SHARE, share)[0]
+                messages += of.steering_changes(datapath, live.id, NO_SHARE, share)[0]
         return messages
-
-
-def steering_shares(view, plan_id, streams, ports):
-    """{switch: SteeringShare}: every stream (GradientPlan.streams()) gets a flow on each
-    switch of its path, matching its source, destination and its PS's UDP port, and a
-    meter at its rate on its first switch (named by the plan and the stream's index)."""
-    flows, meters = defaultdict(dict), defaultdict(dict)
-    for index, (source, destination, path, rate, ps) in enumerate(streams):
-        key = (view.ip(source), view.ip(destination), ports[ps])
-        for hop, (switch, next_node) in enumerate(zip(path[1:-1], path[2:])):
-            meter_id = of.steering_meter_id(plan_id, index) if hop == 0 else None
-            if meter_id is not None:
-                meters[switch][meter_id] = rate
-            flows[switch][key] = (view.out_port(switch, next_node), meter_id)
-    return {switch: of.SteeringShare(flows[switch], meters.get(switch, {})) for switch in flows}
-
-
-def crosses(result, down_links):
-    """Whether a plan's streams use any of the links (frozensets of two nodes)."""
-    return any(frozenset(edge) in down_links
-               for _s, _d, path, _r, _ps in result.streams() for edge in edges_of(path))
-
-
-def available_graph(view, reserved_mbps, down_links):
-    """The fabric's graph without the links that are down, each link's capacity what is
-    left unreserved."""
-    graph = view.graph.copy()
-    graph.remove_edges_from([pair for link in down_links for pair in (tuple(link),
-                                                                        tuple(link)[::-1])])
-    for tail, head, data in graph.edges(data=True):
-        free = data["capacity_mbps"] - reserved_mbps.get((tail, head), 0.0)
-        data["capacity_mbps"] = max(MIN_CAPACITY_MBPS, free)   # the planner needs capacity > 0
-    return graph
 
 
 def check_hosts(view, workers, pss, aggregators):

@@ -10,7 +10,7 @@ all on fabric switches) is deleted last.
 
 from dataclasses import dataclass, field
 
-from apps import openflow_builders as of
+from syncfabric.openflow import builders as of
 
 
 FLOW_COMMANDS = ("add", "modify", "modify", "delete", "delete")   # by OFPFC_ value

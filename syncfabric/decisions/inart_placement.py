@@ -24,7 +24,7 @@ g_s). The aggregators a of (w, s) are GRID's candidates (those least off w's
 way to s).
 
 Phase 2, placement and routes (`plan`), for fixed x: GRID's model
-(apps/ina_placement.py) with a stream per fragment, weighted by x_s:
+(syncfabric/decisions/ina_placement.py) with a stream per fragment, weighted by x_s:
 
     maximize f
     x_s f <= sum_o r[w,s,o]                 o: a candidate aggregator or s, by a path
@@ -53,11 +53,11 @@ the rest goes on unaggregated: the LP's split is kept, as in GRID's
 import random as random_module
 from dataclasses import dataclass
 
-from apps.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
-from apps.exact_placement import DEFAULT_TIME_S
-from apps.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, StreamAssignment,
+from syncfabric.decisions.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
+from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
+from syncfabric.decisions.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, StreamAssignment,
                                 capacity_of, default_route, options_for, pick, with_exact)
-from apps.sparse_lp import LpError, SparseLp
+from syncfabric.decisions.sparse_lp import LpError, SparseLp
 
 INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"
 POLICIES = (INART, EQUAL_SPLIT, LBMM, ATP)

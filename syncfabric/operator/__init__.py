@@ -1,0 +1,1 @@
+"""What an operator reads: Prometheus metrics, the OpenAPI description, the live page."""
