@@ -16,7 +16,8 @@ communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 
 
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.ina_placement import GRID, NEAREST, NO_INA, InaProblem, plan
+from syncfabric.decisions.ina_placement import plan
+from syncfabric.decisions.ina_problem import GRID, InaProblem, NEAREST, NO_INA
 from experiments import fidelity
 from experiments.worked_examples import example_main
 from mininet_topos.description import describe

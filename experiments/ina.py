@@ -41,7 +41,8 @@ from tqdm import tqdm
 from syncfabric.decisions.fabric_view import FabricView
 from experiments import fidelity
 from syncfabric.decisions import inart_placement
-from syncfabric.decisions.ina_placement import DEFAULT_POLICIES, GRID, NEAREST, NO_INA, POLICIES, InaProblem, plan
+from syncfabric.decisions.ina_placement import plan
+from syncfabric.decisions.ina_problem import DEFAULT_POLICIES, GRID, InaProblem, NEAREST, NO_INA, POLICIES
 from syncfabric.decisions.inart_placement import ATP, INART, InartProblem, model_split
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)

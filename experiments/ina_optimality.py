@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from syncfabric.decisions import ina_placement, inart_placement
 from syncfabric.decisions.gradient_plan import aggregate_of, edges_of
-from syncfabric.decisions.ina_placement import GRID, InaProblem, capacity_of
+from syncfabric.decisions.ina_problem import GRID, InaProblem, capacity_of
 from syncfabric.decisions.inart_placement import INART, InartProblem
 from experiments.cli import ArgumentParser, write_csv
 from experiments.plots import plot_ina_optimality

@@ -7,8 +7,10 @@ import random
 import pytest
 
 from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions import ina_problem
 from syncfabric.decisions.exact_placement import exact_assignment
-from syncfabric.decisions.ina_placement import GRID, InaProblem, StreamAssignment, capacity_of, options_for
+from syncfabric.decisions.ina_problem import GRID, InaProblem, capacity_of, options_for
+from syncfabric.decisions.stream_assignment import StreamAssignment
 from syncfabric.decisions.inart_placement import INART, InartProblem
 from experiments.ina_optimality import KINDS, brute_force, random_instance
 from tests.test_ina_placement import brute_force_theta, tiny_problem
@@ -17,7 +19,7 @@ from tests.test_ina_placement import brute_force_theta, tiny_problem
 def grid_oracle(problem, start=0.0):
     """The integral optimum by brute force; start: a rate known to be reachable, which
     only prunes (the answer is still exact)."""
-    options, aggregate_paths = ina_placement.fragment_options(problem, GRID)
+    options, aggregate_paths = ina_problem.fragment_options(problem, GRID)
     return brute_force(options, aggregate_paths, {key: 1.0 for key in options},
                        lambda resource: capacity_of(problem, resource), start)
 

@@ -5,8 +5,9 @@ import networkx as nx
 import pytest
 
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.ina_placement import (GRID, NEAREST, NO_INA, POLICIES, SWITCHML, InaProblem, Option,
-                                PlacementError, candidate_paths, options_for, plan)
+from syncfabric.decisions.gradient_plan import Option, PlacementError
+from syncfabric.decisions.ina_placement import plan
+from syncfabric.decisions.ina_problem import GRID, InaProblem, NEAREST, NO_INA, POLICIES, SWITCHML, candidate_paths, options_for
 from mininet_topos.description import describe
 from mininet_topos.grid_example import GridExampleTopo
 from mininet_topos.spineleaf import SpineLeafTopo

@@ -4,7 +4,8 @@ import random
 import pytest
 
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.ina_placement import PlacementError, capacity_of, edges_of
+from syncfabric.decisions.gradient_plan import PlacementError, edges_of
+from syncfabric.decisions.ina_problem import capacity_of
 from syncfabric.decisions.inart_placement import (ATP, EQUAL_SPLIT, INART, LBMM, POLICIES, InartProblem,
                                   model_split, plan)
 from mininet_topos.description import describe
@@ -114,7 +115,7 @@ def integral_optimum(problem, result_options, aggregate_paths, split):
 
 @pytest.mark.parametrize("workers", [["w1", "w5"], ["w1", "w2", "w6"]])
 def test_phase_2_bounds_and_finds_the_brute_force_optimum_on_tiny_instances(workers):
-    from syncfabric.decisions.ina_placement import GRID, options_for
+    from syncfabric.decisions.ina_problem import GRID, options_for
     problem = toy_problem(workers)
     split = {"s1": 0.5, "s2": 0.5}
     options, aggregate_paths = {}, {}
@@ -183,13 +184,13 @@ def test_a_ps_that_is_also_a_worker_keeps_its_own_fragment():
 
 
 def test_a_grid_plan_is_the_one_ps_case_of_an_inart_plan():
-    from syncfabric.decisions import ina_placement
+    from syncfabric.decisions import ina_placement, ina_problem
     from syncfabric.decisions.gradient_plan import GradientPlan
     from mininet_topos.grid_example import GridExampleTopo
     view = FabricView(describe(GridExampleTopo()))
     workers = ["w%d" % i for i in range(1, 9)]
-    grid = ina_placement.plan(ina_placement.InaProblem(view.graph, workers, "ps", view.aggregators),
-                              ina_placement.GRID)
+    grid = ina_placement.plan(ina_problem.InaProblem(view.graph, workers, "ps", view.aggregators),
+                              ina_problem.GRID)
     one_ps = plan(InartProblem(view.graph, workers, ["ps"], view.aggregators), EQUAL_SPLIT)
     assert type(grid) is type(one_ps) is GradientPlan
     assert grid.split == one_ps.split == {"ps": 1.0}

@@ -5,6 +5,7 @@ import random
 import pytest
 
 from syncfabric.decisions import ina_placement
+from syncfabric.decisions import ina_problem
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.multicast_trees import compute_tree
 from syncfabric.decisions.unicast_routes import host_pair_paths
@@ -77,8 +78,8 @@ def test_no_resource_is_ever_over_capacity():
 def test_a_grid_plan_runs_at_its_planned_rate():
     view = FabricView(describe(GridExampleTopo()))
     workers = ["w%d" % n for n in range(1, 9)]
-    problem = ina_placement.InaProblem(view.graph, workers, "ps", dict(view.aggregators))
-    planned = ina_placement.plan(problem, ina_placement.GRID)
+    problem = ina_problem.InaProblem(view.graph, workers, "ps", dict(view.aggregators))
+    planned = ina_placement.plan(problem, ina_problem.GRID)
     job = plan_flow("grid", planned, 30.0)
     result = simulate([job], capacities(view))
     assert planned.f == pytest.approx(3.0)

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from syncfabric.decisions import ina_placement
+from syncfabric.decisions import ina_problem
 from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
 from syncfabric.decisions.unicast_routes import host_pair_paths
 from experiments import fidelity
@@ -84,8 +85,8 @@ def simulated_grid_round(bw=BW_MBPS):
     view = spine_leaf("8x8", 4, bw, aggregators="spines",
                       aggregator_bw=round(AGGREGATOR_SHARE * bw, 2))
     hosts = servers(view)
-    problem = ina_placement.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
-    plan = ina_placement.plan(problem, ina_placement.GRID)
+    problem = ina_problem.InaProblem(view.graph, hosts[:WORKERS], hosts[-1], view.aggregators)
+    plan = ina_placement.plan(problem, ina_problem.GRID)
     job = plan_flow("grid", plan, wire_mbit(gradient_floats(GRADIENT_MB)),
                     cap_mbps=RATE_FRACTION * plan.f)   # the senders' pacing
     return simulate([job], capacities(view)).makespan_s
@@ -100,7 +101,7 @@ def compare(ps_csv, ina_csv):
             rows.append(("ps %s" % row["mode"], row["round"], float(row["completion_s"]),
                          distribution[row["mode"]]))
     for row in filter(kept_up, read_rows(ina_csv)):
-        if int(row["workers"]) == WORKERS and row["policy"] == ina_placement.GRID:
+        if int(row["workers"]) == WORKERS and row["policy"] == ina_problem.GRID:
             rows.append(("ina grid", row["round"], float(row["comm_time_s"]),
                          simulated_grid_round(link_rate(row))))
     return [{"scenario": scenario, "round": number, "emulated_s": round(emulated, 4),

@@ -29,6 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions import ina_problem
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_ina
 from experiments.sim.fabrics import GBIT, fat_tree, servers, spine_leaf
@@ -123,9 +124,9 @@ def grid_rows(args):
             view = grid_fabric(fabric, programmable, args.aggregator_gbps * GBIT,
                                random.Random(args.seed), also=[ps_tor])
         graph = view.graph if links == "counted" else paper_links(view, hosts[workers])
-        problem = ina_placement.InaProblem(graph, hosts[:workers], hosts[workers],
+        problem = ina_problem.InaProblem(graph, hosts[:workers], hosts[workers],
                                            view.aggregators)
-        for policy in ina_placement.POLICIES:
+        for policy in ina_problem.POLICIES:
             started = time.perf_counter()
             plan = ina_placement.plan(problem, policy)
             rows.append(row("grid", (fabric, programmable, workers, 1), policy, plan, view, graph,
@@ -161,9 +162,9 @@ def main(argv=None):
     by = {(r["part"], r["fabric"], r["programmable"], r["workers"], r["ps_count"], r["links"],
            r["policy"]): r for r in rows}
     for (part, fabric, programmable, workers, pss, links, policy), r in by.items():
-        if part == "grid" and policy == ina_placement.GRID and workers == max(args.grid_workers):
+        if part == "grid" and policy == ina_problem.GRID and workers == max(args.grid_workers):
             others = {p: by[part, fabric, programmable, workers, pss, links, p]["rate_mbps"] / GBIT
-                      for p in ina_placement.POLICIES}
+                      for p in ina_problem.POLICIES}
             print("GRID %s %s, %d workers, links %s: %s Gbit/s (GRID's gap %.3f)" % (
                 fabric, programmable, workers, links,
                 ", ".join("%s %.2f" % (p, rate) for p, rate in others.items()),

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 
 from syncfabric.decisions.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
 from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
-from syncfabric.decisions.ina_placement import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem, StreamAssignment,
-                                capacity_of, default_route, options_for, pick, with_exact)
+from syncfabric.decisions.ina_problem import GRID, InaProblem, NEAREST, NO_INA, TOLERANCE, capacity_of, default_route, options_for
+from syncfabric.decisions.stream_assignment import StreamAssignment, pick, with_exact
 from syncfabric.decisions.sparse_lp import LpError, SparseLp
 
 INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"

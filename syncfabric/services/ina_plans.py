@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions import ina_problem
 from syncfabric.openflow import builders as of
 from syncfabric.decisions.fabric_view import available_graph
 from syncfabric.decisions.gradient_plan import NO_SHARE, GradientPlan, crosses, steering_shares
-from syncfabric.decisions.ina_placement import GRID, InaProblem, PlacementError
+from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.ina_problem import GRID, InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.services.request_fields import check_fields, distinct_names, job_name, positive_number
@@ -28,7 +30,7 @@ from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound,
 
 LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
-POLICIES = ina_placement.POLICIES + inart_placement.POLICIES
+POLICIES = ina_problem.POLICIES + inart_placement.POLICIES
 GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
 MAX_PSS = 16   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
