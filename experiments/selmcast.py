@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions.receiver_selection import COST_MODELS, L3, POLICIES
+from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES
 from experiments import fidelity
 from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)

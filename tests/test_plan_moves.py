@@ -11,7 +11,7 @@ from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.gradient_plan import (NO_SHARE, GradientPlan, PlacementError, SteeringShare,
                                                edges_of, moved_paths, steering_shares)
 from syncfabric.decisions.ina_problem import InaProblem
-from syncfabric.decisions.receiver_selection import SyncHistory
+from syncfabric.decisions.sync_history import SyncHistory
 from tests.fake_controller import description
 from tests.fake_openflow import FakeFlowTable, fake_datapath
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from syncfabric.decisions import receiver_selection as rs
-from syncfabric.decisions.receiver_selection import (L3, L7, MILP, RANDOM, SELMCAST, RoundInput, SelectionError,
-                                     SyncHistory, lower_bound, multicast_scale,
-                                     normalized_completion, round_time, select, ssp_on_ready)
+from syncfabric.decisions.receiver_selection import select
+from syncfabric.decisions.selection_round import L3, L7, MILP, RANDOM, RoundInput, SELMCAST, SelectionError, lower_bound, multicast_scale, normalized_completion, round_time
+from syncfabric.decisions.ssp_selection import ssp_on_ready
+from syncfabric.decisions.sync_history import SyncHistory
 from experiments.sim.fair_share import max_min_rates
 from experiments.sim.ssp_rounds import simulate_ssp
 

@@ -20,7 +20,7 @@ figures next to ours.
 import sys
 from pathlib import Path
 
-from syncfabric.decisions.receiver_selection import RANDOM, SELMCAST
+from syncfabric.decisions.selection_round import RANDOM, SELMCAST
 from experiments import selmcast_selection
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_selmcast

@@ -14,9 +14,9 @@ import random
 
 from syncfabric.services.trees import TreeSpec
 from syncfabric.decisions.multicast_trees import POLICIES as TREE_POLICIES
-from syncfabric.decisions.receiver_selection import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
-                                     SelectionError, SyncHistory, lower_bound, multicast_scale,
-                                     normalized_completion, select)
+from syncfabric.decisions.receiver_selection import select
+from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES, RoundInput, SELMCAST, SelectionError, lower_bound, multicast_scale, normalized_completion
+from syncfabric.decisions.sync_history import SyncHistory
 from syncfabric.services.request_fields import (check_fields, distinct_names, job_name, positive_number,
                                  whole_number)
 from syncfabric.errors import Conflict, InvalidRequest, NotFound
