@@ -42,80 +42,11 @@ def exact_assignment(options, aggregate_paths, weight, aggregate_of, capacity_of
     options: {stream: [Option]}; aggregate_paths: {aggregate: [paths]}; weight:
     {stream: weight}; aggregate_of(stream, option) -> aggregate or None;
     capacity_of(resource) -> Mbit/s (a directed link, or an aggregator node)."""
-    resources = {}
-    columns = [("u",)]
-    for key, choices in options.items():
-        for option in choices:
-            columns.append(("x", key, option))
-    aggregate_weight = {}
-    for key, choices in options.items():
-        for option in choices:
-            aggregate = aggregate_of(key, option)
-            if aggregate is not None:
-                aggregate_weight[aggregate] = max(aggregate_weight.get(aggregate, 0.0), weight[key])
-    for aggregate in sorted(aggregate_weight, key=str):
-        for path in aggregate_paths[aggregate]:
-            columns.append(("z", aggregate, path))
-    index = {column: i for i, column in enumerate(columns)}
-
-    def uses(column):
-        """The resources a column loads, with its weight."""
-        if column[0] == "x":
-            key, option = column[1], column[2]
-            touched = list(edges_of(option.path))
-            if aggregate_of(key, option) is not None:
-                touched.append(option.node)
-            return touched, weight[key]
-        return list(edges_of(column[2])), aggregate_weight[column[1]]
-
-    for column in columns[1:]:
-        touched, load = uses(column)
-        for resource in touched:
-            resources.setdefault(resource, []).append((index[column], load))
-    capacities = {r: capacity_of(r) for r in resources}
-    largest = max(capacities.values())
-    upper = np.ones(len(columns))
-    upper[0] = np.inf
-    for resource, terms in resources.items():
-        if capacities[resource] < NEGLIGIBLE_CAPACITY * largest:
-            for column, _load in terms:
-                upper[column] = 0.0   # nothing may use a resource that is all taken
-    rows, cols, values, lower_bounds, upper_bounds = [], [], [], [], []
-
-    def row(terms, low, high):
-        number = len(lower_bounds)
-        for column, value in terms:
-            rows.append(number)
-            cols.append(column)
-            values.append(value)
-        lower_bounds.append(low)
-        upper_bounds.append(high)
-
-    for key, choices in options.items():
-        row([(index["x", key, o], 1.0) for o in choices], 1.0, 1.0)
-        for option in choices:
-            aggregate = aggregate_of(key, option)
-            if aggregate is not None:
-                row([(index["x", key, option], 1.0)]
-                    + [(index["z", aggregate, q], -1.0) for q in aggregate_paths[aggregate]],
-                    -np.inf, 0.0)
-    for aggregate in aggregate_weight:
-        row([(index["z", aggregate, q], 1.0) for q in aggregate_paths[aggregate]], -np.inf, 1.0)
-    for resource, terms in resources.items():   # scaled by the capacity: u is a utilization
-        capacity = capacities[resource]
-        if capacity >= NEGLIGIBLE_CAPACITY * largest:
-            row([(column, load / capacity) for column, load in terms] + [(0, -1.0)], -np.inf, 0.0)
-    matrix = coo_matrix((values, (rows, cols)), shape=(len(lower_bounds), len(columns))).tocsr()
-    costs = np.zeros(len(columns))
-    costs[0] = 1.0
-    integrality = np.ones(len(columns))
-    integrality[0] = 0
-    result = milp(costs, constraints=LinearConstraint(matrix, lower_bounds, upper_bounds),
-                  integrality=integrality, bounds=Bounds(np.zeros(len(columns)), upper),
-                  options={"time_limit": max(0.01, time_limit_s)})
+    model = _Model(options, aggregate_paths, weight, aggregate_of, capacity_of)
+    result = model.solve(time_limit_s)
     if result.x is None or not result.x[0] > 0:
         return None
-    x = result.x
+    x, index = result.x, model.index
     choice = {key: next(o for o in choices if x[index["x", key, o]] > 0.5)
               for key, choices in options.items()}
     used = {aggregate_of(key, option) for key, option in choice.items()} - {None}
@@ -129,6 +60,93 @@ def exact_assignment(options, aggregate_paths, weight, aggregate_of, capacity_of
     else:   # HiGHS's bound on u, when it has one, bounds f from above
         bound = 1.0 / dual if dual is not None and dual > 0 else None
     return ExactAssignment(choice, paths, f, bound, optimal)
+
+
+class _Model:
+    """The MILP's columns (u, then x[k,o], then z[g,q]) and rows, as the module doc
+    states them."""
+
+    def __init__(self, options, aggregate_paths, weight, aggregate_of, capacity_of):
+        self.options, self.aggregate_paths = options, aggregate_paths
+        self.weight, self.aggregate_of = weight, aggregate_of
+        self.aggregate_weight = {}
+        for key, choices in options.items():
+            for option in choices:
+                aggregate = aggregate_of(key, option)
+                if aggregate is not None:
+                    self.aggregate_weight[aggregate] = max(
+                        self.aggregate_weight.get(aggregate, 0.0), weight[key])
+        self.columns = [("u",)] + [("x", key, o) for key, choices in options.items()
+                                   for o in choices]
+        self.columns += [("z", g, q) for g in sorted(self.aggregate_weight, key=str)
+                         for q in aggregate_paths[g]]
+        self.index = {column: i for i, column in enumerate(self.columns)}
+        self.resources = {}   # resource -> [(column, load)]
+        for column in self.columns[1:]:
+            touched, load = self._uses(column)
+            for resource in touched:
+                self.resources.setdefault(resource, []).append((self.index[column], load))
+        self.capacities = {r: capacity_of(r) for r in self.resources}
+        self.rows, self.cols, self.values, self.lower, self.upper = [], [], [], [], []
+
+    def _uses(self, column):
+        """The resources a column loads, with its weight."""
+        if column[0] == "x":
+            key, option = column[1], column[2]
+            touched = list(edges_of(option.path))
+            if self.aggregate_of(key, option) is not None:
+                touched.append(option.node)
+            return touched, self.weight[key]
+        return list(edges_of(column[2])), self.aggregate_weight[column[1]]
+
+    def _row(self, terms, low, high):
+        number = len(self.lower)
+        for column, value in terms:
+            self.rows.append(number)
+            self.cols.append(column)
+            self.values.append(value)
+        self.lower.append(low)
+        self.upper.append(high)
+
+    def _constrain(self, largest):
+        index = self.index
+        for key, choices in self.options.items():
+            self._row([(index["x", key, o], 1.0) for o in choices], 1.0, 1.0)
+            for option in choices:
+                aggregate = self.aggregate_of(key, option)
+                if aggregate is not None:
+                    self._row([(index["x", key, option], 1.0)]
+                              + [(index["z", aggregate, q], -1.0)
+                                 for q in self.aggregate_paths[aggregate]], -np.inf, 0.0)
+        for aggregate in self.aggregate_weight:
+            self._row([(index["z", aggregate, q], 1.0) for q in self.aggregate_paths[aggregate]],
+                      -np.inf, 1.0)
+        for resource, terms in self.resources.items():   # scaled: u is a utilization
+            capacity = self.capacities[resource]
+            if capacity >= NEGLIGIBLE_CAPACITY * largest:
+                self._row([(column, load / capacity) for column, load in terms] + [(0, -1.0)],
+                          -np.inf, 0.0)
+
+    def solve(self, time_limit_s):
+        """scipy's OptimizeResult for minimize u."""
+        count = len(self.columns)
+        largest = max(self.capacities.values())
+        upper = np.ones(count)
+        upper[0] = np.inf
+        for resource, terms in self.resources.items():
+            if self.capacities[resource] < NEGLIGIBLE_CAPACITY * largest:
+                for column, _load in terms:
+                    upper[column] = 0.0   # nothing may use a resource that is all taken
+        self._constrain(largest)
+        matrix = coo_matrix((self.values, (self.rows, self.cols)),
+                            shape=(len(self.lower), count)).tocsr()
+        costs = np.zeros(count)
+        costs[0] = 1.0
+        integrality = np.ones(count)
+        integrality[0] = 0
+        return milp(costs, constraints=LinearConstraint(matrix, self.lower, self.upper),
+                    integrality=integrality, bounds=Bounds(np.zeros(count), upper),
+                    options={"time_limit": max(0.01, time_limit_s)})
 
 
 def assignment_rate(choice, paths, weight, aggregate_of, capacity_of):
