@@ -72,16 +72,15 @@ def test_aggregators_are_hosts_with_a_role_and_a_capacity():
     assert FabricView(default).aggregators == {name: default["hosts"][0]["capacity_mbps"]}
 
 
-def test_the_fabric_keeps_routes_for_a_bounded_number_of_failure_sets():
-    from syncfabric.services.fabric import ROUTE_SETS_KEPT, Fabric
-    from syncfabric.operator.metrics import Metrics
+def test_routes_are_kept_for_a_bounded_number_of_failure_sets():
+    from syncfabric.decisions.unicast_routes import RoutesAround
+    from syncfabric.services.fabric import ROUTE_SETS_KEPT
     from tests.fake_controller import description
-    fabric = Fabric(Metrics(), installer=None)
-    fabric.load(description(spines=4, leaves=4), now=0.0)
+    routes = RoutesAround(FabricView(description(spines=4, leaves=4)), ROUTE_SETS_KEPT)
     leaves = ["leaf%d" % i for i in range(1, 5)]
     spines = ["spine%d" % i for i in range(1, 5)]
     for leaf in leaves:
         for spine in spines:
-            fabric._routes_around(frozenset({frozenset((leaf, spine))}))
-    assert len(fabric._routes) == ROUTE_SETS_KEPT + 1 and frozenset() in fabric._routes
-    assert frozenset({frozenset(("leaf4", "spine4"))}) in fabric._routes   # the latest is kept
+            routes(frozenset({frozenset((leaf, spine))}))
+    assert len(routes.cache) == ROUTE_SETS_KEPT + 1 and frozenset() in routes.cache
+    assert frozenset({frozenset(("leaf4", "spine4"))}) in routes.cache   # the latest is kept

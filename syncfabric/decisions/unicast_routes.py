@@ -78,3 +78,28 @@ def unicast_rules(view, down_links=frozenset()):
             rules.extend(ForwardingRule(switch, view.ip(dst), view.ip(src), port)
                          for src, port in port_by_source.items())
     return sorted(rules, key=lambda r: (r.switch, r.dst_ip, r.src_ip or "", r.out_port))
+
+
+class RoutesAround:
+    """{switch: [ForwardingRule]} of a view's unicast routes around a set of down links,
+    kept for the last `kept` sets (and always for none down): a flapping link costs one
+    computation, and a long run of failures no unbounded memory."""
+
+    def __init__(self, view, kept):
+        self.view, self.kept = view, kept
+        self.cache = {frozenset(): self._compute(frozenset())}
+
+    def __call__(self, down):
+        if down not in self.cache:
+            if len(self.cache) > self.kept:
+                oldest = next(key for key in self.cache if key)
+                del self.cache[oldest]
+            self.cache[down] = self._compute(down)
+        return self.cache[down]
+
+    def _compute(self, down):
+        rules = defaultdict(list)
+        for rule in unicast_rules(self.view, down):
+            rules[rule.switch].append(rule)
+        return rules
+

@@ -132,3 +132,29 @@ def summary(messages):
         commands = FLOW_COMMANDS if kind == "flow" else GROUP_AND_METER_COMMANDS
         counts[kind, commands[message.command]] = counts.get((kind, commands[message.command]), 0) + 1
     return ", ".join("%s %s %d" % (kind, command, n) for (kind, command), n in sorted(counts.items()))
+
+
+REPLY_KINDS = ("flows", "groups", "meters")
+
+
+class Reading:
+    """A switch being read: the replies' entries so far, and how many messages the
+    installer had sent it when the requests went out (if that changed by the end, what
+    was read may be stale)."""
+
+    def __init__(self, sent_mark):
+        self.sent_mark = sent_mark
+        self.entries = {kind: [] for kind in REPLY_KINDS}
+        self.complete = set()
+
+    def add(self, kind, entries, more):
+        """A reply (part): kind in REPLY_KINDS; True once every reply is complete."""
+        self.entries[kind] += entries
+        if not more:
+            self.complete.add(kind)
+        return len(self.complete) == len(REPLY_KINDS)
+
+    def held(self):
+        """What the switch holds (Contents), once complete."""
+        return held_contents(*(self.entries[kind] for kind in REPLY_KINDS))
+

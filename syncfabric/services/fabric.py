@@ -16,42 +16,22 @@ reroute) are never taken for stale.
 """
 
 import logging
-from collections import defaultdict
 
 from syncfabric.openflow import builders as of
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
 from syncfabric.decisions.reservations import ReservationBook
 from syncfabric.errors import NotReady
-from syncfabric.openflow.switch_sync import difference, held_contents, summary
-from syncfabric.decisions.unicast_routes import unicast_rules
+from syncfabric.openflow.switch_sync import Reading, difference, summary
+from syncfabric.decisions.unicast_routes import RoutesAround
 
 LOG = logging.getLogger("syncfabric.fabric")
 
 
-def rules_per_switch(view, down_links=frozenset()):
-    """{switch: [ForwardingRule]} of the unicast routes around down_links."""
-    rules = defaultdict(list)
-    for rule in unicast_rules(view, down_links):
-        rules[rule.switch].append(rule)
-    return rules
-
-
-REPLY_KINDS = ("flows", "groups", "meters")
 ROUTE_SETS_KEPT = 16   # sets of down links whose unicast routes are kept for reuse
 # a switch that has not connected since the fabric was loaded counts as up this long:
 # after a controller restart switches connect one by one, each forwarding on its tables
 CONNECT_GRACE_S = 10.0
-
-
-class Reading:
-    """A switch being read: the replies' entries so far, and how many messages the
-    installer had sent it when the requests went out."""
-
-    def __init__(self, sent_mark):
-        self.sent_mark = sent_mark
-        self.entries = {kind: [] for kind in REPLY_KINDS}
-        self.complete = set()
 
 
 class Fabric:
@@ -62,7 +42,7 @@ class Fabric:
         self.generation = 0
         self.down_links = frozenset()   # frozensets of the two switches of each link down
         self.rates = PortRates()
-        self._routes = {}               # down links -> {switch: [ForwardingRule]} around them
+        self._routes_around = None      # RoutesAround of the current view
         self._routed = {}               # synced switch -> the rules it was given
         self._datapaths = {}            # dpid -> datapath
         self._synced = set()            # dpids reconciled
@@ -119,7 +99,7 @@ class Fabric:
         ledger and generation. `restored`: the one saved before a restart. Returns
         {datapath: requests} that read every connected switch (see switch_connected)."""
         view = FabricView(description)
-        self._routes = {frozenset(): rules_per_switch(view)}
+        self._routes_around = RoutesAround(view, ROUTE_SETS_KEPT)
         self._routed = {}
         self.view, self.ledger = view, ReservationBook(view)
         self.generation += 1
@@ -131,7 +111,7 @@ class Fabric:
         self.down_links = frozenset()
         LOG.info("fabric %s: %d switches, %d hosts, %d unicast rules",
                  "restored" if restored else "loaded", len(view.switches), len(view.hosts),
-                 sum(map(len, self._routes[frozenset()].values())))
+                 sum(map(len, self._routes_around(frozenset()).values())))
         return {dp: messages for dp in list(self._datapaths.values())
                 for messages in [self.switch_connected(dp)] if messages}
 
@@ -159,15 +139,12 @@ class Fabric:
         return of.contents_requests(datapath)
 
     def contents_part(self, datapath, kind, entries, more):
-        """A reply (part) to read(): kind in REPLY_KINDS, its body's entries, and whether
-        more parts follow. True once every reply of the reading is complete."""
+        """A reply (part) to read(): its kind (flows, groups or meters), its body's entries,
+        and whether more parts follow. True once every reply of the reading is complete."""
         reading = self._readings.get(datapath.id)
         if reading is None or self._datapaths.get(datapath.id) is not datapath:
             return False
-        reading.entries[kind] += entries
-        if not more:
-            reading.complete.add(kind)
-        return len(reading.complete) == len(REPLY_KINDS)
+        return reading.add(kind, entries, more)
 
     def reconcile(self, datapath):
         """The messages that give a switch that was read completely exactly what the
@@ -190,7 +167,7 @@ class Fabric:
             if share is None:
                 return None
             wanted += share
-        held = held_contents(*(reading.entries[kind] for kind in REPLY_KINDS))
+        held = reading.held()
         messages = difference(datapath, wanted, held)
         self._routed[switch] = routes
         LOG.info("%s (dpid %#x): holds %d flows, %d groups, %d meters of ours; %d changes "
@@ -278,16 +255,6 @@ class Fabric:
                 down |= self.view.fabric_links_of(switch)
         return frozenset(down)
 
-    def _routes_around(self, down):
-        """{switch: [ForwardingRule]} around the `down` links (kept for the last
-        ROUTE_SETS_KEPT sets of links, and for none down)."""
-        if down not in self._routes:
-            if len(self._routes) > ROUTE_SETS_KEPT:
-                oldest = next(key for key in self._routes if key)
-                del self._routes[oldest]
-            self._routes[down] = rules_per_switch(self.view, down)
-        return self._routes[down]
-
     def connected(self):
         return list(self._datapaths.values())
 
@@ -295,15 +262,7 @@ class Fabric:
 
     def topology_report(self):
         """The description, each switch marked connected/synced, plus unknown connected dpids."""
-        report = ({"switches": [], "links": [], "hosts": []} if self.view is None
-                  else self.view.to_description())
-        known = set()
-        for switch in report["switches"]:
-            known.add(switch["dpid"])
-            switch["connected"] = switch["dpid"] in self._datapaths
-            switch["synced"] = switch["dpid"] in self._synced
-        report["unknown_dpids"] = sorted(set(self._datapaths) - known)
-        return report
+        return topology_report(self.view, set(self._datapaths), self._synced)
 
     def link_states(self):
         """Every directed link's capacity, reservations, rate and utilization."""
@@ -312,3 +271,15 @@ class Fabric:
 
     def links_report(self, interval_s):
         return {"interval_s": interval_s, "links": self.link_states()}
+
+
+def topology_report(view, connected, synced):
+    """The description (empty without a view), each switch marked connected and synced
+    by its dpid, plus the dpids connected that are not in it."""
+    report = ({"switches": [], "links": [], "hosts": []} if view is None
+              else view.to_description())
+    for switch in report["switches"]:
+        switch["connected"] = switch["dpid"] in connected
+        switch["synced"] = switch["dpid"] in synced
+    report["unknown_dpids"] = sorted(connected - {s["dpid"] for s in report["switches"]})
+    return report
