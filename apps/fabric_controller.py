@@ -22,13 +22,13 @@ from ryu.controller import event, ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.ofproto import ofproto_v1_3
 
-from syncfabric.openflow import builders as of
 from apps.arp_responder import arp_reply
-from syncfabric.decisions.fabric_view import FabricError
 from apps.operator_api import OperatorRestApi
 from apps.rest_json import (METRICS_KEY, RequestError, RestApi, answer, counted_route,
                             json_response, read_json_body)
 from apps.services import CONTEXT_KEY, contexts, start_timers
+from syncfabric.decisions.fabric_view import FabricError
+from syncfabric.openflow import builders as of
 
 STATS_INTERVAL_S = 1.0
 REST_APP_KEY = "fabric_controller"

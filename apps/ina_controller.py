@@ -19,9 +19,9 @@ from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged
-from syncfabric.services.plan_moves import move_broken, recheck_waiting
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts, start_timers
+from syncfabric.services.plan_moves import move_broken, recheck_waiting
 
 REST_APP_KEY = "ina_plans"
 WAITING_CHECK_INTERVAL_S = 0.5

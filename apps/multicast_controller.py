@@ -16,8 +16,8 @@ from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged, EventLinksChanged
 from apps.rest_json import METRICS_KEY, resource_api
-from syncfabric.services.tree_moves import reroute_broken
 from apps.services import CONTEXT_KEY, contexts, start_timers
+from syncfabric.services.tree_moves import reroute_broken
 
 LEASE_CHECK_INTERVAL_S = 0.5
 REST_APP_KEY = "multicast_trees"

@@ -5,10 +5,11 @@ controller serves it."""
 
 from ryu.app.wsgi import Response
 
-from syncfabric.operator import openapi
-from syncfabric.operator.metrics import CONTENT_TYPE
-from syncfabric.operator.live_page import PAGE, UI_ASSETS, page_file
 from apps.rest_json import RestApi, counted_route, json_response
+from syncfabric.operator import openapi
+from syncfabric.operator.live_page import PAGE, UI_ASSETS, page_file
+from syncfabric.operator.metrics import CONTENT_TYPE
+
 
 def registered_operations(mapper):
     """{(path template, METHOD)} of every route registered with Ryu's wsgi mapper."""

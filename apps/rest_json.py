@@ -28,7 +28,7 @@ from ryu import cfg
 from ryu.app.wsgi import ControllerBase, Response, route
 
 from syncfabric.errors import (Conflict, InstallFailed, InvalidRequest, NotFound, NotReady,
-                                 ServiceError)
+                               ServiceError)
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
 METRICS_KEY = "metrics"

@@ -11,13 +11,13 @@ from ryu import cfg
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
-from syncfabric.services.fabric import Fabric
-from syncfabric.services.ina_plans import InaPlans
 from syncfabric.openflow.installer import CONFIRM_TIMEOUT_S, Installer
 from syncfabric.operator.metrics import Metrics
+from syncfabric.services.fabric import Fabric
+from syncfabric.services.ina_plans import InaPlans
+from syncfabric.services.selmcast_rounds import SelmcastRounds
 from syncfabric.services.state_files import STATE_DIR_ENV, StateFiles
 from syncfabric.services.trees import MulticastTrees
-from syncfabric.services.selmcast_rounds import SelmcastRounds
 
 CONTEXT_KEY = "syncfabric"
 GIL_SWITCH_INTERVAL_S = 0.0005

@@ -34,10 +34,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions import round_planner
-from syncfabric.decisions.fabric_view import FabricView
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_allreduce
@@ -50,6 +48,8 @@ from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fabric_view import FabricView
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [

@@ -21,9 +21,9 @@ import hypothesis
 import requests
 import schemathesis
 from hypothesis import strategies
-from tqdm import tqdm
 from schemathesis import checks
 from schemathesis.core.failures import FailureGroup
+from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots import plot_api_fuzz

@@ -17,11 +17,11 @@ import networkx as nx
 from networkx.algorithms.approximation import steiner_tree
 from tqdm import tqdm
 
-from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.multicast_trees import compute_tree
 from experiments.cli import ArgumentParser
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import compute_tree
 
 CASES = {"8x8": (8, 8, 8), "64x64": (64, 64, 64)}
 DEMAND_MBPS = 2.0

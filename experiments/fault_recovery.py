@@ -60,11 +60,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions.fabric_view import FabricView
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
+from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
+                             write_csv)
 from experiments.ina import AGGREGATOR_SHARE
-from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.plots import plot_fault_recovery
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, wait_until
@@ -75,6 +75,7 @@ from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions.fabric_view import FabricView
 
 FAULTS = ("link", "switch", "reconnect", "controller")
 TRAFFIC = ("tree", "gradients", "training")

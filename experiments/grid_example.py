@@ -15,13 +15,13 @@ communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
 """
 
 
-from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.ina_placement import plan
-from syncfabric.decisions.ina_problem import GRID, InaProblem, NEAREST, NO_INA
 from experiments import fidelity
 from experiments.worked_examples import example_main
 from mininet_topos.description import describe
 from mininet_topos.grid_example import WORKERS_ON, GridExampleTopo
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.ina_placement import plan
+from syncfabric.decisions.ina_problem import GRID, NEAREST, NO_INA, InaProblem
 
 POLICIES = (NO_INA, NEAREST, GRID)
 WORKERS = sorted((w for ws in WORKERS_ON.values() for w in ws), key=lambda w: int(w[1:]))

@@ -38,19 +38,20 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions.fabric_view import FabricView
 from experiments import fidelity
-from syncfabric.decisions import inart_placement
-from syncfabric.decisions.ina_placement import plan
-from syncfabric.decisions.ina_problem import DEFAULT_POLICIES, GRID, InaProblem, NEAREST, NO_INA, POLICIES
-from syncfabric.decisions.inart_placement import ATP, INART, InartProblem, model_split
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions import inart_placement
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.ina_placement import plan
+from syncfabric.decisions.ina_problem import (DEFAULT_POLICIES, GRID, NEAREST, NO_INA, POLICIES,
+                                              InaProblem)
+from syncfabric.decisions.inart_placement import ATP, INART, InartProblem, model_split
 
 COLUMNS = ["policy", "workers", "ps_count", "round", "comm_time_s", "min_rate_mbps",
            "ps_ingress_mbps", "verified", "predicted_comm_time_s", "theta_mbps", "theta_lp_mbps",

@@ -19,12 +19,12 @@ from pathlib import Path
 import networkx as nx
 from tqdm import tqdm
 
+from experiments.cli import ArgumentParser, write_csv
+from experiments.plots import plot_ina_optimality
 from syncfabric.decisions import ina_placement, inart_placement
 from syncfabric.decisions.gradient_plan import aggregate_of, edges_of
 from syncfabric.decisions.ina_problem import GRID, InaProblem, capacity_of
 from syncfabric.decisions.inart_placement import INART, InartProblem
-from experiments.cli import ArgumentParser, write_csv
-from experiments.plots import plot_ina_optimality
 
 KINDS = ("spine-leaf", "fat-tree", "random")
 COLUMNS = ["instance", "kind", "planner", "workers", "pss", "aggregators", "f", "f_repaired",

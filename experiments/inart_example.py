@@ -18,12 +18,12 @@ and `verified`. Writes a CSV and a PNG.
 """
 
 
-from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
 from experiments import fidelity
 from experiments.worked_examples import example_main
 from mininet_topos.description import describe
 from mininet_topos.inart_example import HOSTS_ON, PSS, InartExampleTopo
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.inart_placement import ATP, EQUAL_SPLIT, INART, LBMM, InartProblem, plan
 
 POLICIES = (LBMM, ATP, EQUAL_SPLIT, INART)
 WORKERS = sorted((h for hs in HOSTS_ON.values() for h in hs if h not in PSS),

@@ -11,8 +11,8 @@ is running) it touches nothing and exits 1: one emulation at a time.
 import sys
 
 from experiments.cli import ArgumentParser
-from mininet_topos.platform_net import PlatformError, check_ovs_running, leftovers, live_run_pids, \
-    remove_leftovers
+from mininet_topos.platform_net import (PlatformError, check_ovs_running, leftovers, live_run_pids,
+                                        remove_leftovers)
 
 
 def parse_args(argv):

@@ -23,7 +23,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import announce_rate, ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
+                             write_csv)
 from experiments.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until

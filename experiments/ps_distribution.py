@@ -21,11 +21,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
-from experiments.traffic.model_transfer import MODES, run_transfer
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
+from experiments.traffic.model_transfer import MODES, run_transfer
 from mininet_topos.spineleaf import SpineLeafTopo
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", "line_rate_s",

@@ -18,14 +18,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES
 from experiments import fidelity
-from experiments.cli import (announce_rate, ArgumentParser, comma_list, fabric_arguments,
+from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.plots import plot_selmcast
 from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES
 
 COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s", "predicted_s",
            "multicast_scale", "verified", "predicted_normalized", "forced_pairs", "setup_s",

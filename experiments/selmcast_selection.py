@@ -29,12 +29,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from syncfabric.decisions.receiver_selection import select
-from syncfabric.decisions.selection_round import COST_MODELS, MILP, POLICIES, RANDOM, RoundInput, SELMCAST, multicast_scale, normalized_completion
-from syncfabric.decisions.sync_history import SyncHistory
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_selmcast_selection
 from experiments.sim.ssp_rounds import simulate_ssp
+from syncfabric.decisions.receiver_selection import select
+from syncfabric.decisions.selection_round import (COST_MODELS, MILP, POLICIES, RANDOM, SELMCAST,
+                                                  RoundInput, multicast_scale,
+                                                  normalized_completion)
+from syncfabric.decisions.sync_history import SyncHistory
 
 COLUMNS = ["sync", "policy", "cost_model", "n", "p_fraction", "lam", "ingress_factor",
            "normalized_completion", "multicast_scale", "selection_ms", "t_vs_milp_worst",

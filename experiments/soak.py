@@ -40,10 +40,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.decisions.multicast_trees import MulticastTree, backup_links, switch_shares
-from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE,
-                                    STEERING_METER_BASE, failover_group_id, meter_rate_kbps)
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.controller_client import ControllerClient, ControllerHttpError
 from experiments.plots import plot_soak
@@ -52,6 +48,11 @@ from experiments.testbed import FabricTestbed, ofctl, ofctl_lines
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.decisions.multicast_trees import MulticastTree, backup_links, switch_shares
+from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
+                                          STEERING_COOKIE_BASE, STEERING_METER_BASE,
+                                          failover_group_id, meter_rate_kbps)
 
 EXPECTED = {"create": {201, 409}, "delete": {200, 404}, "foreign delete": {403, 404}}
 RESOURCES = {"tree": "/multicast/trees", "plan": "/ina/plans", "round": "/selmcast/rounds"}

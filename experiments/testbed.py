@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from syncfabric.openflow.builders import APP_COOKIE_MASK, MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE
-from syncfabric.services.state_files import STATE_DIR_ENV
 from experiments.controller_client import TOKEN_ENV, ControllerClient
 from experiments.fidelity import PlatformSampler
 from experiments.traffic.transport import MTU_ENV
@@ -33,6 +31,9 @@ from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
                                         remove_management_network, start_network)
+from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
+                                          STEERING_COOKIE_BASE)
+from syncfabric.services.state_files import STATE_DIR_ENV
 
 DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",
                 "apps.ina_controller")

@@ -1,44 +1,10 @@
+"""Fixtures every test folder shares."""
+
 import pytest
 
-from syncfabric.decisions.fabric_view import FabricView
-from mininet_topos.description import describe
-from mininet_topos.spineleaf import SpineLeafTopo
-
-
-def spine_leaf_view(spines, leaves, hosts_per_leaf, bw=20):
-    return FabricView(describe(SpineLeafTopo(spines=spines, leaves=leaves,
-                                             hosts_per_leaf=hosts_per_leaf, bw=bw)))
+from tests.harness.fabrics import spine_leaf_view
 
 
 @pytest.fixture
 def view_4x4():
     return spine_leaf_view(4, 4, 2)
-
-
-def require_root():
-    import os
-    if os.geteuid() != 0:
-        pytest.skip("integration tests need root (Mininet); run `make test` as root")
-
-
-def running_testbed(topo, of_port, rest_port):
-    """A module fixture's body: the testbed on `topo` (skipped without root), and
-    afterwards the check that the controller logged no traceback."""
-    from experiments.testbed import FabricTestbed
-    require_root()
-    with FabricTestbed(topo, of_port=of_port, rest_port=rest_port) as testbed:
-        yield testbed
-        log = testbed.controller_log()
-    assert "Traceback" not in log
-
-
-def bridges():
-    import subprocess
-    return set(subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
-                              check=True).stdout.split())
-
-
-def controllers_on_port(of_port):
-    import subprocess
-    listing = subprocess.run(["pgrep", "-af", "ryu-manager"], capture_output=True, text=True).stdout
-    return [line for line in listing.splitlines() if "--ofp-tcp-listen-port %d " % of_port in line]

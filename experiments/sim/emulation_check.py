@@ -23,10 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from syncfabric.decisions import ina_placement
-from syncfabric.decisions import ina_problem
-from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
-from syncfabric.decisions.unicast_routes import host_pair_paths
 from experiments import fidelity
 from experiments.cli import ArgumentParser, write_csv
 from experiments.ina import AGGREGATOR_SHARE
@@ -34,6 +30,9 @@ from experiments.plots import plot_emulation_check, read_rows
 from experiments.sim.fabrics import servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
 from experiments.traffic.gradient_wire import gradient_floats, wire_mbit
+from syncfabric.decisions import ina_placement, ina_problem
+from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
+from syncfabric.decisions.unicast_routes import host_pair_paths
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 PS_CSV, INA_CSV = DATA / "ps_distribution_8x8.csv", DATA / "ina_grid_8x8.csv"

@@ -2,10 +2,10 @@
 from the same Mininet topologies the emulation uses (only their description, no
 network is started)."""
 
-from syncfabric.decisions.fabric_view import FabricView
 from mininet_topos.description import describe
 from mininet_topos.fattree import FatTreeTopo
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions.fabric_view import FabricView
 
 GBIT = 1000.0   # Mbit/s
 

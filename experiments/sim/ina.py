@@ -28,12 +28,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from syncfabric.decisions import ina_placement, inart_placement
-from syncfabric.decisions import ina_problem
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_ina
 from experiments.sim.fabrics import GBIT, fat_tree, servers, spine_leaf
 from experiments.sim.network import capacities, plan_flow, simulate
+from syncfabric.decisions import ina_placement, ina_problem, inart_placement
 
 GRID_FABRICS = ("leafspine", "fattree")
 PROGRAMMABLE = ("tor", "random20")

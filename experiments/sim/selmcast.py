@@ -20,10 +20,10 @@ figures next to ours.
 import sys
 from pathlib import Path
 
-from syncfabric.decisions.selection_round import RANDOM, SELMCAST
 from experiments import selmcast_selection
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.plots import plot_sim_selmcast
+from syncfabric.decisions.selection_round import RANDOM, SELMCAST
 
 COLUMNS = ["sweep"] + selmcast_selection.COLUMNS
 # (sync, cost model, policy) -> the paper's figure at n = 100 (BSP completion) or the

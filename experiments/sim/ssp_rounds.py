@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from experiments.sim.fair_share import max_min_rates
 from syncfabric.decisions.selection_round import L7, RoundInput
 from syncfabric.decisions.ssp_selection import ssp_on_ready
 from syncfabric.decisions.sync_history import SyncHistory
-from experiments.sim.fair_share import max_min_rates
 
 
 @dataclass

@@ -38,13 +38,13 @@ import time
 
 import numpy as np
 
+from experiments import fidelity
 from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
                                             initial_parameters, one_blas_thread, reference_step,
                                             sgd_update, worker_gradient)
 from experiments.traffic.gradient_hosts import Process, parse_args
 from experiments.traffic.gradient_wire import wire_mbit
 from experiments.traffic.gradients import COORDINATOR_PORT, GradientCoordinator
-from experiments import fidelity
 from experiments.traffic.rate_control import LossAdaptiveRate
 from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
                                            multicast_sender, ranges, receive_chunks, run_in_hosts,

@@ -11,7 +11,6 @@ import networkx as nx
 
 from syncfabric.decisions.gradient_plan import Option, PlacementError
 
-
 GRID, NO_INA, NEAREST, SWITCHML = "grid", "no-ina", "nearest", "switchml"
 
 

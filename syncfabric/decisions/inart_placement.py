@@ -53,11 +53,13 @@ the rest goes on unaggregated: the LP's split is kept, as in GRID's
 import random as random_module
 from dataclasses import dataclass
 
-from syncfabric.decisions.gradient_plan import GradientPlan, PlacementError, aggregate_of, solve_placement_lp
 from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
-from syncfabric.decisions.ina_problem import GRID, InaProblem, NEAREST, NO_INA, TOLERANCE, capacity_of, default_route, options_for
-from syncfabric.decisions.stream_assignment import StreamAssignment, pick, with_exact
+from syncfabric.decisions.gradient_plan import (GradientPlan, PlacementError, aggregate_of,
+                                                solve_placement_lp)
+from syncfabric.decisions.ina_problem import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem,
+                                              capacity_of, default_route, options_for)
 from syncfabric.decisions.sparse_lp import LpError, SparseLp
+from syncfabric.decisions.stream_assignment import StreamAssignment, pick, with_exact
 
 INART, EQUAL_SPLIT, LBMM, ATP = "inart", "equal-split", "lbmm", "atp"
 POLICIES = (INART, EQUAL_SPLIT, LBMM, ATP)

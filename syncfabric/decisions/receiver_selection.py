@@ -12,7 +12,9 @@ import numpy as np
 from syncfabric.decisions.selection_milp import milp_select
 from syncfabric.decisions.selection_round import (L7, MILP, POLICIES, RANDOM, SELMCAST, TOLERANCE,
                                                   SelectionError, check_cost_model, forced_pairs,
-                                                  lower_bound, round_time, selection_of, sender_cost)
+                                                  lower_bound, round_time, selection_of,
+                                                  sender_cost)
+
 
 def select(round_input, cost_model, policy=SELMCAST, rng=None):
     check_cost_model(cost_model)

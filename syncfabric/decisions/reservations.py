@@ -13,7 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional
 
-from syncfabric.decisions.multicast_trees import CAPACITY_TOLERANCE_MBPS, MulticastTree, backup_links, fits_in
+from syncfabric.decisions.multicast_trees import (CAPACITY_TOLERANCE_MBPS, MulticastTree,
+                                                  backup_links, fits_in)
 
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from syncfabric.decisions import ina_placement, inart_placement
-from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.fabric_view import available_graph
+from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.ina_problem import InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree

@@ -5,7 +5,7 @@ scipy's HiGHS. The heuristics in receiver_selection are measured against it."""
 import numpy as np
 
 from syncfabric.decisions.selection_round import (L7, MILP, SelectionError, check_cost_model,
-                                                     forced_pairs, selection_of)
+                                                  forced_pairs, selection_of)
 
 
 def milp_select(round_input, cost_model, time_limit_s=60.0):

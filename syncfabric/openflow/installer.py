@@ -12,8 +12,8 @@ import threading
 import time
 from collections import Counter
 
-from syncfabric.openflow.builders import barrier_request
 from syncfabric.errors import InstallFailed
+from syncfabric.openflow.builders import barrier_request
 
 CONFIRM_TIMEOUT_S = 5.0
 DRAIN_S = 0.3   # for packets already on an old path to leave it before its rules go

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from syncfabric.openflow import builders as of
 
-
 FLOW_COMMANDS = ("add", "modify", "modify", "delete", "delete")   # by OFPFC_ value
 GROUP_AND_METER_COMMANDS = ("add", "modify", "delete")            # by OFPGC_ / OFPMC_ value
 

@@ -7,7 +7,8 @@ what is live (link rates and reservations, trees, plans, rounds, switches) is re
 from the services at scrape time by LiveState, so it can never go stale.
 """
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram,
+                               generate_latest)
 from prometheus_client.core import GaugeMetricFamily
 
 BYTES_PER_MBIT = 1e6 / 8

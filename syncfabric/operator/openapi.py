@@ -6,12 +6,11 @@ compare it with the routes registered with Ryu's wsgi, and fuzz a live controlle
 against it with schemathesis.
 """
 
-from syncfabric.services import ina_plans, selmcast_rounds
-
 from syncfabric.decisions import multicast_trees
-from syncfabric.operator.live_page import UI_ASSETS
 from syncfabric.decisions.fabric_view import HOST_ROLES, MAX_PORT
 from syncfabric.decisions.selection_round import COST_MODELS
+from syncfabric.operator.live_page import UI_ASSETS
+from syncfabric.services import ina_plans, selmcast_rounds
 
 OPENAPI_VERSION = "3.0.3"
 MAX_DPID = 2 ** 64 - 1

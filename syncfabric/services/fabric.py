@@ -17,13 +17,13 @@ reroute) are never taken for stale.
 
 import logging
 
-from syncfabric.openflow import builders as of
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
 from syncfabric.decisions.reservations import ReservationBook
-from syncfabric.errors import NotReady
-from syncfabric.openflow.switch_sync import Reading, difference, summary
 from syncfabric.decisions.unicast_routes import RoutesAround
+from syncfabric.errors import NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.openflow.switch_sync import Reading, difference, summary
 
 LOG = logging.getLogger("syncfabric.fabric")
 

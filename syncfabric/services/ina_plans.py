@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from syncfabric.decisions import ina_placement, inart_placement
-from syncfabric.decisions import ina_problem
-from syncfabric.openflow import builders as of
+from syncfabric.decisions import ina_placement, ina_problem, inart_placement
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.gradient_plan import NO_SHARE, GradientPlan, crosses, steering_shares
-from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.gradient_plan import (NO_SHARE, GradientPlan, PlacementError, crosses,
+                                                steering_shares)
 from syncfabric.decisions.ina_problem import GRID, InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.reservations import ReservationError
-from syncfabric.services.request_fields import check_fields, distinct_names, job_name, positive_number
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.services.request_fields import (check_fields, distinct_names, job_name,
+                                                positive_number)
 
 LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}

@@ -12,13 +12,13 @@ away or still connecting: then it is kept for when that switch has synced.
 import logging
 from collections import defaultdict
 
-from syncfabric.openflow import builders as of
-from syncfabric.decisions.gradient_plan import PlacementError, moved_paths
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.gradient_plan import NO_SHARE, crosses, steering_shares
-from syncfabric.services.ina_plans import plan_report
+from syncfabric.decisions.gradient_plan import (NO_SHARE, PlacementError, crosses, moved_paths,
+                                                steering_shares)
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.services.ina_plans import plan_report
 
 LOG = logging.getLogger("syncfabric.ina")
 RECONNECT_GRACE_S = 3.0   # a plan waits this long for a switch that disconnected to return

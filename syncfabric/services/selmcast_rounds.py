@@ -12,14 +12,16 @@ import itertools
 import logging
 import random
 
-from syncfabric.services.trees import TreeSpec
 from syncfabric.decisions.multicast_trees import POLICIES as TREE_POLICIES
 from syncfabric.decisions.receiver_selection import select
-from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES, RoundInput, SELMCAST, SelectionError, lower_bound, multicast_scale, normalized_completion
+from syncfabric.decisions.selection_round import (COST_MODELS, L3, POLICIES, SELMCAST, RoundInput,
+                                                  SelectionError, lower_bound, multicast_scale,
+                                                  normalized_completion)
 from syncfabric.decisions.sync_history import SyncHistory
-from syncfabric.services.request_fields import (check_fields, distinct_names, job_name, positive_number,
-                                 whole_number)
 from syncfabric.errors import Conflict, InvalidRequest, NotFound
+from syncfabric.services.request_fields import (check_fields, distinct_names, job_name,
+                                                positive_number, whole_number)
+from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.selmcast")
 REQUEST_FIELDS = {"job", "workers", "update_mb", "p", "k", "cost_model", "policy", "tree_policy",

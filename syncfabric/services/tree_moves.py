@@ -9,10 +9,11 @@ import logging
 from collections import defaultdict
 from dataclasses import replace
 
-from syncfabric.openflow import builders as of
-from syncfabric.decisions.multicast_trees import InfeasibleTree, backup_links, repaired_tree, switch_shares
+from syncfabric.decisions.multicast_trees import (InfeasibleTree, backup_links, repaired_tree,
+                                                  switch_shares)
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import InstallFailed, NotReady
+from syncfabric.openflow import builders as of
 
 LOG = logging.getLogger("syncfabric.multicast")
 

@@ -12,12 +12,13 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from syncfabric.openflow import builders as of
-from syncfabric.decisions.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError, compute_tree,
-                                  switch_shares, with_backup_uplinks, without_links)
-from syncfabric.services.request_fields import check_fields, positive_number
+from syncfabric.decisions.multicast_trees import (PATH_AWARE, InfeasibleTree, TreeRequestError,
+                                                  compute_tree, switch_shares, with_backup_uplinks,
+                                                  without_links)
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
+from syncfabric.openflow import builders as of
+from syncfabric.services.request_fields import check_fields, positive_number
 
 LOG = logging.getLogger("syncfabric.multicast")
 REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}

@@ -1,0 +1,18 @@
+"""Helpers shared by the unit and integration tests of experiments."""
+
+import csv
+import subprocess
+import sys
+
+SMALL = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "10",
+         "--of-port", "16657", "--rest-port", "18084"]
+
+
+def run(module, *args):
+    return subprocess.run([sys.executable, "-m", "experiments." + module, *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def rows(path):
+    with open(path) as handle:
+        return list(csv.DictReader(handle))

@@ -1,0 +1,32 @@
+"""What integration tests need around a real testbed: root, the testbed itself, and\nwhat is left on the machine (bridges, controllers) after it."""
+
+import pytest
+
+
+def require_root():
+    import os
+    if os.geteuid() != 0:
+        pytest.skip("integration tests need root (Mininet); run `make test` as root")
+
+
+def running_testbed(topo, of_port, rest_port):
+    """A module fixture's body: the testbed on `topo` (skipped without root), and
+    afterwards the check that the controller logged no traceback."""
+    from experiments.testbed import FabricTestbed
+    require_root()
+    with FabricTestbed(topo, of_port=of_port, rest_port=rest_port) as testbed:
+        yield testbed
+        log = testbed.controller_log()
+    assert "Traceback" not in log
+
+
+def bridges():
+    import subprocess
+    return set(subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def controllers_on_port(of_port):
+    import subprocess
+    listing = subprocess.run(["pgrep", "-af", "ryu-manager"], capture_output=True, text=True).stdout
+    return [line for line in listing.splitlines() if "--ofp-tcp-listen-port %d " % of_port in line]

@@ -1,0 +1,1 @@
+"""Tests of the real thing: ryu-manager, Open vSwitch, Mininet, real packets."""

@@ -1,0 +1,88 @@
+"""The streaming round's planner: its bound holds for every plan, and it finds S/B where
+the fabric allows it."""
+
+import random
+
+import pytest
+
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fabric_view import FabricView
+
+MODEL_MBIT = 10.0
+
+
+def fabric(spines, leaves, hosts_per_leaf, bw, aggregator_bw, rng=None):
+    """A spine-leaf description; with rng, every link and aggregator capacity varies."""
+    description = describe(SpineLeafTopo(spines=spines, leaves=leaves,
+                                          hosts_per_leaf=hosts_per_leaf, bw=bw,
+                                          aggregators="spines", aggregator_bw=aggregator_bw))
+    if rng is not None:
+        for item in description["links"] + description["hosts"]:
+            item["capacity_mbps"] = round(item["capacity_mbps"] * rng.uniform(0.4, 1.0), 2)
+            if item.get("role") == "aggregator":
+                item["aggregation_mbps"] = item["capacity_mbps"]
+    return FabricView(description)
+
+
+def hosts(view):
+    return sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("colocated", [False, True])
+def test_the_bound_is_at_most_every_plans_predicted_time(seed, colocated):
+    rng = random.Random(seed)
+    view = fabric(rng.randint(2, 3), rng.randint(2, 3), rng.randint(2, 3), 20, rng.choice([5, 9, 20]),
+                  rng)
+    names = hosts(view)
+    rng.shuffle(names)
+    count = rng.randint(3, len(names) - 1)
+    workers = names[:count]
+    candidates = round_planner.spread(view, workers if colocated else names[count:])
+    bound = round_planner.lower_bound_s(view, workers, candidates, MODEL_MBIT)
+    predicted = []
+    for size in range(2 if colocated else 1, len(candidates) + 1):
+        try:
+            plan = round_planner.plan_for(view, workers, candidates[:size], MODEL_MBIT, bound)
+        except Exception:   # a shard count whose trees do not fit: no plan to compare
+            continue
+        predicted.append(plan.predicted_s)
+    assert predicted and all(bound <= p * (1 + 1e-9) for p in predicted)
+    best = round_planner.plan_round(view, workers, names[count:], MODEL_MBIT, colocated=colocated)
+    assert best.predicted_s == pytest.approx(min(predicted)) and best.bound_s == bound
+    assert set(best.pss) <= set(workers) if colocated else not set(best.pss) & set(workers)
+
+
+def test_on_8x8_with_aggregators_at_the_link_rate_the_plan_reaches_s_over_b():
+    view = fabric(8, 8, 4, 20, 20)
+    names = hosts(view)
+    plan = round_planner.plan_round(view, names[:8], names[8:], MODEL_MBIT)
+    assert plan.bound_s == pytest.approx(MODEL_MBIT / 20)
+    assert plan.predicted_s == pytest.approx(plan.bound_s)
+    # the fewest shards that reach it, each returned at the link rate over their count
+    assert len(plan.pss) == 4 and plan.return_mbps == pytest.approx(20 / 4)
+    assert [tree.source for tree in plan.trees] == plan.pss
+    assert all(set(tree.receivers) == set(names[:8]) for tree in plan.trees)
+    # co-located, each PS keeps its own fragment and its tree skips its own host
+    plan = round_planner.plan_round(view, names[:8], (), MODEL_MBIT, colocated=True)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20) and set(plan.pss) <= set(names[:8])
+    assert all(set(tree.receivers) == set(names[:8]) - {tree.source} for tree in plan.trees)
+
+
+def test_shard_holders_spread_over_the_switches_and_skip_workers_and_aggregators():
+    view = fabric(2, 2, 3, 20, 9)
+    names = hosts(view)   # h1 h2 h3 on leaf1, h4 h5 h6 on leaf2
+    assert round_planner.spread(view, names) == ["h1", "h4", "h2", "h5", "h3", "h6"]
+    plan = round_planner.plan_round(view, ["h1", "h4"], view.hosts, MODEL_MBIT)
+    assert not set(plan.pss) & {"h1", "h4"}
+    assert not any(view.is_aggregator(ps) for ps in plan.pss)
+
+
+def test_scarce_aggregation_sets_the_bound():
+    view = fabric(2, 2, 3, 20, 1)
+    workers = ["h1", "h2", "h4", "h5"]
+    # 4 workers' 10 Mbit into 2 x 1 Mbit/s of aggregation and 2 PS links of 20 Mbit/s
+    assert round_planner.lower_bound_s(view, workers, ["h3", "h6"], MODEL_MBIT) == \
+        pytest.approx(4 * MODEL_MBIT / (2 * 1 + 2 * 20))
