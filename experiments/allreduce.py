@@ -41,8 +41,8 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.digits_mlp import TrainingSetup
-from experiments.traffic.gradient_wire import wire_mbit
+from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
 from experiments.traffic.training import run_training

@@ -30,7 +30,9 @@ from experiments.cli import ArgumentParser, comma_list, progress_printer
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE
 from experiments.testbed import FabricTestbed
 from experiments.traffic.load_probe import COORDINATOR_PORT
-from experiments.traffic.transport import accept_named, data_mtu, run_in_hosts
+from experiments.traffic.launch import run_in_hosts
+from syncfabric.hosts.control_channel import accept_named
+from syncfabric.hosts.wire import data_mtu
 from mininet_topos.platform_net import PlatformError, shape_links
 from mininet_topos.spineleaf import SpineLeafTopo
 
@@ -91,7 +93,7 @@ def streams(pattern, hosts, ips, rate, group=None):
 class Calibration:
     def __init__(self, bed, args, hosts):
         self.bed, self.args, self.hosts = bed, args, hosts
-        self.ips = {name: bed.host(name).IP() for name in hosts}
+        self.ips = {name: bed.address(name) for name in hosts}
         self.listener = socket.create_server((bed.management_ip, COORDINATOR_PORT))
         self.listener.settimeout(60)
         self.channels = {}

@@ -68,7 +68,7 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_fault_recovery
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, wait_until
-from experiments.traffic.digits_mlp import TrainingSetup
+from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training import run_training

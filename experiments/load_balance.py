@@ -25,7 +25,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
-from experiments.controller_client import ControllerHttpError
+from syncfabric.hosts.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until
 from mininet_topos.platform_net import PlatformError
@@ -65,9 +65,9 @@ def run_mode(bed, jobs, mode, job_mbps, seconds):
             except ControllerHttpError as error:
                 if error.status != 409:
                     raise
-        senders = [bed.host(tree["source"]).popen(
-            ["iperf", "-c", tree["address"], "-u", "-b", "%gM" % job_mbps, "-t", str(seconds),
-             "-T", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tree in trees]
+        senders = [bed.popen(tree["source"], [
+            "iperf", "-c", tree["address"], "-u", "-b", "%gM" % job_mbps, "-t", str(seconds),
+            "-T", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tree in trees]
         time.sleep(WARM_UP_S)
         samples = defaultdict(list)
         for _ in range(int(seconds - WARM_UP_S - 1)):

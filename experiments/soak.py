@@ -41,7 +41,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
-from experiments.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from experiments.plots import plot_soak
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, ofctl_lines

@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments.controller_client import TOKEN_ENV, ControllerClient
+from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 from experiments.fidelity import PlatformSampler
-from experiments.traffic.transport import MTU_ENV
+from syncfabric.hosts.wire import MTU_ENV
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
@@ -159,7 +159,22 @@ class FabricTestbed:
         self._saved_environment = None
 
     def host(self, name):
+        """The Mininet host, for what only Mininet offers (cmd, iperf)."""
         return self.net.get(name)
+
+    # the hosts interface that experiments' drivers use (experiments/traffic/launch.py)
+
+    def address(self, name):
+        """The host's data-plane IP."""
+        return self.net.get(name).IP()
+
+    def interface(self, name):
+        """The name of the host's data-plane interface."""
+        return self.net.get(name).defaultIntf().name
+
+    def popen(self, name, command, **popen_arguments):
+        """A process running `command` in the host (subprocess.Popen's arguments)."""
+        return self.net.get(name).popen(command, **popen_arguments)
 
     def restart_controller(self, forget=False, away_s=0.0):
         """Kill ryu-manager (no goodbye to the switches) and start it again away_s later with

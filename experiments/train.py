@@ -9,7 +9,7 @@ An 8x8 spine-leaf with 4 hosts per leaf, 20 Mbit/s links and an aggregator
 host on every spine (9 Mbit/s of aggregation, as in `experiments.ina`). The
 workers are h1..hN, the PS the last host. The job is synchronous SGD on
 scikit-learn's digits with a 64-512-512-10 float32 MLP (1.2 MB of parameters,
-experiments/traffic/digits_mlp.py); every parameter and gradient byte crosses
+syncfabric/hosts/digits_mlp.py); every parameter and gradient byte crosses
 the fabric through our apps (experiments/traffic/training.py). Each mode trains
 a fresh model with the same seed. The CSV has one row per mode and round: the
 round's wall time split into parameter distribution, compute, gradient
@@ -39,7 +39,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
-from experiments.traffic.digits_mlp import TrainingSetup
+from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.gloo_training import run_gloo_training
 from experiments.traffic.stream_training import STREAM_MODES, run_stream_training
 from experiments.traffic.training import MODES as PS_MODES

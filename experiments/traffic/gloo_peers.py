@@ -137,13 +137,12 @@ def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
     the host's data-plane interface and rank 0's data-plane address the rendezvous;
     returns rank 0's JSON rows, handing each to on_row as it arrives. RuntimeError with
     the end of their errors if a rank fails."""
-    master = "%s:%d" % (bed.host(names[0]).IP(), GLOO_PORT)
+    master = "%s:%d" % (bed.address(names[0]), GLOO_PORT)
     processes = []
     for rank, name in enumerate(names):
-        host = bed.host(name)
-        environment = dict(os.environ, GLOO_SOCKET_IFNAME="%s-eth0" % name, OMP_NUM_THREADS="1")
-        processes.append(host.popen(
-            [sys.executable, "-m", module, "--name", name, "--data-ip", host.IP(),
+        environment = dict(os.environ, GLOO_SOCKET_IFNAME=bed.interface(name), OMP_NUM_THREADS="1")
+        processes.append(bed.popen(
+            name, [sys.executable, "-m", module, "--name", name, "--data-ip", bed.address(name),
              "--rank", str(rank), "--world", str(len(names)), "--master", master, *arguments],
             env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     rows = []

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from experiments import fidelity
-from experiments.traffic.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                             one_blas_thread, sgd_update, worker_gradient)
 from experiments.traffic.gloo_peers import join, rank_arguments, run_ranks, slowest, timed
 from experiments.traffic.training import RoundCheck

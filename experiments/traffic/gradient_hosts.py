@@ -10,12 +10,13 @@ import socket
 import sys
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
+from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                                fragment_packet, gradient)
-from experiments.traffic.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
+from syncfabric.hosts.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
                                                shard_digest)
-from experiments.traffic.transport import (RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, CoordinatedProgram,
-                                           Watch, drain, host_program_arguments, send_streams)
+from syncfabric.hosts.control_channel import CoordinatedProgram, host_program_arguments
+from syncfabric.hosts.pacing import send_streams
+from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, Watch, drain
 
 
 class UdpEndpoint:

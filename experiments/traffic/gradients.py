@@ -40,10 +40,12 @@ import time
 import numpy as np
 
 from experiments import fidelity
-from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
+from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
                                                fragment_ranges, gradient_floats, wire_mbit)
-from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import accept_named, ranges, run_in_hosts
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from experiments.traffic.launch import run_in_hosts
+from syncfabric.hosts.control_channel import accept_named
+from syncfabric.hosts.wire import ranges
 
 COORDINATOR_PORT = 7200
 REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives up

@@ -18,9 +18,10 @@ import time
 import numpy as np
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
-                                           CoordinatedProgram, chunk_payload_bytes,
-                                           host_program_arguments, multicast_sender, send_streams)
+from syncfabric.hosts.control_channel import CoordinatedProgram, host_program_arguments
+from syncfabric.hosts.pacing import multicast_sender, send_streams
+from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
+from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 COORDINATOR_PORT = 7300
 PROBE_PORT = 7301

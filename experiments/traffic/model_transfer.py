@@ -26,12 +26,13 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.controller_client import RESTART_GRACE_S, ControllerClient
-from experiments.traffic.rate_control import LossAdaptiveRate, ReceiverLoss
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram,
-                                           accept_named, chunk_count, host_program_arguments,
-                                           model_bytes, multicast_sender, receive_chunks,
-                                           run_in_hosts, send_paced, wire_bytes)
+from syncfabric.hosts.controller_client import RESTART_GRACE_S, ControllerClient
+from syncfabric.hosts.rate_control import LossAdaptiveRate, ReceiverLoss
+from experiments.traffic.launch import run_in_hosts
+from syncfabric.hosts.control_channel import CoordinatedProgram, accept_named, host_program_arguments
+from syncfabric.hosts.pacing import multicast_sender, send_paced
+from syncfabric.hosts.receivers import ChunkReceiver, receive_chunks
+from syncfabric.hosts.wire import DATA_PORT, chunk_count, model_bytes, wire_bytes
 
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
@@ -231,8 +232,8 @@ def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_
     command = [sys.executable, "-m", "experiments.traffic.model_transfer"]
 
     def drive():
-        server = bed.host(ps).popen(
-            command + ["ps", "--name", ps, "--data-ip", bed.host(ps).IP(), "--workers",
+        server = bed.popen(
+            ps, command + ["ps", "--name", ps, "--data-ip", bed.address(ps), "--workers",
                        ",".join(workers), "--mode", mode, "--controller", bed.management_url,
                        "--model-mb", str(model_mb), "--rate-mbps", str(rate_mbps),
                        "--rounds", str(rounds)],
@@ -245,7 +246,7 @@ def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_
         if server.returncode != 0:
             raise RuntimeError("PS exited with %d: %s" % (server.returncode, errors.strip()[-2000:]))
         return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    return run_in_hosts(bed, workers, command + ["worker", "--ps", bed.host(ps).IP()], drive,
+    return run_in_hosts(bed, workers, command + ["worker", "--ps", bed.address(ps)], drive,
                         "the model transfer")
 
 def parse_args(argv):

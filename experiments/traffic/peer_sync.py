@@ -28,11 +28,12 @@ import sys
 import time
 
 from experiments.cli import ArgumentParser
-from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, CoordinatedProgram, Watch,
-                                           accept_named, chunk_count, drain, host_program_arguments,
-                                           model_bytes, multicast_sender, ranges, run_in_hosts,
-                                           send_paced, wire_bytes)
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from experiments.traffic.launch import run_in_hosts
+from syncfabric.hosts.control_channel import CoordinatedProgram, accept_named, host_program_arguments
+from syncfabric.hosts.pacing import multicast_sender, send_paced
+from syncfabric.hosts.receivers import ChunkReceiver, Watch, drain
+from syncfabric.hosts.wire import DATA_PORT, chunk_count, model_bytes, ranges, wire_bytes
 
 COORDINATOR_PORT = 7100
 

@@ -23,10 +23,10 @@ The return is SwitchML's: the sum comes back and every worker applies the same s
 import time
 from contextlib import contextmanager
 
-from experiments.traffic.gradient_wire import wire_mbit
+from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import GradientCoordinator, run_gradient_rounds
-from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import ranges
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from syncfabric.hosts.wire import ranges
 
 RETURN_REPAIR_BUDGET_S = 120.0
 # PS shard processes this machine kind emulates beside the workers without loss: with 16

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from experiments.traffic.gradient_wire import wire_mbit
+from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
@@ -79,7 +79,7 @@ def run_stream_training(bed, workers, mode, setup, rounds, on_round=lambda _numb
         coordinator = StreamTrainingCoordinator(
             bed.management_ip, workers, plan.pss,
             sorted({a["aggregator"] for a in report["aggregates"]}),
-            {name: bed.host(name).IP() for name in workers}, setup, None, timeout_s,
+            {name: bed.address(name) for name in workers}, setup, None, timeout_s,
             groups=groups, return_mbps=plan.return_mbps)
         try:
             return drive_training(bed, coordinator, report, client, None, rounds, on_round,

@@ -1,6 +1,6 @@
 """Synchronous data-parallel training over the fabric: a PS, workers and (with INA)
 aggregators in Mininet hosts, driven round by round by a coordinator in the root
-namespace. The arithmetic is experiments/traffic/digits_mlp.py.
+namespace. The arithmetic is syncfabric/hosts/digits_mlp.py.
 
     python -m experiments.traffic.training --name h1 --data-ip 10.0.0.1 \\
         --coordinator 172.30.0.1:7200
@@ -39,16 +39,17 @@ import time
 import numpy as np
 
 from experiments import fidelity
-from experiments.traffic.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
+from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
                                             initial_parameters, one_blas_thread, reference_step,
                                             sgd_update, worker_gradient)
 from experiments.traffic.gradient_hosts import Process, parse_args
-from experiments.traffic.gradient_wire import wire_mbit
+from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import COORDINATOR_PORT, GradientCoordinator
-from experiments.traffic.rate_control import LossAdaptiveRate
-from experiments.traffic.transport import (DATA_PORT, ChunkReceiver, chunk_count, chunk_packets,
-                                           multicast_sender, ranges, receive_chunks, run_in_hosts,
-                                           send_streams, wire_bytes)
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from experiments.traffic.launch import run_in_hosts
+from syncfabric.hosts.pacing import multicast_sender, send_streams
+from syncfabric.hosts.receivers import ChunkReceiver, receive_chunks
+from syncfabric.hosts.wire import DATA_PORT, chunk_count, chunk_packets, ranges, wire_bytes
 
 PARAMETER_MODES = ("unicast", "multicast")
 GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}
@@ -335,7 +336,7 @@ def run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
         coordinator = TrainingCoordinator(
             bed.management_ip, workers, ps,
             sorted({a["aggregator"] for a in plan["aggregates"]} | set(aggregators or ())),
-            {name: bed.host(name).IP() for name in workers}, setup, rate_mbps, timeout_s,
+            {name: bed.address(name) for name in workers}, setup, rate_mbps, timeout_s,
             plan_now=(lambda: client.get("/ina/plans/%d" % plan["id"])) if aggregators
             else None)
         return drive_training(bed, coordinator, plan, client, parameter_mode, rounds, on_round,

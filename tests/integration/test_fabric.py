@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from experiments.controller_client import ControllerHttpError
+from syncfabric.hosts.controller_client import ControllerHttpError
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed, ofctl_lines, wait_until
 from mininet_topos.description import describe

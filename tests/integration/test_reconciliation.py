@@ -5,7 +5,7 @@ restarted controller carries on with the trees, plans and rounds it had."""
 
 import pytest
 
-from experiments.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from experiments.testbed import ofctl, ofctl_lines, wait_until
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.harness.testbeds import running_testbed

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from experiments.controller_client import ControllerClient
+from syncfabric.hosts.controller_client import ControllerClient
 from experiments.testbed import ryu_manager_command, wait_until
 from tests.harness.testbeds import require_root
 

@@ -3,7 +3,7 @@
 import pytest
 
 from experiments.traffic.peer_sync import run_peer_sync
-from experiments.traffic.transport import model_bytes, wire_bytes
+from syncfabric.hosts.wire import model_bytes, wire_bytes
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.harness.testbeds import running_testbed
 

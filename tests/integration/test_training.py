@@ -3,7 +3,7 @@
 
 import pytest
 
-from experiments.traffic.digits_mlp import TrainingSetup
+from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.training import MODES, run_training
 from mininet_topos.grid_example import GridExampleTopo
 from tests.harness.testbeds import running_testbed

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
+from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
                                                exact_sum_check, fragment_count, fragment_packet,
                                                gradient)
 
@@ -87,7 +87,7 @@ def test_float32_reordering_stays_within_the_documented_bound(workers):
 
 
 def test_fragment_ranges_cover_every_fragment_once_in_proportion_to_the_split():
-    from experiments.traffic.gradient_wire import fragment_ranges
+    from syncfabric.hosts.gradient_wire import fragment_ranges
     assert fragment_ranges({"ps": 1.0}, 10) == {"ps": (0, 10)}
     assert fragment_ranges({"s1": 0.6, "s2": 0.4}, 10) == {"s1": (0, 6), "s2": (6, 10)}
     ranges = fragment_ranges({"a": 0.001, "b": 0.998, "c": 0.001}, 5)

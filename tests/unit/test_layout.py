@@ -3,6 +3,8 @@ Ryu nor Mininet nor the code that drives it, apps/ holds only what Ryu loads, an
 stay small enough to read in one sitting."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,12 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "syncfabric"
 APPS = ROOT / "apps"
 # what each layer may import from the library: decisions only decisions, OpenFlow builds
-# on decisions, services on both, the operator's views on everything below them
+# on decisions, services on both, the operator's views on everything below them; the
+# host side stands alone
 MAY_IMPORT = {
     "decisions": {"decisions"},
     "openflow": {"decisions", "openflow"},
     "services": {"decisions", "openflow", "services"},
     "operator": {"decisions", "openflow", "services", "operator"},
+    "hosts": {"hosts"},   # runs on any Linux host: none of the controller's layers
 }
 NEVER_IN_LIBRARY = {"ryu", "mininet", "apps", "experiments", "mininet_topos", "tests"}
 # what ryu-manager loads: the apps, their shared context and REST layer, the operator's
@@ -83,7 +87,7 @@ def test_a_back_arrow_is_caught(tmp_path, monkeypatch):
     for arrow in ("from syncfabric.services.fabric import Fabric",
                   "from syncfabric.openflow import builders",
                   "import ryu.lib.hub", "from experiments import fidelity",
-                  "from ..services import trees"):
+                  "from ..services import trees", "import mininet.net"):
         copy = LIBRARY / "decisions" / "_back_arrow_probe.py"
         try:
             copy.write_text(arrow + "\n" + text)
@@ -136,3 +140,12 @@ def test_apps_take_only_events_from_each_other(module):
     for node in ast.walk(ast.parse((APPS / module).read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_controller"):
             assert all(alias.name.startswith("Event") for alias in node.names), module
+
+
+def test_the_library_imports_with_neither_ryu_nor_mininet_installed():
+    blocked = ("import sys; sys.modules.update(ryu=None, mininet=None, apps=None, "
+               "experiments=None, mininet_topos=None)\n"
+               "import importlib, pkgutil, syncfabric\n"
+               "for module in pkgutil.walk_packages(syncfabric.__path__, 'syncfabric.'):\n"
+               "    importlib.import_module(module.name)\n")
+    subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)

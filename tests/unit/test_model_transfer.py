@@ -1,7 +1,7 @@
 import hashlib
 
-from experiments.traffic import transport
-from experiments.traffic.transport import CHUNK_BYTES, chunk_count, model_bytes, ranges, wire_bytes
+from syncfabric.hosts import pacing
+from syncfabric.hosts.wire import CHUNK_BYTES, chunk_count, model_bytes, ranges, wire_bytes
 
 
 def test_model_is_seeded_float32_bytes():
@@ -37,8 +37,8 @@ def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
             self.sent.append(packet)
 
     waits = []
-    monkeypatch.setattr(transport.select, "select", lambda r, w, x, timeout: waits.append(w))
+    monkeypatch.setattr(pacing.select, "select", lambda r, w, x, timeout: waits.append(w))
     sock = FullOnce()
     packets = [bytes([n]) * 100 for n in range(4)]
-    transport.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)])
+    pacing.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)])
     assert sock.sent == packets and waits == [[sock]]

@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 
-from experiments.traffic.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
+from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                                fragment_count, fragment_packet, gradient)
-from experiments.traffic.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
+from syncfabric.hosts.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
                                                shard_digest)
 
 JOB, ROUND, SEED, WORKERS = 7, 3, 11, 3
@@ -83,10 +83,10 @@ def test_the_sender_paces_at_its_rate_and_a_missing_shard_has_no_digest():
 
 
 def test_a_step_from_the_returned_shards_equals_the_one_process_round():
-    from experiments.traffic.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+    from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                                 one_blas_thread, reference_step, sgd_update,
                                                 worker_gradient)
-    from experiments.traffic.gradient_wire import fragment_ranges
+    from syncfabric.hosts.gradient_wire import fragment_ranges
     from experiments.traffic.training import error_to_tolerance
     setup = TrainingSetup(workers=3, hidden=8)
     data = dataset(setup.seed)

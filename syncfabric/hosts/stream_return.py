@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from experiments.traffic.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_count
-from experiments.traffic.transport import (FRAME_OVERHEAD, RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE,
-                                           ranges)
+from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_count
+from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
+from syncfabric.hosts.wire import FRAME_OVERHEAD, ranges
 
 RETURN_PORT = 7300
 

@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from experiments.traffic.transport import FRAME_OVERHEAD
+from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
 FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4

@@ -1,0 +1,73 @@
+"""Sending datagrams at a rate: streams side by side, each paced to its rate of wire
+bytes (a number, or a callable for a sender that adapts), waiting for room when a
+non-blocking socket's buffer is full."""
+
+import select
+import socket
+import time
+
+from syncfabric.hosts.wire import FRAME_OVERHEAD, HEADER, chunk_packets
+
+
+def multicast_sender(data_ip):
+    """A UDP socket that sends to multicast groups out of the data-plane interface."""
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 8)
+    sender.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(data_ip))
+    return sender
+
+
+def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None):
+    """Send chunks `indices` of `data` to every destination (one copy each, interleaved),
+    paced so that all copies together take rate_mbps of wire bytes (a number, or a
+    callable giving the rate now); returns payload bytes sent. idle(seconds), if given,
+    is called instead of sleeping when ahead."""
+    packets = chunk_packets(number, data, indices)
+    if callable(rate_mbps):
+        def share():
+            return rate_mbps() / len(destinations)
+    else:
+        share = rate_mbps / len(destinations)
+    send_streams(sender, [(destination, packets, share) for destination in destinations], idle)
+    return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
+
+
+SEND_BUFFER_WAIT_S = 0.05   # at most, for room in a full send buffer, before trying again
+
+
+def send_streams(sock, streams, idle=None):
+    """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
+    rate of wire bytes (FRAME_OVERHEAD counted per datagram); a rate may be a callable
+    giving the rate now, for a sender that adapts. idle(seconds), if given, is called
+    instead of sleeping while every stream is ahead of schedule (it may return early)."""
+    now = time.perf_counter()
+    # the streams' first datagrams spread over one interval, not all at once: streams in
+    # step send a burst of one datagram each per interval, from every sender together
+    due = [now + i / len(streams) * _interval(packets[0], rate) if packets else now
+           for i, (_address, packets, rate) in enumerate(streams)]
+    position = [0] * len(streams)
+    while True:
+        pending = [(due[i], i) for i, (_address, packets, _rate) in enumerate(streams)
+                   if position[i] < len(packets)]
+        if not pending:
+            return
+        when, i = min(pending)
+        wait = when - time.perf_counter()
+        if wait > 0.001:
+            (idle or time.sleep)(wait)
+            continue
+        address, packets, rate = streams[i]
+        packet = packets[position[i]]
+        try:
+            sock.sendto(packet, address)
+        except BlockingIOError:   # a non-blocking socket's buffer is full: wait for room
+            select.select([], [sock], [], SEND_BUFFER_WAIT_S)
+            continue
+        due[i] = when + _interval(packet, rate)
+        position[i] += 1
+
+
+def _interval(packet, rate_mbps):
+    """Seconds between datagrams like `packet` at rate_mbps (a number or a callable)."""
+    rate = rate_mbps() if callable(rate_mbps) else rate_mbps
+    return (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)

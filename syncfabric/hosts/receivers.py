@@ -1,0 +1,153 @@
+"""Receiving chunks: one round's chunks assembled and verified by SHA-256, missing
+ranges reported for repair, and several receivers waited on with a control channel."""
+
+import hashlib
+import selectors
+import socket
+import time
+
+import numpy as np
+
+from syncfabric.hosts.wire import CHUNK_BYTES, HEADER, chunk_count, ranges
+
+
+QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
+RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
+SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
+
+
+class ChunkReceiver:
+    """One round's chunks, sent to a multicast group (or, with group None, to this
+    host's own address), assembled into `data`."""
+
+    def __init__(self, group, port, data_ip, number, size):
+        self.number, self.data = number, bytearray(size)
+        self.have = np.zeros(chunk_count(size), dtype=bool)
+        self.last_arrival = None
+        self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
+        self.measuring = True
+        self.pass_datagrams, self.pass_highest = 0, -1   # this pass's, for progress reports
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+        self.sock.bind((group or data_ip, port))
+        if group:
+            membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
+        # (select(2), BUGS); a blocking recv would then hang the round.
+        self.sock.setblocking(False)
+
+    def take(self):
+        """Take every datagram waiting (one wake-up, one pass: the receivers' CPU per
+        datagram competes with the switches' on this machine)."""
+        while True:
+            try:
+                packet = self.sock.recv(65536)
+            except BlockingIOError:
+                return
+            self._chunk(packet)
+
+    def _chunk(self, packet):
+        round_number, index, _chunks = HEADER.unpack_from(packet)
+        now = time.perf_counter()
+        if self.measuring and self.last_arrival is not None:
+            self.max_gap_s = max(self.max_gap_s, now - self.last_arrival)
+        self.last_arrival = now
+        if round_number != self.number:
+            return
+        self.pass_datagrams += 1
+        self.pass_highest = max(self.pass_highest, index)
+        if not self.have[index]:
+            payload = packet[HEADER.size:]
+            self.data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
+            self.have[index] = True
+
+    def drain(self):
+        drain([self])
+
+    def missing(self):
+        return ranges(np.flatnonzero(~self.have).tolist())
+
+    def verified(self, sha256):
+        return bool(self.have.all()) and hashlib.sha256(self.data).hexdigest() == sha256
+
+    def close(self):
+        self.sock.close()
+
+
+def receive_chunks(channel, receiver, sha256, progress_s=None):
+    """Take `receiver`'s chunks while the sender asks over `channel`: {"report": round}
+    is answered with the missing ranges and whether the data is complete and matches
+    sha256; {"done": round} ends it. With progress_s, every progress_s while chunks
+    arrive it also tells the sender how many datagrams of this pass came and the
+    highest chunk among them ({"progress": round, ...}), so that it can adapt its rate."""
+    number = receiver.number
+    selector = selectors.DefaultSelector()
+    selector.register(receiver.sock, selectors.EVENT_READ, "data")
+    selector.register(channel.sock, selectors.EVENT_READ, "control")
+    told = (time.perf_counter(), 0)
+    try:
+        while True:
+            for key, _events in selector.select(progress_s):
+                if key.data == "data":
+                    receiver.take()
+                    continue
+                request = channel.receive()
+                if request == {"done": number}:
+                    return
+                if request != {"report": number}:
+                    raise RuntimeError("unexpected %r while receiving round %d" % (request, number))
+                receiver.drain()
+                receiver.measuring = False   # the first pass is over: repairs come in bursts
+                channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256),
+                              "first_pass_max_gap_ms": receiver.max_gap_s * 1000})
+                receiver.pass_datagrams, receiver.pass_highest = 0, -1
+                told = (time.perf_counter(), 0)
+            now = time.perf_counter()
+            if progress_s and now - told[0] >= progress_s and receiver.pass_datagrams > told[1]:
+                channel.send({"progress": number, "datagrams": receiver.pass_datagrams,
+                              "highest": receiver.pass_highest})
+                told = (now, receiver.pass_datagrams)
+    finally:
+        selector.close()
+
+
+class Watch:
+    """A host program's data receivers (each with .sock and .take()) and its control
+    channel, waited on together."""
+
+    def __init__(self, receivers, channel):
+        self.selector = selectors.DefaultSelector()
+        for receiver in receivers:
+            self.selector.register(receiver.sock, selectors.EVENT_READ, receiver)
+        self.selector.register(channel.sock, selectors.EVENT_READ, None)
+
+    def take(self, seconds=None):
+        """Take what arrives within `seconds` (None: wait for something); True if the
+        control channel has a message waiting."""
+        control = False
+        for key, _events in self.selector.select(seconds):
+            if key.data is None:
+                control = True
+            else:
+                key.data.take()
+        return control
+
+    def close(self):
+        self.selector.close()
+
+
+def drain(receivers):
+    """Take every chunk still arriving for any of `receivers` until all their sockets are
+    quiet (one quiet period for all: a receiver of many senders reports sooner)."""
+    quiet = selectors.DefaultSelector()
+    for receiver in receivers:
+        quiet.register(receiver.sock, selectors.EVENT_READ, receiver)
+    while True:
+        ready = quiet.select(QUIET_BEFORE_REPORT_S)
+        if not ready:
+            break
+        for key, _events in ready:
+            key.data.take()
+    quiet.close()
