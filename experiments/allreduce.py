@@ -9,7 +9,7 @@ workers are h1..hN, the PS the last host; the model is the training MLP's float3
 parameters (1.2 MB; --hidden sets its size). Modes:
 - gloo-allreduce: the workers all-reduce their gradients (DDP's step), Gloo
   bound to the data-plane interface, routed by our fabric app
-  (experiments/traffic/gloo_peers.py);
+  (syncfabric/hosts/gloo_peers.py);
 - gloo-ps: Gloo reduce from the workers to the PS, then broadcast from it;
 - unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
   parameter distribution plus the gradient aggregation (the compute between is
@@ -41,8 +41,6 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from syncfabric.hosts.digits_mlp import TrainingSetup
-from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
 from experiments.traffic.training import run_training
@@ -50,6 +48,8 @@ from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.gradient_wire import wire_mbit
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [

@@ -29,12 +29,12 @@ from tqdm import tqdm
 from experiments.cli import ArgumentParser, comma_list, progress_printer
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE
 from experiments.testbed import FabricTestbed
-from experiments.traffic.load_probe import COORDINATOR_PORT
 from experiments.traffic.launch import run_in_hosts
-from syncfabric.hosts.control_channel import accept_named
-from syncfabric.hosts.wire import data_mtu
 from mininet_topos.platform_net import PlatformError, shape_links
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.hosts.control_channel import accept_named
+from syncfabric.hosts.load_probe import COORDINATOR_PORT
+from syncfabric.hosts.wire import data_mtu
 
 SEND_FRACTION = 0.95
 CONFIRMATIONS = 2
@@ -166,7 +166,7 @@ class Calibration:
         return round(low, 2), False, trials
 
     def run(self):
-        command = [sys.executable, "-m", "experiments.traffic.load_probe",
+        command = [sys.executable, "-m", "syncfabric.hosts.load_probe",
                    "--coordinator", "%s:%d" % (self.bed.management_ip, COORDINATOR_PORT)]
 
         def drive():

@@ -1,12 +1,13 @@
 """Command-line conventions shared by the experiment scripts."""
 
-import argparse
 import csv
 import sys
 
+from syncfabric.hosts import cli
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are one line on stderr and exit status 2, and which turns
+
+class ArgumentParser(cli.ArgumentParser):
+    """The host programs' parser (one-line errors, exit status 2), which also turns
     --bw auto into the rate calibrated for the experiment's traffic pattern."""
 
     def parse_args(self, args=None, namespace=None):
@@ -21,10 +22,6 @@ class ArgumentParser(argparse.ArgumentParser):
             except NotCalibrated as error:
                 parsed.bw, parsed.bw_note = None, error
         return parsed
-
-    def error(self, message):
-        sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
-        sys.exit(2)
 
 
 def comma_list(kind, allowed=None):

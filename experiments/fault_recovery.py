@@ -68,7 +68,6 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_fault_recovery
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, wait_until
-from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training import run_training
@@ -76,6 +75,7 @@ from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.hosts.digits_mlp import TrainingSetup
 
 FAULTS = ("link", "switch", "reconnect", "controller")
 TRAFFIC = ("tree", "gradients", "training")

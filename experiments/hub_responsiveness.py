@@ -30,9 +30,9 @@ import urllib.request
 from pathlib import Path
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from experiments.ina_optimality import paper_scale_fabric
 from experiments.testbed import check_port_free, ryu_manager_command, wait_until
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 
 COLUMNS = ["probe", "phase", "samples", "median_ms", "max_ms"]
 OFP_VERSION = 4

@@ -25,11 +25,11 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
-from syncfabric.hosts.controller_client import ControllerHttpError
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.hosts.controller_client import ControllerHttpError
 
 MODES = ("random", "path-aware")
 COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_reserved_util",

@@ -25,8 +25,9 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
                              finish_emulated_run, progress_printer)
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
-from experiments.traffic.model_transfer import MODES, run_transfer
+from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.hosts.model_transfer import MODES
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", "line_rate_s",
            "tree_setup_s", "bytes_sent", "repair_passes", "verified", "planned_mbps",

@@ -41,7 +41,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from experiments.plots import plot_soak
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, ofctl_lines
@@ -50,6 +49,7 @@ from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.multicast_trees import MulticastTree, backup_links, switch_shares
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
                                           STEERING_COOKIE_BASE, STEERING_METER_BASE,
                                           failover_group_id, meter_rate_kbps)

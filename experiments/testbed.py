@@ -24,13 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 from experiments.fidelity import PlatformSampler
-from syncfabric.hosts.wire import MTU_ENV
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
                                         remove_management_network, start_network)
+from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
+from syncfabric.hosts.wire import MTU_ENV
 from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
                                           STEERING_COOKIE_BASE)
 from syncfabric.services.state_files import STATE_DIR_ENV

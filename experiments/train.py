@@ -39,12 +39,12 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
 from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
-from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.gloo_training import run_gloo_training
 from experiments.traffic.stream_training import STREAM_MODES, run_stream_training
 from experiments.traffic.training import MODES as PS_MODES
 from experiments.traffic.training import run_training
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.hosts.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",

@@ -29,10 +29,10 @@ from experiments.ina import AGGREGATOR_SHARE
 from experiments.plots import plot_emulation_check, read_rows
 from experiments.sim.fabrics import servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
-from syncfabric.hosts.gradient_wire import gradient_floats, wire_mbit
 from syncfabric.decisions import ina_placement, ina_problem
 from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
 from syncfabric.decisions.unicast_routes import host_pair_paths
+from syncfabric.hosts.gradient_wire import gradient_floats, wire_mbit
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 PS_CSV, INA_CSV = DATA / "ps_distribution_8x8.csv", DATA / "ina_grid_8x8.csv"

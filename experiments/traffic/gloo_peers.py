@@ -1,133 +1,21 @@
-"""What data-parallel users run today, in the Mininet hosts: PyTorch's torch.distributed
-with the Gloo backend, bound to the data-plane interface and routed by our fabric app.
+"""Gloo in a testbed: the ranks of syncfabric/hosts/gloo_peers.py (or another rank
+program) started in the hosts, bound to their data-plane interfaces, rank 0's rows read
+as they come."""
 
-    GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.gloo_peers --name h1 \\
-        --data-ip 10.0.0.1 --rank 0 --world 9 --workers 8 --master 10.0.0.1:29500 \\
-        --floats 300000 --rounds 5 --patterns allreduce,ps
-
-Ranks 0..workers-1 are the workers; rank `workers`, if the world has one more, is
-the PS. Per round and pattern:
-- `allreduce`: the workers all-reduce their gradients (what DDP runs every step);
-- `ps`: the workers reduce their gradients to the PS, then the PS broadcasts its
-  parameters (the PS pattern, over Gloo).
-Every gradient holds small integers, so any order of summation is exact: the sum
-is checked against the one computed from the seeds, element for element. Each
-rank times the collective from a barrier to its own end; the round's time is the
-slowest rank's. Rank 0 prints one JSON line per round and pattern: `pattern`,
-`round`, `comm_s` (and `reduce_s`, `broadcast_s` for `ps`), `verified`.
-"""
-
-import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
-import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
+from syncfabric.hosts.gloo_peers import TIMEOUT_S
 
-GRADIENT_MAGNITUDE = 2 ** 10   # |g| <= this: 64 workers sum exactly in float32 (2**24)
-PATTERNS = ("allreduce", "ps")
-PARAMETER_STREAM = 1_000_003   # the PS's parameters: a seed stream no worker rank uses
-TIMEOUT_S = 300      # a collective that takes longer fails the run
 GLOO_PORT = 29500    # rank 0's rendezvous port, on its data-plane address
-
-
-def gradient(seed, rank, floats):
-    """Worker `rank`'s gradient: integers, so that every summation order is exact."""
-    rng = np.random.default_rng((seed, rank))
-    return rng.integers(-GRADIENT_MAGNITUDE, GRADIENT_MAGNITUDE + 1, floats).astype(np.float32)
-
-
-def expected_sum(seed, workers, floats):
-    return sum(gradient(seed, rank, floats).astype(np.float64) for rank in range(workers))
-
-
-def parameters(seed, floats):
-    return np.random.default_rng((seed, PARAMETER_STREAM)).standard_normal(floats, dtype=np.float32)
-
-
-def slowest(seconds, exact, group=None):
-    """(the largest of every rank's seconds, whether every rank's result was exact)."""
-    values = torch.tensor([seconds, 0.0 if exact else 1.0], dtype=torch.float64)
-    dist.all_reduce(values, op=dist.ReduceOp.MAX, group=group)
-    return float(values[0]), values[1].item() == 0.0
-
-
-def timed(operation, group=None):
-    dist.barrier(group=group)
-    started = time.perf_counter()
-    operation()
-    return time.perf_counter() - started
-
-
-def allreduce_round(args, workers_group, expected):
-    tensor = torch.from_numpy(gradient(args.seed, args.rank, args.floats))
-    seconds = timed(lambda: dist.all_reduce(tensor, group=workers_group), workers_group)
-    exact = bool(np.array_equal(tensor.numpy(), expected))
-    comm_s, verified = slowest(seconds, exact, workers_group)
-    return {"comm_s": comm_s, "verified": verified}
-
-
-def ps_round(args, expected):
-    ps = args.workers
-    is_ps = args.rank == ps
-    tensor = torch.zeros(args.floats) if is_ps \
-        else torch.from_numpy(gradient(args.seed, args.rank, args.floats))
-    reduce_s = timed(lambda: dist.reduce(tensor, dst=ps))
-    exact = bool(np.array_equal(tensor.numpy(), expected)) if is_ps else True
-    model = torch.from_numpy(parameters(args.seed, args.floats)) if is_ps \
-        else torch.empty(args.floats)
-    broadcast_s = timed(lambda: dist.broadcast(model, src=ps))
-    exact = exact and bool(np.array_equal(model.numpy(), parameters(args.seed, args.floats)))
-    reduce_s, verified = slowest(reduce_s, exact)
-    broadcast_s, _ = slowest(broadcast_s, True)
-    return {"comm_s": reduce_s + broadcast_s, "reduce_s": reduce_s, "broadcast_s": broadcast_s,
-            "verified": verified}
-
-
-def join(args):
-    """Join the job's process group as args.rank (run_ranks's arguments, rank_arguments)."""
-    torch.set_num_threads(1)   # many peers share two cores
-    dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
-                            world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
-
-
-def rank_arguments(parser, world_help):
-    """The arguments run_ranks gives every rank program."""
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True, help=world_help)
-    parser.add_argument("--master", required=True, help="rank 0's data-plane IP:port")
-
-
-def run(args):
-    join(args)
-    try:
-        workers_group = dist.new_group(list(range(args.workers)))
-        expected = expected_sum(args.seed, args.workers, args.floats).astype(np.float32)
-        for number in range(1, args.rounds + 1):
-            for pattern in args.patterns:
-                if pattern == "allreduce":
-                    if args.rank >= args.workers:
-                        continue
-                    result = allreduce_round(args, workers_group, expected)
-                else:
-                    result = ps_round(args, expected)
-                if args.rank == 0:
-                    print(json.dumps(dict(result, pattern=pattern, round=number)), flush=True)
-    finally:
-        dist.destroy_process_group()
 
 
 def run_in_fabric(bed, workers, ps, floats, rounds, patterns, seed=0, on_row=lambda row: None):
     """Run the peers in the testbed's hosts (the workers' ranks in order, then the PS if
     given); returns rank 0's rows, handing each to on_row as it arrives."""
-    return run_ranks(bed, list(workers) + ([ps] if ps else []), "experiments.traffic.gloo_peers",
+    return run_ranks(bed, list(workers) + ([ps] if ps else []), "syncfabric.hosts.gloo_peers",
                      ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
                       str(rounds), "--patterns", ",".join(patterns), "--seed", str(seed)], on_row)
 
@@ -160,30 +48,3 @@ def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
     if failed:
         raise RuntimeError("Gloo peers failed: %s" % "; ".join("%s: %s" % item for item in failed))
     return rows
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m experiments.traffic.gloo_peers",
-                                     description=__doc__.split("\n\n")[0])
-    rank_arguments(parser, "workers, plus one with a PS")
-    parser.add_argument("--workers", type=int, required=True)
-    parser.add_argument("--floats", type=int, required=True, help="float32 values in the model")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--patterns", default=",".join(PATTERNS),
-                        help="comma list of %s" % ", ".join(PATTERNS))
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    args.patterns = [p for p in args.patterns.split(",") if p]
-    if not args.patterns or set(args.patterns) - set(PATTERNS):
-        parser.error("--patterns must be a comma list of %s" % ", ".join(PATTERNS))
-    if "ps" in args.patterns and args.world != args.workers + 1:
-        parser.error("the ps pattern needs --world = --workers + 1 (the PS)")
-    return args
-
-
-def main(argv=None):
-    run(parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,69 +1,17 @@
-"""experiments.train's job as DistributedDataParallel runs it, in the Mininet hosts: every
-worker computes the gradient of its minibatch, Gloo all-reduces the gradients, and every
-worker applies the identical step to its own copy of the model.
+"""experiments.train's job as DistributedDataParallel runs it, in a testbed: the ranks of
+syncfabric/hosts/gloo_training.py in the workers' hosts, and every round checked against
+the one-process reference as experiments.train checks its own modes."""
 
-    GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.gloo_training --name h1 \\
-        --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 \\
-        --setup '{"workers": 8, ...}' --rounds 30 --state-dir /tmp/job
-
-The arithmetic is digits_mlp's, on one BLAS thread. Rank 0 writes its parameters and
-momentum after every round to STATE_DIR/round-N.npz (the hosts share the file system),
-and prints one JSON line per round: `round`, `compute_s`, `comm_s` and `round_s` (the
-slowest rank's), and `loss` (the workers' mean). run_gloo_training runs it from the root
-namespace and checks every round as experiments.train checks its own modes.
-"""
-
-import argparse
 import json
-import sys
 import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from experiments import fidelity
-from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
-                                            one_blas_thread, sgd_update, worker_gradient)
-from experiments.traffic.gloo_peers import join, rank_arguments, run_ranks, slowest, timed
+from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.training import RoundCheck
-
-
-def state_path(state_dir, number):
-    return Path(state_dir) / ("round-%d.npz" % number)
-
-
-def run(args):
-    setup = TrainingSetup(**json.loads(args.setup))
-    data = dataset(setup.seed)
-    parameters = initial_parameters(setup)
-    velocity = np.zeros_like(parameters)
-    join(args)
-    try:
-        for number in range(1, args.rounds + 1):
-            dist.barrier()
-            started = time.perf_counter()
-            loss, gradient = worker_gradient(setup, parameters, data, args.rank, number)
-            compute_s = time.perf_counter() - started
-            tensor = torch.from_numpy(gradient)
-            comm_s = timed(lambda: dist.all_reduce(tensor))
-            parameters, velocity = sgd_update(setup, parameters, velocity, tensor.numpy())
-            round_s = time.perf_counter() - started
-            compute_s, _ = slowest(compute_s, True)
-            comm_s, _ = slowest(comm_s, True)
-            round_s, _ = slowest(round_s, True)
-            losses = torch.tensor([loss], dtype=torch.float64)
-            dist.all_reduce(losses)
-            if args.rank == 0:
-                np.savez(state_path(args.state_dir, number), parameters=parameters,
-                         velocity=velocity)
-                print(json.dumps({"round": number, "compute_s": compute_s, "comm_s": comm_s,
-                                  "round_s": round_s, "loss": float(losses[0]) / args.world}),
-                      flush=True)
-    finally:
-        dist.destroy_process_group()
+from syncfabric.hosts.digits_mlp import one_blas_thread
+from syncfabric.hosts.gloo_training import state_path
 
 
 def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None):
@@ -71,7 +19,7 @@ def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None
     (param_s is 0: the all-reduce is aggregate_s), each round checked after the run."""
     with tempfile.TemporaryDirectory(prefix="syncfabric-gloo-") as state_dir:
         sampling = bed.sampler().start()
-        rows = run_ranks(bed, list(workers), "experiments.traffic.gloo_training",
+        rows = run_ranks(bed, list(workers), "syncfabric.hosts.gloo_training",
                          ["--setup", json.dumps(setup.as_dict()), "--rounds", str(rounds),
                           "--state-dir", state_dir], on_row=lambda row: on_round(row["round"]))
         kept_up = fidelity.verdict(None, None, None, 0, sampling.stop())
@@ -89,23 +37,3 @@ def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None
                     param_repair_passes=0, gradient_repair_passes=0, aggregators_used=0,
                     **check(row["round"], state)))
     return results
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m experiments.traffic.gloo_training",
-                                     description=__doc__.split("\n\n")[0])
-    rank_arguments(parser, "the number of workers")
-    parser.add_argument("--setup", required=True, help="the job, TrainingSetup.as_dict() as JSON")
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--state-dir", required=True, help="where rank 0 writes each round's state")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    with one_blas_thread():   # the gradients bit for bit as the one-process reference's
-        run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Gradient aggregation with real float32 gradients: workers, aggregators and a PS in
 Mininet hosts, steered by an INA plan (apps/ina_controller.py).
 
-Each host runs experiments/traffic/gradient_hosts.py and learns its role (worker,
+Each host runs syncfabric/hosts/gradient_host.py and learns its role (worker,
 aggregator or PS) from the coordinator here; the fragments and the exact sum are
 gradient_wire.py's.
 
@@ -40,16 +40,16 @@ import time
 import numpy as np
 
 from experiments import fidelity
-from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
-                                               fragment_ranges, gradient_floats, wire_mbit)
-from syncfabric.hosts.rate_control import LossAdaptiveRate
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
+from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
+                                            fragment_ranges, gradient_floats, wire_mbit)
+from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
 
 COORDINATOR_PORT = 7200
 REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives up
-HOST_PROGRAM = "experiments.traffic.gradient_hosts"
+HOST_PROGRAM = "syncfabric.hosts.gradient_host"
 
 
 class GradientCoordinator:

@@ -1,7 +1,7 @@
 """Peer-to-peer sync with real update bytes: every worker multicasts its update to the
 receivers SELMCAST (or random-p) chose for it, over its round's reserved tree.
 
-    python -m experiments.traffic.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
+    python -m syncfabric.hosts.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
         --coordinator 172.30.0.1:7100 --update-mb 1
 
 Peers run inside Mininet hosts; the coordinator (SyncCoordinator, run by the
@@ -22,63 +22,16 @@ Completion is from "go" to the last report with nothing missing; send_s from "go
 the last sender's last first-pass chunk.
 """
 
-import hashlib
 import socket
 import sys
 import time
 
-from experiments.cli import ArgumentParser
-from syncfabric.hosts.rate_control import LossAdaptiveRate
 from experiments.traffic.launch import run_in_hosts
-from syncfabric.hosts.control_channel import CoordinatedProgram, accept_named, host_program_arguments
-from syncfabric.hosts.pacing import multicast_sender, send_paced
-from syncfabric.hosts.receivers import ChunkReceiver, Watch, drain
-from syncfabric.hosts.wire import DATA_PORT, chunk_count, model_bytes, ranges, wire_bytes
+from syncfabric.hosts.control_channel import accept_named
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from syncfabric.hosts.wire import chunk_count, model_bytes, ranges, wire_bytes
 
 COORDINATOR_PORT = 7100
-
-
-class Peer(CoordinatedProgram):
-    def __init__(self, args):
-        super().__init__(args, args.coordinator)
-        self.sender = multicast_sender(args.data_ip)
-
-    def handle(self, plan):
-        """One round: send this peer's update on its trees, take the others'."""
-        number = plan["round"]
-        update = model_bytes(self.args.update_mb, seed=[plan["seed"], number])
-        receivers = {sender: ChunkReceiver(group, DATA_PORT, self.args.data_ip, number, plan["size"])
-                     for sender, group in plan["receive"].items()}
-        watch = Watch(receivers.values(), self.channel)
-        self.channel.send({"ready": number, "sha256": hashlib.sha256(update).hexdigest()})
-        expected = None
-        while True:
-            if not watch.take():
-                continue
-            request = self.channel.receive()
-            if "go" in request:
-                expected = request["expected"]
-                groups = [(group, DATA_PORT) for group in plan["send"]]
-                if groups:
-                    send_paced(self.sender, groups, number, update,
-                               range(chunk_count(len(update))), plan["rate_mbps"], idle=watch.take)
-                self.channel.send({"sent": number})
-            elif "resend" in request:   # only senders with groups are asked
-                for group, missing in request["resend"].items():
-                    indices = [i for first, last in missing for i in range(first, last)]
-                    send_paced(self.sender, [(group, DATA_PORT)], number, update, indices,
-                               request["rate_mbps"] / len(plan["send"]), idle=watch.take)
-                self.channel.send({"sent": number})
-            elif "report" in request:
-                drain(receivers.values())
-                self.channel.send({
-                    "missing": {s: r.missing() for s, r in receivers.items() if r.missing()},
-                    "verified": {s: r.verified(expected[s]) for s, r in receivers.items()}})
-            elif "done" in request:
-                watch.close()
-                for receiver in receivers.values():
-                    receiver.close()
-                return
 
 
 class SyncCoordinator:
@@ -211,7 +164,7 @@ def run_peer_sync(bed, workers, update_mb, requests, rate_fraction=0.95, timeout
     """Start a peer in each worker host, run one round per request body (the POST
     /selmcast/rounds fields other than workers), stop the peers; returns per-round results.
     RuntimeError with the peers' output if anything fails."""
-    command = [sys.executable, "-m", "experiments.traffic.peer_sync", "peer",
+    command = [sys.executable, "-m", "syncfabric.hosts.peer_sync", "peer",
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT),
                "--update-mb", str(update_mb)]
     coordinator = SyncCoordinator(bed.client, bed.management_ip, workers, update_mb, rate_fraction,
@@ -226,21 +179,3 @@ def run_peer_sync(bed, workers, update_mb, requests, rate_fraction=0.95, timeout
         return run_in_hosts(bed, workers, command, drive, "peer sync")
     finally:
         coordinator.listener.close()
-
-
-def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.traffic.peer_sync",
-                            description=__doc__.split("\n\n")[0])
-    roles = parser.add_subparsers(dest="role", required=True)
-    peer = roles.add_parser("peer", help="a worker that sends and receives updates")
-    host_program_arguments(peer)
-    peer.add_argument("--update-mb", type=float, required=True, help="update size, MB")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    Peer(parse_args(argv)).serve()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,8 +23,8 @@ The return is SwitchML's: the sum comes back and every worker applies the same s
 import time
 from contextlib import contextmanager
 
-from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import GradientCoordinator, run_gradient_rounds
+from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
 

@@ -11,13 +11,13 @@ import time
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import round_fidelity
 from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
 from mininet_topos.description import describe
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.hosts.gradient_wire import wire_mbit
 
 STREAM_MODES = ("stream", "stream-colocated")
 

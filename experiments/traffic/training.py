@@ -1,9 +1,7 @@
 """Synchronous data-parallel training over the fabric: a PS, workers and (with INA)
 aggregators in Mininet hosts, driven round by round by a coordinator in the root
-namespace. The arithmetic is syncfabric/hosts/digits_mlp.py.
-
-    python -m experiments.traffic.training --name h1 --data-ip 10.0.0.1 \\
-        --coordinator 172.30.0.1:7200
+namespace. The hosts run syncfabric/hosts/training_host.py; the arithmetic is
+syncfabric/hosts/digits_mlp.py.
 
 A mode is PARAMETERS+GRADIENTS. Per round:
 1. parameters: the PS sends its parameters (the float32 bytes) as numbered UDP
@@ -32,130 +30,26 @@ different, equally valid steps (seen here: under 1e-7 for 16 rounds, then
 """
 
 import base64
-import hashlib
 import sys
 import time
 
 import numpy as np
 
 from experiments import fidelity
-from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, accuracy, dataset,
-                                            initial_parameters, one_blas_thread, reference_step,
-                                            sgd_update, worker_gradient)
-from experiments.traffic.gradient_hosts import Process, parse_args
-from syncfabric.hosts.gradient_wire import wire_mbit
 from experiments.traffic.gradients import COORDINATOR_PORT, GradientCoordinator
-from syncfabric.hosts.rate_control import LossAdaptiveRate
 from experiments.traffic.launch import run_in_hosts
-from syncfabric.hosts.pacing import multicast_sender, send_streams
-from syncfabric.hosts.receivers import ChunkReceiver, receive_chunks
-from syncfabric.hosts.wire import DATA_PORT, chunk_count, chunk_packets, ranges, wire_bytes
+from syncfabric.hosts.digits_mlp import (ReferenceRun, accuracy, initial_parameters,
+                                         one_blas_thread, reference_step)
+from syncfabric.hosts.gradient_wire import wire_mbit
+from syncfabric.hosts.rate_control import LossAdaptiveRate
+from syncfabric.hosts.training_host import expand
+from syncfabric.hosts.wire import chunk_count, ranges, wire_bytes
 
 PARAMETER_MODES = ("unicast", "multicast")
 GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}
 MODES = tuple("%s+%s" % (p, g) for p in PARAMETER_MODES for g in GRADIENT_POLICIES)
 ATOL, RTOL = 1e-6, 1e-4
 PARAMETER_REPAIR_BUDGET_S = 120.0   # a parameter round still incomplete this long gives up
-
-
-def expand(chunk_ranges):
-    return [index for first, last in chunk_ranges for index in range(first, last)]
-
-
-class TrainingProcess(Process):
-    """A PS, worker or aggregator of the training job (aggregators only add)."""
-
-    def __init__(self, args):
-        super().__init__(args)
-        self.setup, self.role, self.index = None, None, None
-        self.parameters = None   # the PS's model, or a worker's copy of this round's
-        self.velocity = None
-        self.data = None
-        self.gradient = (None, None)   # a worker's (round, gradient)
-
-    def handle(self, message):
-        phase = message.get("phase")
-        if phase == "setup":
-            self._setup(message)
-        elif phase == "parameters" and self.role == "ps":
-            self._send_parameters(message["round"])
-        elif phase == "parameters":
-            self._receive_parameters(message)
-        elif phase == "compute":
-            self._compute(message["round"])
-        elif phase == "apply":
-            self._apply(message["round"])
-        elif phase == "report_state":
-            self.channel.send({name: base64.b64encode(values.tobytes()).decode() for name, values
-                               in (("parameters", self.parameters), ("velocity", self.velocity))})
-        else:
-            self._round(message)
-
-    def _setup(self, message):
-        self.setup = TrainingSetup(**message["setup"])
-        self.role, self.index = message["role"], message.get("index")
-        if self.role == "ps" or message.get("holds_model"):
-            self.parameters = initial_parameters(self.setup)
-            self.velocity = np.zeros_like(self.parameters)
-        if self.role == "worker":
-            self.data = dataset(self.setup.seed)
-        self.channel.send({"ready": "setup"})
-
-    def _send_parameters(self, number):
-        data = self.parameters.tobytes()
-        self.channel.send({"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
-        sender = multicast_sender(self.args.data_ip)
-        try:
-            while True:
-                request = self.channel.receive()
-                if request == {"done": number}:
-                    return
-                send_streams(sender, [((item["ip"], DATA_PORT),
-                                       chunk_packets(number, data, expand(item["chunks"])),
-                                       item["rate_mbps"]) for item in request["send"]])
-                self.channel.send({"sent": number})
-        finally:
-            sender.close()
-
-    def _receive_parameters(self, message):
-        receiver = ChunkReceiver(message["group"], DATA_PORT, self.args.data_ip, message["round"],
-                                 message["size"])
-        self.channel.send({"ready": message["round"]})
-        try:
-            receive_chunks(self.channel, receiver, message["sha256"])
-            self.parameters = np.frombuffer(bytes(receiver.data), dtype=np.float32)
-        finally:
-            receiver.close()
-
-    def _compute(self, number):
-        started = time.perf_counter()
-        loss, gradient = worker_gradient(self.setup, self.parameters, self.data, self.index, number)
-        self.gradient = (number, gradient)
-        self.channel.send({"computed": number, "loss": loss,
-                           "compute_s": time.perf_counter() - started})
-
-    def worker_values(self, plan):
-        number, gradient = self.gradient
-        if number != plan["round"]:
-            raise RuntimeError("asked for round %d's gradient, computed round %s's"
-                               % (plan["round"], number))
-        return gradient
-
-    def _apply(self, number):
-        """A streaming round's worker: the same step as every other worker, from the sum
-        the shards returned."""
-        started = time.perf_counter()
-        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
-                                                    self.returned_sum)
-        self.channel.send({"applied": number, "update_s": time.perf_counter() - started})
-
-    def on_sum(self, plan, total):
-        if "return" in plan:   # a streaming round's PS shard: the workers take the step
-            return {"update_s": 0.0}
-        started = time.perf_counter()
-        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
-                                                    total)
-        return {"update_s": time.perf_counter() - started}
 
 
 class TrainingCoordinator(GradientCoordinator):
@@ -352,7 +246,7 @@ def drive_training(bed, coordinator, plan, client, parameter_mode, rounds, on_ro
     (RoundCheck); with the coordinator's plan_now, each round after the first runs on
     the plan the controller reports then."""
     check = RoundCheck(coordinator.setup)
-    command = [sys.executable, "-m", "experiments.traffic.training",
+    command = [sys.executable, "-m", "syncfabric.hosts.training_host",
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 
     def train():
@@ -374,15 +268,3 @@ def drive_training(bed, coordinator, plan, client, parameter_mode, rounds, on_ro
         with one_blas_thread():   # the workers' gradients, bit for bit
             return train()
     return run_in_hosts(bed, coordinator.names, command, drive, what)
-
-
-def main(argv=None):
-    args = parse_args(argv, "python -m experiments.traffic.training", __doc__)
-    # also fast: idle BLAS threads spinning in eight workers on two cores made a
-    # 1.3 ms gradient take 0.3 s
-    with one_blas_thread():
-        TrainingProcess(args).serve()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

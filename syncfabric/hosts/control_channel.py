@@ -42,16 +42,6 @@ class CoordinatedProgram:
         raise NotImplementedError
 
 
-def host_program_arguments(parser, coordinator=True, connect_timeout_s=30.0):
-    """The arguments of every program in a host: its name and data-plane address, and
-    (unless it is told whom to reach otherwise) its coordinator."""
-    parser.add_argument("--name", required=True, help="this host's name in the fabric")
-    parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
-    if coordinator:
-        parser.add_argument("--coordinator", required=True, help="the coordinator's IP:port")
-    parser.add_argument("--connect-timeout-s", type=float, default=connect_timeout_s)
-
-
 def accept_named(listener, names):
     """{name: Channel} once every one of `names` connected and said hello."""
     channels = {}

@@ -10,7 +10,6 @@ import numpy as np
 
 from syncfabric.hosts.wire import CHUNK_BYTES, HEADER, chunk_count, ranges
 
-
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
 SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)

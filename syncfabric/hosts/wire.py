@@ -6,7 +6,6 @@ import struct
 
 import numpy as np
 
-
 DATA_PORT = 7001
 HEADER = struct.Struct("!III")           # round, chunk index, chunk count
 CHUNK_BYTES = 1472 - HEADER.size         # a UDP payload that fills a 1500-byte MTU

@@ -5,7 +5,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from syncfabric.hosts.controller_client import ControllerHttpError
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed, ofctl_lines, wait_until
 from mininet_topos.description import describe
@@ -13,6 +12,7 @@ from mininet_topos.platform_net import management_network_exists
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.unicast_routes import host_pair_paths, unicast_rules
+from syncfabric.hosts.controller_client import ControllerHttpError
 from syncfabric.openflow.builders import FABRIC_COOKIE
 from tests.harness.testbeds import bridges, controllers_on_port, require_root
 

@@ -5,9 +5,9 @@ restarted controller carries on with the trees, plans and rounds it had."""
 
 import pytest
 
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from experiments.testbed import ofctl, ofctl_lines, wait_until
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from syncfabric.hosts.controller_client import ControllerClient
 from experiments.testbed import ryu_manager_command, wait_until
+from syncfabric.hosts.controller_client import ControllerClient
 from tests.harness.testbeds import require_root
 
 pytestmark = pytest.mark.integration

@@ -3,9 +3,9 @@
 
 import pytest
 
-from syncfabric.hosts.digits_mlp import TrainingSetup
 from experiments.traffic.training import MODES, run_training
 from mininet_topos.grid_example import GridExampleTopo
+from syncfabric.hosts.digits_mlp import TrainingSetup
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,8 @@
 """The experiment scripts end to end on a small fabric: CSV, figure, verified bytes, clean switches."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -17,15 +19,21 @@ def test_bench_trees_prints_one_json_object_per_case():
 
 
 @pytest.mark.parametrize("module", ["ps_distribution", "load_balance", "bench_trees", "fabric_check",
-                                    "selmcast_selection", "selmcast", "traffic.peer_sync",
-                                    "traffic.model_transfer", "grid_example", "ina",
-                                    "traffic.gradient_hosts", "train", "traffic.training",
-                                    "inart_example", "fault_recovery", "soak", "sim.ps_multicast",
-                                    "sim.selmcast", "sim.ina", "sim.emulation_check", "calibrate",
-                                    "traffic.load_probe", "allreduce", "traffic.gloo_peers", "leftovers"])
+                                    "selmcast_selection", "selmcast", "grid_example", "ina",
+                                    "train", "inart_example", "fault_recovery", "soak",
+                                    "sim.ps_multicast", "sim.selmcast", "sim.ina",
+                                    "sim.emulation_check", "calibrate", "allreduce", "leftovers"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
+
+
+@pytest.mark.parametrize("program", ["peer_sync", "model_transfer", "gradient_host",
+                                     "training_host", "load_probe", "gloo_peers", "gloo_training"])
+def test_every_host_program_has_help(program):
+    answer = subprocess.run([sys.executable, "-m", "syncfabric.hosts." + program, "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert answer.returncode == 0 and "usage:" in answer.stdout, answer.stderr
 
 
 def test_bad_experiment_arguments_are_one_line_errors():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
-                                               exact_sum_check, fragment_count, fragment_packet,
-                                               gradient)
+                                            exact_sum_check, fragment_count, fragment_packet,
+                                            gradient)
 
 FLOATS = 3 * FLOATS_PER_FRAGMENT + 17   # a short last fragment
 JOB, ROUND, SEED = 7, 1, 3

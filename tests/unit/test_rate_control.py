@@ -3,7 +3,7 @@
 import pytest
 
 from syncfabric.hosts.rate_control import (BACKOFF, HOLD_S, INTERVAL_S, PROBE_STEP,
-                                              LossAdaptiveRate, ReceiverLoss)
+                                           LossAdaptiveRate, ReceiverLoss)
 
 # Worst-receiver loss every 0.1 s, as a 19 Mbit/s tree on an overloaded 8x8 reported it:
 # a third lost at the reserved rate, less as the sender backs off, little once it fits

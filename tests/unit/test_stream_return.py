@@ -7,9 +7,8 @@ import time
 import numpy as np
 
 from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
-                                               fragment_count, fragment_packet, gradient)
-from syncfabric.hosts.stream_return import (RETURN_PORT, ReturnReceiver, ReturnSender,
-                                               shard_digest)
+                                            fragment_count, fragment_packet, gradient)
+from syncfabric.hosts.stream_return import RETURN_PORT, ReturnReceiver, ReturnSender, shard_digest
 
 JOB, ROUND, SEED, WORKERS = 7, 3, 11, 3
 FLOATS = 5 * FLOATS_PER_FRAGMENT - 17   # a short last fragment
@@ -83,11 +82,11 @@ def test_the_sender_paces_at_its_rate_and_a_missing_shard_has_no_digest():
 
 
 def test_a_step_from_the_returned_shards_equals_the_one_process_round():
-    from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
-                                                one_blas_thread, reference_step, sgd_update,
-                                                worker_gradient)
-    from syncfabric.hosts.gradient_wire import fragment_ranges
     from experiments.traffic.training import error_to_tolerance
+    from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+                                             one_blas_thread, reference_step, sgd_update,
+                                             worker_gradient)
+    from syncfabric.hosts.gradient_wire import fragment_ranges
     setup = TrainingSetup(workers=3, hidden=8)
     data = dataset(setup.seed)
     floats = setup.parameter_count

@@ -5,11 +5,11 @@ single-process reference, and the reference reaching the accuracy target."""
 import numpy as np
 import pytest
 
-from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, dataset,
-                                            initial_parameters, layers, loss_and_gradient,
-                                            minibatch, reference_step, sgd_update, worker_gradient)
-from syncfabric.hosts.gradient_wire import FragmentSums, fragment_count, fragment_packet
 from experiments.traffic.training import ATOL, MODES, error_to_tolerance
+from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, dataset, initial_parameters,
+                                         layers, loss_and_gradient, minibatch, reference_step,
+                                         sgd_update, worker_gradient)
+from syncfabric.hosts.gradient_wire import FragmentSums, fragment_count, fragment_packet
 
 TINY = TrainingSetup(workers=3, hidden=8, batch=5)
 
