@@ -6,7 +6,6 @@ one round at a time, and moves fragments (gradient_wire.py) on the data plane.
         --coordinator 10.0.0.254:7200
 """
 
-import socket
 import sys
 
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
@@ -14,7 +13,7 @@ from syncfabric.hosts.control_channel import CoordinatedProgram
 from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
                                             fragment_packet, gradient)
 from syncfabric.hosts.pacing import send_streams
-from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE, Watch, drain
+from syncfabric.hosts.receivers import Watch, datagrams, drain, receiving_socket
 from syncfabric.hosts.stream_return import RETURN_PORT, ReturnReceiver, ReturnSender, shard_digest
 
 
@@ -22,20 +21,13 @@ class UdpEndpoint:
     """The data-plane socket of a process: receives on the job's port, sends from it."""
 
     def __init__(self, data_ip, port):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        self.sock.bind((data_ip, port))
-        self.sock.setblocking(False)
+        self.sock = receiving_socket(data_ip, port, reuse=False)
         self.port = port
         self.on_packet = None
 
     def take(self):
         """Take every datagram waiting."""
-        while True:
-            try:
-                packet = self.sock.recv(65536)
-            except BlockingIOError:
-                return
+        for packet in datagrams(self.sock):
             if self.on_packet is not None:
                 self.on_packet(packet)
 

@@ -10,7 +10,6 @@ answers how many datagrams it received from each sender.
 """
 
 import selectors
-import socket
 import struct
 import sys
 import time
@@ -20,7 +19,7 @@ import numpy as np
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
 from syncfabric.hosts.control_channel import CoordinatedProgram
 from syncfabric.hosts.pacing import multicast_sender, send_streams
-from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
+from syncfabric.hosts.receivers import datagrams, receiving_socket
 from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 COORDINATOR_PORT = 7300
@@ -42,24 +41,13 @@ class Prober(CoordinatedProgram):
     def handle(self, plan):
         """One step: send the streams it names and count what arrives."""
         number, size = plan["step"], chunk_payload_bytes()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        sock.bind(("", PROBE_PORT))
-        for group in plan["join"]:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
-                            socket.inet_aton(group) + socket.inet_aton(self.args.data_ip))
-        sock.setblocking(False)
+        sock = receiving_socket("", PROBE_PORT, plan["join"], self.args.data_ip)
         received = {}
         kept = bytearray(size)          # what a real receiver does with each datagram:
         seen = np.zeros(1024, dtype=bool)   # keep its payload, mark its chunk
 
         def take():
-            while True:
-                try:
-                    packet = sock.recv(65536)
-                except BlockingIOError:
-                    return
+            for packet in datagrams(sock):
                 step, sender = HEADER.unpack_from(packet)
                 if step == number:
                     count = received.get(sender, 0)

@@ -2,6 +2,7 @@
 ranges reported for repair, and several receivers waited on with a control channel."""
 
 import hashlib
+import logging
 import selectors
 import socket
 import time
@@ -15,6 +16,49 @@ RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
 SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no constant)
 
 
+LOG = logging.getLogger("syncfabric.hosts")
+_warned_buffer = []
+
+
+def set_receive_buffer(sock):
+    """RECEIVE_BUFFER_BYTES of receive buffer: past net.core.rmem_max with CAP_NET_ADMIN
+    (SO_RCVBUFFORCE), else as much as SO_RCVBUF allows, with a warning once."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
+    except PermissionError:
+        if not _warned_buffer:
+            _warned_buffer.append(True)
+            LOG.warning("no CAP_NET_ADMIN: receive buffers are capped by net.core.rmem_max "
+                        "(raise it, or run as root, if bursts are lost)")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+
+
+def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True):
+    """A non-blocking UDP socket bound to bind_ip:port with a large receive buffer, a
+    member of every multicast group in `groups` on the data_ip interface. Non-blocking:
+    epoll may call a UDP socket readable and then drop the datagram (select(2), BUGS);
+    a blocking recv would then hang the round."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if reuse:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    set_receive_buffer(sock)
+    sock.bind((bind_ip, port))
+    for group in groups:
+        membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+    sock.setblocking(False)
+    return sock
+
+
+def datagrams(sock):
+    """Every datagram waiting on a non-blocking socket, without waiting for more."""
+    while True:
+        try:
+            yield sock.recv(65536)
+        except BlockingIOError:
+            return
+
+
 class ChunkReceiver:
     """One round's chunks, sent to a multicast group (or, with group None, to this
     host's own address), assembled into `data`."""
@@ -26,25 +70,12 @@ class ChunkReceiver:
         self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
         self.measuring = True
         self.pass_datagrams, self.pass_highest = 0, -1   # this pass's, for progress reports
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        self.sock.bind((group or data_ip, port))
-        if group:
-            membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
-            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
-        # Non-blocking: epoll may call a UDP socket readable and then drop the datagram
-        # (select(2), BUGS); a blocking recv would then hang the round.
-        self.sock.setblocking(False)
+        self.sock = receiving_socket(group or data_ip, port, [group] if group else [], data_ip)
 
     def take(self):
         """Take every datagram waiting (one wake-up, one pass: the receivers' CPU per
         datagram competes with the switches' on this machine)."""
-        while True:
-            try:
-                packet = self.sock.recv(65536)
-            except BlockingIOError:
-                return
+        for packet in datagrams(self.sock):
             self._chunk(packet)
 
     def _chunk(self, packet):

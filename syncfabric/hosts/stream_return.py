@@ -10,13 +10,12 @@ it could start its next round (the hosts share the machine's monotonic clock).
 """
 
 import hashlib
-import socket
 import time
 
 import numpy as np
 
 from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_count
-from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
+from syncfabric.hosts.receivers import datagrams, receiving_socket
 from syncfabric.hosts.wire import FRAME_OVERHEAD, ranges
 
 RETURN_PORT = 7300
@@ -80,21 +79,10 @@ class ReturnReceiver:
         self.have = np.zeros(fragment_count(floats), dtype=bool)
         self.held = 0
         self.completed_at = None   # perf_counter() when the last fragment arrived
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
-        self.sock.bind(("", RETURN_PORT))
-        for group in groups:
-            membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
-            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
-        self.sock.setblocking(False)
+        self.sock = receiving_socket("", RETURN_PORT, groups, data_ip)
 
     def take(self):
-        while True:
-            try:
-                packet = self.sock.recv(65536)
-            except BlockingIOError:
-                return
+        for packet in datagrams(self.sock):
             job, number, index, _count, _mask = HEADER.unpack_from(packet)
             if job == self.job and number == self.number and index < len(self.have):
                 self.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
