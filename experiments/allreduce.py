@@ -37,12 +37,12 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
-from experiments.ina import AGGREGATOR_SHARE
+from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, STREAM_MODES
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
 from experiments.traffic.gradients import round_fidelity
-from experiments.traffic.stream_round import EMULATED_MAX_PSS, run_stream
+from experiments.traffic.stream_round import run_stream
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -56,7 +56,6 @@ COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm
     "predicted_s", "link_mbps"]
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
-STREAM_MODES = ("stream", "stream-colocated")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
 
 

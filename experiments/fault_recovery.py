@@ -64,7 +64,7 @@ from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
-from experiments.ina import AGGREGATOR_SHARE
+from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots import plot_fault_recovery
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, ofctl, wait_until

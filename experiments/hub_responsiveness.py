@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
-from experiments.ina_optimality import paper_scale_fabric
+from experiments.sim.fabrics import paper_scale_fabric
 from experiments.testbed import check_port_free, ryu_manager_command, wait_until
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 

@@ -41,6 +41,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
+from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
@@ -57,7 +58,6 @@ COLUMNS = ["policy", "workers", "ps_count", "round", "comm_time_s", "min_rate_mb
            "ps_ingress_mbps", "verified", "predicted_comm_time_s", "theta_mbps", "theta_lp_mbps",
            "theta_rounded_mbps", "theta_repaired_mbps", "repair_passes", "aggregators_used",
            "link_mbps"] + fidelity.COLUMNS
-AGGREGATOR_SHARE = 0.45   # an aggregator's capacity, of the link rate (9 Mbit/s at 20)
 BENCH_FABRIC = {"spines": 64, "leaves": 64, "hosts_per_leaf": 2, "bw": 100000.0}
 
 

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, write_csv
 from experiments.plots import plot_ina_optimality
+from experiments.sim.fabrics import paper_scale_fabric
 from syncfabric.decisions import ina_placement, inart_placement
 from syncfabric.decisions.gradient_plan import aggregate_of, edges_of
 from syncfabric.decisions.ina_problem import GRID, InaProblem, capacity_of
@@ -164,17 +165,6 @@ def small_instances(count, seed):
                          "optimality_gap": result.optimality_gap, "plan_s": plan_s,
                          "oracle_s": oracle_s})
     return rows
-
-
-def paper_scale_fabric(rng, size=64):
-    """The GRID paper's scale: a size x size spine-leaf of 1 Gbit/s links, 2 hosts per
-    leaf, an aggregator (9 Gbit/s) on a random 20% of the switches; as a description."""
-    from mininet_topos.description import describe
-    from mininet_topos.spineleaf import SpineLeafTopo
-    switches = ["spine%d" % i for i in range(1, size + 1)] + ["leaf%d" % i for i in range(1, size + 1)]
-    programmable = sorted(rng.sample(switches, len(switches) // 5))
-    return describe(SpineLeafTopo(spines=size, leaves=size, hosts_per_leaf=2, bw=1000,
-                                  aggregators=programmable, aggregator_bw=9000))
 
 
 def paper_scale(seed=0):

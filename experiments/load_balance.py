@@ -27,6 +27,7 @@ from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, pr
                              write_csv)
 from experiments.plots import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until
+from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.hosts.controller_client import ControllerHttpError
@@ -36,21 +37,6 @@ COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_
            "reserved_cov", "link_mbps"] + fidelity.COLUMNS
 WARM_UP_S = 2.0
 JOB_SHARE = 0.1   # a job's reserved rate, of the link rate
-
-
-def make_jobs(hosts, jobs, receivers_per_job, rng):
-    """[(source, [receivers])]: sources spread over hosts, receivers drawn at random."""
-    sources = []
-    while len(sources) < jobs:
-        sources += rng.sample(hosts, len(hosts))
-    return [(source, sorted(rng.sample([h for h in hosts if h != source], receivers_per_job)))
-            for source in sources[:jobs]]
-
-
-def spread(loads):
-    """(max, coefficient of variation) of a list of utilizations."""
-    mean = statistics.fmean(loads)
-    return max(loads), (statistics.pstdev(loads) / mean if mean else 0.0)
 
 
 def run_mode(bed, jobs, mode, job_mbps, seconds):

@@ -36,11 +36,11 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
-from experiments.ina import AGGREGATOR_SHARE
+from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
 from experiments.plots import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gloo_training import run_gloo_training
-from experiments.traffic.stream_training import STREAM_MODES, run_stream_training
+from experiments.traffic.stream_training import run_stream_training
 from experiments.traffic.training import MODES as PS_MODES
 from experiments.traffic.training import run_training
 from mininet_topos.spineleaf import SpineLeafTopo

@@ -31,3 +31,12 @@ def fat_tree(k, hosts_per_edge, bw_mbps, **topo_options):
 def servers(view):
     """The hosts that are not aggregators, by number (h1, h2, ...)."""
     return sorted((h for h in view.hosts if h not in view.aggregators), key=lambda h: int(h[1:]))
+
+
+def paper_scale_fabric(rng, size=64):
+    """The GRID paper's scale: a size x size spine-leaf of 1 Gbit/s links, 2 hosts per
+    leaf, an aggregator (9 Gbit/s) on a random 20% of the switches; as a description."""
+    switches = ["spine%d" % i for i in range(1, size + 1)] + ["leaf%d" % i for i in range(1, size + 1)]
+    programmable = sorted(rng.sample(switches, len(switches) // 5))
+    return describe(SpineLeafTopo(spines=size, leaves=size, hosts_per_leaf=2, bw=1000,
+                                  aggregators=programmable, aggregator_bw=9000))

@@ -29,10 +29,6 @@ from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
 
 RETURN_REPAIR_BUDGET_S = 120.0
-# PS shard processes this machine kind emulates beside the workers without loss: with 16
-# workers on 2 cores, 16 shards lost 10-20% of every first pass (no switch, queue or
-# socket counter saw it) and 8 lost none
-EMULATED_MAX_PSS = 8
 
 
 class StreamCoordinator(GradientCoordinator):

@@ -11,15 +11,14 @@ import time
 
 import numpy as np
 
+from experiments.defaults import EMULATED_MAX_PSS
 from experiments.traffic.gradients import round_fidelity
-from experiments.traffic.stream_round import EMULATED_MAX_PSS, StreamCoordinator, stream_job
+from experiments.traffic.stream_round import StreamCoordinator, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
 from mininet_topos.description import describe
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.gradient_wire import wire_mbit
-
-STREAM_MODES = ("stream", "stream-colocated")
 
 
 class StreamTrainingCoordinator(TrainingCoordinator, StreamCoordinator):

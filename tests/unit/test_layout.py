@@ -149,3 +149,18 @@ def test_the_library_imports_with_neither_ryu_nor_mininet_installed():
                "for module in pkgutil.walk_packages(syncfabric.__path__, 'syncfabric.'):\n"
                "    importlib.import_module(module.name)\n")
     subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)
+
+
+def test_experiments_take_shared_settings_from_one_module_not_from_each_other():
+    """A constant two experiments need lives in experiments/defaults.py (or a library
+    module), not in one of the scripts that the other then imports."""
+    experiments = ROOT / "experiments"
+    scripts = {path.stem for path in experiments.glob("*.py")
+               if '__name__ == "__main__"' in path.read_text()}
+    for path in experiments.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").count(".") == 1:
+                imported = node.module.split(".")[1]
+                if node.module.startswith("experiments.") and imported in scripts - {path.stem}:
+                    constants = [a.name for a in node.names if a.name.isupper()]
+                    assert not constants, "%s imports %s from %s" % (path.name, constants, imported)
