@@ -52,6 +52,22 @@ REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives 
 HOST_PROGRAM = "syncfabric.hosts.gradient_host"
 
 
+class SumsStayAtThePss:
+    """The return phase of a round whose sums stay at the PSs (GRID's and InArt's rounds;
+    a training PS applies the step itself). A phase adds to each process's part of the
+    plan (extras), runs once the PSs hold every gradient, timed with the round (finish),
+    and adds to the round's verdict (verdict)."""
+
+    def extras(self, coordinator, name, role, held):
+        return {}
+
+    def finish(self, coordinator, number, started):
+        return {}
+
+    def verdict(self, verdict, checks):
+        return verdict
+
+
 class GradientCoordinator:
     """Runs rounds of a plan (the POST /ina/plans answer) over the processes. pss: the
     PS, or the PSs among which the plan splits the model (each holds a contiguous
@@ -59,7 +75,7 @@ class GradientCoordinator:
 
     def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
                  rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0,
-                 on_go=None, plan_now=None):
+                 on_go=None, plan_now=None, return_phase=None):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.pss = [pss] if isinstance(pss, str) else list(pss)
@@ -75,6 +91,7 @@ class GradientCoordinator:
         self.rounds = 0
         self.on_go = on_go   # on_go(round number): the workers were told to send
         self.plan_now = plan_now   # the plan as the controller reports it now, or None
+        self.return_phase = return_phase or SumsStayAtThePss()
 
     @property
     def names(self):
@@ -117,7 +134,7 @@ class GradientCoordinator:
         self._send_parts({"job": plan["id"], "round": number, "ports": sorted(ports.values()),
                           "floats": self.floats, "seed": self.seed},
                          ranges_of, expected, held, ip, ports)
-        self._expect(self.names, {"ready": number})
+        self.expect(self.names, {"ready": number})
         aggregate_rate = {(a["aggregator"], a["ps"]): a["rate_mbps"] * self.rate_fraction
                           for a in plan["aggregates"]}
         started = time.perf_counter()
@@ -125,7 +142,7 @@ class GradientCoordinator:
             self.channels[worker].send({"go": number})
         if self.on_go is not None:
             self.on_go(number)
-        self._expect(self.workers, {"sent": number})
+        self.expect(self.workers, {"sent": number})
         first_pass_s = time.perf_counter() - started
         planned_s = max(max(wire_mbit((last - first) * FLOATS_PER_FRAGMENT) / rate
                             for _node, _ps, first, last, rate in pieces if last > first)
@@ -164,8 +181,8 @@ class GradientCoordinator:
                        for first, last in item["fragments"])
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
-            self._expect(list(resend), {"sent": number})
-        finished = self.finish_round(number, started)
+            self.expect(list(resend), {"sent": number})
+        finished = self.return_phase.finish(self, number, started)
         comm_time_s = time.perf_counter() - started
         checks = {}
         for ps in self.pss:
@@ -190,7 +207,7 @@ class GradientCoordinator:
                 legs=[{"ip": ip[node], "port": ports[ps], "fragments": [first, last],
                        "rate_mbps": rate}
                       for node, ps, first, last, rate in ranges_of[worker] if last > first],
-                **self.extras(worker, "worker", held))
+                **self.return_phase.extras(self, worker, "worker", held))
         for aggregator in self.aggregators:
             parts[aggregator] = dict(roles=["aggregator"], expected=expected[aggregator].tolist(),
                                      next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss])
@@ -198,27 +215,19 @@ class GradientCoordinator:
             part = parts.setdefault(ps, {"roles": []})
             part["roles"].append("ps")
             part.update(expected=expected[ps].tolist(), workers=len(self.workers),
-                        range=held[ps], **self.extras(ps, "ps", held))
+                        range=held[ps], **self.return_phase.extras(self, ps, "ps", held))
         for name, part in parts.items():
             roles = part.pop("roles")
             self.channels[name].send(dict(common, role="+".join(roles), **part))
 
-    def extras(self, name, role, held):
-        """What a streaming round adds to a process's part of the plan as worker or PS."""
-        return {}
-
-    def finish_round(self, number, started):
-        """What a round does once the PS holds every gradient, timed with it (a streaming
-        round: the sums' return); returns columns for the round's result."""
-        return {}
-
     def round_check(self, checks, finished):
         """The round's verdict from every PS's answer to "sum" ({PS: answer}; one PS's
-        answer is the verdict as it is)."""
+        answer is the verdict as it is), and the return phase's."""
         answers = list(checks.values())
-        return answers[0] if len(answers) == 1 else {
+        verdict = answers[0] if len(answers) == 1 else {
             "verified": all(c["verified"] for c in answers),
             "error_to_bound": max(c["error_to_bound"] for c in answers)}
+        return self.return_phase.verdict(verdict, checks)
 
     def _replanned(self, plan):
         """The plan the controller reports now if it planned the round's plan again with
@@ -271,7 +280,7 @@ class GradientCoordinator:
             self.channels[name].send({"report": number})
         return {name: self.channels[name].receive() for name in names}
 
-    def _expect(self, names, reply):
+    def expect(self, names, reply):
         for name in names:
             answer = self.channels[name].receive()
             if answer != reply:
@@ -286,8 +295,7 @@ class GradientCoordinator:
 
 def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fraction=0.95,
                         timeout_s=120, on_go=None, aggregators=None, follow=False, floats=None,
-                        coordinator_class=None, coordinator_options=None,
-                        on_round=lambda _number: None):
+                        return_phase=None, on_round=lambda _number: None):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails.
     The gradient: gradient_mb megabytes, or `floats` float32. on_go(round number) runs
@@ -295,17 +303,17 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fracti
     each round after the first reads the plan again, and runs on it if the controller
     moved it around a fault (aggregators: every host it may then use, to run a process
     in).
-    coordinator_class (with coordinator_options): a GradientCoordinator that adds to
-    the round (stream_round.StreamCoordinator)."""
+    return_phase: what the round does once the PSs hold every gradient (default: the
+    sums stay there; stream_round.StreamReturn: they come back on trees)."""
     used = {a["aggregator"] for a in plan["aggregates"]}
     aggregators = sorted(used | set(aggregators or ()))
     workers = list(plan["workers"])
-    coordinator = (coordinator_class or GradientCoordinator)(
+    coordinator = GradientCoordinator(
         bed.management_ip, workers, list(plan["ports"]), aggregators,
         floats or gradient_floats(gradient_mb), seed, rate_fraction,
         connect_timeout_s=timeout_s, on_go=on_go,
         plan_now=(lambda: bed.client.retrying().get("/ina/plans/%d" % plan["id"])) if follow
-        else None, **(coordinator_options or {}))
+        else None, return_phase=return_phase)
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 

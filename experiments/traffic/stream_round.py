@@ -4,7 +4,7 @@ shard's sum returned at once, fragment by fragment, on a reserved path-aware mul
 tree from its PS to every worker. Gradient push and return overlap on the full-duplex
 links, so a round's communication approaches S/B.
 
-Per round (GradientCoordinator.run_round, with the return added):
+Per round (GradientCoordinator.run_round, with StreamReturn as its return phase):
 1. the workers send their gradients as in experiments/traffic/gradients.py; a PS
    multicasts fragment k's sum (gradient_wire's datagram, every worker in its mask) as
    soon as it holds every worker in fragment k, paced at its tree's rate, while later
@@ -23,7 +23,7 @@ The return is SwitchML's: the sum comes back and every worker applies the same s
 import time
 from contextlib import contextmanager
 
-from experiments.traffic.gradients import GradientCoordinator, run_gradient_rounds
+from experiments.traffic.gradients import run_gradient_rounds
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
@@ -31,41 +31,42 @@ from syncfabric.hosts.wire import ranges
 RETURN_REPAIR_BUDGET_S = 120.0
 
 
-class StreamCoordinator(GradientCoordinator):
-    """GradientCoordinator whose PSs return their sums on trees (groups: {PS: tree
-    address}, each reserved at return_mbps)."""
+class StreamReturn:
+    """The return phase of a streaming round (gradients.SumsStayAtThePss's interface):
+    the PSs return their sums on trees (groups: {PS: tree address}, each reserved at
+    return_mbps), repaired until every worker holds every shard."""
 
-    def __init__(self, *args, groups, return_mbps, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, groups, return_mbps):
         self.groups, self.return_mbps = groups, return_mbps
         self.shards, self.digests = None, {}
 
-    def extras(self, name, role, held):
-        self.shards = {p: list(held[p]) for p in self.pss}
+    def extras(self, coordinator, name, role, held):
+        self.shards = {p: list(held[p]) for p in coordinator.pss}
         if role == "worker":   # a co-located PS's own shard comes back in its host
-            return {"returns": {"groups": [self.groups[p] for p in self.pss if p != name],
-                                "shards": [self.shards[p] for p in self.pss]}}
+            return {"returns": {"groups": [self.groups[p] for p in coordinator.pss if p != name],
+                                "shards": [self.shards[p] for p in coordinator.pss]}}
         return {"return": {"ip": self.groups[name],
-                           "rate_mbps": self.return_mbps * self.rate_fraction}}
+                           "rate_mbps": self.return_mbps * coordinator.rate_fraction}}
 
-    def finish_round(self, number, started):
+    def finish(self, coordinator, number, started):
+        channels, pss, workers = coordinator.channels, coordinator.pss, coordinator.workers
         passes, first_pass_loss = 0, None
-        resend = {ps: [] for ps in self.pss}
-        rate = LossAdaptiveRate(self.return_mbps * self.rate_fraction)
+        resend = {ps: [] for ps in pss}
+        rate = LossAdaptiveRate(self.return_mbps * coordinator.rate_fraction)
         fragments = sum(last - first for first, last in self.shards.values())
         while True:
-            for ps in self.pss:
-                self.channels[ps].send({"return": number, "fragments": resend[ps],
-                                        "rate_mbps": rate.rate})
-            self._expect(self.pss, {"returned": number})
-            for worker in self.workers:
-                self.channels[worker].send({"return_report": number})
-            reports = {w: self.channels[w].receive() for w in self.workers}
+            for ps in pss:
+                channels[ps].send({"return": number, "fragments": resend[ps],
+                                   "rate_mbps": rate.rate})
+            coordinator.expect(pss, {"returned": number})
+            for worker in workers:
+                channels[worker].send({"return_report": number})
+            reports = {w: channels[w].receive() for w in workers}
             lost = {w: {i for first, last in r["missing"] for i in range(first, last)}
                     for w, r in reports.items()}
             worst = max(len(indices) for indices in lost.values()) / fragments
             if first_pass_loss is None:
-                first_pass_loss = sum(map(len, lost.values())) / (fragments * len(self.workers))
+                first_pass_loss = sum(map(len, lost.values())) / (fragments * len(workers))
             if not any(lost.values()):
                 break
             passes += 1
@@ -86,11 +87,10 @@ class StreamCoordinator(GradientCoordinator):
 
     def returns_match(self, checks):
         """Whether every worker holds every shard as its PS summed it ({PS: "sum" answer})."""
-        expected = [checks[ps]["digest"] for ps in self.pss]
+        expected = [checks[ps]["digest"] for ps in self.shards]
         return all(digests == expected for digests in self.digests.values())
 
-    def round_check(self, checks, finished):
-        verdict = super().round_check(checks, finished)
+    def verdict(self, verdict, checks):
         returned = self.returns_match(checks)
         return dict(verdict, verified=verdict["verified"] and returned, returns_verified=returned)
 
@@ -128,7 +128,6 @@ def run_stream(bed, workers, pss, rounds, floats, return_mbps, seed=0, rate_frac
     with stream_job(bed.client.retrying(), workers, pss, return_mbps, floats, job) as (plan, groups):
         results = run_gradient_rounds(
             bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
-            coordinator_class=StreamCoordinator,
-            coordinator_options={"groups": groups, "return_mbps": return_mbps},
+            return_phase=StreamReturn(groups, return_mbps),
             on_round=on_round)
     return plan, results

@@ -13,7 +13,7 @@ import numpy as np
 
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.traffic.gradients import round_fidelity
-from experiments.traffic.stream_round import StreamCoordinator, stream_job
+from experiments.traffic.stream_round import StreamReturn, stream_job
 from experiments.traffic.training import TrainingCoordinator, drive_training
 from mininet_topos.description import describe
 from syncfabric.decisions import round_planner
@@ -21,9 +21,10 @@ from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.gradient_wire import wire_mbit
 
 
-class StreamTrainingCoordinator(TrainingCoordinator, StreamCoordinator):
-    """Training rounds as streaming rounds; the model's state is the first worker's (every
-    worker holds the same, since they all take the same step from the same sum)."""
+class StreamTrainingCoordinator(TrainingCoordinator):
+    """Training rounds as streaming rounds (a StreamReturn return phase, no parameter
+    phase); the model's state is the first worker's (every worker holds the same, since
+    they all take the same step from the same sum)."""
 
     workers_hold_model = True
 
@@ -54,7 +55,7 @@ class StreamTrainingCoordinator(TrainingCoordinator, StreamCoordinator):
                                         if received)}
 
     def round_check(self, checks, finished):
-        if not self.returns_match(checks):
+        if not self.return_phase.returns_match(checks):
             raise RuntimeError("round %d: a worker's returned sum differs from its shard's PS's"
                                % self.rounds)
         return {"update_s": 0.0}
@@ -79,7 +80,7 @@ def run_stream_training(bed, workers, mode, setup, rounds, on_round=lambda _numb
             bed.management_ip, workers, plan.pss,
             sorted({a["aggregator"] for a in report["aggregates"]}),
             {name: bed.address(name) for name in workers}, setup, None, timeout_s,
-            groups=groups, return_mbps=plan.return_mbps)
+            return_phase=StreamReturn(groups, plan.return_mbps))
         try:
             return drive_training(bed, coordinator, report, client, None, rounds, on_round,
                                   "training (%s)" % mode)

@@ -72,7 +72,7 @@ class TrainingCoordinator(GradientCoordinator):
                                       "role": roles[name], "holds_model": self.workers_hold_model,
                                       "index": self.workers.index(name) if name in self.workers
                                       else None})
-        self._expect(self.names, {"ready": "setup"})
+        self.expect(self.names, {"ready": "setup"})
 
     def train_round(self, plan, client, parameter_mode, sampler):
         """One round; returns the phases' wall times, the workers' mean loss, the repairs,
@@ -125,7 +125,7 @@ class TrainingCoordinator(GradientCoordinator):
         for worker in self.workers:
             self.channels[worker].send({"phase": "parameters", "round": number, "group": group,
                                         "size": announced["size"], "sha256": announced["sha256"]})
-        self._expect(self.workers, {"ready": number})
+        self.expect(self.workers, {"ready": number})
         chunks_total = chunk_count(announced["size"])
         missing = {w: [[0, chunks_total]] for w in self.workers}
         copies = 1 if group else len(self.workers)
@@ -141,7 +141,7 @@ class TrainingCoordinator(GradientCoordinator):
                             "rate_mbps": rate.rate / len(missing)}
                            for w, chunks in missing.items()]
             ps.send({"send": streams})
-            self._expect([self.ps], {"sent": number})
+            self.expect([self.ps], {"sent": number})
             first_pass.setdefault("first_pass_s", time.perf_counter() - started)
             for worker in self.workers:
                 self.channels[worker].send({"report": number})
