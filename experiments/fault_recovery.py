@@ -65,9 +65,10 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
+from experiments.ovs import ofctl
 from experiments.plots import plot_fault_recovery
 from experiments.sim.fabrics import servers
-from experiments.testbed import FabricTestbed, ofctl, wait_until
+from experiments.testbed import FabricTestbed, wait_until
 from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training import run_training

@@ -24,15 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments import switch_oracle
 from experiments.fidelity import PlatformSampler
+from experiments.ovs import ofctl
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
                                         remove_management_network, start_network)
 from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 from syncfabric.hosts.wire import MTU_ENV
-from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
-                                          STEERING_COOKIE_BASE)
 from syncfabric.services.state_files import STATE_DIR_ENV
 
 DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",
@@ -60,18 +60,6 @@ def wait_until(condition, timeout_s, what, poll_s=0.25):
         if time.monotonic() > deadline:
             raise PlatformError("timed out after %.0f s waiting for %s" % (timeout_s, what))
         time.sleep(poll_s)
-
-
-def ofctl(*arguments):
-    """Run `ovs-ofctl -O OpenFlow13 ARGUMENTS`; returns what it prints."""
-    return subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", *arguments],
-                          capture_output=True, text=True, check=True).stdout
-
-
-def ofctl_lines(*arguments):
-    """What `ovs-ofctl -O OpenFlow13 ARGUMENTS` prints, without its reply headers."""
-    return [line.strip() for line in ofctl(*arguments).splitlines()
-            if line.strip() and " reply (" not in line]
 
 
 def ryu_manager_command():
@@ -213,15 +201,7 @@ class FabricTestbed:
     def leftovers(self):
         """{switch: [group, meter, multicast-flow and steering-flow lines]} for switches that
         hold any: empty once every tree and plan is released."""
-        leftovers = {}
-        for switch in self.topo.switches():
-            lines = ofctl_lines("dump-groups", switch) + ofctl_lines("dump-meters", switch)
-            for cookie in (MULTICAST_COOKIE_BASE, STEERING_COOKIE_BASE):
-                lines += ofctl_lines("dump-flows", "--no-stats", switch,
-                                     "cookie=%#x/%#x" % (cookie, APP_COOKIE_MASK))
-            if lines:
-                leftovers[switch] = lines
-        return leftovers
+        return switch_oracle.leftovers(self.topo.switches())
 
     def sampler(self):
         """A PlatformSampler over this fabric: start() before a run, stop() after it."""

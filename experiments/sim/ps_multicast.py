@@ -29,10 +29,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, comma_list, write_csv
-from experiments.workloads import make_jobs, spread
 from experiments.plots import plot_sim_ps_multicast
 from experiments.sim.fabrics import GBIT, servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, simulate, tree_flow
+from experiments.workloads import make_jobs, spread
 from syncfabric.decisions.multicast_trees import PATH_AWARE, RANDOM, InfeasibleTree, compute_tree
 from syncfabric.decisions.reservations import ReservationBook
 from syncfabric.decisions.unicast_routes import host_pair_paths

@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
-from experiments.testbed import FabricTestbed, ofctl_lines, wait_until
+from experiments.ovs import ofctl_lines
+from experiments.testbed import FabricTestbed, wait_until
 from mininet_topos.description import describe
 from mininet_topos.platform_net import management_network_exists
 from mininet_topos.spineleaf import SpineLeafTopo

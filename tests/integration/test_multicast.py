@@ -8,7 +8,8 @@ import time
 import pytest
 
 from experiments.host_measurements import multicast_goodput_mbps
-from experiments.testbed import FabricTestbed, ofctl, wait_until
+from experiments.ovs import ofctl
+from experiments.testbed import FabricTestbed, wait_until
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
