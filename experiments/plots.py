@@ -1,11 +1,11 @@
 """Figures from the experiments' CSV files (each experiment also calls these itself).
 
-    python -m experiments.plots results/ps_distribution.csv results/load_balance.csv ...
+    python -m experiments.plots ps_distribution results/ps_distribution.csv
+    python -m experiments.plots --help     # the experiments it draws
 """
 
 import csv
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+from experiments.cli import ArgumentParser  # noqa: E402
+
 MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "path-aware": ("tab:blue", "o"), "gloo-allreduce": ("black", "D"),
               "gloo-ps": ("tab:brown", "v"), "unicast+ps": ("tab:red", "s"),
@@ -21,6 +23,8 @@ MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "multicast+ina": ("tab:blue", "o")}
 SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
                    "milp": ("tab:green", "s")}
+SYNC_COST_LINE = {("bsp", "L3"): "-", ("bsp", "L7"): "--", ("ssp", "L3"): ":",
+                  ("ssp", "L7"): "-."}
 
 
 def read_rows(path):
@@ -326,15 +330,16 @@ def plot_sim_selmcast(csv_path):
               (grid[1][1], "lam", "multicast_scale", ("bsp", "ssp"))]
     for axes, sweep, metric, syncs in panels:
         for sync in syncs:
-            for cost_model, style in (("L3", "-"), ("L7", "--")):
+            for cost_model in ("L3", "L7"):
                 for policy, (colour, marker) in SELECTION_STYLE.items():
                     points = sorted((float(r[sweep]), float(r[metric])) for r in rows
                                     if r["sweep"] == sweep and r["sync"] == sync
                                     and r["cost_model"] == cost_model and r["policy"] == policy
                                     and r[metric])
-                    if points:
-                        axes.plot(*zip(*points), linestyle=style if sync == "bsp" else ":",
+                    if points:   # policy: colour and marker; L7: hollow; BSP/SSP x L3/L7: line
+                        axes.plot(*zip(*points), linestyle=SYNC_COST_LINE[sync, cost_model],
                                   color=colour, marker=marker,
+                                  markerfacecolor=colour if cost_model == "L3" else "none",
                                   label="%s %s %s" % (sync.upper(), cost_model, policy))
         axes.set_xlabel("workers n" if sweep == "n" else "heterogeneity lambda")
         axes.set_ylabel(metric.replace("_", " "))
@@ -457,33 +462,26 @@ def save(figure, csv_path):
     return path
 
 
-# which figure a CSV gets: the first plotter whose columns the CSV has (the simulated
-# experiments' CSVs share columns with the emulated ones, so they come first)
-PLOTTERS = [(("sweep", "link_util_cov"), plot_sim_ps_multicast),
-            (("part", "sim_rate_mbps"), plot_sim_ina),
-            (("sweep", "sync"), plot_sim_selmcast),
-            (("simulated_s",), plot_emulation_check),
-            (("comm_s", "line_rate_s"), plot_allreduce),
-            (("line_rate_s",), plot_ps_distribution), (("max_link_util",), plot_load_balance),
-            (("normalized_completion",), plot_selmcast_selection),
-            (("predicted_s",), plot_selmcast), (("theta_repaired",), plot_ina),
-            (("theta_repaired_mbps",), plot_ina), (("f_repaired",), plot_ina),
-            (("test_accuracy",), plot_train), (("gap_ms",), plot_fault_recovery),
-            (("max_reserved_fraction",), plot_soak), (("oracle_s",), plot_ina_optimality),
-            (("negative_accepted",), plot_api_fuzz)]
+# which figure each experiment's CSV gets, by the experiment's name
+PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_balance,
+            "selmcast_selection": plot_selmcast_selection, "selmcast": plot_selmcast,
+            "ina": plot_ina, "grid_example": plot_ina, "inart_example": plot_ina,
+            "train": plot_train, "allreduce": plot_allreduce,
+            "fault_recovery": plot_fault_recovery, "soak": plot_soak,
+            "ina_optimality": plot_ina_optimality, "api_fuzz": plot_api_fuzz,
+            "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
+            "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check}
 
 
 def main(argv=None):
-    paths = sys.argv[1:] if argv is None else argv
-    if not paths or paths[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return
-    for path in paths:
-        header = read_rows(path)[0].keys()
-        plotter = next((plot for columns, plot in PLOTTERS if set(columns) <= set(header)), None)
-        if plotter is None:
-            sys.exit("error: %s is not a CSV of one of our experiments" % path)
-        print(plotter(path))
+    parser = ArgumentParser(prog="python -m experiments.plots",
+                            description="Draw an experiment's figure from its CSV (a PNG beside it).")
+    parser.add_argument("experiment", choices=sorted(PLOTTERS), metavar="EXPERIMENT",
+                        help="the experiment that wrote the CSV: %s" % ", ".join(sorted(PLOTTERS)))
+    parser.add_argument("csv", nargs="+", help="its CSV file(s)")
+    args = parser.parse_args(argv)
+    for path in args.csv:
+        print(PLOTTERS[args.experiment](path))
 
 
 if __name__ == "__main__":
