@@ -6,48 +6,8 @@ restarts or the controller is killed, and the tree or the plan carries on.
     python -m experiments.fault_recovery --fault link --repair local,mbb --runs 5
     python -m experiments.fault_recovery --traffic gradients --fault link --runs 5
 
-On a spine-leaf (default 8x8, 2 hosts per leaf, 20 Mbit/s):
-- --traffic tree: h1 sends a real model to the next --workers hosts over a
-  reserved path-aware tree (experiments/traffic/model_transfer.py);
-- --traffic gradients: the first --workers hosts send a real float32 gradient
-  of --model-mb to a PS (the last host) through aggregators on the spines
-  (--aggregator-bw), steered by a GRID plan (experiments/traffic/gradients.py).
-  Round 1 runs healthy, round 2 has the fault, round 3 runs on the plan the
-  controller then reports (moved plans keep their id; a job reads its new
-  plan when its revision changes);
-- --traffic training: experiments.train's job (multicast+ina: parameters over
-  a tree, gradients through the plan) with the --workers hosts, --rounds
-  rounds, the fault in round 3.
---fail-after-s into the transfer, or into the round with the fault:
-- link: an uplink the tree or plan uses (the tree's from h1's leaf, the
-  plan's first worker leg's) goes down (ovs-ofctl mod-port ... down); it comes
-  back after the run;
-- switch: the spine behind that uplink restarts: it loses its controller
-  connection and all its tables, and connects again --down-s later;
-- reconnect: the leaf and the spine of that uplink drop their controller
-  connections and connect again at once, tables intact (ovs-appctl
-  bridge/reconnect): they keep forwarding, are read and get only the difference;
-- controller: ryu-manager is killed and started again --down-s later; it
-  restores the fabric, trees and plans from its state directory, and each
-  switch is reconciled as it connects (REST calls wait for it meanwhile).
---repair local,mbb compares, one fresh fabric after the other, trees with local
-repair (the tree's ingress switch fails over to a precomputed backup uplink by
-itself, a FAST_FAILOVER group, and the controller then moves the tree) against
-the controller's make-before-break move alone.
-Each run prints one JSON object: gap_ms (trees: the longest time any worker
-saw no tree packets in the first pass, i.e. around the failure), lost_ms (trees:
-the longest run of datagrams any worker lost in the first pass, in time at the
-sending rate: the fault's silence without the receivers' scheduling), extra_s
-(gradients: round 2's communication time minus round 1's; training: the
-faulty round's time minus the median of the others), repaired (the
-tree or plan was moved, or for a controller restored, and kept its id),
-verified (trees: every worker's SHA-256 matched in the end; gradients: every
-round's sum was exact; training: every round's model equals the one-process
-run's, and so does its test accuracy), leftovers (groups, meters, multicast and steering
-flows left after the release; must be empty). The CSV adds recovered_s
-(until a restarted switch or controller was back and every switch synced)
-and during_transfer (that happened while the model or round 2 was still
-under way). Writes a CSV and a PNG, and prints the median gap or extra time.
+What each --traffic, --fault and --repair does, and every column of the CSV:
+docs/fault-recovery.md.
 """
 
 import json

@@ -1,53 +1,9 @@
-"""InArt (Liu, ..., Fang et al., WWW 2024): the model split among several PSs, and for
-each (worker, PS) fragment where it is aggregated (an aggregator host, or its PS)
-and along which paths, so that the common sending rate f is largest.
-
-Fragment (w, s) is the share x_s of worker w's gradient that PS s holds; it is
-sent at x_s f (f: Mbit/s of a worker's whole gradient). An aggregator adds the
-fragments of its workers for one PS and sends one aggregate on to that PS at
-x_s f; it may do so for several PSs, and its processing capacity C_a bounds
-all it takes in. A PS's ingress T_s is the capacity of its link.
-
-Phase 1, the split (`model_split`, run rarely). The paper relaxes the
-binaries, keeps the switch and PS constraints, and solves the KKT conditions;
-that relaxed problem is an LP in the rates g_s = x_s f, solved exactly here:
-
-    maximize sum_s g_s
-    g_s <= sum_a h[w,s,a] + u[w,s]          every (w, s): aggregated at a, or not
-    h[w,s,a] <= z[a,s]                      an aggregate runs at its fastest input
-    sum_(w,s) h[w,s,a] <= C_a               every aggregator
-    sum_w u[w,s] + sum_a z[a,s] <= T_s      every PS
-
-and x_s = g_s / sum_s g_s; the optimum is rarely unique, and of the splits
-that reach it we take the most even (a second LP maximizes the smallest
-g_s). The aggregators a of (w, s) are GRID's candidates (those least off w's
-way to s).
-
-Phase 2, placement and routes (`plan`), for fixed x: GRID's model
-(syncfabric/decisions/ina_placement.py) with a stream per fragment, weighted by x_s:
-
-    maximize f
-    x_s f <= sum_o r[w,s,o]                 o: a candidate aggregator or s, by a path
-    r[w,s,o at a] <= sum_q y[a,s,q]         q: a path from a to s
-    sum of the r at a <= C_a
-    sum of the r and y whose paths use e <= c_e    (PS links included: T_s)
-
-R-InArt rounding: each fragment keeps one location with probability in
-proportion to its LP rate there (summed over paths), then one path there the
-same way; each (aggregator, PS) aggregate one path by its y. The rounded plan
-at the LP's rates may overload a resource (`rounded_overload`). Repair gives
-every stream the rate the resources allow and moves single fragments or
-aggregate paths while f rises (ina_placement.StreamAssignment), over seeded
-trials. The answer reports f of the LP (an upper bound for the rounded
-plans), after rounding, after repair, and the plan's.
-
-Policies: `inart` (phase 1 split, phase 2; or the equal split, if that plans
-faster), `equal-split` (x_s = 1/|S|, phase 2), `lbmm` (equal split, no
-aggregation, paths balanced by phase 2),
-`atp` (equal split; each fragment goes along its default route to its PS,
-and the first aggregator on that route aggregates what its capacity allows,
-the rest goes on unaggregated: the LP's split is kept, as in GRID's
-`nearest`).
+"""InArt (Liu, ..., Fang et al., WWW 2024): the model split among several PSs
+(model_split, phase 1: an LP in the rates the PSs take in, the most even of its optima),
+and for each (worker, PS) fragment where it is aggregated and along which paths (plan,
+phase 2: GRID's model with a stream per fragment, rounded and repaired), so that the
+common sending rate f is largest. Baselines: equal-split, lbmm, atp.
+docs/inart-model.md has the LPs and the rounding.
 """
 
 import random as random_module
