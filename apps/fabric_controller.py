@@ -169,7 +169,7 @@ class FabricController(app_manager.RyuApp):
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev):
         max_port = ev.msg.datapath.ofproto.OFPP_MAX
-        self.fabric.port_counters(ev.msg.datapath.id, [
+        self.fabric.rates.update_ports(ev.msg.datapath.id, [
             (s.port_no, s.tx_bytes, s.rx_bytes, s.duration_sec + s.duration_nsec * 1e-9)
             for s in ev.msg.body if s.port_no <= max_port])
 
@@ -203,7 +203,8 @@ class FabricRestApi(RestApi):
 
     @counted_route("fabric", "/fabric/links", methods=["GET"])
     def get_links(self, req, **_kwargs):
-        return json_response(self.app.fabric.links_report(STATS_INTERVAL_S))
+        return json_response({"interval_s": STATS_INTERVAL_S,
+                              "links": self.app.fabric.link_states()})
 
 
 if __name__ not in ("apps.fabric_controller", "__main__"):   # ryu-manager apps/fabric_controller.py

@@ -27,6 +27,12 @@ class PortRates:
             return
         self._rate_bps[key] = 8.0 * (byte_count - bytes_before) / (port_age_s - age_before)
 
+    def update_ports(self, dpid, stats):
+        """Port statistics of one switch: (port_no, tx_bytes, rx_bytes, age_s) per port."""
+        for port, tx_bytes, rx_bytes, age_s in stats:
+            self.update(dpid, port, "tx", tx_bytes, age_s)
+            self.update(dpid, port, "rx", rx_bytes, age_s)
+
     def rate_bps(self, dpid, port, direction):
         """The last measured rate, or None before two samples."""
         return self._rate_bps.get((dpid, port, direction))

@@ -6,6 +6,7 @@ import numpy as np
 
 from syncfabric.decisions.exact_placement import exact_assignment
 from syncfabric.decisions.gradient_plan import edges_of
+from syncfabric.decisions.group_moves import improve_groups
 from syncfabric.decisions.ina_problem import TOLERANCE, capacity_of
 
 
@@ -14,7 +15,7 @@ def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignme
     """The repaired assignment, or the MILP's (exact_placement, within time_s; 0: no MILP)
     where that is better, and the bound on integral plans over these options tightened by
     the MILP's. Unless the MILP proved its answer optimal, group moves then try to better
-    it (StreamAssignment.improve_groups)."""
+    it (group_moves.improve_groups)."""
     exact = None if time_s <= 0 else exact_assignment(
         options, aggregate_paths, weight, aggregate_of,
         lambda resource: capacity_of(problem, resource), time_s)
@@ -28,7 +29,7 @@ def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignme
             assignment.improve()
         if exact.optimal:
             return assignment, bound
-    assignment.improve_groups()
+    improve_groups(assignment)
     return assignment, bound
 
 
@@ -53,13 +54,11 @@ class StreamAssignment:
     candidate options, an aggregate to another path), scored by theta, then by
     fewer resources at theta (so that a move that frees one of two bottlenecks
     counts). A move changes few resources, so a candidate is scored from those
-    and the smallest ratios of the rest. improve_groups() then tries group moves over
+    and the smallest ratios of the rest. group_moves tries whole groups at once, over
     group_options (default: options; the planners give every option, also those the LP
-    left at zero): all the streams of the bottleneck to one aggregate, and all the
-    members of one aggregate to another (a merge), a whole group at once."""
+    left at zero)."""
 
     SMALLEST = 64
-    MAX_GROUP_ROUNDS = 2
 
     def __init__(self, problem, options, aggregate_paths, choice, paths, weight, aggregate_of,
                  group_options=None):
@@ -76,7 +75,7 @@ class StreamAssignment:
         self.load = np.zeros(len(self.resources))
         self.members = {}   # aggregate -> streams in it
         for key, option in self.choice.items():
-            self._apply(self._worker_delta(key, option, fresh=True))
+            self.apply(self._worker_delta(key, option, fresh=True))
             self._join(key, option, +1)
 
     def _join(self, key, option, change):
@@ -87,7 +86,7 @@ class StreamAssignment:
     def _indices(self, path):
         return [self.position[e] for e in edges_of(path)]
 
-    def _stream(self, key, option):
+    def stream_resources(self, key, option):
         indices = self._indices(option.path)
         if self.aggregate_of(key, option) is not None:
             indices.append(self.position[option.node])
@@ -102,7 +101,7 @@ class StreamAssignment:
         for sign, chosen in ((-1, old), (+1, option)):
             if chosen is None:
                 continue
-            for i in self._stream(key, chosen):
+            for i in self.stream_resources(key, chosen):
                 delta[i] = delta.get(i, 0) + sign * weight
             aggregate = self.aggregate_of(key, chosen)
             if aggregate is None or same:
@@ -113,7 +112,7 @@ class StreamAssignment:
                     delta[i] = delta.get(i, 0) + sign * weight
         return delta
 
-    def _aggregate_delta(self, aggregate, path):
+    def aggregate_delta(self, aggregate, path):
         delta = {}
         weight = self._aggregate_weight(aggregate)
         for sign, chosen in ((-1, self.paths[aggregate]), (+1, path)):
@@ -125,18 +124,18 @@ class StreamAssignment:
         return next(self.weight[k] for k, o in self.choice.items()
                     if self.aggregate_of(k, o) == aggregate)
 
-    def _apply(self, delta):
+    def apply(self, delta):
         for i, change in delta.items():
             self.load[i] += change
 
-    def _ratios(self):
+    def ratios(self):
         ratio = np.full(len(self.resources), np.inf)
         used = self.load > 0
         ratio[used] = self.capacity[used] / self.load[used]
         return ratio
 
     def theta(self):
-        ratio = self._ratios()
+        ratio = self.ratios()
         return float(ratio.min()) if np.isfinite(ratio).any() else 0.0
 
     def _score(self, delta, smallest, ratio):
@@ -153,13 +152,13 @@ class StreamAssignment:
         theta = min(values)
         return theta, -sum(1 for v in values if v <= theta * (1 + 1e-9))
 
-    def _bottleneck_users(self, ratio):
+    def bottleneck_users(self, ratio):
         """Streams and aggregates that use a resource that sets theta."""
         tight = set(np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist())
         streams = []
         for key, option in self.choice.items():
             aggregate = self.aggregate_of(key, option)
-            if tight.intersection(self._stream(key, option)) or (
+            if tight.intersection(self.stream_resources(key, option)) or (
                     aggregate is not None
                     and tight.intersection(self._indices(self.paths[aggregate]))):
                 streams.append(key)
@@ -167,99 +166,26 @@ class StreamAssignment:
                       and tight.intersection(self._indices(self.paths[a]))]
         return streams, aggregates
 
-    def improve_groups(self):
-        """A group move that raises theta, then single moves, while that helps."""
-        for _round in range(self.MAX_GROUP_ROUNDS):
-            if not self._best_group_move():
-                return
-            self.improve()
-
-    def _move(self, key, option):
+    def move(self, key, option):
         """Move one stream to `option` now; returns the option it had."""
         old = self.choice[key]
-        self._apply(self._worker_delta(key, option))
+        self.apply(self._worker_delta(key, option))
         self._join(key, old, -1)
         self._join(key, option, +1)
         self.choice[key] = option
         return old
 
-    SMALL_GROUP = 12   # groups this small are also tried without each one of their streams
-
-    def _group_candidates(self):
-        """(aggregate, its path, streams) to move there together: the bottleneck's streams
-        to each aggregate they can join (and, for a small group, all but one of them), and
-        the members of each aggregate in use to each other one; every path of the target."""
-        joinable = {}   # aggregate -> streams with an option that joins it
-        for key, choices in self.group_options.items():
-            for option in choices:
-                aggregate = self.aggregate_of(key, option)
-                if aggregate is not None:
-                    joinable.setdefault(aggregate, set()).add(key)
-        streams, _aggregates = self._bottleneck_users(self._ratios())
-        groups = []
-        for aggregate, keys in joinable.items():
-            group = [key for key in streams if key in keys]
-            groups.append((aggregate, group))
-            if 2 < len(group) <= self.SMALL_GROUP:
-                groups += [(aggregate, group[:i] + group[i + 1:]) for i in range(len(group))]
-        for source in [a for a in joinable if self.members.get(a)]:
-            members = [key for key, option in self.choice.items()
-                       if self.aggregate_of(key, option) == source]
-            groups += [(target, members) for target, keys in joinable.items()
-                       if target != source and keys.issuperset(members)]
-        return [(aggregate, path, group) for aggregate, group in groups if group
-                for path in self.aggregate_paths[aggregate]]
-
-    def _join_greedily(self, aggregate, path, group):
-        """Do the group move: the aggregate on `path`, then each stream to its option that
-        joins it with the most headroom left; returns how to undo it."""
-        undo = [("path", aggregate, self.paths[aggregate])]
-        if path != self.paths[aggregate]:
-            if self.members.get(aggregate):
-                self._apply(self._aggregate_delta(aggregate, path))
-            self.paths[aggregate] = path
-        for key in group:
-            joins = [o for o in self.group_options[key] if self.aggregate_of(key, o) == aggregate]
-            option = min(joins, key=lambda o: max(
-                (self.load[i] + self.weight[key]) / self.capacity[i] for i in self._stream(key, o)))
-            if option != self.choice[key]:
-                undo.append(("stream", key, self._move(key, option)))
-        return undo
-
-    def _undo(self, undo):
-        for kind, who, what in reversed(undo):
-            if kind == "stream":
-                self._move(who, what)
-            elif what != self.paths[who]:
-                if self.members.get(who):
-                    self._apply(self._aggregate_delta(who, what))
-                self.paths[who] = what
-
-    def _best_group_move(self):
-        """Take the group move that raises theta most; False if none does."""
-        theta, best = self.theta(), None
-        for candidate in self._group_candidates():
-            undo = self._join_greedily(*candidate)
-            score = self.theta()
-            self._undo(undo)
-            if score > theta * (1 + 1e-9) + TOLERANCE and (best is None or score > best[0]):
-                best = (score, candidate)
-        if best is None:
-            return False
-        self._join_greedily(*best[1])
-        return True
-
     def improve(self):
         """Take the best single move while it raises the score (see the class doc)."""
         while True:
-            ratio = self._ratios()
+            ratio = self.ratios()
             if not np.isfinite(ratio).any():
                 return
             count = min(self.SMALLEST, len(ratio))
             smallest = np.argpartition(ratio, count - 1)[:count].tolist()
             current = self._score({}, smallest, ratio)
             best, move = current, None
-            workers, aggregators = self._bottleneck_users(ratio)
+            workers, aggregators = self.bottleneck_users(ratio)
             for worker in workers:
                 for option in self.options[worker]:
                     if option != self.choice[worker]:
@@ -269,16 +195,16 @@ class StreamAssignment:
             for aggregator in aggregators:
                 for path in self.aggregate_paths[aggregator]:
                     if path != self.paths[aggregator]:
-                        score = self._score(self._aggregate_delta(aggregator, path), smallest, ratio)
+                        score = self._score(self.aggregate_delta(aggregator, path), smallest, ratio)
                         if _better(score, best):
                             best, move = score, ("aggregate", aggregator, path)
             if move is None:
                 return
             kind, who, what = move
             if kind == "worker":
-                self._move(who, what)
+                self.move(who, what)
             else:
-                self._apply(self._aggregate_delta(who, what))
+                self.apply(self.aggregate_delta(who, what))
                 self.paths[who] = what
 
     def used_aggregate_paths(self):

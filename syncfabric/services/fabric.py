@@ -20,18 +20,12 @@ import logging
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
 from syncfabric.decisions.reservations import ReservationBook
-from syncfabric.decisions.unicast_routes import RoutesAround
 from syncfabric.errors import NotReady
 from syncfabric.openflow import builders as of
 from syncfabric.openflow.switch_sync import Reading, difference, summary
+from syncfabric.services.fabric_links import FabricLinks
 
 LOG = logging.getLogger("syncfabric.fabric")
-
-
-ROUTE_SETS_KEPT = 16   # sets of down links whose unicast routes are kept for reuse
-# a switch that has not connected since the fabric was loaded counts as up this long:
-# after a controller restart switches connect one by one, each forwarding on its tables
-CONNECT_GRACE_S = 10.0
 
 
 class Fabric:
@@ -40,17 +34,13 @@ class Fabric:
         self.view = None
         self.ledger = None              # ReservationBook of the current view
         self.generation = 0
-        self.down_links = frozenset()   # frozensets of the two switches of each link down
+        self.links = None               # FabricLinks of the current view
         self.rates = PortRates()
-        self._routes_around = None      # RoutesAround of the current view
-        self._routed = {}               # synced switch -> the rules it was given
         self._datapaths = {}            # dpid -> datapath
         self._synced = set()            # dpids reconciled
-        self._port_down = set()         # (switch, port) reported down
         self._readings = {}             # dpid -> Reading
         self._seen = set()              # dpids connected since the fabric was loaded
         self._gone_at = {}              # dpid -> when it last disconnected
-        self._loaded_at = None
         self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
 
     # --- what the other services use --------------------------------------------
@@ -99,19 +89,15 @@ class Fabric:
         ledger and generation. `restored`: the one saved before a restart. Returns
         {datapath: requests} that read every connected switch (see switch_connected)."""
         view = FabricView(description)
-        self._routes_around = RoutesAround(view, ROUTE_SETS_KEPT)
-        self._routed = {}
+        self.links = FabricLinks(view, now)
         self.view, self.ledger = view, ReservationBook(view)
         self.generation += 1
         self._synced.clear()
         self._seen = set(self._datapaths)
         self._gone_at = {}
-        self._loaded_at = now
-        self._port_down.clear()
-        self.down_links = frozenset()
         LOG.info("fabric %s: %d switches, %d hosts, %d unicast rules",
                  "restored" if restored else "loaded", len(view.switches), len(view.hosts),
-                 sum(map(len, self._routes_around(frozenset()).values())))
+                 sum(map(len, self.links.routes_around(frozenset()).values())))
         return {dp: messages for dp in list(self._datapaths.values())
                 for messages in [self.switch_connected(dp)] if messages}
 
@@ -128,7 +114,7 @@ class Fabric:
         if switch is None:
             LOG.warning("dpid %#x is not in the fabric description; leaving it alone", datapath.id)
             return None
-        self._port_down = {p for p in self._port_down if p[0] != switch}   # it reports afresh
+        self.links.switch_connected(switch)
         LOG.info("%s (dpid %#x) connected: reading its flows, groups and meters", switch,
                  datapath.id)
         return self.read(datapath)
@@ -157,10 +143,7 @@ class Fabric:
         if self.installer.sent_to(datapath.id) != reading.sent_mark:
             LOG.info("%s: sent messages while it was read; reading it again", switch)
             return None
-        # the routes of the fabric with this switch, and every switch that is merely
-        # not connected (yet: e.g. all of them after a controller restart), up: so a
-        # switch that kept its tables keeps its routes
-        routes = self._routes_around(self._links_down(None)).get(switch, [])
+        routes = self.links.reconciled_routes(switch)
         wanted = of.fabric_flow_adds(datapath, self.view.host_ports(switch), routes)
         for provider in self._share_providers:
             share = provider(switch, datapath)
@@ -169,10 +152,8 @@ class Fabric:
             wanted += share
         held = reading.held()
         messages = difference(datapath, wanted, held)
-        self._routed[switch] = routes
-        LOG.info("%s (dpid %#x): holds %d flows, %d groups, %d meters of ours; %d changes "
-                 "sent%s", switch, datapath.id, len(held.flows), len(held.groups), len(held.meters),
-                 len(messages), " (%s)" % summary(messages) if messages else "")
+        self.links.routed[switch] = routes
+        log_reconciliation(switch, datapath, held, messages)
         return messages
 
     def switch_confirmed(self, datapath, batch):
@@ -198,7 +179,7 @@ class Fabric:
         del self._datapaths[dpid]
         self._synced.discard(dpid)
         self._readings.pop(dpid, None)
-        self._routed.pop(self.view.switch_by_dpid.get(dpid), None)
+        self.links.routed.pop(self.view.switch_by_dpid.get(dpid), None)
         self.rates.forget(dpid)
         LOG.info("dpid %#x disconnected", dpid)
         return True
@@ -208,52 +189,27 @@ class Fabric:
         switch = self.view.switch_by_dpid.get(dpid) if self.view else None
         if switch is None:
             return False
-        (self._port_down.add if down else self._port_down.discard)((switch, port))
+        self.links.port_status(switch, port, down)
         return True
 
-    def port_counters(self, dpid, stats):
-        """Port statistics: (port_no, tx_bytes, rx_bytes, age_s) per port."""
-        for port, tx_bytes, rx_bytes, age_s in stats:
-            self.rates.update(dpid, port, "tx", tx_bytes, age_s)
-            self.rates.update(dpid, port, "rx", rx_bytes, age_s)
+    @property
+    def down_links(self):
+        """The fabric links that are down (frozensets of their two switches)."""
+        return self.links.down if self.links is not None else frozenset()
 
     def recompute_links(self, now):
         """Which fabric links are down at `now` (a port down at either end, or a switch
-        not connected: one that was, or any after CONNECT_GRACE_S). Returns (changed, {datapath: messages}): whether that set changed,
-        and the route changes (added or overwritten first, then removed) that bring
-        every synced switch to the unicast routes around them."""
+        not connected: one that was, or any after fabric_links.CONNECT_GRACE_S). Returns
+        (changed, {datapath: messages}): whether that set changed, and the route changes
+        that bring every synced switch to the unicast routes around them."""
         if self.view is None:
             return False, {}
-        down = self._links_down(now)
-        changed = down != self.down_links
-        if changed:
-            self.down_links = down
-            LOG.info("fabric links down: %s; unicast routes recomputed",
-                     ", ".join(sorted("-".join(sorted(link)) for link in down)) or "none")
-        routes = self._routes_around(down)
-        updates = {}
-        for dpid in self._synced:
-            switch, datapath = self.view.switch_by_dpid[dpid], self._datapaths[dpid]
-            new = routes.get(switch, [])
-            messages = of.route_changes(datapath, self._routed.get(switch, []), new)
-            self._routed[switch] = new
-            if messages:
-                updates[datapath] = messages
-        return changed, updates
 
-    def _links_down(self, now):
-        """Links down at `now`; with now None, only those with a port down."""
-        down = set()
-        for switch, port in self._port_down:
-            neighbour = self.view.fabric_neighbour(switch, port)
-            if neighbour is not None:
-                down.add(frozenset((switch, neighbour)))
-        grace_over = now is not None and now - self._loaded_at >= CONNECT_GRACE_S
-        for switch in self.view.switches if now is not None else []:
+        def absent(switch, grace_over):
             dpid = self.view.dpid(switch)
-            if dpid not in self._datapaths and (dpid in self._seen or grace_over):
-                down |= self.view.fabric_links_of(switch)
-        return frozenset(down)
+            return dpid not in self._datapaths and (dpid in self._seen or grace_over)
+        synced = {self.view.switch_by_dpid[d]: self._datapaths[d] for d in self._synced}
+        return self.links.update(self.links.links_down(now, absent), synced)
 
     def connected(self):
         return list(self._datapaths.values())
@@ -269,8 +225,11 @@ class Fabric:
         return [] if self.view is None else link_report(self.view, self.rates,
                                                         self.ledger.reserved_mbps)
 
-    def links_report(self, interval_s):
-        return {"interval_s": interval_s, "links": self.link_states()}
+
+def log_reconciliation(switch, datapath, held, messages):
+    LOG.info("%s (dpid %#x): holds %d flows, %d groups, %d meters of ours; %d changes sent%s",
+             switch, datapath.id, len(held.flows), len(held.groups), len(held.meters),
+             len(messages), " (%s)" % summary(messages) if messages else "")
 
 
 def topology_report(view, connected, synced):

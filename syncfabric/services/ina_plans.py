@@ -124,12 +124,7 @@ class InaPlans:
             raise Conflict("a link plan %d uses went down while it was installed; nothing is "
                            "left of it; ask again" % plan_id)
         self.remember()
-        LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
-                 "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
-                 result.policy, len(request["workers"]), ",".join(request["pss"]),
-                 ",".join("%.3f" % result.split[s] for s in request["pss"]), result.f, result.f_lp,
-                 result.f_rounded, result.rounded_overload, result.f_repaired,
-                 ",".join(sorted(result.aggregators_used())) or "none")
+        log_installed(plan_id, request, result)
         return dict(live.report, release_key=release_key)
 
     def plan_and_hold(self, view, book, request, hold_key):
@@ -161,23 +156,12 @@ class InaPlans:
     def _placement(self, view, reserved_mbps, request):
         """The plan on what reserved_mbps leaves free, computed off the event loop;
         InvalidRequest or Conflict if none."""
-        graph = available_graph(view, reserved_mbps, self.fabric.down_links)
-        capacities = {a: view.aggregators[a] - reserved_mbps.get(a, 0.0)
-                      for a in request["aggregators"]}
-        capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS
-                      and all(nx.has_path(graph, a, s) for s in request["pss"])}
-        workers, pss, policy = request["workers"], request["pss"], request["policy"]
-        cut_off = [w for w in workers if not all(nx.has_path(graph, w, s) for s in pss)]
-        if cut_off:
-            raise Conflict("no path from %s to %s while links are down"
-                           % (", ".join(cut_off), ", ".join(pss)))
-        if policy in inart_placement.POLICIES:
-            planner, problem = inart_placement.plan, InartProblem(graph, workers, pss, capacities)
-        else:
-            planner, problem = ina_placement.plan, InaProblem(graph, workers, pss[0], capacities)
+        planner, problem = placement_problem(
+            available_graph(view, reserved_mbps, self.fabric.down_links), view, reserved_mbps,
+            request)
         try:
             with self.metrics.planning_seconds.labels("ina").time():
-                result = self.offload(planner, problem, policy)
+                result = self.offload(planner, problem, request["policy"])
         except PlacementError as error:
             raise InvalidRequest(str(error)) from None
         if result.f < MIN_THETA_MBPS:
@@ -238,13 +222,7 @@ class InaPlans:
         as they sync."""
         for record in (self.store.load(STATE_NAME) or {}).get("plans", []):
             try:
-                live = LivePlan(int(record["id"]), record["request"],
-                                GradientPlan.from_record(record["result"]), record["report"], book,
-                                installed=True)
-                check_hosts(view, live.request["workers"], live.request["pss"],
-                            live.request["aggregators"])
-                book.hold_if_free(live.hold_key, live.result.loads())
-                live.shares = self.shares(view, live)
+                live = restored_plan(record, view, book)
             except (KeyError, TypeError, ValueError, NotFound, InvalidRequest,
                     ReservationError) as error:
                 LOG.error("saved plan %s not restored: %s", record.get("id"), error)
@@ -274,12 +252,45 @@ class InaPlans:
         of the fabric's reconciliation); None until this service adopted the fabric."""
         if self.generation != self.fabric.generation:
             return None
-        messages = []
-        for live in list(self.plans.values()):
-            share = live.shares.get(switch)
-            if share is not None:
-                messages += of.steering_changes(datapath, live.id, NO_SHARE, share)[0]
-        return messages
+        shares = [(live.id, live.shares.get(switch)) for live in list(self.plans.values())]
+        return [message for plan_id, share in shares if share is not None
+                for message in of.steering_changes(datapath, plan_id, NO_SHARE, share)[0]]
+
+
+def placement_problem(graph, view, reserved_mbps, request):
+    """(planner, problem) of a request on the graph of what is free: aggregators with
+    capacity left and a path to every PS; Conflict if a worker has no path to one."""
+    capacities = {a: view.aggregators[a] - reserved_mbps.get(a, 0.0)
+                  for a in request["aggregators"]}
+    capacities = {a: c for a, c in capacities.items() if c > MIN_THETA_MBPS
+                  and all(nx.has_path(graph, a, s) for s in request["pss"])}
+    workers, pss = request["workers"], request["pss"]
+    cut_off = [w for w in workers if not all(nx.has_path(graph, w, s) for s in pss)]
+    if cut_off:
+        raise Conflict("no path from %s to %s while links are down"
+                       % (", ".join(cut_off), ", ".join(pss)))
+    if request["policy"] in inart_placement.POLICIES:
+        return inart_placement.plan, InartProblem(graph, workers, pss, capacities)
+    return ina_placement.plan, InaProblem(graph, workers, pss[0], capacities)
+
+
+def log_installed(plan_id, request, result):
+    LOG.info("plan %d (job %r, %s): %d workers -> %s (split %s), theta %.3f Mbit/s (LP %.3f, "
+             "rounded %.3f x%.2f, repaired %.3f), aggregators %s", plan_id, request["job"],
+             result.policy, len(request["workers"]), ",".join(request["pss"]),
+             ",".join("%.3f" % result.split[s] for s in request["pss"]), result.f, result.f_lp,
+             result.f_rounded, result.rounded_overload, result.f_repaired,
+             ",".join(sorted(result.aggregators_used())) or "none")
+
+
+def restored_plan(record, view, book):
+    """A saved plan (LivePlan.record) booked in the new ledger, with its switch shares."""
+    live = LivePlan(int(record["id"]), record["request"], GradientPlan.from_record(record["result"]),
+                    record["report"], book, installed=True)
+    check_hosts(view, live.request["workers"], live.request["pss"], live.request["aggregators"])
+    book.hold_if_free(live.hold_key, live.result.loads())
+    live.shares = steering_shares(view, live.result.streams(), live.report["ports"])
+    return live
 
 
 def check_hosts(view, workers, pss, aggregators):

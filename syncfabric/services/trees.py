@@ -141,9 +141,7 @@ class MulticastTrees:
         messages = defaultdict(list)
         for reservation, plan in zip(reservations, plans):
             for switch, share in plan.items():
-                datapath = datapaths[switch]
-                messages[datapath] += of.tree_changes(datapath, reservation.tree_id,
-                                                      reservation.address, None, share)[0]
+                messages[datapaths[switch]] += installing(datapaths[switch], reservation, share)
         ids = ",".join(str(r.tree_id) for r in reservations)
         failure = None
         try:
@@ -163,10 +161,7 @@ class MulticastTrees:
             LOG.error("tree(s) %s not installed (%s); rolled back", ids, failure)
             raise InstallFailed("a switch rejected the tree (%s); nothing was installed" % failure)
         for reservation, plan in zip(reservations, plans):
-            tree = reservation.tree
-            LOG.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
-                     reservation.tree_id, tree.source, len(tree.receivers), tree.bandwidth_mbps,
-                     ",".join(plan), tree.policy, reservation.address)
+            log_installed(reservation, plan)
         self.remember(now)
         return reservations
 
@@ -261,13 +256,20 @@ class MulticastTrees:
         fabric's current ledger."""
         if self.book is None or self.generation != self.fabric.generation:
             return None
-        messages = []
-        for reservation in self.book:
-            share = switch_shares(self.book.view, reservation.tree).get(switch)
-            if share is not None:
-                messages += of.tree_changes(datapath, reservation.tree_id, reservation.address,
-                                            None, share)[0]
-        return messages
+        shares = [(r, switch_shares(self.book.view, r.tree).get(switch)) for r in self.book]
+        return [m for r, share in shares if share is not None for m in installing(datapath, r, share)]
+
+
+def installing(datapath, reservation, share):
+    """The messages that install a tree's share on one switch."""
+    return of.tree_changes(datapath, reservation.tree_id, reservation.address, None, share)[0]
+
+
+def log_installed(reservation, shares):
+    tree = reservation.tree
+    LOG.info("tree %d: %s -> %d receivers at %.3f Mbit/s via %s, policy %s, address %s",
+             reservation.tree_id, tree.source, len(tree.receivers), tree.bandwidth_mbps,
+             ",".join(shares), tree.policy, reservation.address)
 
 
 def _refusal(error, prefix):

@@ -74,7 +74,7 @@ def test_aggregators_are_hosts_with_a_role_and_a_capacity():
 
 def test_routes_are_kept_for_a_bounded_number_of_failure_sets():
     from syncfabric.decisions.unicast_routes import RoutesAround
-    from syncfabric.services.fabric import ROUTE_SETS_KEPT
+    from syncfabric.services.fabric_links import ROUTE_SETS_KEPT
     from tests.harness.fake_controller import description
     routes = RoutesAround(FabricView(description(spines=4, leaves=4)), ROUTE_SETS_KEPT)
     leaves = ["leaf%d" % i for i in range(1, 5)]

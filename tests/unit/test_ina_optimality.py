@@ -7,11 +7,10 @@ import random
 import pytest
 
 from experiments.ina_optimality import KINDS, brute_force, random_instance
-from syncfabric.decisions import ina_placement, ina_problem, inart_placement
+from syncfabric.decisions import group_moves, ina_placement, ina_problem, inart_placement
 from syncfabric.decisions.exact_placement import exact_assignment
 from syncfabric.decisions.ina_problem import GRID, InaProblem, capacity_of, options_for
 from syncfabric.decisions.inart_placement import INART, InartProblem
-from syncfabric.decisions.stream_assignment import StreamAssignment
 from tests.unit.test_ina_placement import brute_force_theta, tiny_problem
 
 
@@ -76,7 +75,7 @@ def test_group_moves_reach_what_single_moves_cannot(monkeypatch):
     """Three workers whose best plan shares one aggregator: no single move gets there."""
     problem = grid_instance(51)
     optimum = grid_oracle(problem)
-    monkeypatch.setattr(StreamAssignment, "MAX_GROUP_ROUNDS", 0)
+    monkeypatch.setattr(group_moves, "MAX_GROUP_ROUNDS", 0)
     single = ina_placement.plan(problem, GRID, exact_time_s=0)
     monkeypatch.undo()
     grouped = ina_placement.plan(grid_instance(51), GRID, exact_time_s=0)
