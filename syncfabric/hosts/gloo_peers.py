@@ -17,15 +17,17 @@ slowest rank's. Rank 0 prints one JSON line per round and pattern: `pattern`,
 `round`, `comm_s` (and `reduce_s`, `broadcast_s` for `ps`), `verified`.
 """
 
-import argparse
 import datetime
 import json
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from syncfabric.hosts.cli import ArgumentParser
 
 GRADIENT_MAGNITUDE = 2 ** 10   # |g| <= this: 64 workers sum exactly in float32 (2**24)
 
@@ -92,25 +94,32 @@ def ps_round(args, expected):
             "verified": verified}
 
 
-def join(args):
-    """Join the job's process group as args.rank (run_ranks's arguments, rank_arguments)."""
+@contextmanager
+def joined(args):
+    """In the job's process group as args.rank (rank_parser's arguments), left at the end."""
     torch.set_num_threads(1)   # many peers share two cores
     dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
-def rank_arguments(parser, world_help):
-    """The arguments run_ranks gives every rank program."""
+def rank_parser(program, doc, world_help):
+    """A rank program's parser, with the arguments the Gloo driver gives every rank."""
+    parser = ArgumentParser(prog="python -m syncfabric.hosts." + program,
+                            description=doc.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="this host's name in the fabric")
     parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True, help=world_help)
     parser.add_argument("--master", required=True, help="rank 0's data-plane IP:port")
+    return parser
 
 
 def run(args):
-    join(args)
-    try:
+    with joined(args):
         workers_group = dist.new_group(list(range(args.workers)))
         expected = expected_sum(args.seed, args.workers, args.floats).astype(np.float32)
         for number in range(1, args.rounds + 1):
@@ -123,14 +132,10 @@ def run(args):
                     result = ps_round(args, expected)
                 if args.rank == 0:
                     print(json.dumps(dict(result, pattern=pattern, round=number)), flush=True)
-    finally:
-        dist.destroy_process_group()
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m syncfabric.hosts.gloo_peers",
-                                     description=__doc__.split("\n\n")[0])
-    rank_arguments(parser, "workers, plus one with a PS")
+    parser = rank_parser("gloo_peers", __doc__, "workers, plus one with a PS")
     parser.add_argument("--workers", type=int, required=True)
     parser.add_argument("--floats", type=int, required=True, help="float32 values in the model")
     parser.add_argument("--rounds", type=int, default=5)

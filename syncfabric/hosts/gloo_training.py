@@ -13,7 +13,6 @@ slowest rank's), and `loss` (the workers' mean). run_gloo_training runs it from 
 namespace and checks every round as experiments.train checks its own modes.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -25,7 +24,7 @@ import torch.distributed as dist
 
 from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                          one_blas_thread, sgd_update, worker_gradient)
-from syncfabric.hosts.gloo_peers import join, rank_arguments, slowest, timed
+from syncfabric.hosts.gloo_peers import joined, rank_parser, slowest, timed
 
 
 def state_path(state_dir, number):
@@ -37,8 +36,7 @@ def run(args):
     data = dataset(setup.seed)
     parameters = initial_parameters(setup)
     velocity = np.zeros_like(parameters)
-    join(args)
-    try:
+    with joined(args):
         for number in range(1, args.rounds + 1):
             dist.barrier()
             started = time.perf_counter()
@@ -59,14 +57,10 @@ def run(args):
                 print(json.dumps({"round": number, "compute_s": compute_s, "comm_s": comm_s,
                                   "round_s": round_s, "loss": float(losses[0]) / args.world}),
                       flush=True)
-    finally:
-        dist.destroy_process_group()
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m syncfabric.hosts.gloo_training",
-                                     description=__doc__.split("\n\n")[0])
-    rank_arguments(parser, "the number of workers")
+    parser = rank_parser("gloo_training", __doc__, "the number of workers")
     parser.add_argument("--setup", required=True, help="the job, TrainingSetup.as_dict() as JSON")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--state-dir", required=True, help="where rank 0 writes each round's state")
