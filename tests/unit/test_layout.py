@@ -160,3 +160,11 @@ def test_experiments_take_shared_settings_from_one_module_not_from_each_other():
                 if node.module.startswith("experiments.") and imported in scripts - {path.stem}:
                     constants = [a.name for a in node.names if a.name.isupper()]
                     assert not constants, "%s imports %s from %s" % (path.name, constants, imported)
+
+
+def test_inart_builds_on_grid_s_shared_parts_not_on_grid():
+    """GRID's candidates (ina_problem) and repair (stream_assignment) are what GRID and
+    InArt share; InArt does not reach into GRID's planner."""
+    imported = imported_modules(LIBRARY / "decisions" / "inart_placement.py")
+    assert "syncfabric.decisions.ina_placement" not in imported
+    assert {"syncfabric.decisions.ina_problem", "syncfabric.decisions.stream_assignment"} <= imported
