@@ -17,45 +17,49 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+# what is counted and timed where it happens: attribute -> (metric name, documentation,
+# labels); a Counter's name gets `_total` from prometheus_client
+COUNTERS = {
+    "rest_requests": ("syncfabric_rest_requests", "REST requests answered, by route template, "
+                      "method and status", ["route", "method", "status"]),
+    "admissions": ("syncfabric_admissions", "trees, SELMCAST rounds and INA plans created",
+                   ["resource"]),
+    "refusals": ("syncfabric_refusals", "creations refused with 409: no capacity, or busy",
+                 ["resource"]),
+    "releases": ("syncfabric_releases", "trees, rounds and plans released, by cause: request "
+                 "(DELETE), lease (expired) or reroute (no tree fits around a failure)",
+                 ["resource", "cause"]),
+    "reroutes": ("syncfabric_reroutes", "live trees and INA plans moved off a failed link, by "
+                 "outcome: moved (plans: same nodes and rates), replanned (plans) or released",
+                 ["resource", "outcome"]),
+    "reconciliations": ("syncfabric_reconciliations", "switches (re)synced after connecting: "
+                        "cleared, then given the fabric flows and every live tree and plan",
+                        ["switch"]),
+}
+HISTOGRAMS = {
+    "install_seconds": ("syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow "
+                        "messages to the last switch's barrier reply, by outcome (confirmed or "
+                        "failed)", ["outcome"]),
+    "reroute_seconds": ("syncfabric_reroute_seconds", "the controller's share of a reroute's "
+                        "gap: from the link change to the moved tree or plan confirmed by its "
+                        "switches", ["resource"]),
+    "planning_seconds": ("syncfabric_planning_seconds", "computing a multicast tree, a "
+                         "SELMCAST round or an INA plan", ["kind"]),
+}
+
+
 class Metrics:
+    """The registry, an attribute per counter and histogram (COUNTERS, HISTOGRAMS), and
+    the live state read at scrape time (watch)."""
+
     def __init__(self):
         self.registry = CollectorRegistry()
-
-        def counter(name, documentation, labels):
-            return Counter(name, documentation, labels, registry=self.registry)
-
-        def histogram(name, documentation, labels=()):
-            return Histogram(name, documentation, labels, buckets=LATENCY_BUCKETS,
-                             registry=self.registry)
-
-        self.rest_requests = counter(
-            "syncfabric_rest_requests", "REST requests answered, by route template, method "
-            "and status", ["route", "method", "status"])
-        self.admissions = counter(
-            "syncfabric_admissions", "trees, SELMCAST rounds and INA plans created", ["resource"])
-        self.refusals = counter(
-            "syncfabric_refusals", "creations refused with 409: no capacity, or busy",
-            ["resource"])
-        self.releases = counter(
-            "syncfabric_releases", "trees, rounds and plans released, by cause: request "
-            "(DELETE), lease (expired) or reroute (no tree fits around a failure)",
-            ["resource", "cause"])
-        self.install_seconds = histogram(
-            "syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow messages "
-            "to the last switch's barrier reply, by outcome (confirmed or failed)", ["outcome"])
-        self.reroutes = counter(
-            "syncfabric_reroutes", "live trees and INA plans moved off a failed link, by "
-            "outcome: moved (plans: same nodes and rates), replanned (plans) or released",
-            ["resource", "outcome"])
-        self.reroute_seconds = histogram(
-            "syncfabric_reroute_seconds", "the controller's share of a reroute's gap: from "
-            "the link change to the moved tree or plan confirmed by its switches", ["resource"])
-        self.reconciliations = counter(
-            "syncfabric_reconciliations", "switches (re)synced after connecting: cleared, "
-            "then given the fabric flows and every live tree and plan", ["switch"])
-        self.planning_seconds = histogram(
-            "syncfabric_planning_seconds", "computing a multicast tree, a SELMCAST round or "
-            "an INA plan", ["kind"])
+        for attribute, (name, documentation, labels) in COUNTERS.items():
+            setattr(self, attribute, Counter(name, documentation, labels,
+                                             registry=self.registry))
+        for attribute, (name, documentation, labels) in HISTOGRAMS.items():
+            setattr(self, attribute, Histogram(name, documentation, labels,
+                                               buckets=LATENCY_BUCKETS, registry=self.registry))
 
     def watch(self, services):
         """Also report the live state of `services` (a Services) at every scrape."""
