@@ -3,7 +3,7 @@
 A tree is computed on the fabric's view (multicast_trees), booked in the fabric's ledger,
 installed through the installer and confirmed by every switch, or nothing of it is
 booked or left on a switch. Release, leases, reinstall on a switch that came back empty,
-and the trees saved for a restart live here too (reroutes: tree_reroutes). Time comes
+and the trees saved for a restart live here too (reroutes: tree_moves). Time comes
 in as `now`.
 """
 

@@ -1,5 +1,5 @@
 """Where the REST API listens, for real (apps/rest_json.py); who may change what is tested
-in-process, in test_controller_apps."""
+in-process, in tests/unit/test_requests.py."""
 
 import socket
 import subprocess
