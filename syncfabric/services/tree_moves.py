@@ -114,21 +114,27 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
             continue
         make[datapath], then_break[datapath] = of.tree_changes(
             datapath, tree_id, old.address, old_shares.get(switch), new_shares.get(switch))
+    trees.moving.add(tree_id)   # switches that connect meanwhile wait for the new tree
     try:
-        trees.installer.install({datapath: messages for datapath, messages in make.items()
-                                 if messages})
-    except InstallFailed as failure:
-        LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id, failure)
-        _released(trees, tree_id, now, book)
-        return None
-    if trees.book is not book or tree_id not in book.ids():
-        # released meanwhile: the release removed what the old tree had, and make may
-        # have added more (a switch, a FAST_FAILOVER group): remove all of the tree
-        trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id, old.address,
-                                                            new_shares[s], None)[1]
-                             for s in new_shares})
-        return None
-    book.replace(tree_id, tree)
+        try:
+            trees.installer.install({datapath: messages for datapath, messages in make.items()
+                                     if messages})
+        except InstallFailed as failure:
+            LOG.error("tree %d: the new tree was not confirmed (%s); releasing it", tree_id,
+                      failure)
+            _released(trees, tree_id, now, book)
+            return None
+        if trees.book is not book or tree_id not in book.ids():
+            # released meanwhile: the release removed what the old tree had, and make may
+            # have added more (a switch, a FAST_FAILOVER group): remove all of the tree
+            trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id,
+                                                                old.address, new_shares[s],
+                                                                None)[1]
+                                  for s in new_shares})
+            return None
+        book.replace(tree_id, tree)
+    finally:
+        trees.moving.discard(tree_id)
     trees.remember(now)
     return then_break
 

@@ -71,6 +71,7 @@ class MulticastTrees:
         self.book = None           # the fabric's ledger when this service last adopted it
         self.generation = None
         self.release_keys = {}     # tree id -> the key that may DELETE it (None: nobody)
+        self.moving = set()        # trees whose move is installed but not yet booked
 
     # --- the REST resource ------------------------------------------------------
 
@@ -253,8 +254,9 @@ class MulticastTrees:
     def switch_share(self, switch, datapath):
         """The messages that install the switch's share of every live tree (a share
         provider of the fabric's reconciliation); None until this service adopted the
-        fabric's current ledger."""
-        if self.book is None or self.generation != self.fabric.generation:
+        fabric's current ledger, or while a tree moves (the book still holds the old
+        tree: the switch is read again once the move is booked)."""
+        if self.book is None or self.generation != self.fabric.generation or self.moving:
             return None
         shares = [(r, switch_shares(self.book.view, r.tree).get(switch)) for r in self.book]
         return [m for r, share in shares if share is not None for m in installing(datapath, r, share)]

@@ -9,7 +9,7 @@ from ryu.lib import hub
 from syncfabric.openflow import builders as of
 from syncfabric.openflow.installer import DRAIN_S
 from tests.harness.fake_controller import InProcessController, description
-from tests.harness.in_process import (NOTHING_LISTED, TREE, delivered, empty, listed,
+from tests.harness.in_process import (NOTHING_LISTED, TREE, changes_sent, delivered, empty, listed,
                                       move_make_before_break, post, release_key)
 
 
@@ -168,3 +168,35 @@ def test_a_tree_is_policed_once_at_its_ingress_switch_through_a_reroute(controll
     status, _ = controller.request("DELETE", "/multicast/trees/%d" % tree["id"],
                                    headers=release_key(tree))
     assert status == 200 and empty(controller)
+
+
+def test_a_switch_that_connects_while_its_tree_moves_keeps_nothing_stale(controller, monkeypatch):
+    """A switch read and reconciled while a tree moves off it must not keep the tree's old
+    share there: it is reconciled against the moved tree (emulated reconnects once left
+    a group that the next backup change ran into)."""
+    from types import SimpleNamespace
+
+    from ryu.controller import ofp_event
+    from ryu.controller.handler import CONFIG_DISPATCHER
+
+    from tests.harness.fake_openflow import FakeDatapath
+    _, tree = post(controller, "/multicast/trees", TREE)
+    spine = next(b for a, b in tree["edges"] if a == "leaf1" and b.startswith("spine"))
+    installer, install = controller.services.installer, controller.services.installer.install
+
+    def spine_back_meanwhile(messages):   # the move's install: the spine returns during it
+        monkeypatch.setattr(installer, "install", install)
+        datapath = FakeDatapath(controller.view.dpid(spine), controller.network)
+        datapath.table = controller.switches[spine].table
+        controller.switches[spine] = datapath
+        controller._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
+                          CONFIG_DISPATCHER)
+        hub.sleep(0.3)   # the spine is read and reconciled while the move is unconfirmed
+        return install(messages)
+    monkeypatch.setattr(installer, "install", spine_back_meanwhile)
+    controller.disconnect(spine)
+    controller.settle()
+    assert installer.install is install   # the move ran, with the spine coming back during it
+    since = len(controller.network.sent)
+    controller.connect(spine, keep_table=True)
+    assert changes_sent(controller, spine, since) == []
