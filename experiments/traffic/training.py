@@ -42,8 +42,7 @@ from syncfabric.hosts.digits_mlp import (ReferenceRun, accuracy, initial_paramet
                                          one_blas_thread, reference_step)
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.rate_control import LossAdaptiveRate
-from syncfabric.hosts.training_host import expand
-from syncfabric.hosts.wire import chunk_count, ranges, wire_bytes
+from syncfabric.hosts.wire import chunk_count, expand, ranges, wire_bytes
 
 PARAMETER_MODES = ("unicast", "multicast")
 GRADIENT_POLICIES = {"ps": "no-ina", "ina": "grid"}

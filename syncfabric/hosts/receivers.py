@@ -1,6 +1,7 @@
 """Receiving chunks: one round's chunks assembled and verified by SHA-256, missing
 ranges reported for repair, and several receivers waited on with a control channel."""
 
+import functools
 import hashlib
 import logging
 import selectors
@@ -17,7 +18,6 @@ SO_RCVBUFFORCE = 33  # Linux; lets root exceed net.core.rmem_max (Python has no 
 
 
 LOG = logging.getLogger("syncfabric.hosts")
-_warned_buffer = []
 
 
 def set_receive_buffer(sock):
@@ -26,11 +26,14 @@ def set_receive_buffer(sock):
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER_BYTES)
     except PermissionError:
-        if not _warned_buffer:
-            _warned_buffer.append(True)
-            LOG.warning("no CAP_NET_ADMIN: receive buffers are capped by net.core.rmem_max "
-                        "(raise it, or run as root, if bursts are lost)")
+        warn_buffer_capped()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+
+
+@functools.cache
+def warn_buffer_capped():
+    LOG.warning("no CAP_NET_ADMIN: receive buffers are capped by net.core.rmem_max (raise it, "
+                "or run as root, if bursts are lost)")
 
 
 def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True):

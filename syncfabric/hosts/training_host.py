@@ -18,11 +18,7 @@ from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_paramet
 from syncfabric.hosts.gradient_host import Process, parse_args
 from syncfabric.hosts.pacing import multicast_sender, send_streams
 from syncfabric.hosts.receivers import ChunkReceiver, receive_chunks
-from syncfabric.hosts.wire import DATA_PORT, chunk_packets
-
-
-def expand(chunk_ranges):
-    return [index for first, last in chunk_ranges for index in range(first, last)]
+from syncfabric.hosts.wire import DATA_PORT, chunk_packets, expand
 
 
 class TrainingProcess(Process):

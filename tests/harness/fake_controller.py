@@ -95,9 +95,10 @@ class InProcessController:
         event_class = getattr(ofp_event, "Event" + type(message).__name__)
         self._event(event_class(message), MAIN_DISPATCHER)
 
-    def connect(self, switch, keep_table=False):
+    def connect(self, switch, keep_table=False, settle=True):
         """A switch of the fabric connects (again): a fresh FakeDatapath, with an empty
-        table or (keep_table) the one it had, as after a controller restart."""
+        table or (keep_table) the one it had, as after a controller restart; with settle
+        False, return at once (from inside the controller, while it works)."""
         old = self.switches.get(switch)
         datapath = FakeDatapath(self.view.dpid(switch), self.network)
         if keep_table:
@@ -105,7 +106,8 @@ class InProcessController:
         self.switches[switch] = datapath
         self._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
                     CONFIG_DISPATCHER)
-        self.settle()
+        if settle:
+            self.settle()
         return datapath
 
     def connect_all(self):

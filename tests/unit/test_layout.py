@@ -115,20 +115,20 @@ def test_modules_classes_and_functions_stay_small(module):
             assert length <= MAX_FUNCTION_LINES, "%s(): %d lines" % (node.name, length)
 
 
-@pytest.mark.parametrize("module", sorted(path.name for path in APPS.glob("*.py")))
+@pytest.mark.parametrize("module", sorted(path.relative_to(ROOT) for path in APPS.glob("*.py"))
+                         + library_modules(), ids=str)
 def test_no_module_reads_another_objects_private_attributes(module):
     """Apps and services meet through narrow public interfaces: no `other._thing`, no
     looking another app up, no getattr on another's object."""
-    for path in [APPS / module] + [ROOT / m for m in library_modules()]:
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                    and not node.attr.startswith("__"):
-                assert isinstance(node.value, ast.Name) and node.value.id in ("self", "batch"), \
-                    "%s:%d reads %s" % (path.name, node.lineno, node.attr)
-            if isinstance(node, ast.Name) and path.parent.name in ("apps", "services"):
-                assert node.id not in ("lookup_service_brick", "getattr"), \
-                    "%s:%d uses %s" % (path.name, node.lineno, node.id)
+    path = ROOT / module
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            assert isinstance(node.value, ast.Name) and node.value.id in ("self", "batch"), \
+                "%s:%d reads %s" % (path.name, node.lineno, node.attr)
+        if isinstance(node, ast.Name) and path.parent.name in ("apps", "services"):
+            assert node.id not in ("lookup_service_brick", "getattr"), \
+                "%s:%d uses %s" % (path.name, node.lineno, node.id)
 
 
 @pytest.mark.parametrize("module", sorted(path.name for path in APPS.glob("*_controller.py")))

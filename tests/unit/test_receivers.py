@@ -2,9 +2,18 @@
 a receive buffer without CAP_NET_ADMIN."""
 
 import logging
+import select
 import socket
 
 from syncfabric.hosts import receivers
+
+
+def waited_for(sock, count):
+    """The datagrams on `sock`, waiting up to 2 s at a time until `count` came."""
+    taken = []
+    while len(taken) < count and select.select([sock], [], [], 2)[0]:
+        taken += list(receivers.datagrams(sock))
+    return taken
 
 
 def test_a_receiving_socket_takes_what_waits_and_never_blocks():
@@ -13,17 +22,9 @@ def test_a_receiving_socket_takes_what_waits_and_never_blocks():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
         for payload in (b"one", b"two"):
             sender.sendto(payload, ("127.0.0.1", port))
-    assert sorted(_wait_for(sock, 2)) == [b"one", b"two"]
+    assert sorted(waited_for(sock, 2)) == [b"one", b"two"]
     assert list(receivers.datagrams(sock)) == []   # nothing left: returns, does not wait
     sock.close()
-
-
-def _wait_for(sock, count):
-    import select
-    taken = []
-    while len(taken) < count and select.select([sock], [], [], 2)[0]:
-        taken += list(receivers.datagrams(sock))
-    return taken
 
 
 def test_without_cap_net_admin_the_buffer_falls_back_with_a_warning(monkeypatch, caplog):
@@ -34,7 +35,7 @@ def test_without_cap_net_admin_the_buffer_falls_back_with_a_warning(monkeypatch,
             super().setsockopt(level, option, value)
 
     monkeypatch.setattr(receivers.socket, "socket", Unprivileged)
-    monkeypatch.setattr(receivers, "_warned_buffer", [])
+    receivers.warn_buffer_capped.cache_clear()
     with caplog.at_level(logging.WARNING, logger="syncfabric.hosts"):
         first = receivers.receiving_socket("127.0.0.1", 0)
         second = receivers.receiving_socket("127.0.0.1", 0)

@@ -174,23 +174,13 @@ def test_a_switch_that_connects_while_its_tree_moves_keeps_nothing_stale(control
     """A switch read and reconciled while a tree moves off it must not keep the tree's old
     share there: it is reconciled against the moved tree (emulated reconnects once left
     a group that the next backup change ran into)."""
-    from types import SimpleNamespace
-
-    from ryu.controller import ofp_event
-    from ryu.controller.handler import CONFIG_DISPATCHER
-
-    from tests.harness.fake_openflow import FakeDatapath
     _, tree = post(controller, "/multicast/trees", TREE)
     spine = next(b for a, b in tree["edges"] if a == "leaf1" and b.startswith("spine"))
     installer, install = controller.services.installer, controller.services.installer.install
 
     def spine_back_meanwhile(messages):   # the move's install: the spine returns during it
         monkeypatch.setattr(installer, "install", install)
-        datapath = FakeDatapath(controller.view.dpid(spine), controller.network)
-        datapath.table = controller.switches[spine].table
-        controller.switches[spine] = datapath
-        controller._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
-                          CONFIG_DISPATCHER)
+        controller.connect(spine, keep_table=True, settle=False)
         hub.sleep(0.3)   # the spine is read and reconciled while the move is unconfirmed
         return install(messages)
     monkeypatch.setattr(installer, "install", spine_back_meanwhile)
