@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 import networkx as nx
 
 PATH_AWARE = "path-aware"
-CAPACITY_TOLERANCE_MBPS = 1e-9  # sums of reserved rates that fill a link exactly still fit
+CAPACITY_TOLERANCE_MBPS = 1e-9  # a load this small is no load (what float sums leave)
+SUM_TOLERANCE = 1e-12      # of capacity: float sums of rates that fill a link exactly still fit
 PLANNED_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
 RANDOM = "random"
 POLICIES = (PATH_AWARE, RANDOM)
@@ -153,11 +154,14 @@ def with_backup_uplinks(view, tree, reserved_mbps=None, down_links=frozenset()):
     return replace(tree, backups=tuple(backups))
 
 
-def fits_in(free, demand, capacity):
-    """Whether `demand` fits in what is `free` of `capacity`: the ledger holds INA plans
-    whose LP rates may fill a link to within the solver's tolerance, and a tree that
-    had its link must still fit there after such a plan."""
-    return free + max(CAPACITY_TOLERANCE_MBPS, PLANNED_TOLERANCE * capacity) >= demand
+def fits_in(free, demand, capacity, planned=False):
+    """Whether `demand` fits in what is `free` of `capacity`. What users ask for gets no
+    tolerance beyond float sums': a request above a link's capacity or what is free, by
+    any amount, does not fit. A planner's loads (`planned`: an LP's rates) may exceed
+    what is free by the solver's tolerance; the ledger then books only what is free."""
+    if planned:
+        return free + PLANNED_TOLERANCE * capacity >= demand
+    return demand <= capacity and free + SUM_TOLERANCE * capacity >= demand
 
 
 class Residuals:

@@ -147,18 +147,21 @@ class ReservationBook:
     def hold_if_free(self, key, loads_mbps):
         """hold() if every load still fits under its link's or aggregator's capacity minus
         what is booked now, else ReservationError naming the first that does not (and
-        nothing changes). For loads planned on an earlier state of the ledger. What
-        `key` holds already counts as free and is replaced."""
+        nothing changes). For loads planned on an earlier state of the ledger, within
+        their LP's tolerance (booked as what is free, so the ledger never passes a
+        capacity). What `key` holds already counts as free and is replaced."""
         reserved = self.reserved_without(key)
+        booked = {}
         for resource, load in loads_mbps.items():
             capacity = (self.view.graph.edges[resource]["capacity_mbps"]
                         if isinstance(resource, tuple) else self.view.aggregators[resource])
             free = capacity - reserved.get(resource, 0.0)
-            if not fits_in(free, load, capacity):
+            if not fits_in(free, load, capacity, planned=True):
                 raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
                                        % (resource, free, load))
+            booked[resource] = min(load, max(free, 0.0))   # never past capacity: see fits_in
         self.release_hold(key)
-        self.hold(key, loads_mbps)
+        self.hold(key, booked)
 
     def reserved_without(self, key):
         """{link or aggregator: Mbit/s} booked now, without what `key` holds."""

@@ -5,8 +5,9 @@ import pytest
 
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, MulticastTree,
-                                                  TreeRequestError, compute_tree, is_spine_leaf,
-                                                  max_feasible_mbps, repaired_tree, without_links)
+                                                  TreeRequestError, compute_tree, fits_in,
+                                                  is_spine_leaf, max_feasible_mbps, repaired_tree,
+                                                  without_links)
 from tests.harness.fabrics import spine_leaf_view
 
 
@@ -71,15 +72,15 @@ def test_infeasible_reports_the_largest_bandwidth_that_fits():
     assert max_feasible_mbps(view, "h1", ["h2"], used) == pytest.approx(20.0)
 
 
-def test_a_tree_still_fits_where_a_plan_filled_its_link_within_the_lp_tolerance():
-    # the ledger holds INA plans whose LP rates may exceed a link by the solver's
-    # tolerance; a tree that had the rest of the link must fit there again when it moves
+def test_a_request_above_a_link_by_any_amount_does_not_fit():
     view = spine_leaf_view(2, 2, 2, bw=20)
-    used = {("leaf1", "spine1"): 16.0 + 1e-5, ("leaf1", "spine2"): 16.0 + 1e-5}
-    tree = compute_tree(view, "h1", ["h3"], 4.0, used)
-    assert ("leaf1", "spine1") in tree.edges or ("leaf1", "spine2") in tree.edges
-    with pytest.raises(InfeasibleTree):
-        compute_tree(view, "h1", ["h3"], 4.0 + 1e-3, used)
+    for demand, reserved in ((20.0000001, {}), (10.0000001, {("h1", "leaf1"): 10.0})):
+        with pytest.raises(InfeasibleTree):
+            compute_tree(view, "h1", ["h3"], demand, reserved)
+    thirds = {("h1", "leaf1"): 20 / 3 + 20 / 3}   # float sums that fill a link exactly fit
+    compute_tree(view, "h1", ["h3"], 20 / 3, thirds)
+    assert fits_in(2e-5, 2e-5 + 1e-6, 20, planned=True)   # an LP's rounding is absorbed
+    assert not fits_in(2e-5, 2e-5 + 1e-6, 20)             # a request's never
 
 
 def test_a_full_receiver_link_makes_it_infeasible():

@@ -127,3 +127,17 @@ def test_a_record_that_does_not_fit_books_nothing(view):
         with pytest.raises(ReservationError):
             target.restore(broken, 0.0)
         assert (dict(target.reserved_mbps), target.ids()) == before
+
+
+def test_a_plan_past_what_is_free_by_its_lp_tolerance_is_booked_as_what_is_free(view):
+    # a tree that had the rest of the link must fit there again when it moves
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h3"], 4.0)
+    link = tree.edges[1]
+    reservation = book.reserve(tree)
+    book.hold_if_free(("ina", 1), {link: 16.0 + 1e-5})
+    assert book.reserved_mbps[link] == 20.0
+    book.release(reservation.tree_id)
+    book.reserve(tree)
+    with pytest.raises(ReservationError):
+        book.reserve(compute_tree(view, "h1", ["h3"], 1e-6))
