@@ -140,8 +140,10 @@ def resource_api(name, collection, key):
     rounds, plans): POST creates, GET lists and shows, DELETE releases, each through the
     service registered under `key`: create(body, release_key, now), list(now),
     show(id, now), owner_key(id), release(id, now). Creations, 409 refusals and
-    releases are counted in the metrics under `collection`."""
-    path, item = "/%s/%s" % (name, collection), "/%s/%s/{item_id}" % (name, collection)
+    releases are counted in the metrics under `collection` (None: the collection is
+    `name` itself, at the top, as /jobs)."""
+    path = "/%s" % name if collection is None else "/%s/%s" % (name, collection)
+    item, collection = path + "/{item_id}", collection or name
     what = collection.rstrip("s")
 
     class ResourceApi(RestApi):

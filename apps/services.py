@@ -15,6 +15,7 @@ from syncfabric.openflow.installer import CONFIRM_TIMEOUT_S, Installer
 from syncfabric.operator.metrics import Metrics
 from syncfabric.services.fabric import Fabric
 from syncfabric.services.ina_plans import InaPlans
+from syncfabric.services.jobs import Jobs
 from syncfabric.services.selmcast_rounds import SelmcastRounds
 from syncfabric.services.state_files import STATE_DIR_ENV, StateFiles
 from syncfabric.services.trees import MulticastTrees
@@ -61,6 +62,7 @@ class Services:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.rounds = SelmcastRounds(self.fabric, self.trees, store, self.metrics, tpool.execute)
         self.plans = InaPlans(self.fabric, self.installer, store, self.metrics, tpool.execute)
+        self.jobs = Jobs(self.fabric, self.trees, self.plans, self.metrics, tpool.execute)
         self.metrics.watch(self)
 
 

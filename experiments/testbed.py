@@ -36,7 +36,7 @@ from syncfabric.hosts.wire import MTU_ENV
 from syncfabric.services.state_files import STATE_DIR_ENV
 
 DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",
-                "apps.ina_controller")
+                "apps.ina_controller", "apps.job_controller")
 DEFAULT_OF_PORT = 6653
 DEFAULT_REST_PORT = 8080
 

@@ -33,7 +33,7 @@ def chromium(width=1500, height=950):
 
 
 def select(driver, kind, item_id, timeout_s=15):
-    """Click the page's entry of a tree, plan or round once it is listed; the keys
+    """Click the page's entry of a tree, plan, round or job once it is listed; the keys
     ("a|b", names sorted) of the links the page then highlights."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

@@ -42,8 +42,9 @@ import numpy as np
 from experiments import fidelity
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
+from syncfabric.decisions.model_shards import fragment_ranges
 from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
-                                            fragment_ranges, gradient_floats, wire_mbit)
+                                            gradient_floats, wire_mbit)
 from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
 

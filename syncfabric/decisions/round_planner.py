@@ -33,6 +33,9 @@ from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree
 
 MIN_RATE_MBPS = 1e-6
+MAX_PSS = 8   # shards a job tries at most: each more is another LP to solve
+AUTO, DEDICATED, COLOCATED = "auto", "dedicated", "colocated"
+PLACEMENTS = (AUTO, DEDICATED, COLOCATED)
 
 
 @dataclass
@@ -45,14 +48,27 @@ class RoundPlan:
     bound_s: float
 
 
-def lower_bound_s(view, workers, candidates, model_mbit):
+def free_mbps(view, edge, reserved_mbps=None):
+    return view.graph.edges[edge]["capacity_mbps"] - (reserved_mbps or {}).get(edge, 0.0)
+
+
+def bottleneck(view, workers, reserved_mbps=None):
+    """(link, free Mbit/s) of the workers' links, either way, with least left: no round's
+    return or gradients run faster than it allows."""
+    links = [edge for w in workers for edge in ((view.attachment(w)[0], w),
+                                                (w, view.attachment(w)[0]))]
+    link = min(links, key=lambda edge: free_mbps(view, edge, reserved_mbps))
+    return link, free_mbps(view, link, reserved_mbps)
+
+
+def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):
     """No round with its shards on `candidates` is shorter (module doc). Candidates
     that are workers keep their own fragments: the shares kept add up to at most one
     model, so at least N - 1 models cross then."""
     link = min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
                    view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
                for w in workers)
-    absorb = sum(view.aggregators.values()) + sum(
+    absorb = sum(view.aggregators.values()) * aggregation + sum(
         view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
     crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
     return max(model_mbit / link, crossing * model_mbit / absorb)
@@ -67,10 +83,14 @@ def spread(view, candidates):
             for h in column if h is not None]
 
 
-def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
-    """The round with shards on `pss` (module doc); PlacementError if it does not fit."""
-    link = min(view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"] for w in workers)
+def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True):
+    """The round with shards on `pss` (module doc), on what reserved_mbps leaves free of
+    the workers' downlinks; PlacementError if it does not fit. aggregation: False plans
+    the gradients straight to the PSs."""
+    link = min(free_mbps(view, (view.attachment(w)[0], w), reserved_mbps) for w in workers)
     return_mbps = link / len(pss)
+    if return_mbps < MIN_RATE_MBPS:
+        raise PlacementError("no rate left on the workers' downlinks for the return trees")
     reserved = dict(reserved_mbps or {})
     trees = []
     for ps in pss:
@@ -79,7 +99,8 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
         for edge in tree.edges:
             reserved[edge] = reserved.get(edge, 0.0) + return_mbps
     graph = available_graph(view, reserved, frozenset())
-    aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()}
+    aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
+                   if aggregation}
     if len(pss) == 1:
         gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
     else:
@@ -92,22 +113,25 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None):
 
 
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
-               colocated=False):
-    """The fastest round over P = 1..max_pss shards (module doc): on dedicated hosts among
-    `candidates`, or with `colocated` in the workers' own hosts (then P >= 2: one
-    shard in one worker's host is a PS beside workers, GRID's case)."""
+               colocated=False, shards=None, aggregation=True):
+    """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
+    dedicated hosts among `candidates`, or with `colocated` in the workers' own hosts
+    (then P >= 2: one shard in one worker's host is a PS beside workers, GRID's case)."""
     if colocated:
         hosts, smallest = spread(view, workers), 2
     else:
         hosts, smallest = spread(view, [h for h in candidates if h not in workers
                                         and not view.is_aggregator(h)]), 1
-    if len(hosts) < smallest:
-        raise PlacementError("no host left to hold a PS shard")
-    bound = lower_bound_s(view, workers, hosts, model_mbit)
+    counts = range(smallest, min(max_pss, len(hosts)) + 1) if shards is None else [shards]
+    if not counts or counts[-1] > len(hosts) or counts[0] < smallest:
+        raise PlacementError("no %s hosts for %s PS shard(s): %d of them"
+                             % ("worker" if colocated else "free", shards or smallest, len(hosts)))
+    bound = lower_bound_s(view, workers, hosts, model_mbit, aggregation)
     best, errors = None, []
-    for count in range(smallest, min(max_pss, len(hosts)) + 1):
+    for count in counts:
         try:
-            plan = plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps)
+            plan = plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps,
+                            aggregation)
         except (PlacementError, InfeasibleTree, ValueError) as error:
             errors.append(str(error))
             continue
@@ -116,3 +140,19 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     if best is None:
         raise PlacementError("no round fits: %s" % "; ".join(errors[:3]))
     return best
+
+
+def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
+             reserved_mbps=None):
+    """The fastest round (plan_round) with its shards on dedicated hosts, in the workers'
+    own (colocated) or whichever predicts the shorter round (auto)."""
+    rounds, errors = [], []
+    for colocated in {AUTO: (False, True), DEDICATED: (False,), COLOCATED: (True,)}[placement]:
+        try:
+            rounds.append(plan_round(view, workers, view.hosts, model_mbit, MAX_PSS, reserved_mbps,
+                                     colocated, shards, aggregation))
+        except PlacementError as error:
+            errors.append(str(error))
+    if not rounds:
+        raise PlacementError("; ".join(errors))
+    return min(rounds, key=lambda plan: plan.predicted_s)

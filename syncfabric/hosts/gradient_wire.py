@@ -48,18 +48,6 @@ def exact_sum_check(total, seed, workers, number, floats, start=0):
     return ratio <= 1.0, ratio
 
 
-def fragment_ranges(split, count):
-    """{PS: (first, last)}: the fragments each PS holds, contiguous, in proportion to its
-    share of the model (every PS at least one)."""
-    bounds, cumulative = [0], 0.0
-    for share in list(split.values())[:-1]:
-        cumulative += share
-        bounds.append(min(count - (len(split) - len(bounds)), max(bounds[-1] + 1,
-                                                                  round(cumulative * count))))
-    bounds.append(count)
-    return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}
-
-
 def fragment_packet(job, number, index, mask, values):
     """Fragment `index` of float32 `values` as a datagram carrying the workers in `mask`."""
     start = index * FLOATS_PER_FRAGMENT

@@ -1,4 +1,4 @@
-"""The live page (GET /ui): the fabric's links, trees, plans and rounds drawn by plain
+"""The live page (GET /ui): the fabric's links, trees, plans, rounds and jobs drawn by plain
 JavaScript and SVG from the REST API, with no build step and nothing fetched from the
 internet. Its files lie in ui/ beside this module."""
 

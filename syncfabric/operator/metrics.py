@@ -22,7 +22,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 COUNTERS = {
     "rest_requests": ("syncfabric_rest_requests", "REST requests answered, by route template, "
                       "method and status", ["route", "method", "status"]),
-    "admissions": ("syncfabric_admissions", "trees, SELMCAST rounds and INA plans created",
+    "admissions": ("syncfabric_admissions", "trees, SELMCAST rounds, INA plans and jobs created",
                    ["resource"]),
     "refusals": ("syncfabric_refusals", "creations refused with 409: no capacity, or busy",
                  ["resource"]),
@@ -112,5 +112,6 @@ class LiveState:
                  self.services.trees.live_count()),
                 ("syncfabric_selmcast_rounds", "live SELMCAST rounds",
                  self.services.rounds.live_count()),
-                ("syncfabric_ina_plans", "live INA plans", self.services.plans.live_count())):
+                ("syncfabric_ina_plans", "live INA plans", self.services.plans.live_count()),
+                ("syncfabric_jobs", "live streaming-round jobs", self.services.jobs.live_count())):
             yield GaugeMetricFamily(name, documentation, value=count)

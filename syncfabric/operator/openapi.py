@@ -6,11 +6,11 @@ compare it with the routes registered with Ryu's wsgi, and fuzz a live controlle
 against it with schemathesis.
 """
 
-from syncfabric.decisions import multicast_trees
+from syncfabric.decisions import multicast_trees, round_planner
 from syncfabric.decisions.fabric_view import HOST_ROLES, MAX_PORT
 from syncfabric.decisions.selection_round import COST_MODELS
 from syncfabric.operator.live_page import UI_ASSETS
-from syncfabric.services import ina_plans, selmcast_rounds
+from syncfabric.services import ina_plans, jobs, selmcast_rounds
 
 OPENAPI_VERSION = "3.0.3"
 MAX_DPID = 2 ** 64 - 1
@@ -54,7 +54,11 @@ SCHEMAS = {
     "Error": obj({"error": dict(STRING, description="what was wrong, and what to do next"),
                   "max_feasible_mbps": dict(NUMBER, description="409 of a tree: the most "
                                             "bandwidth a tree to these receivers could get"),
-                  "theta_mbps": dict(NUMBER, description="409 of a plan: the rate left")},
+                  "theta_mbps": dict(NUMBER, description="409 of a plan: the rate left"),
+                  "bottleneck": dict(STRING, description="409 of a job: the workers' link "
+                                     "with least left, as tail->head"),
+                  "max_rate_mbps": dict(NUMBER, description="409 of a job: what is left on "
+                                        "its bottleneck")},
                  required=["error"]),
 
     # --- the fabric ----------------------------------------------------------------
@@ -173,6 +177,45 @@ SCHEMAS = {
                   "theta_bound_mbps", "optimality_gap", "predicted_comm_time_s", "workers",
                   "aggregates", "addresses"]),
     "PlanList": obj({"plans": array(ref("Plan"))}, required=["plans"]),
+
+    # --- jobs ----------------------------------------------------------------------------
+    "JobRequest": obj({
+        "workers": array(NAME, minItems=2, maxItems=jobs.MAX_WORKERS, uniqueItems=True),
+        "model_bytes": {"type": "integer", "minimum": 1},
+        "shards": {"oneOf": [{"type": "string", "enum": ["auto"]},
+                             {"type": "integer", "minimum": 1, "maximum": round_planner.MAX_PSS}],
+                   "description": "how many PS shards; auto: the count that predicts the "
+                                  "shortest round"},
+        "placement": {"type": "string", "enum": list(round_planner.PLACEMENTS),
+                      "description": "shards on hosts of their own, in the workers' hosts, "
+                                     "or whichever is faster"},
+        "aggregation": {"type": "boolean", "description": "sum gradients in the aggregators"},
+        "ttl_s": TTL},
+        required=["workers", "model_bytes"], additional=False,
+        example={"workers": ["h1", "h2", "h3"], "model_bytes": 1000000}),
+    "Job": obj({
+        "id": INTEGER,
+        "generation": dict(INTEGER, description="goes up once the job's trees and plan moved "
+                                                "around a fault; read the job again then"),
+        "workers": PATH, "model_bytes": INTEGER, "fragment_bytes": INTEGER, "fragments": INTEGER,
+        "placement": STRING, "aggregation": {"type": "boolean"},
+        "shards": array(obj({"host": NAME, "address": STRING, "port": INTEGER,
+                             "fragments": array(INTEGER), "bytes": array(INTEGER),
+                             "return": obj({"tree": INTEGER, "group": STRING, "port": INTEGER,
+                                            "rate_mbps": NUMBER})})),
+        "destinations": {"type": "object", "description": "per worker, where each part of "
+                         "each shard's fragments goes", "additionalProperties": array(obj(
+                             {"shard": INTEGER, "host": NAME, "address": STRING, "port": INTEGER,
+                              "fragments": array(INTEGER), "rate_mbps": NUMBER}))},
+        "aggregators": array(obj({"host": NAME, "address": STRING, "shard": INTEGER,
+                                  "port": INTEGER, "rate_mbps": NUMBER,
+                                  "workers": {"type": "object",
+                                              "additionalProperties": array(INTEGER)}})),
+        "trees": array(INTEGER), "plan": INTEGER, "predicted_round_s": NUMBER,
+        "lower_bound_s": NUMBER, "expires_in_s": nullable(NUMBER)},
+        required=["id", "generation", "workers", "model_bytes", "fragment_bytes", "fragments",
+                  "shards", "destinations", "aggregators", "predicted_round_s", "lower_bound_s"]),
+    "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
 }
 
 ERRORS = {
@@ -180,7 +223,7 @@ ERRORS = {
     401: "a token is configured and the request changes state without "
          "`Authorization: Bearer <token>`",
     403: "the thing was created by another client: send its release key in X-Release-Key",
-    404: "an unknown host, tree, round or plan",
+    404: "an unknown host, tree, round, plan or job",
     409: "no capacity left, or busy (released or being installed meanwhile)",
     500: "a switch rejected what was sent, or did not confirm it; nothing of it is left",
     503: "no fabric description loaded, or a switch it needs is not connected",
@@ -206,12 +249,13 @@ ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": INTEGER}
 
 
 def resource_paths(prefix, collection, noun, request_schema, item_schema, list_schema):
-    """The create/list/show/release operations of one resource_api collection."""
+    """The create/list/show/release operations of one resource_api collection (None: the
+    collection is `prefix` itself, as /jobs)."""
     created = {"allOf": [ref(item_schema), obj({"release_key": STRING}, required=["release_key"])]}
     released = obj({"released": ref(item_schema)}, required=["released"])
-    tag = prefix
+    tag, path = prefix, "/%s" % prefix if collection is None else "/%s/%s" % (prefix, collection)
     return {
-        "/%s/%s" % (prefix, collection): {
+        path: {
             "post": {
                 "operationId": "create_%s" % noun, "tags": [tag], "summary": "create a %s" % noun,
                 "security": TOKEN_WHEN_CONFIGURED,
@@ -224,7 +268,7 @@ def resource_paths(prefix, collection, noun, request_schema, item_schema, list_s
             "get": {"operationId": "list_%ss" % noun, "tags": [tag],
                     "summary": "the live %ss" % noun,
                     "responses": responses(200, ref(list_schema), "every live %s" % noun, ())}},
-        "/%s/%s/{item_id}" % (prefix, collection): {
+        path + "/{item_id}": {
             "parameters": [ITEM_ID],
             "get": {"operationId": "show_%s" % noun, "tags": [tag], "summary": "one %s" % noun,
                     "responses": responses(200, ref(item_schema), "the %s" % noun, (404,))},
@@ -290,13 +334,14 @@ def description():
              **resource_paths("multicast", "trees", "tree", "TreeRequest", "Tree", "TreeList"),
              **resource_paths("selmcast", "rounds", "round", "RoundRequest", "Round",
                               "RoundList"),
-             **resource_paths("ina", "plans", "plan", "PlanRequest", "Plan", "PlanList")}
+             **resource_paths("ina", "plans", "plan", "PlanRequest", "Plan", "PlanList"),
+             **resource_paths("jobs", None, "job", "JobRequest", "Job", "JobList")}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "syncfabric controller", "version": "0.1.0",
                  "description": "Path-aware multicast trees with reserved bandwidth, SELMCAST "
-                                "rounds and in-network aggregation plans on an OpenFlow "
-                                "fabric. GETs are open; with a token configured "
+                                "rounds, in-network aggregation plans and streaming-round "
+                                "jobs on an OpenFlow fabric. GETs are open; with a token configured "
                                 "(SYNCFABRIC_REST_TOKEN), POST, PUT and DELETE need it."},
         "servers": [{"url": "/"}],
         "paths": paths,

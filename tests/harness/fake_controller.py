@@ -15,6 +15,7 @@ from webob import Request
 
 from apps.fabric_controller import FabricController
 from apps.ina_controller import InaController
+from apps.job_controller import JobController
 from apps.multicast_controller import MulticastController
 from apps.selmcast_controller import SelmcastController
 from apps.services import CONTEXT_KEY, Services
@@ -22,7 +23,8 @@ from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.harness.fake_openflow import FakeDatapath, FakeNetwork
 
-ALL_APPS = (FabricController, MulticastController, SelmcastController, InaController)
+ALL_APPS = (FabricController, MulticastController, SelmcastController, InaController,
+            JobController)
 
 
 def description(spines=2, leaves=2, hosts_per_leaf=2):
@@ -118,9 +120,10 @@ class InProcessController:
         self._event(ofp_event.EventOFPStateChange(self.switches[switch]), DEAD_DISPATCHER)
         self.settle()
 
-    def port_down(self, switch, neighbour, down=True):
+    def port_down(self, switch, neighbour, down=True, settle=True):
         """The link from `switch` to `neighbour` goes down (or up again): both tables see
-        it at once (FAST_FAILOVER groups act on it), and `switch` reports it."""
+        it at once (FAST_FAILOVER groups act on it), and `switch` reports it (with settle
+        False, return at once, as connect)."""
         self.link_down(switch, neighbour, down)
         datapath = self.switches[switch]
         ofproto = datapath.ofproto
@@ -128,7 +131,8 @@ class InProcessController:
                                state=ofproto.OFPPS_LINK_DOWN if down else 0, config=0)
         message = SimpleNamespace(datapath=datapath, reason=ofproto.OFPPR_MODIFY, desc=desc)
         self._event(ofp_event.EventOFPPortStatus(message), MAIN_DISPATCHER)
-        self.settle()
+        if settle:
+            self.settle()
 
     def link_down(self, switch, neighbour, down=True):
         """The data plane only: the link's ports go down (or up), nobody reports it yet."""

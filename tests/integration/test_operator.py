@@ -40,7 +40,7 @@ def tree_and_plan(bed):
 EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserved_bytes_per_second",
             "syncfabric_link_rate_bytes_per_second", "syncfabric_link_utilization_ratio",
             "syncfabric_trees", "syncfabric_ina_plans", "syncfabric_selmcast_rounds",
-            "syncfabric_switches", "syncfabric_admissions", "syncfabric_refusals",
+            "syncfabric_jobs", "syncfabric_switches", "syncfabric_admissions", "syncfabric_refusals",
             "syncfabric_releases", "syncfabric_install_confirm_seconds", "syncfabric_reroutes",
             "syncfabric_reroute_seconds", "syncfabric_reconciliations",
             "syncfabric_planning_seconds", "syncfabric_rest_requests"}
@@ -102,15 +102,34 @@ def test_the_page_shows_the_tree_and_plan_and_highlights_exactly_a_trees_links(b
         assert ui_pictures.select(driver, "tree", tree["id"]) == ui_pictures.link_keys(tree["edges"])
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "ui_tree.png"))
-        plan_links = ui_pictures.link_keys(
-            [(a, b) for legs in plan["workers"].values() for leg in legs
-             for a, b in zip(leg["path"], leg["path"][1:])]
-            + [(a, b) for aggregate in plan["aggregates"]
-               for a, b in zip(aggregate["path"], aggregate["path"][1:])])
-        assert ui_pictures.select(driver, "plan", plan["id"]) == plan_links
+        assert ui_pictures.select(driver, "plan", plan["id"]) == plan_links(plan)
         driver.save_screenshot(str(ARTIFACTS / "ui_plan.png"))
     finally:
         driver.quit()
+
+
+def plan_links(plan):
+    return ui_pictures.link_keys(
+        [(a, b) for legs in plan["workers"].values() for leg in legs
+         for a, b in zip(leg["path"], leg["path"][1:])]
+        + [(a, b) for aggregate in plan["aggregates"]
+           for a, b in zip(aggregate["path"], aggregate["path"][1:])])
+
+
+def test_the_page_lists_a_job_and_highlights_its_trees_and_plan(bed):
+    job = bed.client.request("POST", "/jobs", {"workers": ["h1", "h2", "h3"],
+                                               "model_bytes": 100000})
+    driver = ui_pictures.chromium(width=1200, height=800)
+    try:
+        trees = [bed.client.get("/multicast/trees/%d" % i) for i in job["trees"]]
+        expected = plan_links(bed.client.get("/ina/plans/%d" % job["plan"])).union(
+            *(ui_pictures.link_keys(tree["edges"]) for tree in trees))
+        driver.get(bed.client.base_url + "/ui")
+        assert ui_pictures.select(driver, "job", job["id"]) == expected
+    finally:
+        driver.quit()
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    assert bed.leftovers() == {}
 
 
 def test_schemathesis_finds_no_server_error_schema_violation_or_leak(bed):

@@ -87,10 +87,21 @@ def test_float32_reordering_stays_within_the_documented_bound(workers):
 
 
 def test_fragment_ranges_cover_every_fragment_once_in_proportion_to_the_split():
-    from syncfabric.hosts.gradient_wire import fragment_ranges
+    from syncfabric.decisions.model_shards import fragment_ranges
     assert fragment_ranges({"ps": 1.0}, 10) == {"ps": (0, 10)}
     assert fragment_ranges({"s1": 0.6, "s2": 0.4}, 10) == {"s1": (0, 6), "s2": (6, 10)}
     ranges = fragment_ranges({"a": 0.001, "b": 0.998, "c": 0.001}, 5)
     assert ranges["a"][0] == 0 and ranges["c"][1] == 5
     assert all(last > first for first, last in ranges.values())   # every PS holds one at least
     assert ranges["a"][1] == ranges["b"][0] and ranges["b"][1] == ranges["c"][0]
+
+
+def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
+    from syncfabric.decisions import model_shards
+    from syncfabric.hosts.gradient_wire import wire_mbit
+    from syncfabric.hosts.wire import FRAME_OVERHEAD
+    assert model_shards.FRAGMENT_PAYLOAD_BYTES == FLOATS_PER_FRAGMENT * 4
+    assert model_shards.FRAGMENT_WIRE_OVERHEAD_BYTES == FRAME_OVERHEAD + HEADER.size
+    assert model_shards.fragment_count(4 * 1000) == fragment_count(1000)
+    assert model_shards.wire_mbit(4 * 1000) == wire_mbit(1000)
+

@@ -86,7 +86,7 @@ def test_a_step_from_the_returned_shards_equals_the_one_process_round():
     from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                              one_blas_thread, reference_step, sgd_update,
                                              worker_gradient)
-    from syncfabric.hosts.gradient_wire import fragment_ranges
+    from syncfabric.decisions.model_shards import fragment_ranges
     setup = TrainingSetup(workers=3, hidden=8)
     data = dataset(setup.seed)
     floats = setup.parameter_count

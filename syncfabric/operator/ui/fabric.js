@@ -1,6 +1,6 @@
 // The live page: polls the controller's REST API and draws the fabric in tiers (core or
 // spine on top, hosts at the bottom), each link coloured by its utilization; a click on a
-// tree, INA plan or SELMCAST round highlights exactly the links it uses.
+// tree, INA plan, SELMCAST round or job highlights exactly the links it uses.
 "use strict";
 
 const POLL_MS = 2000;
@@ -9,7 +9,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const SLOT = 46;          // horizontal room per host
 const ROW = 110;          // vertical distance between tiers
 
-let state = {topology: null, links: [], trees: [], plans: [], rounds: []};
+let state = {topology: null, links: [], trees: [], plans: [], rounds: [], jobs: []};
 let selected = null;      // {kind, id}
 
 async function fetchJson(path, fallback) {
@@ -25,12 +25,12 @@ async function fetchJson(path, fallback) {
 
 async function poll() {
   try {
-    const [topology, links, trees, plans, rounds] = await Promise.all([
+    const [topology, links, trees, plans, rounds, jobs] = await Promise.all([
       fetchJson("/fabric/topology"), fetchJson("/fabric/links"),
       fetchJson("/multicast/trees", {trees: []}), fetchJson("/ina/plans", {plans: []}),
-      fetchJson("/selmcast/rounds", {rounds: []})]);
+      fetchJson("/selmcast/rounds", {rounds: []}), fetchJson("/jobs", {jobs: []})]);
     state = {topology, links: links.links, trees: trees.trees, plans: plans.plans,
-             rounds: rounds.rounds};
+             rounds: rounds.rounds, jobs: jobs.jobs};
     render();
     setStatus("updated " + new Date().toLocaleTimeString(), false);
   } catch (error) {
@@ -59,7 +59,7 @@ function pathKeys(path) {
 // --- what a selection uses -------------------------------------------------------------
 
 function findItem(kind, id) {
-  const list = {tree: state.trees, plan: state.plans, round: state.rounds}[kind];
+  const list = {tree: state.trees, plan: state.plans, round: state.rounds, job: state.jobs}[kind];
   return list.find(item => item.id === id) || null;
 }
 
@@ -78,6 +78,14 @@ function usage(kind, item) {
       pathKeys(aggregate.path).forEach(k => links.add(k));
       nodes.add(aggregate.aggregator);
     });
+  } else if (kind === "job") {
+    const parts = [...item.trees.map(id => ["tree", id]), ["plan", item.plan]];
+    parts.map(([part, id]) => [part, findItem(part, id)]).filter(([, found]) => found)
+      .forEach(([part, found]) => {
+        const used = usage(part, found);
+        used.links.forEach(k => links.add(k));
+        used.nodes.forEach(n => nodes.add(n));
+      });
   } else {
     item.trees.forEach(summary => {
       const tree = findItem("tree", summary.id);
@@ -163,7 +171,7 @@ function render() {
   document.getElementById("counts").textContent =
     topology.switches.length + " switches, " + topology.hosts.length + " hosts · " +
     state.trees.length + " trees, " + state.plans.length + " plans, " +
-    state.rounds.length + " rounds";
+    state.rounds.length + " rounds, " + state.jobs.length + " jobs";
 }
 
 function renderFabric(topology, use) {
@@ -233,12 +241,17 @@ function describeItem(kind, item) {
       Object.keys(item.workers).length + " workers → " + ps + ", θ " +
       item.theta_mbps.toFixed(2) + " Mbit/s";
   }
+  if (kind === "job") {
+    return "job " + item.id + " (generation " + item.generation + "): " + item.workers.length +
+      " workers, " + item.shards.length + " shards on " + item.shards.map(s => s.host).join(",") +
+      ", " + item.predicted_round_s.toFixed(3) + " s a round";
+  }
   return "round " + item.id + " (" + item.job + " #" + item.round + "): " +
     item.workers.length + " workers, " + item.trees.length + " trees";
 }
 
 function renderLists() {
-  [["tree", "trees"], ["plan", "plans"], ["round", "rounds"]].forEach(([kind, list]) => {
+  [["tree", "trees"], ["plan", "plans"], ["round", "rounds"], ["job", "jobs"]].forEach(([kind, list]) => {
     const element = document.getElementById(list);
     element.replaceChildren();
     if (!state[list].length) {
@@ -268,7 +281,7 @@ function renderLists() {
 function renderDetails() {
   const details = document.getElementById("details");
   if (!selected) {
-    details.textContent = "Click a tree, plan or round to highlight its links.";
+    details.textContent = "Click a tree, plan, round or job to highlight its links.";
     return;
   }
   const item = findItem(selected.kind, selected.id);
@@ -278,6 +291,10 @@ function renderDetails() {
     text += "aggregates:\n" + item.aggregates.map(a =>
       "  " + a.aggregator + " → " + a.ps + ": " + a.workers.join(",") + " at " +
       a.rate_mbps.toFixed(2) + " Mbit/s").join("\n");
+  } else if (selected.kind === "job") {
+    text += "trees " + item.trees.join(",") + ", plan " + item.plan + "\nshards:\n" +
+      item.shards.map(s => "  " + s.host + ": bytes " + s.bytes.join("–") + ", back on " +
+        s.return.group + " at " + s.return.rate_mbps.toFixed(2) + " Mbit/s").join("\n");
   } else if (selected.kind === "tree") {
     text += "address " + item.address + "\nvia " + item.edges.map(e => e.join("→")).join(" ");
   } else {

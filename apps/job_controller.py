@@ -1,0 +1,57 @@
+"""Jobs app: routes REST calls, fabric events and its timer to the jobs service
+(syncfabric/services/jobs.py): a streaming round's shards, return trees and gradient
+plan as one resource.
+
+    ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
+
+REST: POST /jobs, GET /jobs, GET/DELETE /jobs/<id>. Errors: 400 malformed, invalid or
+an unknown host, 404 unknown job, 409 the job does not fit (with its bottleneck and
+max_rate_mbps), 503 fabric not ready, 500 a switch rejected a part.
+"""
+
+import time
+
+from ryu.base import app_manager
+from ryu.controller import event
+from ryu.controller.handler import set_ev_cls
+
+from apps.fabric_controller import EventFabricChanged
+from apps.rest_json import METRICS_KEY, resource_api
+from apps.services import CONTEXT_KEY, contexts, start_timers
+
+FOLLOW_INTERVAL_S = 0.5
+REST_APP_KEY = "jobs"
+JobRestApi = resource_api("jobs", None, REST_APP_KEY)
+# the parts' own apps move them around faults; ryu reads the list from the module
+_REQUIRED_APP = ["apps.multicast_controller", "apps.ina_controller"]
+
+
+class EventFollowJobs(event.EventBase):
+    """Timer: leases, parts lost and parts moved."""
+
+
+class JobController(app_manager.RyuApp):
+    _CONTEXTS = contexts()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        services = kwargs[CONTEXT_KEY]
+        self.jobs = services.jobs
+        kwargs["wsgi"].register(JobRestApi, {REST_APP_KEY: self.jobs, METRICS_KEY: services.metrics})
+
+    def start(self):
+        super().start()
+        start_timers(self, {EventFollowJobs: FOLLOW_INTERVAL_S})
+
+    @set_ev_cls(EventFollowJobs)
+    def _follow(self, _ev):
+        self.jobs.follow(time.monotonic())
+
+    @set_ev_cls(EventFabricChanged)
+    def _fabric_changed(self, _ev):
+        self.jobs.fabric_changed()
+
+
+if __name__ not in ("apps.job_controller", "__main__"):   # ryu-manager apps/job_controller.py
+    from apps.launch_by_path import stand_in
+    stand_in(globals())

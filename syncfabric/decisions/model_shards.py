@@ -1,0 +1,30 @@
+"""A model cut into fragments (one datagram's payload each) and the fragments shared out
+among PS shards: what the controller tells a job, and what its hosts send and sum.
+
+The host side frames fragments (syncfabric/hosts/gradient_wire.py); these sizes are the
+contract between the two, and a test holds them equal.
+"""
+
+FRAGMENT_PAYLOAD_BYTES = 1448       # a 1500-byte MTU's datagram less the fragment header
+FRAGMENT_WIRE_OVERHEAD_BYTES = 66   # Ethernet, IP, UDP and the fragment header
+
+
+def fragment_count(model_bytes):
+    return -(-model_bytes // FRAGMENT_PAYLOAD_BYTES)
+
+
+def wire_mbit(model_bytes):
+    """Megabits a model of `model_bytes` takes on a link, headers included."""
+    return (model_bytes + fragment_count(model_bytes) * FRAGMENT_WIRE_OVERHEAD_BYTES) * 8 / 1e6
+
+
+def fragment_ranges(split, count):
+    """{PS: (first, last)}: the fragments each PS holds, contiguous, in proportion to its
+    share of the model (every PS at least one)."""
+    bounds, cumulative = [0], 0.0
+    for share in list(split.values())[:-1]:
+        cumulative += share
+        bounds.append(min(count - (len(split) - len(bounds)), max(bounds[-1] + 1,
+                                                                  round(cumulative * count))))
+    bounds.append(count)
+    return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}

@@ -1,0 +1,308 @@
+"""The streaming round as one resource (no Ryu): a job's PS shards, each shard's return
+tree and the gradient plan toward them, planned together, admitted all or none, followed
+through faults and released together.
+
+A job is planned off the event loop on what the fabric's ledger leaves free
+(round_planner.plan_job), then its return trees are created through the trees service
+and its gradient plan through the INA plans service (on what the trees leave), each
+confirmed by every switch; if any part is refused, or the job is deleted meanwhile,
+what was made is released and nothing is left. The parts belong to the job (no client
+can delete them alone). They move around failed links by their own make-before-break
+moves; once every part has settled off the failed links, the job's `generation` goes
+up by one, so a worker that sees it change reads the job again before its next round.
+A job that loses a part (nothing fits around a fault) is released whole.
+"""
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Optional
+
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.gradient_plan import PlacementError, crosses
+from syncfabric.decisions.model_shards import (FRAGMENT_PAYLOAD_BYTES, fragment_count,
+                                               fragment_ranges, wire_mbit)
+from syncfabric.decisions.multicast_trees import without_links
+from syncfabric.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
+from syncfabric.services.trees import TreeSpec
+
+LOG = logging.getLogger("syncfabric.jobs")
+REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s"}
+MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
+
+
+@dataclass
+class Job:
+    """A job admitted (or being admitted): its request, the planner's round, its parts."""
+    id: int
+    request: dict
+    round: Optional[round_planner.RoundPlan] = None
+    tree_ids: list = field(default_factory=list)
+    plan_id: Optional[int] = None
+    expires_at: Optional[float] = None
+    generation: int = 1
+    parts_seen: object = None   # the parts' paths and revisions the generation stands for
+    installed: bool = False
+
+
+def parse_job_request(body):
+    """The request with its defaults filled in, or InvalidRequest."""
+    check_fields(body, REQUEST_FIELDS, {"workers", "model_bytes"})
+    request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
+                    "ttl_s": None}, **body)
+    if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
+        raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
+    size = request["model_bytes"]
+    if not positive_number(size) or not isinstance(size, int):
+        raise InvalidRequest("model_bytes must be a positive whole number of bytes")
+    shards = request["shards"]
+    if shards != "auto" and not (isinstance(shards, int) and not isinstance(shards, bool)
+                                 and 1 <= shards <= round_planner.MAX_PSS):
+        raise InvalidRequest("shards must be \"auto\" or a number of PS shards from 1 to %d"
+                             % round_planner.MAX_PSS)
+    if request["placement"] not in round_planner.PLACEMENTS:
+        raise InvalidRequest("placement must be one of %s" % ", ".join(round_planner.PLACEMENTS))
+    if not isinstance(request["aggregation"], bool):
+        raise InvalidRequest("aggregation must be true or false")
+    if request["ttl_s"] is not None and not positive_number(request["ttl_s"]):
+        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
+    return request
+
+
+class Jobs:
+    def __init__(self, fabric, trees, plans, metrics, offload):
+        self.fabric, self.trees, self.plans, self.metrics = fabric, trees, plans, metrics
+        self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
+        self.jobs = {}             # job id -> Job
+        self.release_keys = {}     # job id -> the key that may DELETE it
+        self._ids = itertools.count(1)
+
+    # --- the REST resource ------------------------------------------------------
+
+    def create(self, body, release_key, now):
+        request = parse_job_request(body)
+        book = self.trees.ready_book()
+        check_hosts(book.view, request["workers"])
+        job = Job(next(self._ids), request,
+                  expires_at=None if request["ttl_s"] is None else now + request["ttl_s"])
+        self.jobs[job.id], self.release_keys[job.id] = job, release_key
+        try:
+            job.round = self._plan(book, request)
+            self._still_wanted(job)
+            job.tree_ids = [r.tree_id for r in self.trees.create_trees(
+                [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps)
+                 for ps in job.round.pss], None, None, now)]
+            self._still_wanted(job)
+            job.plan_id = self.plans.create(self._plan_request(job), None, now)["id"]
+            self._still_wanted(job)
+        except (ServiceError, PlacementError) as error:
+            self._release_parts(job, now)
+            if self.jobs.pop(job.id, None) is not None:
+                self.release_keys.pop(job.id, None)
+            raise self._refusal(error, book, request) from None
+        job.installed, job.parts_seen = True, self._parts(job, now)
+        LOG.info("job %d: %d workers, %d bytes, shards on %s, trees %s, plan %d; predicted "
+                 "%.3f s a round (bound %.3f s)", job.id, len(request["workers"]),
+                 request["model_bytes"], ",".join(job.round.pss), job.tree_ids, job.plan_id,
+                 job.round.predicted_s, job.round.bound_s)
+        return dict(self.report(job, now), release_key=release_key)
+
+    def list(self, now):
+        return {"jobs": [self.report(self.jobs[i], now) for i in sorted(self.jobs)
+                         if self.jobs[i].installed]}
+
+    def live_count(self):
+        return sum(job.installed for job in self.jobs.values())
+
+    def show(self, job_id, now):
+        return self.report(self._get(job_id), now)
+
+    def owner_key(self, job_id):
+        return self.release_keys.get(self._get(job_id).id)
+
+    def release(self, job_id, now):
+        """Release the job and every part of it; a job still being admitted is undone by
+        its creator, which finds it gone."""
+        job = self.jobs.pop(self._get(job_id, installed=False).id)
+        self.release_keys.pop(job.id, None)
+        try:
+            report = self.report(job, now) if job.installed else {"id": job.id}
+        except NotFound:   # a part is gone already (nothing fit around a fault)
+            report = {"id": job.id, "generation": job.generation}
+        self._release_parts(job, now)
+        LOG.info("job %d released", job.id)
+        return report
+
+    def _get(self, job_id, installed=True):
+        try:
+            job = self.jobs[int(job_id)]
+        except (ValueError, TypeError, KeyError):
+            raise NotFound("no job with id %r" % (job_id,)) from None
+        if installed and not job.installed:
+            raise NotFound("job %r is still being admitted" % (job_id,))
+        return job
+
+    # --- admission --------------------------------------------------------------
+
+    def _plan(self, book, request):
+        """The round planner's plan on what the ledger leaves free, off the event loop."""
+        reserved = without_links(book.view, dict(book.reserved_mbps), self.fabric.down_links)
+        shards = None if request["shards"] == "auto" else request["shards"]
+        with self.metrics.planning_seconds.labels("job").time():
+            return self.offload(round_planner.plan_job, book.view, request["workers"],
+                                wire_mbit(request["model_bytes"]), request["placement"], shards,
+                                request["aggregation"], reserved)
+
+    def _still_wanted(self, job):
+        if self.jobs.get(job.id) is not job:
+            raise Conflict("job %d was released while being admitted; nothing is left of it"
+                           % job.id)
+
+    def _plan_request(self, job):
+        pss, request = job.round.pss, job.request
+        body = {"job": "job-%d" % job.id, "workers": request["workers"],
+                "ps": pss if len(pss) > 1 else pss[0],
+                "policy": "equal-split" if len(pss) > 1 else "grid",
+                "gradient_mb": wire_mbit(request["model_bytes"]) / 8}
+        if not request["aggregation"]:
+            body["aggregators"] = []
+        return body
+
+    def _refusal(self, error, book, request):
+        """A refusal for lack of capacity names the workers' tightest link and its rate."""
+        if isinstance(error, PlacementError):
+            error = Conflict("the job does not fit: %s" % error)
+        if not isinstance(error, Conflict) or "bottleneck" in error.details:
+            return error
+        link, free = round_planner.bottleneck(book.view, request["workers"],
+                                              without_links(book.view, book.reserved_mbps,
+                                                            self.fabric.down_links))
+        return Conflict("%s (the workers' tightest link is %s->%s, %.3f Mbit/s free)"
+                        % (error, *link, free), bottleneck="%s->%s" % link, max_rate_mbps=free,
+                        **error.details)
+
+    def _release_parts(self, job, now):
+        if job.plan_id is not None:
+            try:
+                self.plans.release(job.plan_id, now)
+            except NotFound:
+                pass
+        for tree_id in job.tree_ids:
+            self.trees.release_if_booked(tree_id, now)
+
+    # --- what a job is told -----------------------------------------------------
+
+    def report(self, job, now):
+        """What the job's hosts need: the shards (host, bytes, fragments, port, return
+        tree), each worker's destinations per shard, each aggregator's part, and the
+        predicted round time against the lower bound."""
+        request, trees = job.request, [self.trees.show(i, now) for i in job.tree_ids]
+        plan = self.plans.show(job.plan_id, now)
+        return dict(round_report(request, plan, trees), id=job.id, generation=job.generation,
+                    plan=job.plan_id, lower_bound_s=job.round.bound_s,
+                    expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
+
+    # --- events and timers ------------------------------------------------------
+
+    def follow(self, now):
+        """Timer: release the jobs whose lease ran out or that lost a part; raise the
+        generation of those whose parts moved and have settled."""
+        for job in [j for j in self.jobs.values() if j.installed]:
+            if job.expires_at is not None and job.expires_at <= now:
+                LOG.info("job %d: lease expired", job.id)
+                self._drop(job, now, "lease")
+                continue
+            try:
+                parts = self._parts(job, now)
+            except NotFound:
+                LOG.warning("job %d lost a part (nothing fits around a fault): released", job.id)
+                self._drop(job, now, "reroute")
+                continue
+            if parts != job.parts_seen and self._settled(job):
+                job.generation, job.parts_seen = job.generation + 1, parts
+                LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
+
+    def _drop(self, job, now, cause):
+        if self.jobs.get(job.id) is job:
+            self.release(job.id, now)
+            self.metrics.releases.labels("jobs", cause).inc()
+
+    def _parts(self, job, now):
+        """The paths and revisions of the job's parts (NotFound if one is gone)."""
+        return ([self.trees.show(i, now)["edges"] for i in job.tree_ids],
+                self.plans.show(job.plan_id, now)["revision"])
+
+    def _settled(self, job):
+        """Whether no part of the job is moving or still crosses a link that is down."""
+        down = self.fabric.down_links
+        live = self.plans.plans.get(job.plan_id)
+        trees = [self.trees.book.get(i).tree for i in job.tree_ids]
+        return (not self.trees.moving & set(job.tree_ids) and live is not None
+                and not crosses(live.result, down)
+                and not any(frozenset(edge) in down for tree in trees for edge in tree.edges))
+
+    def fabric_changed(self):
+        """The parts went with the old fabric's ledger."""
+        for job_id in sorted(self.jobs):
+            LOG.info("fabric changed: job %d is gone", job_id)
+        self.jobs.clear()
+        self.release_keys.clear()
+
+
+def check_hosts(view, workers):
+    unknown = [w for w in workers if not view.is_host(w)]
+    if unknown:
+        raise InvalidRequest("unknown host(s): %s" % ", ".join(unknown))
+    aggregators = [w for w in workers if view.is_aggregator(w)]
+    if aggregators:
+        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(aggregators))
+
+
+def round_report(request, plan, trees):
+    """The job's shards, destinations and aggregators from its INA plan's report and its
+    return trees' (one per shard, in shard order)."""
+    model_bytes, pss = request["model_bytes"], list(plan["ports"])
+    held = fragment_ranges(plan["split"], fragment_count(model_bytes))
+    address, port = plan["addresses"], plan["ports"]
+    legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
+    shards = [{"host": ps, "address": address[ps], "port": port[ps], "fragments": list(held[ps]),
+               "bytes": [held[ps][0] * FRAGMENT_PAYLOAD_BYTES,
+                         min(held[ps][1] * FRAGMENT_PAYLOAD_BYTES, model_bytes)],
+               "return": {"tree": tree["id"], "group": tree["address"], "port": port[ps],
+                          "rate_mbps": tree["bandwidth_mbps"]}}
+              for ps, tree in zip(pss, trees)]
+    aggregators = [{"host": a["aggregator"], "address": address[a["aggregator"]],
+                    "shard": pss.index(a["ps"]), "port": port[a["ps"]],
+                    "rate_mbps": a["rate_mbps"],
+                    "workers": {w: leg["fragments"] for w in a["workers"] for leg in legs[w]
+                                if leg["host"] == a["aggregator"] and leg["shard"] == pss.index(a["ps"])}}
+                   for a in plan["aggregates"]]
+    for worker_legs_ in legs.values():
+        for leg in worker_legs_:
+            leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
+    return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
+    model_mbit = wire_mbit(model_bytes)
+    return {"workers": list(request["workers"]), "model_bytes": model_bytes,
+            "fragment_bytes": FRAGMENT_PAYLOAD_BYTES, "fragments": fragment_count(model_bytes),
+            "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])
+                          else round_planner.DEDICATED),
+            "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
+            "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
+            "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}
+
+
+def worker_legs(plan_legs, pss, held):
+    """A worker's destinations: per shard, the fragments of its range that go to its
+    aggregator first (their share), the rest to the shard's host, each at its rate."""
+    legs = []
+    for index, ps in enumerate(pss):
+        mine = sorted((leg for leg in plan_legs if leg["ps"] == ps), key=lambda leg: leg["node"] == ps)
+        first, end = held[ps]
+        for position, leg in enumerate(mine):
+            last = end if position == len(mine) - 1 else min(end, first + round(leg["share"] * (end - first)))
+            if last > first:
+                legs.append({"shard": index, "host": leg["node"], "fragments": [first, last],
+                             "rate_mbps": leg["rate_mbps"]})
+            first = last
+    return legs

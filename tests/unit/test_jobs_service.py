@@ -1,0 +1,193 @@
+"""The jobs service in-process on fake switches: a streaming round's shards, return trees
+and gradient plan are admitted all or none, refused with their bottleneck, followed
+through a failed link as one, and leave nothing when released, deleted or expired."""
+
+import time
+
+import pytest
+from ryu.lib import hub
+
+from syncfabric.openflow import builders as of
+from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
+                                      stream_paths)
+
+JOB = {"workers": ["h1", "h2", "h3"], "model_bytes": 1_000_000}
+
+
+def covered(job):
+    """{worker: {shard: sorted fragments it sends}}: where every fragment goes."""
+    return {w: {i: sorted(f for leg in legs if leg["shard"] == i for f in range(*leg["fragments"]))
+                for i in range(len(job["shards"]))} for w, legs in job["destinations"].items()}
+
+
+def test_a_job_is_admitted_whole_and_released_whole(controller):
+    code, job = post(controller, "/jobs", JOB)
+    assert code == 201, job
+    assert (job["id"], job["generation"], job["fragments"]) == (1, 1, 691)
+    assert job["shards"][0]["bytes"][0] == 0 and job["shards"][-1]["bytes"][1] == 1_000_000
+    assert [s["fragments"][0] for s in job["shards"][1:]] == [s["fragments"][1] for s in job["shards"][:-1]]
+    for worker, shards in covered(job).items():   # every fragment once, but a shard's own host's
+        for index, fragments in shards.items():
+            own = job["shards"][index]["host"] == worker
+            assert fragments == ([] if own else list(range(*job["shards"][index]["fragments"])))
+    for aggregator in job["aggregators"]:
+        assert all(leg["host"] == aggregator["host"] for w in aggregator["workers"]
+                   for leg in job["destinations"][w] if leg["fragments"] == aggregator["workers"][w])
+    lists = listed(controller)
+    assert [t["id"] for t in lists["trees"]] == job["trees"] == [s["return"]["tree"] for s in job["shards"]]
+    assert [p["id"] for p in lists["plans"]] == [job["plan"]]
+    assert [t["bandwidth_mbps"] for t in lists["trees"]] == [s["return"]["rate_mbps"] for s in job["shards"]]
+    assert job["predicted_round_s"] >= job["lower_bound_s"] > 0
+    assert controller.request("GET", "/jobs")[1]["jobs"] == [{k: v for k, v in job.items()
+                                                              if k != "release_key"}]
+    # the parts are the job's: no client deletes one alone
+    assert controller.request("DELETE", "/multicast/trees/%d" % job["trees"][0],
+                              headers=release_key(job))[0] == 403
+    assert controller.request("DELETE", "/jobs/1", headers={"X-Release-Key": "other"})[0] == 403
+    assert controller.request("DELETE", "/jobs/1", headers=release_key(job))[0] == 200
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert controller.request("GET", "/jobs/1")[0] == 404
+
+
+@pytest.mark.parametrize("shards, placement, aggregation", [
+    (1, "dedicated", True), (2, "colocated", False), ("auto", "auto", True)])
+def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, shards, placement,
+                                                                   aggregation):
+    code, job = post(controller, "/jobs", dict(JOB, shards=shards, placement=placement,
+                                               aggregation=aggregation))
+    assert code == 201, job
+    if shards != "auto":
+        assert len(job["shards"]) == shards and job["placement"] == placement
+    if not aggregation:
+        assert job["aggregators"] == [] and all(
+            leg["host"] == job["shards"][leg["shard"]]["host"]
+            for legs in job["destinations"].values() for leg in legs)
+    controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+    assert empty(controller)
+
+
+@pytest.mark.parametrize("body, message", [
+    (dict(JOB, workers=["h1", "h99"]), "unknown host(s): h99"),
+    (dict(JOB, workers=["h1", "agg-spine1"]), "aggregator host(s) cannot be workers"),
+    (dict(JOB, workers=["h1"]), "2 to 64 distinct host names"),
+    (dict(JOB, model_bytes=1.5), "model_bytes"),
+    (dict(JOB, shards=0), "shards"),
+    (dict(JOB, placement="anywhere"), "placement"),
+    (dict(JOB, aggregation="yes"), "aggregation"),
+    (dict(JOB, ttl_s=-1), "ttl_s"),
+    (dict(JOB, owner="me"), "unknown field(s): owner"),
+    ({"workers": ["h1", "h2"]}, "missing field(s): model_bytes"),
+])
+def test_a_bad_job_gets_400_and_changes_nothing(controller, body, message):
+    code, answer = post(controller, "/jobs", body)
+    assert code == 400 and message in answer["error"], answer
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
+def test_a_job_that_does_not_fit_gets_409_naming_its_bottleneck_and_changes_nothing(controller):
+    _, hog = post(controller, "/multicast/trees", {"source": "h4", "receivers": ["h1"],
+                                                   "bandwidth_mbps": 20})
+    code, answer = post(controller, "/jobs", JOB)
+    assert code == 409, answer
+    assert (answer["bottleneck"], answer["max_rate_mbps"]) == ("leaf1->h1", 0.0)
+    assert "leaf1->h1" in answer["error"]
+    assert [t["id"] for t in listed(controller)["trees"]] == [hog["id"]]
+    controller.request("DELETE", "/multicast/trees/%d" % hog["id"], headers=release_key(hog))
+    assert empty(controller)
+
+
+def test_a_tree_above_a_link_by_any_amount_is_refused(controller):
+    code, answer = post(controller, "/multicast/trees", {"source": "h1", "receivers": ["h3"],
+                                                         "bandwidth_mbps": 20.0000001})
+    assert code == 409 and answer["max_feasible_mbps"] == 20.0, answer
+    assert empty(controller)
+
+
+def test_a_job_whose_plan_a_switch_rejects_leaves_nothing(controller):
+    for datapath in controller.switches.values():
+        datapath.reject = lambda message: (type(message).__name__ == "OFPFlowMod"
+                                           and message.cookie == of.steering_cookie(1))
+    code, answer = post(controller, "/jobs", JOB)
+    assert code == 500 and "rejected the plan" in answer["error"], answer
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert controller.request("GET", "/jobs")[1] == {"jobs": []}
+
+
+def test_a_job_deleted_while_admitted_leaves_nothing_and_the_post_says_so(controller):
+    deletes = []
+
+    def delete_while_installing(_datapath, message):
+        jobs = controller.services.jobs
+        if not deletes and type(message).__name__ == "OFPBarrierReply" and jobs.jobs:
+            deletes.append(hub.spawn(jobs.release, 1, time.monotonic()))
+    controller.network.before_answer = delete_while_installing
+    code, answer = post(controller, "/jobs", JOB)
+    assert code == 409 and "released while being admitted" in answer["error"], answer
+    assert deletes[0].wait() == {"id": 1}
+    controller.settle()
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
+def crossing(job_parts, link):
+    trees, plan = job_parts
+    pairs = {tuple(edge) for tree in trees for edge in tree["edges"]}
+    pairs |= {(p[i], p[i + 1]) for p in stream_paths(plan).values() for i in range(len(p) - 1)}
+    return bool(pairs & {link, link[::-1]})
+
+
+def parts(controller, job):
+    return ([controller.request("GET", "/multicast/trees/%d" % i)[1] for i in job["trees"]],
+            controller.request("GET", "/ina/plans/%d" % job["plan"])[1])
+
+
+def test_a_failed_link_moves_the_jobs_trees_and_plan_as_one_generation(controller):
+    code, job = post(controller, "/jobs", dict(JOB, placement="dedicated", shards=1))
+    assert code == 201, job
+    link = next(("leaf1", s) for s in ("spine1", "spine2") if crossing(parts(controller, job),
+                                                                     ("leaf1", s)))
+    jobs = controller.services.jobs
+    # the timer, at every message a switch answers while the parts move
+    controller.network.before_answer = lambda _datapath, _message: jobs.follow(time.monotonic())
+    controller.port_down(*link)
+    controller.settle_until(lambda: not crossing(parts(controller, job), link))
+    jobs.follow(time.monotonic())
+    _, moved = controller.request("GET", "/jobs/%d" % job["id"])
+    assert moved["generation"] == 2   # once for both parts
+    assert (moved["trees"], moved["plan"], moved["shards"]) == (job["trees"], job["plan"], job["shards"])
+    controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+    assert empty(controller)
+
+
+def test_the_generation_goes_up_only_once_every_part_has_settled(controller):
+    _, job = post(controller, "/jobs", JOB)
+    jobs, trees = controller.services.jobs, controller.services.trees
+    jobs.jobs[job["id"]].parts_seen = None    # as if one part had moved ...
+    trees.moving.add(job["trees"][0])         # ... while another still moves
+    jobs.follow(time.monotonic())
+    assert controller.request("GET", "/jobs/1")[1]["generation"] == 1
+    trees.moving.clear()
+    jobs.follow(time.monotonic())
+    assert controller.request("GET", "/jobs/1")[1]["generation"] == 2
+
+
+def test_a_job_that_loses_a_part_is_released_whole(controller):
+    _, job = post(controller, "/jobs", dict(JOB, placement="dedicated", shards=1))
+    controller.port_down("leaf1", "spine1")
+    controller.port_down("leaf1", "spine2")   # h1 and h2 are cut off: nothing fits
+    controller.settle_until(lambda: not controller.services.plans.plans)
+    controller.services.jobs.follow(time.monotonic())
+    controller.settle()
+    assert controller.request("GET", "/jobs")[1] == {"jobs": []}
+    assert listed(controller) == NOTHING_LISTED
+
+
+def test_the_lease_releases_the_whole_job(controller):
+    _, job = post(controller, "/jobs", dict(JOB, ttl_s=30))
+    assert 29 < job["expires_in_s"] <= 30
+    controller.services.jobs.follow(time.monotonic() + 10)
+    assert controller.request("GET", "/jobs/%d" % job["id"])[0] == 200
+    controller.services.jobs.follow(time.monotonic() + 31)
+    controller.settle()
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert b'syncfabric_releases_total{cause="lease",resource="jobs"} 1.0' in \
+        controller.services.metrics.exposition()
