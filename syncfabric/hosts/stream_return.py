@@ -33,7 +33,7 @@ class ReturnSender:
 
     def __init__(self, sock, address, rate_mbps, packet_of):
         self.sock, self.address, self.rate_mbps = sock, address, rate_mbps
-        self.packet_of = packet_of   # fragment index -> datagram
+        self.packet_of = packet_of   # fragment index -> datagram (None: skip it)
         self.queue, self.queued = [], set()
         self.due = time.perf_counter()
 
@@ -59,6 +59,8 @@ class ReturnSender:
             index = self.queue.pop(0)
             self.queued.discard(index)
             packet = self.packet_of(index)
+            if packet is None:   # no longer held (a round a shard no longer keeps)
+                continue
             try:
                 self.sock.sendto(packet, self.address)
             except BlockingIOError:   # the buffer is full: try this one again later

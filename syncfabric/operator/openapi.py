@@ -211,10 +211,13 @@ SCHEMAS = {
                                   "port": INTEGER, "rate_mbps": NUMBER,
                                   "workers": {"type": "object",
                                               "additionalProperties": array(INTEGER)}})),
+        "addresses": {"type": "object", "description": "the IP address of every host the job "
+                      "uses", "additionalProperties": STRING},
         "trees": array(INTEGER), "plan": INTEGER, "predicted_round_s": NUMBER,
         "lower_bound_s": NUMBER, "expires_in_s": nullable(NUMBER)},
         required=["id", "generation", "workers", "model_bytes", "fragment_bytes", "fragments",
-                  "shards", "destinations", "aggregators", "predicted_round_s", "lower_bound_s"]),
+                  "shards", "destinations", "aggregators", "addresses", "predicted_round_s",
+                  "lower_bound_s"]),
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
 }
 

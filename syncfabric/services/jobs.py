@@ -289,6 +289,7 @@ def round_report(request, plan, trees):
                           else round_planner.DEDICATED),
             "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
             "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
+            "addresses": dict(address),
             "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}
 
 

@@ -1,0 +1,291 @@
+"""A worker's side of a job's streaming rounds, as a library call on any Linux host:
+
+    with FabricJob.create("http://controller:8080", workers=[...], model_bytes=n) as job:
+        worker = FabricWorker(job, "h1")
+        total = worker.allreduce(values)              # float32, n / 4 of them
+        future = worker.allreduce_async(values)       # many rounds in flight
+
+Each call is the next round of the job (every worker calls in the same order, as with
+any collective). This worker's fragments go where the job says (its aggregator or the
+shard's host, paced at the planned rates); the sums come back on the shards' trees. A
+shard held in this worker's own host is summed here (job_roles.ShardNode). Repairs are
+asked of the shards (job_roles); a round that makes no progress for ROUND_FAIL_S fails
+with an error naming the host at fault, and so do the rounds after it.
+"""
+
+import logging
+import queue
+import selectors
+import socket
+import threading
+import time
+from concurrent.futures import Future
+
+import numpy as np
+
+from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_packet
+from syncfabric.hosts.job_layout import JobError, JobLayout
+from syncfabric.hosts.job_roles import (Outbox, ShardNode, control_message, control_packet,
+                                        missing_ranges)
+from syncfabric.hosts.pacing import send_streams
+from syncfabric.hosts.receivers import receiving_socket
+
+LOG = logging.getLogger("syncfabric.hosts")
+ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
+REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
+
+
+class FabricJob:
+    """A job of the controller: created here (released when this ends: use it as a
+    context manager) or attached to by id, e.g. by the other workers."""
+
+    def __init__(self, client, report, owned):
+        self.client, self.report, self.owned = client, report, owned
+
+    @classmethod
+    def create(cls, controller, workers, model_bytes, **options):
+        """POST /jobs; options: shards, placement, aggregation, ttl_s."""
+        client = ControllerClient(controller)
+        return cls(client, client.request("POST", "/jobs", dict(options, workers=list(workers),
+                                                                model_bytes=model_bytes)), True)
+
+    @classmethod
+    def attach(cls, controller, job_id):
+        client = ControllerClient(controller)
+        return cls(client, client.get("/jobs/%d" % job_id), False)
+
+    @property
+    def id(self):
+        return self.report["id"]
+
+    def release(self):
+        if self.owned:
+            self.owned = False
+            self.client.request("DELETE", "/jobs/%d" % self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exception):
+        self.release()
+
+
+class Round:
+    """One allreduce in flight: what came back of each shard, and when."""
+
+    def __init__(self, number, values, future, layout):
+        self.number, self.values, self.future = number, values, future
+        self.result = np.zeros(layout.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
+        self.have = np.zeros(layout.count, dtype=bool)
+        self.sent = False
+        self.progress_at = self.asked_at = time.monotonic()
+        self.replies = {}   # shard index -> its last answer's missing [[fragment, mask]]
+
+    def place(self, index, values):
+        if not self.have[index]:
+            start = index * FLOATS_PER_FRAGMENT
+            self.result[start:start + len(values)] = values
+            self.have[index] = True
+            self.progress_at = time.monotonic()
+
+
+class FabricWorker:
+    def __init__(self, job, name, rate_fraction=0.95):
+        self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
+        if name not in layout.bit:
+            raise JobError("%s is not a worker of job %d (its workers: %s)"
+                           % (name, layout.id, ", ".join(layout.workers)))
+        self.name, self.bit, self.rate_fraction = name, layout.bit[name], rate_fraction
+        data_ip = layout.addresses[name]
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((data_ip, 0))
+        self.sock.setblocking(False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, self._replies)
+        self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
+                              self._own_sum) for shard in layout.shards_of(name)]
+        for node in self.own:
+            self.selector.register(node.sock, selectors.EVENT_READ, node.take)
+        for shard in layout.shards:
+            if shard.host != name:
+                sock = receiving_socket(shard.group, shard.port, [shard.group], data_ip)
+                self.selector.register(sock, selectors.EVENT_READ,
+                                       lambda sock=sock, shard=shard: self._returned(sock, shard))
+        self.wake, self.waker = socket.socketpair()
+        self.wake.setblocking(False)
+        self.selector.register(self.wake, selectors.EVENT_READ, self._woken)
+        self.outbox = Outbox(self.sock)
+        self.submitted, self.rounds, self.next_round = queue.Queue(), {}, 1
+        self.failure, self.closing = None, False
+        self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
+                                       daemon=True)
+        self.thread.start()
+
+    # --- the API ----------------------------------------------------------------
+
+    def allreduce_async(self, values):
+        """The next round on `values` (float32, the job's model_bytes); a Future of the
+        sum over every worker."""
+        values = np.ascontiguousarray(values, dtype=np.float32).ravel()
+        if len(values) != self.layout.floats:
+            raise ValueError("job %d rounds %d float32 values, not %d"
+                             % (self.layout.id, self.layout.floats, len(values)))
+        future = Future()
+        self.submitted.put((values, future))
+        self.waker.send(b"!")
+        return future
+
+    def allreduce(self, values, timeout=None):
+        return self.allreduce_async(values).result(timeout)
+
+    def close(self):
+        self.closing = True
+        self.waker.send(b"!")
+        self.thread.join()
+        for key in list(self.selector.get_map().values()):
+            key.fileobj.close()
+        self.selector.close()
+        self.waker.close()
+
+    # --- the I/O thread ---------------------------------------------------------
+
+    def _serve(self):
+        while not self.closing:
+            try:
+                self._pump(None)
+                while not self.submitted.empty():
+                    self._start(*self.submitted.get())
+            except Exception as error:   # keep serving; the rounds in flight fail with it
+                LOG.exception("worker %s: round handling failed", self.name)
+                self._fail(JobError("worker %s: %s" % (self.name, error)))
+
+    def _pump(self, seconds):
+        """Receive for up to `seconds` (None: until something happens or a timer is due),
+        send what is due, and check the rounds."""
+        waits = [w for w in [self.outbox.wait(), *(n.returns.wait() for n in self.own)]
+                 if w is not None] + [REPAIR_QUIET_S / 2] * bool(self.rounds)
+        limit = min([seconds] * (seconds is not None) + waits, default=None)
+        for key, _events in self.selector.select(limit):
+            key.data()
+        self.outbox.send_due()
+        for node in self.own:
+            node.returns.send_due()
+        self._check_rounds()
+
+    def _woken(self):
+        while True:
+            try:
+                self.wake.recv(4096)
+            except BlockingIOError:
+                return
+
+    def _start(self, values, future):
+        if self.failure is not None:
+            future.set_exception(self.failure)
+            return
+        number, self.next_round = self.next_round, self.next_round + 1
+        current = self.rounds[number] = Round(number, values, future, self.layout)
+        for node in self.own:   # this worker's part of its own shard, added in its host
+            for index in range(node.shard.first, node.shard.last):
+                node.add_local(number, index, self._packet(current, index))
+        streams = [((leg.address, leg.port),
+                    [self._packet(current, i) for i in range(leg.first, leg.last)],
+                    leg.rate_mbps * self.rate_fraction) for leg in self.layout.legs[self.name]]
+        send_streams(self.sock, streams, self._pump)
+        current.sent, current.progress_at = True, time.monotonic()
+
+    def _packet(self, current, index):
+        return fragment_packet(self.layout.id, current.number, index, self.bit, current.values)
+
+    def _own_sum(self, number, index, sums):
+        current = self.rounds.get(number)
+        if current is not None:
+            start = index * FLOATS_PER_FRAGMENT
+            current.place(index, sums.sums[start:start + FLOATS_PER_FRAGMENT])
+
+    def _returned(self, sock, shard):
+        while True:
+            try:
+                packet, (address, _port) = sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            if address != shard.address or len(packet) < HEADER.size:
+                continue
+            job, number, index, _count, mask = HEADER.unpack_from(packet)
+            current = self.rounds.get(number)
+            if job == self.layout.id and mask == self.layout.everyone and current is not None \
+                    and shard.first <= index < shard.last:
+                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
+
+    def _replies(self):
+        """The shards' answers to repair requests: send again what they miss of ours."""
+        while True:
+            try:
+                packet, _address = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            answer = control_message(packet) or {}
+            current = self.rounds.get(answer.get("round"))
+            if answer.get("job") != self.layout.id or current is None:
+                continue
+            current.replies[answer.get("shard")] = answer.get("missing", [])
+            self._send_again(current, [index for index, mask in answer.get("missing", [])
+                                       if mask & self.bit])
+
+    def _send_again(self, current, indices):
+        for index in indices:
+            leg = self.layout.leg_of(self.name, index)
+            if leg is not None:
+                self.outbox.push((leg.address, leg.port), [self._packet(current, index)],
+                                 leg.rate_mbps * self.rate_fraction)
+
+    def _check_rounds(self):
+        now = time.monotonic()
+        for number, current in sorted(self.rounds.items()):
+            if current.have.all():
+                del self.rounds[number]
+                current.future.set_result(current.result[:self.layout.floats].copy())
+            elif current.sent and now - current.progress_at > ROUND_FAIL_S:
+                self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
+                                    % (number, self.layout.id, ROUND_FAIL_S, self._blame(current))))
+            elif current.sent and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
+                self._ask_again(current, now)
+
+    def _ask_again(self, current, now):
+        current.asked_at = now
+        for shard in self.layout.shards:
+            need = missing_ranges(current.have, shard.first, shard.last)
+            if need and shard.host != self.name:
+                self.sock.sendto(control_packet({"job": self.layout.id, "round": current.number,
+                                                 "need": need}), (shard.address, shard.port))
+
+    def _blame(self, current):
+        """Which hosts the round waits for: a shard's host that answers no repair request,
+        or whoever should have carried the workers a shard still misses."""
+        at_fault = set()
+        own = {node.shard.index: node for node in self.own}
+        for shard in self.layout.shards:
+            if current.have[shard.first:shard.last].all():
+                continue
+            if shard.index in own:
+                sums = own[shard.index].rounds.get(current.number)
+                missing = sums.missing() if sums is not None else []
+            elif shard.index not in current.replies:
+                at_fault.add("%s (shard %d's host) answers no repair request" % (shard.host, shard.index))
+                continue
+            else:
+                missing = current.replies[shard.index]
+            for index, mask in missing:
+                for worker, bit in self.layout.bit.items():
+                    leg = self.layout.leg_of(worker, index) if mask & bit else None
+                    if leg is not None:
+                        at_fault.add("%s (carries %s's fragments to shard %d)"
+                                     % (leg.host, worker, shard.index))
+        return "; ".join(sorted(at_fault)) or "no host named"
+
+    def _fail(self, error):
+        LOG.error("%s", error)
+        self.failure = error
+        for number in list(self.rounds):
+            self.rounds.pop(number).future.set_exception(error)

@@ -1,0 +1,124 @@
+"""A job as its hosts see it, from the controller's answer (POST or GET /jobs): the
+shards and their return trees, which fragments each worker sends where, and what each
+summing node (a shard's host, an aggregator) expects, from whom."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, MAX_WORKERS
+
+
+class JobError(RuntimeError):
+    """A job this host cannot take part in as described, or a round that failed."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int
+    host: str
+    address: str
+    port: int
+    first: int          # its fragments: first..last-1
+    last: int
+    group: str          # its return tree's multicast address
+    return_mbps: float
+
+
+@dataclass(frozen=True)
+class Leg:
+    """A worker's fragments first..last-1 of one shard, to `host` (an aggregator or the
+    shard's host) at rate_mbps."""
+    shard: int
+    host: str
+    address: str
+    port: int
+    first: int
+    last: int
+    rate_mbps: float
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """An aggregator's part: the fragments of `workers` ({worker: (first, last)}) of one
+    shard, summed and sent on to the shard's host at rate_mbps."""
+    host: str
+    shard: int
+    port: int
+    rate_mbps: float
+    workers: dict
+
+
+class JobLayout:
+    def __init__(self, report):
+        if report["fragment_bytes"] != FLOATS_PER_FRAGMENT * 4:
+            raise JobError("the controller cuts fragments of %d bytes, this host %d: run the "
+                           "same syncfabric on both" % (report["fragment_bytes"],
+                                                        FLOATS_PER_FRAGMENT * 4))
+        if report["model_bytes"] % 4:
+            raise JobError("a job's model is float32: model_bytes must be a multiple of 4")
+        self.id, self.generation = report["id"], report["generation"]
+        self.workers = list(report["workers"])
+        if len(self.workers) > MAX_WORKERS:
+            raise JobError("at most %d workers (a fragment's worker mask has 64 bits)" % MAX_WORKERS)
+        self.bit = {w: 1 << i for i, w in enumerate(self.workers)}
+        self.everyone = (1 << len(self.workers)) - 1
+        self.floats, self.count = report["model_bytes"] // 4, report["fragments"]
+        self.addresses = dict(report["addresses"])
+        self.shards = [Shard(i, s["host"], s["address"], s["port"], *s["fragments"],
+                             s["return"]["group"], s["return"]["rate_mbps"])
+                       for i, s in enumerate(report["shards"])]
+        self.legs = {w: [Leg(leg["shard"], leg["host"], leg["address"], leg["port"],
+                             *leg["fragments"], leg["rate_mbps"]) for leg in legs]
+                     for w, legs in report["destinations"].items()}
+        self.aggregations = [Aggregation(a["host"], a["shard"], a["port"], a["rate_mbps"],
+                                         {w: tuple(f) for w, f in a["workers"].items()})
+                             for a in report["aggregators"]]
+
+    def shards_of(self, host):
+        return [s for s in self.shards if s.host == host]
+
+    def aggregations_of(self, host):
+        return [a for a in self.aggregations if a.host == host]
+
+    def serves(self, host):
+        """Whether `host` sums anything in this job without being one of its workers."""
+        return host not in self.bit and bool(self.shards_of(host) or self.aggregations_of(host))
+
+    def shard_expected(self, shard):
+        """Per fragment, the workers a shard's sums must hold: all, in its range."""
+        expected = np.zeros(self.count, dtype=np.uint64)
+        expected[shard.first:shard.last] = self.everyone
+        return expected
+
+    def shard_senders(self, shard):
+        """{address: the workers a datagram from there may carry} for a shard's host."""
+        senders = {}
+        for worker, legs in self.legs.items():
+            if any(leg.shard == shard.index and leg.host == shard.host for leg in legs):
+                senders[self.addresses[worker]] = self.bit[worker]
+        for aggregation in self.aggregations:
+            if aggregation.shard == shard.index:
+                address = self.addresses[aggregation.host]
+                senders[address] = senders.get(address, 0) | self.mask(aggregation.workers)
+        return senders
+
+    def aggregation_expected(self, aggregation):
+        expected = np.zeros(self.count, dtype=np.uint64)
+        for worker, (first, last) in aggregation.workers.items():
+            expected[first:last] |= np.uint64(self.bit[worker])
+        return expected
+
+    def aggregation_senders(self, aggregation):
+        return {self.addresses[w]: self.bit[w] for w in aggregation.workers}
+
+    def mask(self, workers):
+        mask = 0
+        for worker in workers:
+            mask |= self.bit[worker]
+        return mask
+
+    def leg_of(self, worker, fragment):
+        """The leg of `worker` that carries `fragment` (None: its own shard's)."""
+        return next((leg for leg in self.legs.get(worker, ())
+                     if leg.first <= fragment < leg.last), None)

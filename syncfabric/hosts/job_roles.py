@@ -1,0 +1,197 @@
+"""The summing nodes of a job's rounds, the same in a daemon and in a worker's own host:
+a shard's host sums its fragments and returns each sum on its tree as soon as it holds
+every worker; an aggregator sums its workers' fragments and sends each aggregate on to
+the shard's host at once.
+
+Nothing coordinates a round: a worker that misses returned fragments asks their shard
+(a repair request, a small JSON control datagram to the shard's port); the shard sends
+again the sums it holds and answers, for the others, which workers it still misses;
+each worker sends again what it finds missing of its own. A repeat that reaches an
+aggregator which already sent that fragment's aggregate makes it send it again.
+
+A datagram counts only if its job is this job, its sender may carry the workers it
+names (the job's layout: a worker only itself, an aggregator only its workers), and its
+round is one still kept (the KEPT_ROUNDS newest): fragments from a host outside the job
+never change a sum.
+"""
+
+import json
+import logging
+import time
+from collections import OrderedDict, deque
+
+from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
+from syncfabric.hosts.stream_return import ReturnSender
+from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
+
+LOG = logging.getLogger("syncfabric.hosts")
+CONTROL_MAGIC = b"SFJC"
+KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once)
+
+
+def control_packet(message):
+    return CONTROL_MAGIC + json.dumps(message, separators=(",", ":")).encode()
+
+
+def control_message(packet):
+    """The control message a datagram carries, or None if it carries a fragment."""
+    if not packet.startswith(CONTROL_MAGIC):
+        return None
+    try:
+        message = json.loads(packet[len(CONTROL_MAGIC):])
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+class SummingNode:
+    """One summing node of a job, on one socket: its rounds' sums, newest KEPT_ROUNDS."""
+
+    def __init__(self, layout, sock, expected, senders):
+        self.layout, self.sock = layout, sock
+        self.expected, self.senders = expected, senders   # per fragment; {address: mask}
+        self.rounds = OrderedDict()   # round -> FragmentSums
+        self.dropped = 0              # datagrams not counted: not ours, or too old
+
+    def sums(self, number):
+        """The round's sums (made on its first datagram); None for a round too old."""
+        if number in self.rounds:
+            return self.rounds[number]
+        if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= KEPT_ROUNDS:
+            return None
+        self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected)
+        self.rounds = OrderedDict(sorted(self.rounds.items()))
+        while len(self.rounds) > KEPT_ROUNDS:
+            self.rounds.popitem(last=False)
+        return self.rounds.get(number)
+
+    def take(self):
+        """Take every datagram waiting on the node's socket."""
+        while True:
+            try:
+                packet, (address, port) = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            message = control_message(packet)
+            if message is None:
+                self.fragment(packet, address)
+            elif message.get("job") == self.layout.id and address in self.layout.addresses.values():
+                self.control(message, (address, port))
+            else:
+                self.dropped += 1
+
+    def fragment(self, packet, address):
+        if len(packet) < HEADER.size:
+            self.dropped += 1
+            return
+        job, number, index, count, mask = HEADER.unpack_from(packet)
+        allowed = self.senders.get(address, 0)
+        sums = self.sums(number) if job == self.layout.id and count == self.layout.count \
+            and index < count and mask and not mask & ~allowed else None
+        if sums is None:
+            self.dropped += 1
+            return
+        if int(sums.have[index]) == int(sums.expected[index]):
+            self.repeated(number, index)
+            return
+        complete = sums.add(packet)
+        if complete is not None:
+            self.completed(number, complete)
+
+    def add_local(self, number, index, packet):
+        """A fragment of this host's own worker, added without the network."""
+        complete = self.sums(number).add(packet)
+        if complete is not None:
+            self.completed(number, complete)
+
+    def completed(self, number, index):
+        raise NotImplementedError
+
+    def repeated(self, number, index):
+        """A worker sent again a fragment this node already completed."""
+
+    def control(self, message, address):
+        self.dropped += 1
+
+
+class ShardNode(SummingNode):
+    """A shard's host: returns each fragment's sum on the shard's tree (paced at its
+    rate) as soon as it is complete, and answers repair requests. on_sum(round, index,
+    values): a worker in this host takes its own shard's sums without the network."""
+
+    def __init__(self, layout, shard, sock, on_sum=None):
+        super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard))
+        self.shard, self.on_sum = shard, on_sum
+        self.returns = ReturnSender(sock, (shard.group, shard.port), shard.return_mbps,
+                                    self._returned_packet)
+
+    def _returned_packet(self, item):
+        sums = self.rounds.get(item[0])
+        return None if sums is None else sums.packet(item[1])
+
+    def completed(self, number, index):
+        self.returns.push([(number, index)])
+        if self.on_sum is not None:
+            self.on_sum(number, index, self.rounds[number])
+
+    def control(self, message, address):
+        """A worker's repair request: {"job", "round", "need": fragment ranges}."""
+        number = message.get("round")
+        sums = self.sums(number) if isinstance(number, int) else None
+        if sums is None:
+            return
+        need = [i for i in expand(message.get("need", [])) if self.shard.first <= i < self.shard.last]
+        complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
+        self.returns.push([(number, i) for i in complete])
+        missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
+                   if int(sums.have[i]) != int(sums.expected[i])]
+        self.sock.sendto(control_packet({"job": self.layout.id, "round": number,
+                                         "shard": self.shard.index, "missing": missing}), address)
+
+
+class AggregatorNode(SummingNode):
+    """An aggregator: sends each complete aggregate on to the shard's host at once, and
+    again whenever one of its workers repeats a fragment of it."""
+
+    def __init__(self, layout, aggregation, sock):
+        super().__init__(layout, sock, layout.aggregation_expected(aggregation),
+                         layout.aggregation_senders(aggregation))
+        shard = layout.shards[aggregation.shard]
+        self.destination = (shard.address, shard.port)
+
+    def completed(self, number, index):
+        self.sock.sendto(self.rounds[number].packet(index), self.destination)
+
+    def repeated(self, number, index):
+        self.completed(number, index)
+
+
+class Outbox:
+    """Datagrams to send one at a time, each paced at its own rate of wire bytes, between
+    a loop's receives: wait() says when the next is due, send_due() sends what is."""
+
+    def __init__(self, sock):
+        self.sock, self.queue, self.due = sock, deque(), time.perf_counter()
+
+    def push(self, address, packets, rate_mbps):
+        self.queue.extend((address, packet, rate_mbps) for packet in packets)
+
+    def wait(self):
+        return None if not self.queue else max(0.0, self.due - time.perf_counter())
+
+    def send_due(self):
+        now = time.perf_counter()
+        self.due = max(self.due, now - 0.002)
+        while self.queue and self.due <= now:
+            address, packet, rate = self.queue[0]
+            try:
+                self.sock.sendto(packet, address)
+            except BlockingIOError:
+                return
+            self.queue.popleft()
+            self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+
+
+def missing_ranges(have, first, last):
+    """[[first, last), ...] of the fragments in first..last-1 that `have` (bools) lacks."""
+    return ranges([i for i in range(first, last) if not have[i]])

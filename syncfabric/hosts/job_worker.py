@@ -1,0 +1,82 @@
+"""Rounds of a job from one worker, with whole-number gradients whose sums are exact in
+float32, each checked element for element: a job's smoke test on any host.
+
+    python -m syncfabric.hosts.job_worker --controller http://10.0.0.254:8080 --job 1 \\
+        --name h1 --rounds 5
+
+Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
+per round ({"round", "seconds", "exact"}) and a last one with the summary; its exit
+status is 1 if a round failed or a sum was not exact.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from syncfabric.hosts.cli import ArgumentParser
+from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
+from syncfabric.hosts.job_layout import JobError
+
+MAGNITUDE = 8   # |values| < 8: a sum over 64 workers stays a whole number below 2**24
+
+
+def whole_gradient(seed, worker, number, floats):
+    """Worker `worker`'s values in round `number`: whole numbers in -7..7, as float32."""
+    rng = np.random.default_rng([seed, worker, number])
+    return rng.integers(1 - MAGNITUDE, MAGNITUDE, floats).astype(np.float32)
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.job_worker",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--controller", required=True, help="the controller's REST API URL")
+    parser.add_argument("--job", type=int, required=True, help="the job's id (POST /jobs)")
+    parser.add_argument("--name", required=True, help="this worker's host name in the job")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--in-flight", type=int, default=1,
+                        help="rounds started before the first is waited for (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def run(args):
+    job = FabricJob.attach(args.controller, args.job)
+    worker = FabricWorker(job, args.name)
+    workers, floats = worker.layout.workers, worker.layout.floats
+    results, pending = [], []
+    try:
+        for number in range(1, args.rounds + 1):
+            values = whole_gradient(args.seed, workers.index(args.name), number, floats)
+            pending.append((number, time.perf_counter(), worker.allreduce_async(values)))
+            if len(pending) >= args.in_flight or number == args.rounds:
+                for done, started, future in pending:
+                    total = future.result()
+                    expected = sum(whole_gradient(args.seed, i, done, floats)
+                                   for i in range(len(workers)))
+                    results.append({"round": done, "seconds": time.perf_counter() - started,
+                                    "exact": bool(np.array_equal(total, expected))})
+                    print(json.dumps(results[-1]), flush=True)
+                pending = []
+    finally:
+        worker.close()
+    return results
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        results = run(args)
+    except JobError as error:
+        print(json.dumps({"error": str(error)}), flush=True)
+        return 1
+    seconds = sorted(r["seconds"] for r in results)
+    exact = all(r["exact"] for r in results)
+    print(json.dumps({"rounds": len(results), "exact": exact,
+                      "p50_s": seconds[len(seconds) // 2]}), flush=True)
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
