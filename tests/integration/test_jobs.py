@@ -1,0 +1,98 @@
+"""Jobs for real on a 2x2 Mininet fabric under ryu-manager: the aggregator daemons serve
+one job and then another, whole-number sums come back exact, a host outside the job
+changes no sum, and a daemon that dies fails the round within 5 s, naming its host."""
+
+import sys
+import time
+
+import pytest
+
+from experiments import api_fuzz
+from experiments.traffic.jobs import job_daemons, run_job, start_workers, worker_lines
+from tests.harness.testbeds import running_testbed
+
+pytestmark = pytest.mark.integration
+
+OF_PORT, REST_PORT = 16667, 18094
+WORKERS = ["h1", "h2", "h3"]
+MODEL_BYTES = 200_000
+SERVERS = ["h4", "agg-spine1", "agg-spine2"]
+INJECT = """
+import socket, struct, sys, time
+job, targets, count = int(sys.argv[1]), sys.argv[2:], 139
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+header = struct.Struct("!IIIIQ")
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    for target in targets:
+        ip, port = target.split(":")
+        for number in range(1, 4):
+            for index in range(count):
+                sock.sendto(header.pack(job, number, index, count, 1 << (index % 3))
+                            + b"\\x47\\x00\\x00\\x00" * 362, (ip, int(port)))
+    time.sleep(0.25)
+"""
+
+
+@pytest.fixture(scope="module")
+def bed():
+    yield from running_testbed(api_fuzz.fuzz_topo(), OF_PORT, REST_PORT)
+
+
+@pytest.fixture(scope="module")
+def daemons(bed):
+    with job_daemons(bed, SERVERS) as running:
+        yield running
+    assert all("Traceback" not in daemon.log for daemon in running.values())
+
+
+def post_job(bed, **fields):
+    return bed.client.request("POST", "/jobs", dict({"workers": WORKERS, "model_bytes": MODEL_BYTES},
+                                                    **fields))
+
+
+def test_rounds_through_the_daemons_are_exact_and_a_second_job_uses_the_same_daemons(bed, daemons):
+    for fields in ({"placement": "dedicated", "shards": 1}, {"placement": "colocated"}):
+        job = post_job(bed, **fields)
+        try:
+            results = run_job(bed, job, rounds=3, in_flight=2)
+        finally:
+            bed.client.request("DELETE", "/jobs/%d" % job["id"])
+        assert {w: [r["exact"] for r in lines] for w, lines in results.items()} == \
+            {w: [True] * 3 for w in WORKERS}
+    assert all(daemon.poll() is None for daemon in daemons.values())
+    assert bed.leftovers() == {}
+
+
+def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
+    job = post_job(bed, placement="colocated")
+    assert "h4" not in job["workers"] and job["fragments"] == 139
+    targets = ["%s:%d" % (s["address"], s["port"]) for s in job["shards"]] + \
+        ["%s:%d" % (a["address"], a["port"]) for a in job["aggregators"]]
+    injector = bed.popen("h4", [sys.executable, "-c", INJECT, str(job["id"]), *targets])
+    try:
+        results = run_job(bed, job, rounds=3)
+    finally:
+        injector.kill()
+        injector.wait()
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    assert all(r["exact"] for lines in results.values() for r in lines)
+    assert bed.leftovers() == {}
+
+
+def test_a_daemon_that_dies_mid_round_fails_the_round_within_5_s_naming_its_host(bed, daemons):
+    # the module's last test: h4's daemon does not come back
+    job = post_job(bed, placement="dedicated", shards=1, aggregation=False)
+    try:
+        workers = start_workers(bed, job, rounds=400)
+        time.sleep(2.0)   # rounds are under way
+        daemons["h4"].kill()
+        killed = time.monotonic()
+        lines = {w: worker_lines(p, timeout_s=30) for w, p in workers.items()}
+        failed_after = time.monotonic() - killed
+    finally:
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    assert failed_after < 5.0
+    for worker_output in lines.values():
+        assert "h4 (shard 0's host)" in worker_output[-1]["error"], worker_output[-1]
+    assert bed.leftovers() == {}

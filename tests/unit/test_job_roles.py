@@ -1,0 +1,140 @@
+"""A job's summing nodes on loopback addresses (127.0.0.x are all this host's): a shard
+returns each sum once it holds every worker, answers repair requests, and never lets a
+host outside the job, or a worker speaking for another, change a sum; an aggregator
+sends its aggregate on, and again when a worker repeats a fragment."""
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.job_layout import JobError, JobLayout
+from syncfabric.hosts.job_roles import (AggregatorNode, ShardNode, control_message,
+                                        control_packet)
+from syncfabric.hosts.receivers import receiving_socket
+
+PORT = 29000
+FLOATS = 362 * 4   # four fragments
+ADDRESS = {"w1": "127.0.0.11", "w2": "127.0.0.12", "w3": "127.0.0.13", "agg": "127.0.0.21",
+           "ps": "127.0.0.31", "stranger": "127.0.0.50"}
+GROUP = "127.0.0.41"   # stands in for the tree's multicast address
+
+
+def report(aggregated=False):
+    """w1, w2 and w3 send all four fragments to ps (w1 and w2 through agg if aggregated)."""
+    via = "agg" if aggregated else "ps"
+    legs = {w: [{"shard": 0, "host": via if w != "w3" else "ps", "address": ADDRESS[via if w != "w3" else "ps"],
+                 "port": PORT, "fragments": [0, 4], "rate_mbps": 100.0}] for w in ("w1", "w2", "w3")}
+    return {"id": 7, "generation": 1, "workers": ["w1", "w2", "w3"], "model_bytes": FLOATS * 4,
+            "fragment_bytes": 1448, "fragments": 4, "addresses": ADDRESS,
+            "shards": [{"host": "ps", "address": ADDRESS["ps"], "port": PORT, "fragments": [0, 4],
+                        "bytes": [0, FLOATS * 4],
+                        "return": {"tree": 1, "group": GROUP, "port": PORT, "rate_mbps": 100.0}}],
+            "destinations": legs,
+            "aggregators": [{"host": "agg", "address": ADDRESS["agg"], "shard": 0, "port": PORT,
+                             "rate_mbps": 100.0, "workers": {"w1": [0, 4], "w2": [0, 4]}}]
+            if aggregated else []}
+
+
+def sender(name):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((ADDRESS[name], 0))
+    return sock
+
+
+def values(worker):
+    return np.full(FLOATS, float(worker + 1), dtype=np.float32)
+
+
+@pytest.fixture
+def shard():
+    layout = JobLayout(report())
+    node = ShardNode(layout, layout.shards[0], receiving_socket(ADDRESS["ps"], PORT, reuse=False))
+    returned = receiving_socket(GROUP, PORT, reuse=False)
+    yield layout, node, returned
+    node.sock.close()
+    returned.close()
+
+
+def settle(node, seconds=0.05):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        node.take()
+        node.returns.send_due()
+        time.sleep(0.002)
+
+
+def returned_sums(sock):
+    sums = {}
+    while True:
+        try:
+            packet = sock.recv(65536)
+        except BlockingIOError:
+            return sums
+        _job, number, index, _count, mask = HEADER.unpack_from(packet)
+        sums[number, index] = (mask, np.frombuffer(packet, dtype=">f4", offset=HEADER.size)[0])
+
+
+def test_a_shard_returns_each_sum_once_every_worker_is_in_it_and_strangers_change_nothing(shard):
+    layout, node, returned = shard
+    w1, w2, w3, stranger = (sender(n) for n in ("w1", "w2", "w3", "stranger"))
+    for index in range(4):
+        stranger.sendto(fragment_packet(7, 1, index, 0b001, values(9)), (ADDRESS["ps"], PORT))
+        w1.sendto(fragment_packet(7, 1, index, 0b011, values(9)), (ADDRESS["ps"], PORT))  # w2's bit too
+        w1.sendto(fragment_packet(8, 1, index, 0b001, values(9)), (ADDRESS["ps"], PORT))  # another job
+    for sock, worker in ((w1, 0), (w2, 1)):
+        for index in range(4):
+            sock.sendto(fragment_packet(7, 1, index, 1 << worker, values(worker)), (ADDRESS["ps"], PORT))
+    settle(node)
+    assert returned_sums(returned) == {} and node.dropped == 12
+    for index in range(4):
+        w3.sendto(fragment_packet(7, 1, index, 0b100, values(2)), (ADDRESS["ps"], PORT))
+    settle(node)
+    assert returned_sums(returned) == {(1, i): (0b111, 6.0) for i in range(4)}
+
+
+def test_a_shard_answers_a_repair_request_with_its_sums_or_who_it_misses(shard):
+    layout, node, returned = shard
+    w1, w2, w3 = (sender(n) for n in ("w1", "w2", "w3"))
+    for sock, worker in ((w1, 0), (w2, 1), (w3, 2)):
+        for index in range(3 if worker == 2 else 4):   # w3's fragment 3 is lost
+            sock.sendto(fragment_packet(7, 1, index, 1 << worker, values(worker)), (ADDRESS["ps"], PORT))
+    settle(node)
+    assert set(returned_sums(returned)) == {(1, 0), (1, 1), (1, 2)}
+    w1.sendto(control_packet({"job": 7, "round": 1, "need": [[1, 2], [3, 4]]}), (ADDRESS["ps"], PORT))
+    settle(node)
+    assert set(returned_sums(returned)) == {(1, 1)}   # the sum it holds, again
+    w1.setblocking(False)
+    assert control_message(w1.recv(65536)) == {"job": 7, "round": 1, "shard": 0,
+                                               "missing": [[3, 0b100]]}
+
+
+def test_an_aggregator_sends_its_aggregate_on_and_again_when_a_worker_repeats():
+    layout = JobLayout(report(aggregated=True))
+    node = AggregatorNode(layout, layout.aggregations[0],
+                          receiving_socket(ADDRESS["agg"], PORT, reuse=False))
+    ps = receiving_socket(ADDRESS["ps"], PORT, reuse=False)
+    try:
+        assert layout.shard_senders(layout.shards[0]) == {ADDRESS["agg"]: 0b011, ADDRESS["w3"]: 0b100}
+        w1, w2 = sender("w1"), sender("w2")
+        w1.sendto(fragment_packet(7, 1, 0, 0b001, values(0)), (ADDRESS["agg"], PORT))
+        w2.sendto(fragment_packet(7, 1, 0, 0b010, values(1)), (ADDRESS["agg"], PORT))
+        time.sleep(0.02)
+        node.take()
+        assert returned_sums(ps) == {(1, 0): (0b011, 3.0)}
+        w2.sendto(fragment_packet(7, 1, 0, 0b010, values(1)), (ADDRESS["agg"], PORT))
+        time.sleep(0.02)
+        node.take()
+        assert returned_sums(ps) == {(1, 0): (0b011, 3.0)}
+    finally:
+        node.sock.close()
+        ps.close()
+
+
+def test_a_host_refuses_a_job_cut_otherwise_than_it_frames_fragments():
+    with pytest.raises(JobError, match="fragments of 1000 bytes"):
+        JobLayout(dict(report(), fragment_bytes=1000))
+    with pytest.raises(JobError, match="multiple of 4"):
+        JobLayout(dict(report(), model_bytes=10))
