@@ -1,4 +1,5 @@
-"""Remove what a dead emulation left (our OVS bridges, their links, the management bridge).
+"""Remove what a dead emulation left (our OVS bridges, their links, the management bridge,
+the namespaces of experiments.namespace_fabric).
 
 A run killed mid-way (a crash, a machine restart) leaves bridges that OVS keeps in its
 database across restarts; every later fabric then refuses to start. `make test` and
@@ -11,6 +12,7 @@ is running) it touches nothing and exits 1: one emulation at a time.
 import sys
 
 from experiments.cli import ArgumentParser
+from experiments.namespace_fabric import namespace_leftovers, remove_namespace_leftovers
 from mininet_topos.platform_net import (PlatformError, check_ovs_running, leftovers, live_run_pids,
                                         remove_leftovers)
 
@@ -25,8 +27,8 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         check_ovs_running()
-        found = leftovers()
-        names = found["bridges"] + found["links"]
+        found, namespaces = leftovers(), namespace_leftovers()
+        names = found["bridges"] + found["links"] + namespaces
         live = live_run_pids()
         if live:
             sys.exit("error: an emulation is running (pids %s); wait for it to end or stop it with "
@@ -37,6 +39,7 @@ def main(argv=None):
         print("leftovers: %s what a dead run left: %s"
               % ("found" if args.dry_run else "removing", ", ".join(names)), file=sys.stderr)
         if not args.dry_run:
+            remove_namespace_leftovers(namespaces)
             remove_leftovers(found)
     except PlatformError as error:
         sys.exit("error: %s" % error)

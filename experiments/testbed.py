@@ -17,10 +17,12 @@ down again, so nothing (bridges, hosts, controller) is left behind.
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -88,10 +90,22 @@ class FabricTestbed:
         self.management_ip = None   # the root namespace as seen from inside hosts
         self.management_url = None  # the REST API as seen from inside hosts
         self._saved_environment = None   # what start() found, put back by stop()
+        self._previous_sigterm = None    # the handler start() replaced, put back by stop()
 
     def __enter__(self):
         self.start()
         return self
+
+    def _stop_on_sigterm(self):
+        """SIGTERM (a `timeout`, a cancelled CI job) ends the run as Ctrl-C does: by an
+        exception, so that stop() tears the fabric and controller down. Signals reach
+        the main thread only; elsewhere nothing changes."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def terminate(signal_number, _frame):
+            raise SystemExit(128 + signal_number)
+        self._previous_sigterm = signal.signal(signal.SIGTERM, terminate)
 
     def __exit__(self, *_exc):
         self.stop()
@@ -104,6 +118,7 @@ class FabricTestbed:
         check_management_network_free()
         check_port_free(self.of_port, "OpenFlow")
         check_port_free(self.rest_port, "REST")
+        self._stop_on_sigterm()
         self._saved_environment = {name: os.environ.get(name) for name in (TOKEN_ENV, MTU_ENV)}
         self.state_dir = Path(tempfile.mkdtemp(prefix="syncfabric-state-"))
         try:
@@ -145,6 +160,9 @@ class FabricTestbed:
             else:
                 os.environ[name] = value
         self._saved_environment = None
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
 
     def host(self, name):
         """The Mininet host, for what only Mininet offers (cmd, iperf)."""

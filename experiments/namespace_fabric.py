@@ -1,0 +1,245 @@
+"""A job on hosts that are plain network namespaces, wired to Open vSwitch bridges by
+hand, with no Mininet: what an engineer with real hosts does, on one machine.
+
+    python -m experiments.namespace_fabric --rounds 5
+
+It builds a small spine-leaf from a fabric description (the one PUT /fabric/topology
+takes: --description FILE, or a built-in one), each switch an OVS bridge (userspace
+datapath, OpenFlow 1.3, its ports numbered as the description says), each host a
+namespace with a veth to its leaf and one to a management bridge, where ryu-manager's
+REST API answers. It starts ryu-manager, the aggregator daemon in every host that is not
+a worker, asks for a job (POST /jobs) and runs --rounds rounds from every worker, each
+sum checked exactly; then removes everything, also on SIGTERM or Ctrl-C. Needs root
+and a running Open vSwitch (`make ovs`).
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+
+from syncfabric.hosts.cli import ArgumentParser
+from syncfabric.hosts.controller_client import ControllerClient
+
+MANAGEMENT_BRIDGE, MANAGEMENT_PREFIX = "sfns-mgmt", "172.31.254"
+MANAGEMENT_IP = MANAGEMENT_PREFIX + ".1"
+NAMESPACE_PREFIX = "sfns-"
+OFFLOADS = "tx off rx off tso off gso off gro off"
+
+
+def small_spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, bw=20):
+    """A fabric description: every leaf to every spine, hosts h1.. under the leaves."""
+    spine_names = ["spine%d" % s for s in range(1, spines + 1)]
+    leaf_names = ["leaf%d" % l for l in range(1, leaves + 1)]
+    description = {"switches": [{"name": n, "dpid": 0x1000 + i, "role": "spine"}
+                                for i, n in enumerate(spine_names, 1)]
+                   + [{"name": n, "dpid": 0x2000 + i, "role": "leaf"}
+                      for i, n in enumerate(leaf_names, 1)], "links": [], "hosts": []}
+    for l, leaf in enumerate(leaf_names):
+        for s, spine in enumerate(spine_names):
+            description["links"].append({"a": leaf, "a_port": s + 1, "b": spine, "b_port": l + 1,
+                                         "capacity_mbps": bw})
+        for h in range(hosts_per_leaf):
+            number = l * hosts_per_leaf + h + 1
+            description["hosts"].append({"name": "h%d" % number, "ip": "10.0.0.%d" % number,
+                                         "mac": "00:00:00:00:00:%02x" % number, "switch": leaf,
+                                         "port": spines + h + 1, "capacity_mbps": bw})
+    return description
+
+
+def run(command):
+    subprocess.run(command, shell=True, check=True, capture_output=True, text=True)
+
+
+class NamespaceFabric:
+    """The bridges, namespaces and controller of one description; remove() undoes all."""
+
+    def __init__(self, description, of_port, rest_port):
+        self.description, self.of_port, self.rest_port = description, of_port, rest_port
+        self.controller, self.processes = None, []
+        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, timeout_s=60)
+        self.url = "http://%s:%d" % (MANAGEMENT_IP, rest_port)
+
+    def namespace(self, host):
+        return NAMESPACE_PREFIX + host
+
+    def build(self):
+        self._check_free()
+        run("ip link add %s type bridge && ip addr add %s/24 dev %s && ip link set %s up"
+            % (MANAGEMENT_BRIDGE, MANAGEMENT_IP, MANAGEMENT_BRIDGE, MANAGEMENT_BRIDGE))
+        for switch in self.description["switches"]:
+            run("ovs-vsctl add-br %s -- set bridge %s datapath_type=netdev protocols=OpenFlow13 "
+                "fail_mode=secure other-config:datapath-id=%016x -- set-controller %s tcp:127.0.0.1:%d"
+                % (switch["name"], switch["name"], switch["dpid"], switch["name"], self.of_port))
+        for link in self.description["links"]:
+            self._veth(link["a"], link["a_port"], link["b"], link["b_port"])
+        for number, host in enumerate(self.description["hosts"], 2):
+            self._host(host, number)
+
+    def _check_free(self):
+        bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
+                                 check=True).stdout.split()
+        taken = [s["name"] for s in self.description["switches"] if s["name"] in bridges]
+        if taken or os.path.exists("/sys/class/net/" + MANAGEMENT_BRIDGE):
+            sys.exit("error: bridges %s are in use (another fabric, or one left behind: "
+                     "`make leftovers`)" % ", ".join(taken or [MANAGEMENT_BRIDGE]))
+
+    def _veth(self, a, a_port, b, b_port):
+        ends = ("%s-eth%d" % (a, a_port), "%s-eth%d" % (b, b_port))
+        run("ip link add %s type veth peer name %s" % ends)
+        for switch, port, end in ((a, a_port, ends[0]), (b, b_port, ends[1])):
+            run("ethtool -K %s %s; ip link set %s up" % (end, OFFLOADS, end))
+            run("ovs-vsctl add-port %s %s -- set interface %s ofport_request=%d"
+                % (switch, end, end, port))
+
+    def _host(self, host, number):
+        name, namespace = host["name"], self.namespace(host["name"])
+        switch_end, host_end = "%s-eth%d" % (host["switch"], host["port"]), "%s-eth0" % name
+        run("ip netns add %s" % namespace)
+        run("ip link add %s type veth peer name %s" % (host_end, switch_end))
+        run("ip link set %s netns %s" % (host_end, namespace))
+        run("ethtool -K %s %s; ip link set %s up" % (switch_end, OFFLOADS, switch_end))
+        run("ovs-vsctl add-port %s %s -- set interface %s ofport_request=%d"
+            % (host["switch"], switch_end, switch_end, host["port"]))
+        inside = "ip netns exec %s " % namespace
+        run(inside + "ip link set lo up")
+        run(inside + "ip link set %s address %s" % (host_end, host["mac"]))
+        run(inside + "ip addr add %s/8 dev %s" % (host["ip"], host_end))
+        run(inside + "ethtool -K %s %s; " % (host_end, OFFLOADS) + inside + "ip link set %s up" % host_end)
+        run(inside + "ip route add 224.0.0.0/4 dev %s" % host_end)
+        run("ip link add mg-%s type veth peer name %s-mgmt" % (name, name))
+        run("ip link set %s-mgmt netns %s" % (name, namespace))
+        run("ip link set mg-%s master %s up" % (name, MANAGEMENT_BRIDGE))
+        run(inside + "ip addr add %s.%d/24 dev %s-mgmt" % (MANAGEMENT_PREFIX, number, name))
+        run(inside + "ip link set %s-mgmt up" % name)
+
+    def start_controller(self, log):
+        ryu = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
+        self.controller = subprocess.Popen(
+            [ryu if os.path.exists(ryu) else "ryu-manager", "--ofp-listen-host", "127.0.0.1",
+             "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-host", "0.0.0.0",
+             "--wsapi-port", str(self.rest_port), "apps.job_controller"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait(lambda: self.client.get("/fabric/topology") is not None, "the REST API")
+        self.client.put("/fabric/topology", self.description)
+        self._wait(lambda: all(s["synced"] for s in self.client.get("/fabric/topology")["switches"]),
+                   "every switch to connect and sync")
+
+    def _wait(self, condition, what, timeout_s=60):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.controller.poll() is not None:
+                sys.exit("error: ryu-manager ended; see its log")
+            try:
+                if condition():
+                    return
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.25)
+        sys.exit("error: waited %d s for %s" % (timeout_s, what))
+
+    def popen(self, host, command, **arguments):
+        process = subprocess.Popen(["ip", "netns", "exec", self.namespace(host), *command],
+                                   **arguments)
+        self.processes.append(process)
+        return process
+
+    def remove(self):
+        for process in [*self.processes, *([self.controller] if self.controller else [])]:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        for host in self.description["hosts"]:
+            subprocess.run(["ip", "netns", "delete", self.namespace(host["name"])], capture_output=True)
+        for switch in self.description["switches"]:
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", switch["name"]], capture_output=True)
+        for link in self.description["links"]:
+            subprocess.run(["ip", "link", "delete", "%s-eth%d" % (link["a"], link["a_port"])],
+                           capture_output=True)
+        subprocess.run(["ip", "link", "delete", MANAGEMENT_BRIDGE], capture_output=True)
+
+
+def namespace_leftovers():
+    """What a run of this script killed outright left: its namespaces and bridge."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return ([line.split()[0] for line in namespaces.splitlines()
+             if line.startswith(NAMESPACE_PREFIX)]
+            + [MANAGEMENT_BRIDGE] * os.path.exists("/sys/class/net/" + MANAGEMENT_BRIDGE))
+
+
+def remove_namespace_leftovers(names):
+    for name in names:
+        command = ["ip", "link", "delete"] if name == MANAGEMENT_BRIDGE else ["ip", "netns", "delete"]
+        subprocess.run(command + [name], capture_output=True)
+
+
+def run_job(fabric, workers, model_bytes, rounds):
+    """The daemons in every other host, one job, `rounds` rounds from every worker;
+    {worker: its JSON lines}."""
+    for host in [h["name"] for h in fabric.description["hosts"] if h["name"] not in workers]:
+        fabric.popen(host, [sys.executable, "-m", "syncfabric.aggregator", "--controller",
+                            fabric.url, "--name", host], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+    job = fabric.client.request("POST", "/jobs", {"workers": workers, "model_bytes": model_bytes,
+                                                  "placement": "dedicated"})
+    try:
+        time.sleep(1.0)   # the daemons read the jobs every 0.5 s
+        processes = {w: fabric.popen(w, [sys.executable, "-m", "syncfabric.hosts.job_worker",
+                                         "--controller", fabric.url, "--job", str(job["id"]),
+                                         "--name", w, "--rounds", str(rounds)],
+                                     stdout=subprocess.PIPE, text=True) for w in workers}
+        return job, {w: [json.loads(line) for line in p.communicate(timeout=120)[0].splitlines()]
+                     for w, p in processes.items()}
+    finally:
+        fabric.client.request("DELETE", "/jobs/%d" % job["id"])
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.namespace_fabric",
+                            description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--description", type=argparse.FileType(),
+                        help="a fabric description (JSON, as PUT /fabric/topology takes); "
+                             "default: 1 spine, 2 leaves, 2 hosts each at 20 Mbit/s")
+    parser.add_argument("--workers", default="h1,h2,h3", help="comma-separated (default %(default)s)")
+    parser.add_argument("--model-bytes", type=int, default=400_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--of-port", type=int, default=16699)
+    parser.add_argument("--rest-port", type=int, default=18199)
+    parser.add_argument("--log", default="/tmp/syncfabric-namespace-ryu.log",
+                        help="ryu-manager's log (default %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("error: namespaces and OVS bridges need root")
+    description = json.load(args.description) if args.description else small_spine_leaf()
+    fabric = NamespaceFabric(description, args.of_port, args.rest_port)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM; fabric removed"))
+    try:
+        fabric.build()
+        with open(args.log, "w") as log:
+            fabric.start_controller(log)
+        job, lines = run_job(fabric, args.workers.split(","), args.model_bytes, args.rounds)
+    finally:
+        fabric.remove()
+    print("job %d: shards on %s, predicted %.3f s a round" % (
+        job["id"], ",".join(s["host"] for s in job["shards"]), job["predicted_round_s"]))
+    for worker, worker_lines in lines.items():
+        print("%s: %s" % (worker, worker_lines[-1]))
+    exact = all(l[-1].get("exact") for l in lines.values())
+    print(json.dumps({"rounds": args.rounds, "workers": len(lines), "exact": exact}))
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""The same job on hosts that are plain network namespaces wired to OVS bridges by hand,
+under ryu-manager, with Mininet impossible to import: the library and daemons need no
+testbed. Nothing of the fabric is left after it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from experiments.namespace_fabric import namespace_leftovers
+from tests.harness.testbeds import bridges, require_root
+
+pytestmark = pytest.mark.integration
+
+WITHOUT_MININET = ("import sys; sys.modules['mininet'] = None; "
+                   "from experiments.namespace_fabric import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_job_runs_on_namespaces_without_mininet_and_leaves_nothing():
+    require_root()
+    before = bridges()
+    run = subprocess.run([sys.executable, "-c", WITHOUT_MININET, "--rounds", "2",
+                          "--of-port", "16668", "--rest-port", "18095"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == {"rounds": 2, "workers": 3, "exact": True}
+    assert bridges() == before and namespace_leftovers() == []
