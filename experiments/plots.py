@@ -463,6 +463,22 @@ def save(figure, csv_path):
 
 
 # which figure each experiment's CSV gets, by the experiment's name
+def plot_job_setup(csv_path):
+    """Each job's set-up time as the client saw it, in order, with its shard count."""
+    rows = read_rows(csv_path)
+    setup = [float(r["setup_ms"]) for r in rows]
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    axes.plot([int(r["job"]) for r in rows], setup, "o-", color="tab:blue", ms=3)
+    axes.axhline(statistics.median(setup), color="tab:green", ls="--",
+                 label="median %.0f ms" % statistics.median(setup))
+    axes.set_xlabel("job")
+    axes.set_ylabel("POST /jobs answered after (ms)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    axes.set_title("Job set-up, %s workers, planning and installs included" % rows[0]["workers"])
+    return save(figure, csv_path)
+
+
 PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_balance,
             "selmcast_selection": plot_selmcast_selection, "selmcast": plot_selmcast,
             "ina": plot_ina, "grid_example": plot_ina, "inart_example": plot_ina,
@@ -470,7 +486,8 @@ PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_b
             "fault_recovery": plot_fault_recovery, "soak": plot_soak,
             "ina_optimality": plot_ina_optimality, "api_fuzz": plot_api_fuzz,
             "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
-            "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check}
+            "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check,
+            "job_setup": plot_job_setup}
 
 
 def main(argv=None):

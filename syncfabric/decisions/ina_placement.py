@@ -123,6 +123,8 @@ def _best_rounding(problem, policy, options, lp, trials, seed):
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), theta_rounded, overload, assignment)
+        if best[0] >= lp.theta - TOLERANCE:   # at the LP's bound: no trial can do better
+            break
     return best
 
 

@@ -145,6 +145,8 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
         assignment.improve()
         if best is None or assignment.theta() > best[0] + TOLERANCE:
             best = (assignment.theta(), overload, assignment)
+        if best[0] >= f_lp - TOLERANCE:   # at the LP's bound: no trial can do better
+            break
     f_repaired, overload, assignment = best
     bound = f_lp
     if policy == INART:
@@ -154,7 +156,7 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
     result = GradientPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
                           f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
                           assignment.used_aggregate_paths(), bound)
-    if policy == LBMM:
+    if policy == LBMM or result.f >= f_lp - TOLERANCE:   # nothing betters a plan at the LP's bound
         return result
     # spare capacity may carry part of a fragment unaggregated on its default route (as
     # ATP does), and the default-route plan, which is within our options, may be better

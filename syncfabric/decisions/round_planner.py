@@ -34,6 +34,7 @@ from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree
 
 MIN_RATE_MBPS = 1e-6
 MAX_PSS = 8   # shards a job tries at most: each more is another LP to solve
+BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
 AUTO, DEDICATED, COLOCATED = "auto", "dedicated", "colocated"
 PLACEMENTS = (AUTO, DEDICATED, COLOCATED)
 
@@ -116,27 +117,46 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
                colocated=False, shards=None, aggregation=True):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
     dedicated hosts among `candidates`, or with `colocated` in the workers' own hosts
-    (then P >= 2: one shard in one worker's host is a PS beside workers, GRID's case)."""
+    (then P >= 2: one shard in one worker's host is a PS beside workers, GRID's case).
+    The widest spread is tried first: if it reaches the lower bound, the spread is
+    halved while the plan still does, so few plans are computed (each takes tens of
+    milliseconds) and few shards kept; else every P is tried."""
     if colocated:
         hosts, smallest = spread(view, workers), 2
     else:
         hosts, smallest = spread(view, [h for h in candidates if h not in workers
                                         and not view.is_aggregator(h)]), 1
-    counts = range(smallest, min(max_pss, len(hosts)) + 1) if shards is None else [shards]
-    if not counts or counts[-1] > len(hosts) or counts[0] < smallest:
+    largest = min(max_pss, len(hosts)) if shards is None else shards
+    if largest < smallest or largest > len(hosts):
         raise PlacementError("no %s hosts for %s PS shard(s): %d of them"
                              % ("worker" if colocated else "free", shards or smallest, len(hosts)))
     bound = lower_bound_s(view, workers, hosts, model_mbit, aggregation)
-    best, errors = None, []
-    for count in counts:
+    errors = []
+
+    def attempt(count):
         try:
-            plan = plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps,
+            return plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps,
                             aggregation)
         except (PlacementError, InfeasibleTree, ValueError) as error:
             errors.append(str(error))
-            continue
-        if best is None or plan.predicted_s < best.predicted_s:
-            best = plan
+            return None
+
+    def at_bound(plan):
+        return plan is not None and plan.predicted_s <= bound * (1 + BOUND_REACHED)
+    best = attempt(largest)
+    if shards is not None or at_bound(best):
+        count = largest // 2
+        while shards is None and count >= smallest:
+            narrower = attempt(count)
+            if not at_bound(narrower):
+                break
+            best, count = narrower, count // 2
+    else:   # the fastest, and of equals the fewest shards
+        widest, best = best, None
+        for count in range(smallest, largest + 1):
+            plan = widest if count == largest else attempt(count)
+            if plan is not None and (best is None or plan.predicted_s < best.predicted_s):
+                best = plan
     if best is None:
         raise PlacementError("no round fits: %s" % "; ".join(errors[:3]))
     return best
@@ -148,6 +168,8 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
     own (colocated) or whichever predicts the shorter round (auto)."""
     rounds, errors = [], []
     for colocated in {AUTO: (False, True), DEDICATED: (False,), COLOCATED: (True,)}[placement]:
+        if rounds and rounds[0].predicted_s <= rounds[0].bound_s * (1 + BOUND_REACHED):
+            break   # nothing is faster than a plan at the bound (co-located's is no lower)
         try:
             rounds.append(plan_round(view, workers, view.hosts, model_mbit, MAX_PSS, reserved_mbps,
                                      colocated, shards, aggregation))

@@ -15,7 +15,10 @@ def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignme
     """The repaired assignment, or the MILP's (exact_placement, within time_s; 0: no MILP)
     where that is better, and the bound on integral plans over these options tightened by
     the MILP's. Unless the MILP proved its answer optimal, group moves then try to better
-    it (group_moves.improve_groups)."""
+    it (group_moves.improve_groups). An assignment at the bound (within the solver's
+    tolerance) is optimal already: it is kept, and its rate is the bound."""
+    if assignment.theta() >= bound - TOLERANCE:
+        return assignment, min(bound, assignment.theta())
     exact = None if time_s <= 0 else exact_assignment(
         options, aggregate_paths, weight, aggregate_of,
         lambda resource: capacity_of(problem, resource), time_s)

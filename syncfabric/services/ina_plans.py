@@ -95,7 +95,9 @@ class InaPlans:
         except (ValueError, TypeError, KeyError):
             raise NotFound("no plan with id %r" % (plan_id,)) from None
 
-    def create(self, body, release_key, now):
+    def create(self, body, release_key, now, planned=None):
+        """planned: a GradientPlan the caller computed for this request on the ledger
+        as it is (a job's round planner), held as is if it still fits."""
         request = parse_plan_request(body)
         view = self.fabric.ready()
         if self.generation != self.fabric.generation:
@@ -104,7 +106,7 @@ class InaPlans:
             request["aggregators"] = sorted(view.aggregators)
         check_hosts(view, request["workers"], request["pss"], request["aggregators"])
         book, plan_id = self.fabric.ledger, next(self._ids)
-        result = self.plan_and_hold(view, book, request, plan_hold_key(plan_id))
+        result = self.plan_and_hold(view, book, request, plan_hold_key(plan_id), planned)
         live = LivePlan(plan_id, request, result, plan_report(plan_id, request, result, view), book)
         self.plans[plan_id] = live
         self.release_keys[plan_id] = release_key
@@ -127,15 +129,17 @@ class InaPlans:
         log_installed(plan_id, request, result)
         return dict(live.report, release_key=release_key)
 
-    def plan_and_hold(self, view, book, request, hold_key):
-        """Plan off the event loop on what the ledger leaves free, then hold the plan's
-        loads under hold_key if they still fit: requests admitted while it was computed
-        may have taken some (then it is planned again on what is left). What hold_key
-        holds already (a plan planned again) counts as free and is replaced. Returns
-        the plan."""
-        for _attempt in range(PLANNING_ATTEMPTS):
+    def plan_and_hold(self, view, book, request, hold_key, planned=None):
+        """Plan off the event loop on what the ledger leaves free (or take `planned`),
+        then hold the plan's loads under hold_key if they still fit: requests admitted
+        while it was computed may have taken some (then it is planned again on what is
+        left). What hold_key holds already (a plan planned again) counts as free and is
+        replaced. Returns the plan."""
+        for attempt in range(PLANNING_ATTEMPTS):
             generation, down_links = self.fabric.generation, self.fabric.down_links
-            result = self._placement(view, book.reserved_without(hold_key), request)
+            result = (planned if attempt == 0 and planned is not None
+                      and not crosses(planned, down_links)
+                      else self._placement(view, book.reserved_without(hold_key), request))
             if self.fabric.generation != generation:
                 raise Conflict("the fabric description changed while the plan was computed; "
                                "ask again")

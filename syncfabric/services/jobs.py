@@ -91,10 +91,12 @@ class Jobs:
             job.round = self._plan(book, request)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
-                [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps)
-                 for ps in job.round.pss], None, None, now)]
+                [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps,
+                          tree=tree) for ps, tree in zip(job.round.pss, job.round.trees)],
+                None, None, now)]
             self._still_wanted(job)
-            job.plan_id = self.plans.create(self._plan_request(job), None, now)["id"]
+            job.plan_id = self.plans.create(self._plan_request(job), None, now,
+                                            job.round.gradients)["id"]
             self._still_wanted(job)
         except (ServiceError, PlacementError) as error:
             self._release_parts(job, now)

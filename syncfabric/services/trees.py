@@ -32,6 +32,7 @@ class TreeSpec:
     receivers: list
     bandwidth_mbps: float
     policy: str = PATH_AWARE
+    tree: object = None   # a MulticastTree a planner computed on the ledger, to book as is
 
 
 def parse_tree_request(body):
@@ -126,7 +127,7 @@ class MulticastTrees:
         try:   # computed and booked against one state: nothing here waits
             for spec in specs:
                 with self.metrics.planning_seconds.labels("tree").time():
-                    tree = self.backed_up(view, compute_tree(
+                    tree = self.backed_up(view, spec.tree or compute_tree(
                         view, spec.source, spec.receivers, spec.bandwidth_mbps,
                         without_links(view, book.reserved_mbps, self.fabric.down_links),
                         spec.policy, self.rng, load_mbps=load), book.reserved_mbps)
