@@ -479,6 +479,27 @@ def plot_job_setup(csv_path):
     return save(figure, csv_path)
 
 
+def plot_host_bench(csv_path):
+    """Each role's datagram rate against iperf's with the same datagram size."""
+    rows = read_rows(csv_path)
+    sizes = sorted({int(r["datagram_bytes"]) for r in rows})
+    roles = list(dict.fromkeys(r["role"] for r in rows))
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    width = 0.8 / (len(roles) + 1)
+    for k, name in enumerate(roles + ["iperf"]):
+        rates = [next(float(r["iperf_datagrams_per_s"] if name == "iperf" else r["datagrams_per_s"])
+                      for r in rows if int(r["datagram_bytes"]) == size
+                      and (name == "iperf" or r["role"] == name)) for size in sizes]
+        axes.bar([i + k * width for i in range(len(sizes))], [rate / 1e3 for rate in rates],
+                 width, label=name, color="black" if name == "iperf" else None)
+    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))])
+    axes.set_xticklabels(["%d-byte datagrams" % size for size in sizes])
+    axes.set_ylabel("thousand datagrams/s, one core")
+    axes.legend(fontsize="small")
+    axes.set_title("The host software's ceiling on loopback, beside iperf 2")
+    return save(figure, csv_path)
+
+
 PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_balance,
             "selmcast_selection": plot_selmcast_selection, "selmcast": plot_selmcast,
             "ina": plot_ina, "grid_example": plot_ina, "inart_example": plot_ina,
@@ -487,7 +508,7 @@ PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_b
             "ina_optimality": plot_ina_optimality, "api_fuzz": plot_api_fuzz,
             "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
             "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check,
-            "job_setup": plot_job_setup}
+            "job_setup": plot_job_setup, "host_bench": plot_host_bench}
 
 
 def main(argv=None):

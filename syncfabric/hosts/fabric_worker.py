@@ -24,7 +24,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from syncfabric.hosts.controller_client import ControllerClient
-from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, HEADER, fragment_packet
+from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (Outbox, ShardNode, control_message, control_packet,
                                         missing_ranges)
@@ -76,7 +76,8 @@ class Round:
 
     def __init__(self, number, values, future, layout):
         self.number, self.values, self.future = number, values, future
-        self.result = np.zeros(layout.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
+        self.per_fragment = layout.per_fragment
+        self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32)
         self.have = np.zeros(layout.count, dtype=bool)
         self.sent = False
         self.progress_at = self.asked_at = time.monotonic()
@@ -84,10 +85,34 @@ class Round:
 
     def place(self, index, values):
         if not self.have[index]:
-            start = index * FLOATS_PER_FRAGMENT
+            start = index * self.per_fragment
             self.result[start:start + len(values)] = values
             self.have[index] = True
             self.progress_at = time.monotonic()
+
+
+class ReturnedSums:
+    """A shard's sums coming back to a worker on the shard's tree, each placed into its
+    round (rounds.get(number): the Round, or None if it is not open here); only the
+    shard's host may send them, and only whole sums (every worker in them) count."""
+
+    def __init__(self, layout, shard, sock, rounds):
+        self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
+
+    def take(self):
+        shard, layout = self.shard, self.layout
+        while True:
+            try:
+                packet, (address, _port) = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            if address != shard.address or len(packet) < HEADER.size:
+                continue
+            job, number, index, _count, mask = HEADER.unpack_from(packet)
+            current = self.rounds.get(number)
+            if job == layout.id and mask == layout.everyone and current is not None \
+                    and shard.first <= index < shard.last:
+                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
 
 
 class FabricWorker:
@@ -107,16 +132,17 @@ class FabricWorker:
                               self._own_sum) for shard in layout.shards_of(name)]
         for node in self.own:
             self.selector.register(node.sock, selectors.EVENT_READ, node.take)
+        self.rounds = {}   # round number -> Round in flight
         for shard in layout.shards:
             if shard.host != name:
-                sock = receiving_socket(shard.group, shard.port, [shard.group], data_ip)
-                self.selector.register(sock, selectors.EVENT_READ,
-                                       lambda sock=sock, shard=shard: self._returned(sock, shard))
+                returned = ReturnedSums(layout, shard, receiving_socket(
+                    shard.group, shard.port, [shard.group], data_ip), self.rounds)
+                self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wake, self.waker = socket.socketpair()
         self.wake.setblocking(False)
         self.selector.register(self.wake, selectors.EVENT_READ, self._woken)
         self.outbox = Outbox(self.sock)
-        self.submitted, self.rounds, self.next_round = queue.Queue(), {}, 1
+        self.submitted, self.next_round = queue.Queue(), 1
         self.failure, self.closing = None, False
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
@@ -196,27 +222,14 @@ class FabricWorker:
         current.sent, current.progress_at = True, time.monotonic()
 
     def _packet(self, current, index):
-        return fragment_packet(self.layout.id, current.number, index, self.bit, current.values)
+        return fragment_packet(self.layout.id, current.number, index, self.bit, current.values,
+                               self.layout.per_fragment)
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)
         if current is not None:
-            start = index * FLOATS_PER_FRAGMENT
-            current.place(index, sums.sums[start:start + FLOATS_PER_FRAGMENT])
-
-    def _returned(self, sock, shard):
-        while True:
-            try:
-                packet, (address, _port) = sock.recvfrom(65536)
-            except BlockingIOError:
-                return
-            if address != shard.address or len(packet) < HEADER.size:
-                continue
-            job, number, index, _count, mask = HEADER.unpack_from(packet)
-            current = self.rounds.get(number)
-            if job == self.layout.id and mask == self.layout.everyone and current is not None \
-                    and shard.first <= index < shard.last:
-                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
+            start = index * self.layout.per_fragment
+            current.place(index, sums.sums[start:start + self.layout.per_fragment])
 
     def _replies(self):
         """The shards' answers to repair requests: send again what they miss of ours."""

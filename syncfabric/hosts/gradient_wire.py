@@ -23,8 +23,8 @@ def gradient_floats(gradient_mb):
     return int(gradient_mb * 1e6) // 4
 
 
-def fragment_count(floats):
-    return -(-floats // FLOATS_PER_FRAGMENT)
+def fragment_count(floats, per_fragment=FLOATS_PER_FRAGMENT):
+    return -(-floats // per_fragment)
 
 
 def wire_mbit(floats):
@@ -48,20 +48,21 @@ def exact_sum_check(total, seed, workers, number, floats, start=0):
     return ratio <= 1.0, ratio
 
 
-def fragment_packet(job, number, index, mask, values):
-    """Fragment `index` of float32 `values` as a datagram carrying the workers in `mask`."""
-    start = index * FLOATS_PER_FRAGMENT
-    return HEADER.pack(job, number, index, fragment_count(len(values)), mask) + \
-        values[start:start + FLOATS_PER_FRAGMENT].astype(">f4").tobytes()
+def fragment_packet(job, number, index, mask, values, per_fragment=FLOATS_PER_FRAGMENT):
+    """Fragment `index` of float32 `values` (per_fragment of them a fragment) as a
+    datagram carrying the workers in `mask`."""
+    start = index * per_fragment
+    return HEADER.pack(job, number, index, fragment_count(len(values), per_fragment), mask) + \
+        values[start:start + per_fragment].astype(">f4").tobytes()
 
 
 class FragmentSums:
     """Per fragment: the running float32 sum and the mask of workers in it."""
 
-    def __init__(self, job, number, floats, expected):
-        self.job, self.number, self.floats = job, number, floats
-        self.count = fragment_count(floats)
-        self.sums = np.zeros(self.count * FLOATS_PER_FRAGMENT, dtype=np.float32)
+    def __init__(self, job, number, floats, expected, per_fragment=FLOATS_PER_FRAGMENT):
+        self.job, self.number, self.floats, self.per_fragment = job, number, floats, per_fragment
+        self.count = fragment_count(floats, per_fragment)
+        self.sums = np.zeros(self.count * per_fragment, dtype=np.float32)
         self.have = np.zeros(self.count, dtype=np.uint64)
         self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
         self.received_bytes = 0
@@ -76,7 +77,7 @@ class FragmentSums:
         if mask & have or mask & ~int(self.expected[index]):
             return None   # a worker already counted (late or repeated copy), or not ours
         values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
-        start = index * FLOATS_PER_FRAGMENT
+        start = index * self.per_fragment
         self.sums[start:start + len(values)] += values
         self.have[index] = have | mask
         return index if have | mask == int(self.expected[index]) else None
@@ -88,7 +89,8 @@ class FragmentSums:
 
     def packet(self, index):
         """The datagram carrying fragment `index`'s sum and its workers."""
-        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total())
+        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total(),
+                               self.per_fragment)
 
     def total(self):
         return self.sums[:self.floats]

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import FLOATS_PER_FRAGMENT, MAX_WORKERS
+from syncfabric.hosts.gradient_wire import HEADER, MAX_WORKERS
+
+MAX_FRAGMENT_BYTES = 65507 - HEADER.size   # a UDP datagram's payload less the fragment header
 
 
 class JobError(RuntimeError):
@@ -51,10 +53,10 @@ class Aggregation:
 
 class JobLayout:
     def __init__(self, report):
-        if report["fragment_bytes"] != FLOATS_PER_FRAGMENT * 4:
-            raise JobError("the controller cuts fragments of %d bytes, this host %d: run the "
-                           "same syncfabric on both" % (report["fragment_bytes"],
-                                                        FLOATS_PER_FRAGMENT * 4))
+        if report["fragment_bytes"] % 4 or not 4 <= report["fragment_bytes"] <= MAX_FRAGMENT_BYTES:
+            raise JobError("the controller cuts fragments of %d bytes: a datagram carries whole "
+                           "float32s, at most %d bytes of them" % (report["fragment_bytes"],
+                                                                   MAX_FRAGMENT_BYTES))
         if report["model_bytes"] % 4:
             raise JobError("a job's model is float32: model_bytes must be a multiple of 4")
         self.id, self.generation = report["id"], report["generation"]
@@ -64,6 +66,7 @@ class JobLayout:
         self.bit = {w: 1 << i for i, w in enumerate(self.workers)}
         self.everyone = (1 << len(self.workers)) - 1
         self.floats, self.count = report["model_bytes"] // 4, report["fragments"]
+        self.per_fragment = report["fragment_bytes"] // 4   # float32s a fragment carries
         self.addresses = dict(report["addresses"])
         self.shards = [Shard(i, s["host"], s["address"], s["port"], *s["fragments"],
                              s["return"]["group"], s["return"]["rate_mbps"])

@@ -59,7 +59,8 @@ class SummingNode:
             return self.rounds[number]
         if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= KEPT_ROUNDS:
             return None
-        self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected)
+        self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
+                                           self.layout.per_fragment)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
         while len(self.rounds) > KEPT_ROUNDS:
             self.rounds.popitem(last=False)

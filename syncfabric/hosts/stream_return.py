@@ -11,6 +11,7 @@ it could start its next round (the hosts share the machine's monotonic clock).
 
 import hashlib
 import time
+from collections import deque
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class ReturnSender:
     def __init__(self, sock, address, rate_mbps, packet_of):
         self.sock, self.address, self.rate_mbps = sock, address, rate_mbps
         self.packet_of = packet_of   # fragment index -> datagram (None: skip it)
-        self.queue, self.queued = [], set()
+        self.queue, self.queued = deque(), set()
         self.due = time.perf_counter()
 
     def push(self, indices, rate_mbps=None):
@@ -56,7 +57,7 @@ class ReturnSender:
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
         while self.queue and self.due <= now:
-            index = self.queue.pop(0)
+            index = self.queue.popleft()
             self.queued.discard(index)
             packet = self.packet_of(index)
             if packet is None:   # no longer held (a round a shard no longer keeps)
@@ -64,7 +65,7 @@ class ReturnSender:
             try:
                 self.sock.sendto(packet, self.address)
             except BlockingIOError:   # the buffer is full: try this one again later
-                self.queue.insert(0, index)
+                self.queue.appendleft(index)
                 self.queued.add(index)
                 return
             self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (self.rate_mbps * 1e6)

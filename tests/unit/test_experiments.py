@@ -22,16 +22,19 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "selmcast_selection", "selmcast", "grid_example", "ina",
                                     "train", "inart_example", "fault_recovery", "soak",
                                     "sim.ps_multicast", "sim.selmcast", "sim.ina",
-                                    "sim.emulation_check", "calibrate", "allreduce", "leftovers"])
+                                    "sim.emulation_check", "calibrate", "allreduce", "leftovers",
+                                    "job_setup", "host_bench", "namespace_fabric"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout
 
 
-@pytest.mark.parametrize("program", ["peer_sync", "model_transfer", "gradient_host",
-                                     "training_host", "load_probe", "gloo_peers", "gloo_training"])
+@pytest.mark.parametrize("program", ["hosts.peer_sync", "hosts.model_transfer",
+                                     "hosts.gradient_host", "hosts.training_host", "hosts.load_probe",
+                                     "hosts.gloo_peers", "hosts.gloo_training", "hosts.job_worker",
+                                     "aggregator"])
 def test_every_host_program_has_help(program):
-    answer = subprocess.run([sys.executable, "-m", "syncfabric.hosts." + program, "--help"],
+    answer = subprocess.run([sys.executable, "-m", "syncfabric." + program, "--help"],
                             capture_output=True, text=True, timeout=60)
     assert answer.returncode == 0 and "usage:" in answer.stdout, answer.stderr
 

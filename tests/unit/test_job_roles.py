@@ -133,8 +133,8 @@ def test_an_aggregator_sends_its_aggregate_on_and_again_when_a_worker_repeats():
         ps.close()
 
 
-def test_a_host_refuses_a_job_cut_otherwise_than_it_frames_fragments():
-    with pytest.raises(JobError, match="fragments of 1000 bytes"):
-        JobLayout(dict(report(), fragment_bytes=1000))
+def test_a_host_refuses_a_job_it_cannot_frame():
+    with pytest.raises(JobError, match="fragments of 1001 bytes"):
+        JobLayout(dict(report(), fragment_bytes=1001))
     with pytest.raises(JobError, match="multiple of 4"):
         JobLayout(dict(report(), model_bytes=10))
