@@ -14,15 +14,17 @@ parameters (1.2 MB; --hidden sets its size). Modes:
 - unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
   parameter distribution plus the gradient aggregation (the compute between is
   left out);
-- stream, stream-colocated: the streaming round (experiments/traffic/stream_round.py)
-  on the plan syncfabric/decisions/round_planner.py decides: P PS shards on dedicated hosts (the
-  hosts after the workers), or in the workers' own hosts, the gradients aggregated
-  on the way in, each shard's sum multicast back on its reserved tree fragment by
-  fragment while later fragments still arrive. `bound_s` is the
+- stream, stream-colocated: the streaming round as users run it, a job (POST /jobs,
+  docs/jobs.md) with the aggregator daemon where it sums outside the workers and
+  the library in the workers: P PS shards (as syncfabric/decisions/round_planner.py
+  decides, at most --max-pss) on dedicated hosts (the hosts after the workers), or
+  in the workers' own hosts, the gradients aggregated on the way in, each shard's
+  sum multicast back on its reserved tree fragment by fragment while later
+  fragments still arrive. A round's time is its slowest worker's. `bound_s` is the
   planner's lower bound on any round on the fabric, `predicted_s` its plan's.
-Every round's result is checked: Gloo's sums element for element against the
-exact one (integer gradients), ours as experiments.train and experiments.ina
-check them, and every worker's returned shards against their PS's. The CSV has
+Every round's result is checked: Gloo's sums and the jobs' element for element
+against the exact one (whole-number gradients), experiments.train's as it checks
+them. The CSV has
 one row per mode, worker count, aggregator capacity and round; `line_rate_s` is
 S/B, the time each worker's link needs to carry the model once. The PNG plots the
 median communication time against workers, one line per mode and one panel per
@@ -41,8 +43,7 @@ from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, STREAM_MODE
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.gradients import round_fidelity
-from experiments.traffic.stream_round import run_stream
+from experiments.traffic.jobs import job_daemons, job_round_fidelity, job_rounds, run_job
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -57,6 +58,7 @@ COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
+JOB_START_S = 3.0   # from starting the workers to their first round: every one is up
 
 
 def parse_args(argv):
@@ -124,19 +126,30 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
 
 
 def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, bar):
-    """The streaming round on the plan round_planner decides for the fabric, its PS
-    shards on dedicated hosts among `candidates` or (stream-colocated) in the workers."""
+    """The streaming round as users run it: a job (POST /jobs) with as many shards as
+    round_planner decides for the fabric (at most max_pss), on dedicated hosts among
+    `candidates` or (stream-colocated) in the workers; the aggregator daemon on every
+    host the job sums in that is not a worker, the library in every worker."""
+    colocated = mode == "stream-colocated"
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
-                                    max_pss=max_pss, colocated=mode == "stream-colocated")
-    sampling = bed.sampler().start()
-    _plan, results = run_stream(bed, workers, plan.pss, rounds, floats, plan.return_mbps,
-                                on_round=lambda _number: bar.update(1))
-    usage = sampling.stop()
-    return [dict(round_fidelity(r, usage), mode=mode, round=number, comm_s=r["completed_s"],
-                 verified=r["verified"], pss=len(plan.pss), bound_s=plan.bound_s,
-                 repair_passes=r["repair_passes"] + r["return_repair_passes"],
-                 predicted_s=plan.predicted_s)
-            for number, r in enumerate(results, 1)]
+                                    max_pss=max_pss, colocated=colocated)
+    job = bed.client.request("POST", "/jobs", {
+        "workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
+        "placement": "colocated" if colocated else "dedicated"})
+    try:
+        servers = sorted(({s["host"] for s in job["shards"]} - set(workers))
+                         | {a["host"] for a in job["aggregators"]})
+        with job_daemons(bed, servers):
+            sampling = bed.sampler().start()
+            results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
+            usage = sampling.stop()
+    finally:
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    bar.update(rounds)
+    return [dict(job_round_fidelity(r, usage), mode=mode, round=r["round"], comm_s=r["comm_s"],
+                 verified=r["exact"], pss=len(job["shards"]), bound_s=job["lower_bound_s"],
+                 repair_passes=r["repair_requests"], predicted_s=job["predicted_round_s"])
+            for r in results]
 
 
 def run(args):

@@ -34,17 +34,17 @@ OFFLOADS = "tx off rx off tso off gso off gro off"
 def small_spine_leaf(spines=1, leaves=2, hosts_per_leaf=2, bw=20):
     """A fabric description: every leaf to every spine, hosts h1.. under the leaves."""
     spine_names = ["spine%d" % s for s in range(1, spines + 1)]
-    leaf_names = ["leaf%d" % l for l in range(1, leaves + 1)]
+    leaf_names = ["leaf%d" % number for number in range(1, leaves + 1)]
     description = {"switches": [{"name": n, "dpid": 0x1000 + i, "role": "spine"}
                                 for i, n in enumerate(spine_names, 1)]
                    + [{"name": n, "dpid": 0x2000 + i, "role": "leaf"}
                       for i, n in enumerate(leaf_names, 1)], "links": [], "hosts": []}
-    for l, leaf in enumerate(leaf_names):
-        for s, spine in enumerate(spine_names):
-            description["links"].append({"a": leaf, "a_port": s + 1, "b": spine, "b_port": l + 1,
-                                         "capacity_mbps": bw})
+    for position, leaf in enumerate(leaf_names):
+        for port, spine in enumerate(spine_names, 1):
+            description["links"].append({"a": leaf, "a_port": port, "b": spine,
+                                         "b_port": position + 1, "capacity_mbps": bw})
         for h in range(hosts_per_leaf):
-            number = l * hosts_per_leaf + h + 1
+            number = position * hosts_per_leaf + h + 1
             description["hosts"].append({"name": "h%d" % number, "ip": "10.0.0.%d" % number,
                                          "mac": "00:00:00:00:00:%02x" % number, "switch": leaf,
                                          "port": spines + h + 1, "capacity_mbps": bw})
@@ -236,7 +236,7 @@ def main(argv=None):
         job["id"], ",".join(s["host"] for s in job["shards"]), job["predicted_round_s"]))
     for worker, worker_lines in lines.items():
         print("%s: %s" % (worker, worker_lines[-1]))
-    exact = all(l[-1].get("exact") for l in lines.values())
+    exact = all(worker_lines[-1].get("exact") for worker_lines in lines.values())
     print(json.dumps({"rounds": args.rounds, "workers": len(lines), "exact": exact}))
     return 0 if exact else 1
 

@@ -5,7 +5,10 @@ hold a PS shard, and each worker a process calling the library (job_worker)."""
 import json
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
+
+from experiments import fidelity
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
 WORKER = [sys.executable, "-m", "syncfabric.hosts.job_worker"]
@@ -31,11 +34,13 @@ def job_daemons(bed, hosts):
                 daemon.log = daemon.communicate()[0]
 
 
-def start_workers(bed, job, rounds, in_flight=1, seed=0):
-    """Each worker of `job` (the POST /jobs answer) running `rounds` rounds; {worker: Popen}."""
+def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None):
+    """Each worker of `job` (the POST /jobs answer) running `rounds` rounds, the first
+    at wall-clock `start_at` if given; {worker: Popen}."""
+    starting = [] if start_at is None else ["--start-at", repr(start_at)]
     return {worker: bed.popen(worker, WORKER + [
         "--controller", bed.management_url, "--job", str(job["id"]), "--name", worker,
-        "--rounds", str(rounds), "--in-flight", str(in_flight), "--seed", str(seed)],
+        "--rounds", str(rounds), "--in-flight", str(in_flight), "--seed", str(seed), *starting],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for worker in job["workers"]}
 
 
@@ -54,12 +59,38 @@ def worker_lines(process, timeout_s=120):
         raise RuntimeError("a worker failed: %s" % (output + errors)[-800:]) from None
 
 
-def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120):
-    """Run `rounds` rounds of `job` on every worker; {worker: its per-round lines}, each
-    {"round", "seconds", "exact"}. RuntimeError if a worker failed."""
+def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=None):
+    """Run `rounds` rounds of `job` on every worker (all starting start_in_s from now, if
+    given); {worker: its per-round lines}, each {"round", "seconds", "exact", ...}.
+    RuntimeError if a worker failed."""
+    start_at = None if start_in_s is None else time.time() + start_in_s
     lines = {w: worker_lines(p, timeout_s)
-             for w, p in start_workers(bed, job, rounds, in_flight, seed).items()}
-    failed = {w: l[-1] for w, l in lines.items() if not l or "error" in l[-1]}
+             for w, p in start_workers(bed, job, rounds, in_flight, seed, start_at).items()}
+    failed = {w: printed[-1] for w, printed in lines.items() if not printed or "error" in printed[-1]}
     if failed:
         raise RuntimeError("job %d: %s" % (job["id"], failed))
-    return {w: l[:-1] for w, l in lines.items()}
+    return {w: printed[:-1] for w, printed in lines.items()}
+
+
+def job_rounds(lines):
+    """Per round, over every worker: its time (the slowest worker's), whether every sum
+    was exact, datagrams sent and resent, repair requests, and the slowest first pass
+    against the time its rates plan."""
+    rounds = []
+    for per_worker in zip(*lines.values()):
+        rounds.append({"round": per_worker[0]["round"],
+                       "comm_s": max(r["seconds"] for r in per_worker),
+                       "exact": all(r["exact"] for r in per_worker),
+                       "sent": sum(r["sent"] for r in per_worker),
+                       "resent": sum(r["resent"] for r in per_worker),
+                       "repair_requests": max(r["repair_requests"] for r in per_worker),
+                       "rate_ratio": min(r["planned_first_pass_s"] / r["first_pass_s"]
+                                         for r in per_worker if r["first_pass_s"] > 0)})
+    return rounds
+
+
+def job_round_fidelity(row, usage):
+    """Whether the emulator kept up with a round (fidelity.verdict): the workers' first
+    pass against the time their rates plan, and the share of fragments sent again."""
+    return fidelity.verdict(1.0, row["rate_ratio"], row["resent"] / max(row["sent"], 1),
+                            row["resent"], usage)

@@ -23,7 +23,6 @@ The return is SwitchML's: the sum comes back and every worker applies the same s
 import time
 from contextlib import contextmanager
 
-from experiments.traffic.gradients import run_gradient_rounds
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
@@ -119,15 +118,3 @@ def stream_job(client, workers, pss, return_mbps, floats, job, aggregators=None)
     finally:
         for tree in trees:
             client.request("DELETE", "/multicast/trees/%d" % tree["id"])
-
-
-def run_stream(bed, workers, pss, rounds, floats, return_mbps, seed=0, rate_fraction=0.95,
-               job="stream", on_round=lambda _number: None):
-    """`rounds` streaming rounds of seeded gradients on a stream_job (on_round(number)
-    after each). Returns (plan, per-round results)."""
-    with stream_job(bed.client.retrying(), workers, pss, return_mbps, floats, job) as (plan, groups):
-        results = run_gradient_rounds(
-            bed, plan, rounds, floats=floats, seed=seed, rate_fraction=rate_fraction,
-            return_phase=StreamReturn(groups, return_mbps),
-            on_round=on_round)
-    return plan, results

@@ -30,6 +30,7 @@ from syncfabric.hosts.job_roles import (Outbox, ShardNode, control_message, cont
                                         missing_ranges)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
@@ -82,6 +83,8 @@ class Round:
         self.sent = False
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> its last answer's missing [[fragment, mask]]
+        self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
+                      "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
 
     def place(self, index, values):
         if not self.have[index]:
@@ -143,6 +146,8 @@ class FabricWorker:
         self.selector.register(self.wake, selectors.EVENT_READ, self._woken)
         self.outbox = Outbox(self.sock)
         self.submitted, self.next_round = queue.Queue(), 1
+        self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
+        #                   requests, its first pass's time and the time its rates plan
         self.failure, self.closing = None, False
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
@@ -218,7 +223,13 @@ class FabricWorker:
         streams = [((leg.address, leg.port),
                     [self._packet(current, i) for i in range(leg.first, leg.last)],
                     leg.rate_mbps * self.rate_fraction) for leg in self.layout.legs[self.name]]
+        started = time.perf_counter()
         send_streams(self.sock, streams, self._pump)
+        current.stats.update(
+            first_pass_s=time.perf_counter() - started,
+            sent=sum(len(packets) for _address, packets, _rate in streams),
+            planned_first_pass_s=max([sum(len(p) + FRAME_OVERHEAD for p in packets) * 8 / (rate * 1e6)
+                                      for _address, packets, rate in streams], default=0.0))
         current.sent, current.progress_at = True, time.monotonic()
 
     def _packet(self, current, index):
@@ -250,6 +261,7 @@ class FabricWorker:
         for index in indices:
             leg = self.layout.leg_of(self.name, index)
             if leg is not None:
+                current.stats["resent"] += 1
                 self.outbox.push((leg.address, leg.port), [self._packet(current, index)],
                                  leg.rate_mbps * self.rate_fraction)
 
@@ -258,6 +270,7 @@ class FabricWorker:
         for number, current in sorted(self.rounds.items()):
             if current.have.all():
                 del self.rounds[number]
+                self.stats[number] = current.stats
                 current.future.set_result(current.result[:self.layout.floats].copy())
             elif current.sent and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
@@ -267,6 +280,7 @@ class FabricWorker:
 
     def _ask_again(self, current, now):
         current.asked_at = now
+        current.stats["repair_requests"] += 1
         for shard in self.layout.shards:
             need = missing_ranges(current.have, shard.first, shard.last)
             if need and shard.host != self.name:

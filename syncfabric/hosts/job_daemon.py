@@ -18,7 +18,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient

@@ -5,8 +5,9 @@ float32, each checked element for element: a job's smoke test on any host.
         --name h1 --rounds 5
 
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
-per round ({"round", "seconds", "exact"}) and a last one with the summary; its exit
-status is 1 if a round failed or a sum was not exact.
+per round ({"round", "seconds", "exact"} and what the round took: datagrams "sent" and
+"resent", "repair_requests", "first_pass_s" and "planned_first_pass_s") and a last one
+with the summary; its exit status is 1 if a round failed or a sum was not exact.
 """
 
 import json
@@ -38,6 +39,9 @@ def parse_args(argv):
     parser.add_argument("--in-flight", type=int, default=1,
                         help="rounds started before the first is waited for (default 1)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start-at", type=float, default=None,
+                        help="wall-clock time (seconds since the epoch) to start the first "
+                             "round at, so that every worker starts together")
     return parser.parse_args(argv)
 
 
@@ -46,6 +50,8 @@ def run(args):
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
     results, pending = [], []
+    if args.start_at is not None:
+        time.sleep(max(0.0, args.start_at - time.time()))
     try:
         for number in range(1, args.rounds + 1):
             values = whole_gradient(args.seed, workers.index(args.name), number, floats)
@@ -55,8 +61,9 @@ def run(args):
                     total = future.result()
                     expected = sum(whole_gradient(args.seed, i, done, floats)
                                    for i in range(len(workers)))
-                    results.append({"round": done, "seconds": time.perf_counter() - started,
-                                    "exact": bool(np.array_equal(total, expected))})
+                    results.append(dict(worker.stats[done], round=done,
+                                        seconds=time.perf_counter() - started,
+                                        exact=bool(np.array_equal(total, expected))))
                     print(json.dumps(results[-1]), flush=True)
                 pending = []
     finally:

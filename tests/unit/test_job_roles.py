@@ -25,8 +25,9 @@ GROUP = "127.0.0.41"   # stands in for the tree's multicast address
 def report(aggregated=False):
     """w1, w2 and w3 send all four fragments to ps (w1 and w2 through agg if aggregated)."""
     via = "agg" if aggregated else "ps"
-    legs = {w: [{"shard": 0, "host": via if w != "w3" else "ps", "address": ADDRESS[via if w != "w3" else "ps"],
-                 "port": PORT, "fragments": [0, 4], "rate_mbps": 100.0}] for w in ("w1", "w2", "w3")}
+    to = {"w1": via, "w2": via, "w3": "ps"}
+    legs = {w: [{"shard": 0, "host": to[w], "address": ADDRESS[to[w]], "port": PORT,
+                 "fragments": [0, 4], "rate_mbps": 100.0}] for w in to}
     return {"id": 7, "generation": 1, "workers": ["w1", "w2", "w3"], "model_bytes": FLOATS * 4,
             "fragment_bytes": 1448, "fragments": 4, "addresses": ADDRESS,
             "shards": [{"host": "ps", "address": ADDRESS["ps"], "port": PORT, "fragments": [0, 4],
