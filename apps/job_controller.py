@@ -48,8 +48,8 @@ class JobController(app_manager.RyuApp):
         self.jobs.follow(time.monotonic())
 
     @set_ev_cls(EventFabricChanged)
-    def _fabric_changed(self, _ev):
-        self.jobs.fabric_changed()
+    def _fabric_changed(self, ev):
+        self.jobs.fabric_changed(ev.restored, time.monotonic())
 
 
 if __name__ not in ("apps.job_controller", "__main__"):   # ryu-manager apps/job_controller.py

@@ -62,7 +62,7 @@ class Services:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.rounds = SelmcastRounds(self.fabric, self.trees, store, self.metrics, tpool.execute)
         self.plans = InaPlans(self.fabric, self.installer, store, self.metrics, tpool.execute)
-        self.jobs = Jobs(self.fabric, self.trees, self.plans, self.metrics, tpool.execute)
+        self.jobs = Jobs(self.fabric, self.trees, self.plans, store, self.metrics, tpool.execute)
         self.metrics.watch(self)
 
 

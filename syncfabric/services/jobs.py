@@ -28,6 +28,7 @@ from syncfabric.services.request_fields import check_fields, distinct_names, pos
 from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.jobs")
+STATE_NAME = "jobs"
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 
@@ -71,11 +72,13 @@ def parse_job_request(body):
 
 
 class Jobs:
-    def __init__(self, fabric, trees, plans, metrics, offload):
+    def __init__(self, fabric, trees, plans, store, metrics, offload):
         self.fabric, self.trees, self.plans, self.metrics = fabric, trees, plans, metrics
+        self.store = store
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.jobs = {}             # job id -> Job
         self.release_keys = {}     # job id -> the key that may DELETE it
+        self.saved = None          # after a restart: the jobs saved, until their parts are back
         self._ids = itertools.count(1)
 
     # --- the REST resource ------------------------------------------------------
@@ -95,15 +98,16 @@ class Jobs:
                           tree=tree) for ps, tree in zip(job.round.pss, job.round.trees)],
                 None, None, now)]
             self._still_wanted(job)
-            job.plan_id = self.plans.create(self._plan_request(job), None, now,
+            job.plan_id = self.plans.create(plan_request(job), None, now,
                                             job.round.gradients)["id"]
             self._still_wanted(job)
         except (ServiceError, PlacementError) as error:
             self._release_parts(job, now)
             if self.jobs.pop(job.id, None) is not None:
                 self.release_keys.pop(job.id, None)
-            raise self._refusal(error, book, request) from None
+            raise refusal(error, book, request, self.fabric.down_links) from None
         job.installed, job.parts_seen = True, self._parts(job, now)
+        self.remember(now)
         LOG.info("job %d: %d workers, %d bytes, shards on %s, trees %s, plan %d; predicted "
                  "%.3f s a round (bound %.3f s)", job.id, len(request["workers"]),
                  request["model_bytes"], ",".join(job.round.pss), job.tree_ids, job.plan_id,
@@ -133,6 +137,7 @@ class Jobs:
         except NotFound:   # a part is gone already (nothing fit around a fault)
             report = {"id": job.id, "generation": job.generation}
         self._release_parts(job, now)
+        self.remember(now)
         LOG.info("job %d released", job.id)
         return report
 
@@ -161,29 +166,6 @@ class Jobs:
             raise Conflict("job %d was released while being admitted; nothing is left of it"
                            % job.id)
 
-    def _plan_request(self, job):
-        pss, request = job.round.pss, job.request
-        body = {"job": "job-%d" % job.id, "workers": request["workers"],
-                "ps": pss if len(pss) > 1 else pss[0],
-                "policy": "equal-split" if len(pss) > 1 else "grid",
-                "gradient_mb": wire_mbit(request["model_bytes"]) / 8}
-        if not request["aggregation"]:
-            body["aggregators"] = []
-        return body
-
-    def _refusal(self, error, book, request):
-        """A refusal for lack of capacity names the workers' tightest link and its rate."""
-        if isinstance(error, PlacementError):
-            error = Conflict("the job does not fit: %s" % error)
-        if not isinstance(error, Conflict) or "bottleneck" in error.details:
-            return error
-        link, free = round_planner.bottleneck(book.view, request["workers"],
-                                              without_links(book.view, book.reserved_mbps,
-                                                            self.fabric.down_links))
-        return Conflict("%s (the workers' tightest link is %s->%s, %.3f Mbit/s free)"
-                        % (error, *link, free), bottleneck="%s->%s" % link, max_rate_mbps=free,
-                        **error.details)
-
     def _release_parts(self, job, now):
         if job.plan_id is not None:
             try:
@@ -208,8 +190,13 @@ class Jobs:
     # --- events and timers ------------------------------------------------------
 
     def follow(self, now):
-        """Timer: release the jobs whose lease ran out or that lost a part; raise the
-        generation of those whose parts moved and have settled."""
+        """Timer: after a restart, take the saved jobs back once their parts are; release
+        the jobs whose lease ran out or that lost a part; raise the generation of those
+        whose parts moved and have settled."""
+        if self.saved is not None and self.trees.generation == self.plans.generation \
+                == self.fabric.generation:
+            self._restore(self.saved, now)
+            self.saved = None
         for job in [j for j in self.jobs.values() if j.installed]:
             if job.expires_at is not None and job.expires_at <= now:
                 LOG.info("job %d: lease expired", job.id)
@@ -223,6 +210,7 @@ class Jobs:
                 continue
             if parts != job.parts_seen and self._settled(job):
                 job.generation, job.parts_seen = job.generation + 1, parts
+                self.remember(now)
                 LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
 
     def _drop(self, job, now, cause):
@@ -244,12 +232,88 @@ class Jobs:
                 and not crosses(live.result, down)
                 and not any(frozenset(edge) in down for tree in trees for edge in tree.edges))
 
-    def fabric_changed(self):
-        """The parts went with the old fabric's ledger."""
+    def fabric_changed(self, restored, now):
+        """The parts went with the old fabric's ledger; after a restart, the saved jobs
+        come back once their parts' services restored them (follow)."""
         for job_id in sorted(self.jobs):
             LOG.info("fabric changed: job %d is gone", job_id)
         self.jobs.clear()
         self.release_keys.clear()
+        if restored:
+            self.saved = (self.store.load(STATE_NAME) or {}).get("jobs", [])
+        else:
+            self.remember(now)
+
+    # --- persistence ------------------------------------------------------------
+
+    def remember(self, now):
+        """Save the jobs for a restart (nothing without a state directory)."""
+        self.store.save(STATE_NAME, {"jobs": [job_record(self.jobs[i], self.release_keys.get(i), now)
+                                              for i in sorted(self.jobs) if self.jobs[i].installed]})
+
+    def _restore(self, records, now):
+        """Take back the saved jobs whose parts all came back; release what is left of the
+        others (nobody else may)."""
+        ids = [r["id"] for r in records if isinstance(r.get("id"), int)]
+        self._ids = itertools.count(max(ids + [next(self._ids) - 1]) + 1)   # never reused
+        for record in records:
+            try:
+                job = restored_job(record, now)
+                self.jobs[job.id], self.release_keys[job.id] = job, record.get("release_key")
+                job.parts_seen = self._parts(job, now)
+                LOG.info("job %d restored (generation %d)", job.id, job.generation)
+            except (KeyError, TypeError, ValueError, NotFound) as error:
+                LOG.error("saved job %s not restored (%s): releasing what is left of it",
+                          record.get("id"), error)
+                self.jobs.pop(record.get("id"), None)
+                self._release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
+                                        plan_id=record.get("plan")), now)
+        self.remember(now)
+
+
+def plan_request(job):
+    """The INA plan request of a job's gradients: to its shards' hosts, on what its
+    trees leave."""
+    pss, request = job.round.pss, job.request
+    body = {"job": "job-%d" % job.id, "workers": request["workers"],
+            "ps": pss if len(pss) > 1 else pss[0],
+            "policy": "equal-split" if len(pss) > 1 else "grid",
+            "gradient_mb": wire_mbit(request["model_bytes"]) / 8}
+    if not request["aggregation"]:
+        body["aggregators"] = []
+    return body
+
+
+def refusal(error, book, request, down_links):
+    """The error a job is refused with: one for lack of capacity names the workers'
+    tightest link and its free rate."""
+    if isinstance(error, PlacementError):
+        error = Conflict("the job does not fit: %s" % error)
+    if not isinstance(error, Conflict) or "bottleneck" in error.details:
+        return error
+    link, free = round_planner.bottleneck(book.view, request["workers"],
+                                          without_links(book.view, book.reserved_mbps, down_links))
+    return Conflict("%s (the workers' tightest link is %s->%s, %.3f Mbit/s free)"
+                    % (error, *link, free), bottleneck="%s->%s" % link, max_rate_mbps=free,
+                    **error.details)
+
+
+def job_record(job, release_key, now):
+    """What a state file keeps of a job: its lease as seconds left at `now`."""
+    return {"id": job.id, "request": job.request, "trees": job.tree_ids, "plan": job.plan_id,
+            "generation": job.generation, "release_key": release_key,
+            "pss": job.round.pss, "return_mbps": job.round.return_mbps,
+            "predicted_s": job.round.predicted_s, "bound_s": job.round.bound_s,
+            "expires_in_s": None if job.expires_at is None else job.expires_at - now}
+
+
+def restored_job(record, now):
+    ttl = record["expires_in_s"]
+    return Job(int(record["id"]), record["request"],
+               round_planner.RoundPlan(list(record["pss"]), record["return_mbps"], [], None,
+                                       record["predicted_s"], record["bound_s"]),
+               list(record["trees"]), int(record["plan"]), None if ttl is None else now + ttl,
+               int(record["generation"]), installed=True)
 
 
 def check_hosts(view, workers):

@@ -8,6 +8,7 @@ import pytest
 from ryu.lib import hub
 
 from syncfabric.openflow import builders as of
+from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
                                       stream_paths)
 
@@ -191,3 +192,32 @@ def test_the_lease_releases_the_whole_job(controller):
     assert listed(controller) == NOTHING_LISTED and empty(controller)
     assert b'syncfabric_releases_total{cause="lease",resource="jobs"} 1.0' in \
         controller.services.metrics.exposition()
+
+
+def test_a_restarted_controller_takes_its_jobs_back_with_their_keys_and_leases():
+    first = InProcessController(description(hosts_per_leaf=3))
+    try:
+        _, job = post(first, "/jobs", dict(JOB, workers=["h1", "h4"], placement="colocated",
+                                           ttl_s=300))
+        _, lost = post(first, "/jobs", dict(JOB, workers=["h2", "h5"], placement="colocated"))
+        saved = first.services.store.saved
+    finally:
+        first.close()
+    # the second job's plan did not survive (as if its state file lost it)
+    saved["ina"]["plans"] = [p for p in saved["ina"]["plans"] if p["id"] != lost["plan"]]
+    restarted = InProcessController(store=type(first.services.store)(saved))
+    try:
+        restarted.connect_all()
+        restarted.services.jobs.follow(time.monotonic())
+        restarted.settle()
+        code, back = restarted.request("GET", "/jobs/%d" % job["id"])
+        assert code == 200 and 0 < back.pop("expires_in_s") <= 300
+        assert back == {k: v for k, v in job.items() if k not in ("release_key", "expires_in_s")}
+        assert restarted.request("GET", "/jobs/%d" % lost["id"])[0] == 404   # released whole
+        assert [t["id"] for t in listed(restarted)["trees"]] == job["trees"]
+        assert restarted.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))[0] == 200
+        assert listed(restarted) == NOTHING_LISTED and empty(restarted)
+        _, another = post(restarted, "/jobs", dict(JOB, workers=["h1", "h4"]))
+        assert another["id"] > lost["id"]   # ids are not reused
+    finally:
+        restarted.close()
