@@ -39,11 +39,11 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
-from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, STREAM_MODES
+from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, STREAM_MODES
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import job_daemons, job_round_fidelity, job_rounds, run_job
+from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -58,7 +58,6 @@ COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
-JOB_START_S = 3.0   # from starting the workers to their first round: every one is up
 
 
 def parse_args(argv):
@@ -133,18 +132,12 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, b
     colocated = mode == "stream-colocated"
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
                                     max_pss=max_pss, colocated=colocated)
-    job = bed.client.request("POST", "/jobs", {
-        "workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
-        "placement": "colocated" if colocated else "dedicated"})
-    try:
-        servers = sorted(({s["host"] for s in job["shards"]} - set(workers))
-                         | {a["host"] for a in job["aggregators"]})
-        with job_daemons(bed, servers):
-            sampling = bed.sampler().start()
-            results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
-            usage = sampling.stop()
-    finally:
-        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    with served_job(bed, {"workers": workers, "model_bytes": floats * 4,
+                          "shards": len(plan.pss),
+                          "placement": "colocated" if colocated else "dedicated"}) as job:
+        sampling = bed.sampler().start()
+        results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
+        usage = sampling.stop()
     bar.update(rounds)
     return [dict(job_round_fidelity(r, usage), mode=mode, round=r["round"], comm_s=r["comm_s"],
                  verified=r["exact"], pss=len(job["shards"]), bound_s=job["lower_bound_s"],

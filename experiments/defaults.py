@@ -1,5 +1,6 @@
 """Settings several experiments share, in one place: what an emulated aggregator can sum,
-how many PS shards an emulated round takes, and the streaming round's modes."""
+how many PS shards an emulated round takes, the streaming round's modes, and when a
+job's workers start."""
 
 # an aggregator's processing capacity, as a share of the link rate (9 Mbit/s at 20)
 AGGREGATOR_SHARE = 0.45
@@ -9,3 +10,6 @@ AGGREGATOR_SHARE = 0.45
 EMULATED_MAX_PSS = 8
 # the streaming round: PS shards on dedicated hosts, or in the workers' own hosts
 STREAM_MODES = ("stream", "stream-colocated")
+# from starting a job's worker programs to their first round: every one is up and the
+# daemons have read the job (they read the jobs every 0.5 s)
+JOB_START_S = 5.0

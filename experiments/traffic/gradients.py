@@ -53,22 +53,6 @@ REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives 
 HOST_PROGRAM = "syncfabric.hosts.gradient_host"
 
 
-class SumsStayAtThePss:
-    """The return phase of a round whose sums stay at the PSs (GRID's and InArt's rounds;
-    a training PS applies the step itself). A phase adds to each process's part of the
-    plan (extras), runs once the PSs hold every gradient, timed with the round (finish),
-    and adds to the round's verdict (verdict)."""
-
-    def extras(self, coordinator, name, role, held):
-        return {}
-
-    def finish(self, coordinator, number, started):
-        return {}
-
-    def verdict(self, verdict, checks):
-        return verdict
-
-
 class GradientCoordinator:
     """Runs rounds of a plan (the POST /ina/plans answer) over the processes. pss: the
     PS, or the PSs among which the plan splits the model (each holds a contiguous
@@ -76,7 +60,7 @@ class GradientCoordinator:
 
     def __init__(self, listen_ip, workers, pss, aggregators, floats, seed=0,
                  rate_fraction=0.95, repair_budget_s=REPAIR_BUDGET_S, connect_timeout_s=60.0,
-                 on_go=None, plan_now=None, return_phase=None):
+                 on_go=None, plan_now=None):
         if len(workers) > MAX_WORKERS:
             raise ValueError("at most %d workers (the worker mask has 64 bits)" % MAX_WORKERS)
         self.pss = [pss] if isinstance(pss, str) else list(pss)
@@ -92,7 +76,6 @@ class GradientCoordinator:
         self.rounds = 0
         self.on_go = on_go   # on_go(round number): the workers were told to send
         self.plan_now = plan_now   # the plan as the controller reports it now, or None
-        self.return_phase = return_phase or SumsStayAtThePss()
 
     @property
     def names(self):
@@ -183,20 +166,19 @@ class GradientCoordinator:
             for name, items in resend.items():
                 self.channels[name].send({"resend": items})
             self.expect(list(resend), {"sent": number})
-        finished = self.return_phase.finish(self, number, started)
         comm_time_s = time.perf_counter() - started
         checks = {}
         for ps in self.pss:
             self.channels[ps].send({"sum": number})
             checks[ps] = self.channels[ps].receive()
-        check = self.round_check(checks, finished)
+        check = round_check(checks)
         for name in self.names:
             self.channels[name].send({"done": number})
         return {"comm_time_s": comm_time_s, "repair_passes": passes, "restarted": False,
                 **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
-                **finished, **check}
+                **check}
 
     def _send_parts(self, common, ranges_of, expected, held, ip, ports):
         """Each process its part of the round in one message; a PS that is also a worker
@@ -207,8 +189,7 @@ class GradientCoordinator:
                 roles=["worker"], index=self.workers.index(worker),
                 legs=[{"ip": ip[node], "port": ports[ps], "fragments": [first, last],
                        "rate_mbps": rate}
-                      for node, ps, first, last, rate in ranges_of[worker] if last > first],
-                **self.return_phase.extras(self, worker, "worker", held))
+                      for node, ps, first, last, rate in ranges_of[worker] if last > first])
         for aggregator in self.aggregators:
             parts[aggregator] = dict(roles=["aggregator"], expected=expected[aggregator].tolist(),
                                      next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss])
@@ -216,19 +197,10 @@ class GradientCoordinator:
             part = parts.setdefault(ps, {"roles": []})
             part["roles"].append("ps")
             part.update(expected=expected[ps].tolist(), workers=len(self.workers),
-                        range=held[ps], **self.return_phase.extras(self, ps, "ps", held))
+                        range=held[ps])
         for name, part in parts.items():
             roles = part.pop("roles")
             self.channels[name].send(dict(common, role="+".join(roles), **part))
-
-    def round_check(self, checks, finished):
-        """The round's verdict from every PS's answer to "sum" ({PS: answer}; one PS's
-        answer is the verdict as it is), and the return phase's."""
-        answers = list(checks.values())
-        verdict = answers[0] if len(answers) == 1 else {
-            "verified": all(c["verified"] for c in answers),
-            "error_to_bound": max(c["error_to_bound"] for c in answers)}
-        return self.return_phase.verdict(verdict, checks)
 
     def _replanned(self, plan):
         """The plan the controller reports now if it planned the round's plan again with
@@ -294,18 +266,25 @@ class GradientCoordinator:
         self.listener.close()
 
 
+def round_check(checks):
+    """The round's verdict from every PS's answer to "sum" ({PS: answer}; one PS's
+    answer is the verdict as it is)."""
+    answers = list(checks.values())
+    return answers[0] if len(answers) == 1 else {
+        "verified": all(c["verified"] for c in answers),
+        "error_to_bound": max(c["error_to_bound"] for c in answers)}
+
+
 def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fraction=0.95,
                         timeout_s=120, on_go=None, aggregators=None, follow=False, floats=None,
-                        return_phase=None, on_round=lambda _number: None):
+                        on_round=lambda _number: None):
     """Start the processes of `plan` in their hosts, run `rounds` rounds, stop them;
     returns per-round results. RuntimeError with the processes' output if anything fails.
     The gradient: gradient_mb megabytes, or `floats` float32. on_go(round number) runs
     as each round's workers start sending, on_round(round number) after it. follow:
     each round after the first reads the plan again, and runs on it if the controller
     moved it around a fault (aggregators: every host it may then use, to run a process
-    in).
-    return_phase: what the round does once the PSs hold every gradient (default: the
-    sums stay there; stream_round.StreamReturn: they come back on trees)."""
+    in)."""
     used = {a["aggregator"] for a in plan["aggregates"]}
     aggregators = sorted(used | set(aggregators or ()))
     workers = list(plan["workers"])
@@ -314,7 +293,7 @@ def run_gradient_rounds(bed, plan, rounds, gradient_mb=None, seed=0, rate_fracti
         floats or gradient_floats(gradient_mb), seed, rate_fraction,
         connect_timeout_s=timeout_s, on_go=on_go,
         plan_now=(lambda: bed.client.retrying().get("/ina/plans/%d" % plan["id"])) if follow
-        else None, return_phase=return_phase)
+        else None)
     command = [sys.executable, "-m", HOST_PROGRAM,
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT)]
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from experiments import fidelity
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
-WORKER = [sys.executable, "-m", "syncfabric.hosts.job_worker"]
+WORKER_PROGRAM = "syncfabric.hosts.job_worker"
 
 
 @contextmanager
@@ -34,14 +34,23 @@ def job_daemons(bed, hosts):
                 daemon.log = daemon.communicate()[0]
 
 
-def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None):
-    """Each worker of `job` (the POST /jobs answer) running `rounds` rounds, the first
-    at wall-clock `start_at` if given; {worker: Popen}."""
+def start_program(bed, job, program, arguments, start_at=None, own=None):
+    """`python -m program` in each worker of `job` (the POST /jobs answer) with the
+    job's flags, `arguments`, and own.get(worker, []); the first round at wall-clock
+    `start_at` if given. {worker: Popen}."""
     starting = [] if start_at is None else ["--start-at", repr(start_at)]
-    return {worker: bed.popen(worker, WORKER + [
-        "--controller", bed.management_url, "--job", str(job["id"]), "--name", worker,
-        "--rounds", str(rounds), "--in-flight", str(in_flight), "--seed", str(seed), *starting],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for worker in job["workers"]}
+    return {worker: bed.popen(worker, [sys.executable, "-m", program,
+                                       "--controller", bed.management_url, "--job", str(job["id"]),
+                                       "--name", worker, *arguments, *starting,
+                                       *(own or {}).get(worker, [])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for worker in job["workers"]}
+
+
+def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None):
+    """Each worker of `job` running job_worker's `rounds` rounds; {worker: Popen}."""
+    return start_program(bed, job, WORKER_PROGRAM, ["--rounds", str(rounds), "--in-flight",
+                                                    str(in_flight), "--seed", str(seed)], start_at)
 
 
 def worker_lines(process, timeout_s=120):
@@ -59,17 +68,36 @@ def worker_lines(process, timeout_s=120):
         raise RuntimeError("a worker failed: %s" % (output + errors)[-800:]) from None
 
 
+def program_lines(processes, job, timeout_s=120):
+    """{worker: the JSON lines its program printed}; RuntimeError if one failed."""
+    lines = {w: worker_lines(p, timeout_s) for w, p in processes.items()}
+    failed = {w: printed[-1] for w, printed in lines.items() if not printed or "error" in printed[-1]}
+    if failed:
+        raise RuntimeError("job %d: %s" % (job["id"], failed))
+    return lines
+
+
 def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=None):
     """Run `rounds` rounds of `job` on every worker (all starting start_in_s from now, if
     given); {worker: its per-round lines}, each {"round", "seconds", "exact", ...}.
     RuntimeError if a worker failed."""
     start_at = None if start_in_s is None else time.time() + start_in_s
-    lines = {w: worker_lines(p, timeout_s)
-             for w, p in start_workers(bed, job, rounds, in_flight, seed, start_at).items()}
-    failed = {w: printed[-1] for w, printed in lines.items() if not printed or "error" in printed[-1]}
-    if failed:
-        raise RuntimeError("job %d: %s" % (job["id"], failed))
+    lines = program_lines(start_workers(bed, job, rounds, in_flight, seed, start_at), job, timeout_s)
     return {w: printed[:-1] for w, printed in lines.items()}
+
+
+@contextmanager
+def served_job(bed, request):
+    """POST /jobs `request`, the daemon on every host the job sums in that is not one of
+    its workers; yields the job, and deletes it after."""
+    job = bed.client.request("POST", "/jobs", request)
+    try:
+        servers = sorted(({s["host"] for s in job["shards"]} - set(job["workers"]))
+                         | {a["host"] for a in job["aggregators"]})
+        with job_daemons(bed, servers):
+            yield job
+    finally:
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
 
 
 def job_rounds(lines):

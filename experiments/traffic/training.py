@@ -54,8 +54,6 @@ PARAMETER_REPAIR_BUDGET_S = 120.0   # a parameter round still incomplete this lo
 class TrainingCoordinator(GradientCoordinator):
     """Runs training rounds: parameters, compute, gradients (GradientCoordinator.run_round)."""
 
-    workers_hold_model = False   # the PS holds it and sends it every round
-
     def __init__(self, listen_ip, workers, ps, aggregators, addresses, setup, rate_mbps,
                  connect_timeout_s=60.0, plan_now=None, **options):
         super().__init__(listen_ip, workers, ps, aggregators, setup.parameter_count, setup.seed,
@@ -68,9 +66,8 @@ class TrainingCoordinator(GradientCoordinator):
                  **{w: "worker" for w in self.workers}}   # a co-located PS is a worker here
         for name in self.names:
             self.channels[name].send({"phase": "setup", "setup": self.setup.as_dict(),
-                                      "role": roles[name], "holds_model": self.workers_hold_model,
-                                      "index": self.workers.index(name) if name in self.workers
-                                      else None})
+                                      "role": roles[name], "index": self.workers.index(name)
+                                      if name in self.workers else None})
         self.expect(self.names, {"ready": "setup"})
 
     def train_round(self, plan, client, parameter_mode, sampler):

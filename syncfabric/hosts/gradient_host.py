@@ -14,7 +14,6 @@ from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, e
                                             fragment_packet, gradient)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import Watch, datagrams, drain, receiving_socket
-from syncfabric.hosts.stream_return import RETURN_PORT, ReturnReceiver, ReturnSender, shard_digest
 
 
 class UdpEndpoint:
@@ -38,7 +37,6 @@ class Process(CoordinatedProgram):
     def __init__(self, args):
         super().__init__(args, args.coordinator)
         self.endpoints = {}   # UDP port -> UdpEndpoint
-        self.returned_sum = None   # a streaming round's worker: the last round's sum
 
     def handle(self, message):
         """One message from the coordinator between rounds: a round's plan."""
@@ -65,25 +63,20 @@ class Process(CoordinatedProgram):
         current = HostRound(self, plan)
         self.channel.send({"ready": plan["round"]})
         while True:
-            control = current.watch.take(current.returning.wait() if current.returning else None)
-            current.flush()
-            if not control:
+            if not current.watch.take():
                 continue
             request = self.channel.receive()
             answer = current.answer(request)
             if answer is not None:
                 self.channel.send(answer)
             if "done" in request:
-                if current.returned is not None:
-                    self.returned_sum = current.returned.values[:plan["floats"]].copy()
-                    current.returned.close()
                 return
 
 
 class HostRound:
     """One round of a worker, aggregator or PS (its roles, e.g. "worker+ps", are the
-    plan's): what it sums, sends on at once, returns or takes back, and its answer to
-    each of the coordinator's requests."""
+    plan's): what it sums and sends on at once, and its answer to each of the
+    coordinator's requests."""
 
     def __init__(self, process, plan):
         self.process, self.plan = process, plan
@@ -93,18 +86,9 @@ class HostRound:
         self.sums = None
         if self.roles & {"aggregator", "ps"}:
             self.sums = FragmentSums(plan["job"], number, plan["floats"], plan["expected"])
-        self.returning = None   # a streaming round's PS: its sums, back to the workers
-        if "ps" in self.roles and "return" in plan:
-            self.returning = ReturnSender(self.sock, (plan["return"]["ip"], RETURN_PORT),
-                                          plan["return"]["rate_mbps"], self.sums.packet)
-        self.returned = None    # a streaming round's worker: the sums coming back
-        if "worker" in self.roles and "returns" in plan:
-            self.returned = ReturnReceiver(plan["returns"]["groups"], process.args.data_ip,
-                                           plan["job"], number, plan["floats"])
         for endpoint in process.endpoints.values():
             endpoint.on_packet = self.on_packet if self.sums is not None else None
-        self.watch = Watch([*process.endpoints.values(), *([self.returned] if self.returned else [])],
-                           process.channel)
+        self.watch = Watch(list(process.endpoints.values()), process.channel)
         if "worker" in self.roles:
             values = process.worker_values(plan)
             self.make = lambda index: fragment_packet(plan["job"], number, index,
@@ -124,21 +108,9 @@ class HostRound:
         if "aggregator" in self.roles:   # on at once, even while draining before a report
             _first, _last, ip, port = next(n for n in self.plan["next"] if n[0] <= complete < n[1])
             self.sock.sendto(self.sums.packet(complete), (ip, port))
-        elif self.returning is not None:
-            self.returning.push([complete])
-            if self.returned is not None:   # this host's own shard: back without the network
-                start = complete * FLOATS_PER_FRAGMENT
-                self.returned.place(complete, self.sums.total()[start:start + FLOATS_PER_FRAGMENT])
 
     def idle(self, seconds):
-        pending = self.returning.wait() if self.returning else None
-        self.watch.take(seconds if pending is None else min(seconds, pending))
-        self.flush()
-
-    def flush(self):
-        """A streaming round's PS: send the returns that are due."""
-        if self.returning is not None:
-            self.returning.send_due()
+        self.watch.take(seconds)
 
     def answer(self, request):
         """What to tell the coordinator after doing what `request` asks (None: nothing)."""
@@ -157,32 +129,13 @@ class HostRound:
             return {"sent": number}
         if "report" in request:
             drain(list(self.process.endpoints.values()))
-            self.flush()
             return {"missing": sums.missing() if sums else [],
                     "received_bytes": sums.received_bytes if sums else 0}
-        if "return" in request:   # a PS: send again what workers miss, then all queued
-            return self._return_again(request)
-        if "return_report" in request:   # a worker: what it still misses
-            drain([self.returned])
-            return {"missing": self.returned.missing(),
-                    "digests": self.returned.digests(self.plan["returns"]["shards"]),
-                    "completed_at": self.returned.completed_at}
         if "sum" in request:
-            answer = self.process.on_sum(self.plan, sums.total())
-            if self.returning is not None:
-                answer["digest"] = shard_digest(sums.total(), *self.plan["range"])
-            return answer
+            return self.process.on_sum(self.plan, sums.total())
         if "done" in request:
             self.watch.close()
         return None
-
-    def _return_again(self, request):
-        complete = self.sums.have == self.sums.expected
-        self.returning.push([i for first, last in request["fragments"]
-                             for i in range(first, last) if complete[i]], request["rate_mbps"])
-        while self.returning.wait() is not None:
-            self.idle(self.returning.wait())
-        return {"returned": self.plan["round"]}
 
 
 def parse_args(argv, prog="python -m syncfabric.hosts.gradient_host", description=__doc__):

@@ -21,7 +21,6 @@ import time
 from collections import OrderedDict, deque
 
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
-from syncfabric.hosts.stream_return import ReturnSender
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -165,6 +164,49 @@ class AggregatorNode(SummingNode):
 
     def repeated(self, number, index):
         self.completed(number, index)
+
+
+class ReturnSender:
+    """A PS's fragments to return, sent one datagram at a time at `rate_mbps` of wire
+    bytes whenever the caller's loop asks (send_due), between its receives."""
+
+    def __init__(self, sock, address, rate_mbps, packet_of):
+        self.sock, self.address, self.rate_mbps = sock, address, rate_mbps
+        self.packet_of = packet_of   # fragment index -> datagram (None: skip it)
+        self.queue, self.queued = deque(), set()
+        self.due = time.perf_counter()
+
+    def push(self, indices, rate_mbps=None):
+        if rate_mbps is not None:
+            self.rate_mbps = rate_mbps
+        for index in indices:
+            if index not in self.queued:
+                self.queue.append(index)
+                self.queued.add(index)
+
+    def wait(self):
+        """Seconds until the next datagram is due; None when nothing is queued."""
+        if not self.queue:
+            return None
+        return max(0.0, self.due - time.perf_counter())
+
+    def send_due(self):
+        """Send what is due now (at most the datagrams the rate allows since last time)."""
+        now = time.perf_counter()
+        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
+        while self.queue and self.due <= now:
+            index = self.queue.popleft()
+            self.queued.discard(index)
+            packet = self.packet_of(index)
+            if packet is None:   # no longer held (a round a shard no longer keeps)
+                continue
+            try:
+                self.sock.sendto(packet, self.address)
+            except BlockingIOError:   # the buffer is full: try this one again later
+                self.queue.appendleft(index)
+                self.queued.add(index)
+                return
+            self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (self.rate_mbps * 1e6)
 
 
 class Outbox:

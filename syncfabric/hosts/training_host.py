@@ -42,8 +42,6 @@ class TrainingProcess(Process):
             self._receive_parameters(message)
         elif phase == "compute":
             self._compute(message["round"])
-        elif phase == "apply":
-            self._apply(message["round"])
         elif phase == "report_state":
             self.channel.send({name: base64.b64encode(values.tobytes()).decode() for name, values
                                in (("parameters", self.parameters), ("velocity", self.velocity))})
@@ -53,7 +51,7 @@ class TrainingProcess(Process):
     def _setup(self, message):
         self.setup = TrainingSetup(**message["setup"])
         self.role, self.index = message["role"], message.get("index")
-        if self.role == "ps" or message.get("holds_model"):
+        if self.role == "ps":
             self.parameters = initial_parameters(self.setup)
             self.velocity = np.zeros_like(self.parameters)
         if self.role == "worker":
@@ -100,17 +98,7 @@ class TrainingProcess(Process):
                                % (plan["round"], number))
         return gradient
 
-    def _apply(self, number):
-        """A streaming round's worker: the same step as every other worker, from the sum
-        the shards returned."""
-        started = time.perf_counter()
-        self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
-                                                    self.returned_sum)
-        self.channel.send({"applied": number, "update_s": time.perf_counter() - started})
-
     def on_sum(self, plan, total):
-        if "return" in plan:   # a streaming round's PS shard: the workers take the step
-            return {"update_s": 0.0}
         started = time.perf_counter()
         self.parameters, self.velocity = sgd_update(self.setup, self.parameters, self.velocity,
                                                     total)

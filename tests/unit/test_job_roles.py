@@ -11,8 +11,8 @@ import pytest
 
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import (AggregatorNode, ShardNode, control_message,
-                                        control_packet)
+from syncfabric.hosts.job_roles import (AggregatorNode, ReturnSender, ShardNode,
+                                        control_message, control_packet)
 from syncfabric.hosts.receivers import receiving_socket
 
 PORT = 29000
@@ -139,3 +139,23 @@ def test_a_host_refuses_a_job_it_cannot_frame():
         JobLayout(dict(report(), fragment_bytes=1001))
     with pytest.raises(JobError, match="multiple of 4"):
         JobLayout(dict(report(), model_bytes=10))
+
+
+class RecordingSocket:
+    def __init__(self):
+        self.sent = []
+
+    def sendto(self, packet, _address):
+        self.sent.append(len(packet))
+
+
+def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
+    sock = RecordingSocket()
+    sender = ReturnSender(sock, ("127.0.0.1", 9), 1.0, lambda i: bytes(1000))
+    sender.push([0, 1, 2, 3, 0])   # a fragment queued twice is sent once
+    sender.send_due()
+    assert len(sock.sent) == 1 and 0.007 < sender.wait() < 0.0085   # 1042 bytes at 1 Mbit/s
+    while sender.wait() is not None:
+        time.sleep(sender.wait())
+        sender.send_due()
+    assert len(sock.sent) == 4

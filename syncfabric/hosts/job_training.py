@@ -1,0 +1,84 @@
+"""Data-parallel training through a job, as a user's training script runs it: every
+worker holds the model, computes its minibatch's gradient (digits_mlp), sums it with
+every other worker's through the fabric (FabricWorker.allreduce) and takes the same SGD
+step from the same sum (SwitchML's return).
+
+    python -m syncfabric.hosts.job_training --controller http://10.0.0.254:8080 --job 1 \\
+        --name h1 --rounds 30 --setup '{"workers": 8}'
+
+It prints a JSON line per round: its loss, how long the gradient, the sum and the step
+took, when the round ended (wall clock, so that rounds compare across workers), and what
+the sum took on the wire (FabricWorker.stats). With --states DIR it also writes each
+round's parameters and momentum there (round-N.npy), for a check against one process.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from syncfabric.hosts.cli import ArgumentParser
+from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+                                         one_blas_thread, sgd_update, worker_gradient)
+from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
+from syncfabric.hosts.job_layout import JobError
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.job_training",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--controller", required=True, help="the controller's REST API URL")
+    parser.add_argument("--job", type=int, required=True, help="the job's id (POST /jobs)")
+    parser.add_argument("--name", required=True, help="this worker's host name in the job")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--setup", type=json.loads, default={},
+                        help="the TrainingSetup's fields as JSON (the same for every worker)")
+    parser.add_argument("--start-at", type=float, default=None,
+                        help="wall-clock time (seconds since the epoch) of the first round")
+    parser.add_argument("--states", type=Path, default=None,
+                        help="a folder for each round's parameters and momentum")
+    return parser.parse_args(argv)
+
+
+def train(args):
+    setup = TrainingSetup(**args.setup)
+    worker = FabricWorker(FabricJob.attach(args.controller, args.job), args.name)
+    index = worker.layout.workers.index(args.name)
+    parameters = initial_parameters(setup)
+    velocity = np.zeros_like(parameters)
+    data = dataset(setup.seed)
+    if args.start_at is not None:
+        time.sleep(max(0.0, args.start_at - time.time()))
+    try:
+        for number in range(1, args.rounds + 1):
+            started = time.perf_counter()
+            loss, gradient = worker_gradient(setup, parameters, data, index, number)
+            computed = time.perf_counter()
+            total = worker.allreduce(gradient)
+            summed = time.perf_counter()
+            parameters, velocity = sgd_update(setup, parameters, velocity, total)
+            if args.states is not None:
+                np.save(args.states / ("round-%d.npy" % number), np.concatenate([parameters, velocity]))
+            print(json.dumps(dict(worker.stats[number], round=number, loss=float(loss),
+                                  compute_s=computed - started, aggregate_s=summed - computed,
+                                  update_s=time.perf_counter() - summed, ended_at=time.time())),
+                  flush=True)
+    finally:
+        worker.close()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        with one_blas_thread():   # the gradients, bit for bit as one process computes them
+            train(args)
+    except JobError as error:
+        print(json.dumps({"error": str(error)}), flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
