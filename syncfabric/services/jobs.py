@@ -45,6 +45,7 @@ class Job:
     generation: int = 1
     parts_seen: object = None   # the parts' paths and revisions the generation stands for
     installed: bool = False
+    book: object = None         # the ledger its trees are booked in
 
 
 def parse_job_request(body):
@@ -87,7 +88,7 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_hosts(book.view, request["workers"])
-        job = Job(next(self._ids), request,
+        job = Job(next(self._ids), request, book=book,
                   expires_at=None if request["ttl_s"] is None else now + request["ttl_s"])
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
@@ -167,13 +168,16 @@ class Jobs:
                            % job.id)
 
     def _release_parts(self, job, now):
+        """Release the job's plan and trees; those of a ledger the fabric replaced went
+        with it (and their ids may name other trees now)."""
         if job.plan_id is not None:
             try:
                 self.plans.release(job.plan_id, now)
             except NotFound:
                 pass
-        for tree_id in job.tree_ids:
-            self.trees.release_if_booked(tree_id, now)
+        if job.book is None or job.book is self.trees.book:
+            for tree_id in job.tree_ids:
+                self.trees.release_if_booked(tree_id, now)
 
     # --- what a job is told -----------------------------------------------------
 
@@ -208,7 +212,8 @@ class Jobs:
                 LOG.warning("job %d lost a part (nothing fits around a fault): released", job.id)
                 self._drop(job, now, "reroute")
                 continue
-            if parts != job.parts_seen and self._settled(job):
+            if parts != job.parts_seen and settled(job, self.trees, self.plans,
+                                                   self.fabric.down_links):
                 job.generation, job.parts_seen = job.generation + 1, parts
                 self.remember(now)
                 LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
@@ -222,15 +227,6 @@ class Jobs:
         """The paths and revisions of the job's parts (NotFound if one is gone)."""
         return ([self.trees.show(i, now)["edges"] for i in job.tree_ids],
                 self.plans.show(job.plan_id, now)["revision"])
-
-    def _settled(self, job):
-        """Whether no part of the job is moving or still crosses a link that is down."""
-        down = self.fabric.down_links
-        live = self.plans.plans.get(job.plan_id)
-        trees = [self.trees.book.get(i).tree for i in job.tree_ids]
-        return (not self.trees.moving & set(job.tree_ids) and live is not None
-                and not crosses(live.result, down)
-                and not any(frozenset(edge) in down for tree in trees for edge in tree.edges))
 
     def fabric_changed(self, restored, now):
         """The parts went with the old fabric's ledger; after a restart, the saved jobs
@@ -259,6 +255,7 @@ class Jobs:
         for record in records:
             try:
                 job = restored_job(record, now)
+                job.book = self.trees.book
                 self.jobs[job.id], self.release_keys[job.id] = job, record.get("release_key")
                 job.parts_seen = self._parts(job, now)
                 LOG.info("job %d restored (generation %d)", job.id, job.generation)
@@ -269,6 +266,15 @@ class Jobs:
                 self._release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
                                         plan_id=record.get("plan")), now)
         self.remember(now)
+
+
+def settled(job, trees, plans, down_links):
+    """Whether no part of the job is moving or still crosses a link that is down."""
+    live = plans.plans.get(job.plan_id)
+    edges = [edge for i in job.tree_ids for edge in trees.book.get(i).tree.edges]
+    return (not trees.moving & set(job.tree_ids) and live is not None
+            and not crosses(live.result, down_links)
+            and not any(frozenset(edge) in down_links for edge in edges))
 
 
 def plan_request(job):

@@ -221,3 +221,18 @@ def test_a_restarted_controller_takes_its_jobs_back_with_their_keys_and_leases()
         assert another["id"] > lost["id"]   # ids are not reused
     finally:
         restarted.close()
+
+
+def test_undoing_a_job_of_a_replaced_fabric_leaves_the_new_fabrics_trees_alone(controller):
+    _, job = post(controller, "/jobs", JOB)
+    old = controller.services.jobs.jobs[job["id"]]
+    controller.request("PUT", "/fabric/topology", description())   # a reload: ids start again
+    controller.connect_all()
+    assert controller.request("GET", "/jobs")[1] == {"jobs": []}
+    _, tree = post(controller, "/multicast/trees", {"source": "h1", "receivers": ["h2"],
+                                                    "bandwidth_mbps": 1})
+    assert tree["id"] in old.tree_ids
+    # what an admission that straddled the reload does when it finds itself released
+    controller.services.jobs._release_parts(old, time.monotonic())
+    controller.settle()
+    assert [t["id"] for t in listed(controller)["trees"]] == [tree["id"]]
