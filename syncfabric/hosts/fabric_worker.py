@@ -35,6 +35,9 @@ from syncfabric.hosts.wire import FRAME_OVERHEAD
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
+SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its last round
+#                         until the other workers have been quiet this long (at most
+#                         ROUND_FAIL_S): they may still need its sums again
 
 
 class FabricJob:
@@ -82,7 +85,7 @@ class Round:
         self.have = np.zeros(layout.count, dtype=bool)
         self.sent = False
         self.progress_at = self.asked_at = time.monotonic()
-        self.replies = {}   # shard index -> its last answer's missing [[fragment, mask]]
+        self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
                       "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
 
@@ -134,7 +137,8 @@ class FabricWorker:
         self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
                               self._own_sum) for shard in layout.shards_of(name)]
         for node in self.own:
-            self.selector.register(node.sock, selectors.EVENT_READ, node.take)
+            self.selector.register(node.sock, selectors.EVENT_READ,
+                                   lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
         for shard in layout.shards:
             if shard.host != name:
@@ -148,7 +152,8 @@ class FabricWorker:
         self.submitted, self.next_round = queue.Queue(), 1
         self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
         #                   requests, its first pass's time and the time its rates plan
-        self.failure, self.closing = None, False
+        self.failure, self.closing, self.closing_at = None, False, None
+        self.shard_heard_at = time.monotonic()   # when this host's shards last got a datagram
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()
@@ -171,6 +176,8 @@ class FabricWorker:
         return self.allreduce_async(values).result(timeout)
 
     def close(self):
+        """Stop, once this host's shards have served the other workers (SHARD_LINGER_S)."""
+        self.closing_at = time.monotonic()
         self.closing = True
         self.waker.send(b"!")
         self.thread.join()
@@ -182,9 +189,9 @@ class FabricWorker:
     # --- the I/O thread ---------------------------------------------------------
 
     def _serve(self):
-        while not self.closing:
+        while not self.closing or self._lingering():
             try:
-                self._pump(None)
+                self._pump(SHARD_LINGER_S / 4 if self.closing else None)
                 while not self.submitted.empty():
                     self._start(*self.submitted.get())
             except Exception as error:   # keep serving; the rounds in flight fail with it
@@ -203,6 +210,15 @@ class FabricWorker:
         for node in self.own:
             node.returns.send_due()
         self._check_rounds()
+
+    def _lingering(self):
+        now = time.monotonic()
+        return bool(self.own) and now - self.shard_heard_at < SHARD_LINGER_S \
+            and now - self.closing_at < ROUND_FAIL_S
+
+    def _shard_traffic(self, node):
+        self.shard_heard_at = time.monotonic()
+        node.take()
 
     def _woken(self):
         while True:
@@ -253,7 +269,7 @@ class FabricWorker:
             current = self.rounds.get(answer.get("round"))
             if answer.get("job") != self.layout.id or current is None:
                 continue
-            current.replies[answer.get("shard")] = answer.get("missing", [])
+            current.replies[answer.get("shard")] = (time.monotonic(), answer.get("missing", []))
             self._send_again(current, [index for index, mask in answer.get("missing", [])
                                        if mask & self.bit])
 
@@ -274,7 +290,8 @@ class FabricWorker:
                 current.future.set_result(current.result[:self.layout.floats].copy())
             elif current.sent and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
-                                    % (number, self.layout.id, ROUND_FAIL_S, self._blame(current))))
+                                    % (number, self.layout.id, ROUND_FAIL_S,
+                                       blame(self.layout, self.own, current))))
             elif current.sent and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
                 self._ask_again(current, now)
 
@@ -287,32 +304,34 @@ class FabricWorker:
                 self.sock.sendto(control_packet({"job": self.layout.id, "round": current.number,
                                                  "need": need}), (shard.address, shard.port))
 
-    def _blame(self, current):
-        """Which hosts the round waits for: a shard's host that answers no repair request,
-        or whoever should have carried the workers a shard still misses."""
-        at_fault = set()
-        own = {node.shard.index: node for node in self.own}
-        for shard in self.layout.shards:
-            if current.have[shard.first:shard.last].all():
-                continue
-            if shard.index in own:
-                sums = own[shard.index].rounds.get(current.number)
-                missing = sums.missing() if sums is not None else []
-            elif shard.index not in current.replies:
-                at_fault.add("%s (shard %d's host) answers no repair request" % (shard.host, shard.index))
-                continue
-            else:
-                missing = current.replies[shard.index]
-            for index, mask in missing:
-                for worker, bit in self.layout.bit.items():
-                    leg = self.layout.leg_of(worker, index) if mask & bit else None
-                    if leg is not None:
-                        at_fault.add("%s (carries %s's fragments to shard %d)"
-                                     % (leg.host, worker, shard.index))
-        return "; ".join(sorted(at_fault)) or "no host named"
-
     def _fail(self, error):
         LOG.error("%s", error)
         self.failure = error
         for number in list(self.rounds):
             self.rounds.pop(number).future.set_exception(error)
+
+
+def blame(layout, own_nodes, current):
+    """Which hosts the round waits for: a shard's host that answers no repair request,
+    or whoever should have carried the workers a shard still misses."""
+    at_fault = set()
+    own = {node.shard.index: node for node in own_nodes}
+    for shard in layout.shards:
+        if current.have[shard.first:shard.last].all():
+            continue
+        if shard.index in own:
+            sums = own[shard.index].rounds.get(current.number)
+            missing = sums.missing() if sums is not None else []
+        elif time.monotonic() - current.replies.get(shard.index, (0.0, []))[0] > ROUND_FAIL_S / 2:
+            at_fault.add("%s (shard %d's host) answers no repair request"
+                         % (shard.host, shard.index))
+            continue
+        else:
+            missing = current.replies[shard.index][1]
+        for index, mask in missing:
+            for worker in (w for w, bit in layout.bit.items() if mask & bit):
+                leg = layout.leg_of(worker, index)
+                at_fault.add("%s (carries %s's fragments to shard %d)"
+                             % (leg.host, worker, shard.index) if leg is not None else
+                             "%s (shard %d's host) lacks its own part" % (worker, shard.index))
+    return "; ".join(sorted(at_fault)) or "no host named"
