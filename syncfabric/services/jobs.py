@@ -116,8 +116,14 @@ class Jobs:
         return dict(self.report(job, now), release_key=release_key)
 
     def list(self, now):
-        return {"jobs": [self.report(self.jobs[i], now) for i in sorted(self.jobs)
-                         if self.jobs[i].installed]}
+        """Every job whole (one that lost a part is left out: follow releases it)."""
+        reports = []
+        for job in [self.jobs[i] for i in sorted(self.jobs) if self.jobs[i].installed]:
+            try:
+                reports.append(self.report(job, now))
+            except NotFound:
+                pass
+        return {"jobs": reports}
 
     def live_count(self):
         return sum(job.installed for job in self.jobs.values())
@@ -182,14 +188,7 @@ class Jobs:
     # --- what a job is told -----------------------------------------------------
 
     def report(self, job, now):
-        """What the job's hosts need: the shards (host, bytes, fragments, port, return
-        tree), each worker's destinations per shard, each aggregator's part, and the
-        predicted round time against the lower bound."""
-        request, trees = job.request, [self.trees.show(i, now) for i in job.tree_ids]
-        plan = self.plans.show(job.plan_id, now)
-        return dict(round_report(request, plan, trees), id=job.id, generation=job.generation,
-                    plan=job.plan_id, lower_bound_s=job.round.bound_s,
-                    expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
+        return job_report(job, self.trees, self.plans, now)
 
     # --- events and timers ------------------------------------------------------
 
@@ -329,6 +328,21 @@ def check_hosts(view, workers):
     aggregators = [w for w in workers if view.is_aggregator(w)]
     if aggregators:
         raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(aggregators))
+
+
+def job_report(job, trees, plans, now):
+    """What the job's hosts need: the shards (host, bytes, fragments, port, return
+    tree), each worker's destinations per shard, each aggregator's part, and the
+    predicted round time against the lower bound; NotFound if it lost a part."""
+    try:
+        parts = [trees.show(i, now) for i in job.tree_ids]
+        plan = plans.show(job.plan_id, now)
+    except NotFound:
+        raise NotFound("job %d lost a part (nothing fit around a fault) and is being "
+                       "released; ask for a new one" % job.id) from None
+    return dict(round_report(job.request, plan, parts), id=job.id, generation=job.generation,
+                plan=job.plan_id, lower_bound_s=job.round.bound_s,
+                expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
 
 
 def round_report(request, plan, trees):

@@ -236,3 +236,20 @@ def test_undoing_a_job_of_a_replaced_fabric_leaves_the_new_fabrics_trees_alone(c
     controller.services.jobs._release_parts(old, time.monotonic())
     controller.settle()
     assert [t["id"] for t in listed(controller)["trees"]] == [tree["id"]]
+
+
+def test_a_job_that_lost_a_part_is_left_out_of_the_list_until_it_is_released():
+    controller = InProcessController(description(hosts_per_leaf=3))
+    try:
+        _, job = post(controller, "/jobs", dict(JOB, workers=["h1", "h4"], placement="colocated"))
+        _, other = post(controller, "/jobs", dict(JOB, workers=["h2", "h5"], placement="colocated"))
+        controller.services.plans.release(job["plan"], time.monotonic())   # as if nothing fit
+        code, listing = controller.request("GET", "/jobs")
+        assert code == 200 and [j["id"] for j in listing["jobs"]] == [other["id"]]
+        code, answer = controller.request("GET", "/jobs/%d" % job["id"])
+        assert code == 404 and "lost a part" in answer["error"]
+        controller.services.jobs.follow(time.monotonic())
+        controller.settle()
+        assert [t["id"] for t in listed(controller)["trees"]] == other["trees"]
+    finally:
+        controller.close()
