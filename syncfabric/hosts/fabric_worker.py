@@ -122,6 +122,10 @@ class ReturnedSums:
 
 
 class FabricWorker:
+    """One worker's rounds of a job (module doc): its sockets, the shards its host holds,
+    and an I/O thread that sends, receives, repairs and completes the rounds' Futures.
+    rate_fraction: of the planned rates, what its streams are paced at."""
+
     def __init__(self, job, name, rate_fraction=0.95):
         self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
         if name not in layout.bit:
@@ -212,9 +216,12 @@ class FabricWorker:
         self._check_rounds()
 
     def _lingering(self):
+        """Whether this host's shards still have sums to send, or heard from the other
+        workers lately (for at most ROUND_FAIL_S after close)."""
         now = time.monotonic()
-        return bool(self.own) and now - self.shard_heard_at < SHARD_LINGER_S \
-            and now - self.closing_at < ROUND_FAIL_S
+        busy = any(node.returns.wait() is not None for node in self.own) \
+            or now - self.shard_heard_at < SHARD_LINGER_S
+        return bool(self.own) and busy and now - self.closing_at < ROUND_FAIL_S
 
     def _shard_traffic(self, node):
         self.shard_heard_at = time.monotonic()
