@@ -42,7 +42,7 @@ import numpy as np
 from experiments import fidelity
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
-from syncfabric.decisions.model_shards import fragment_ranges
+from syncfabric.decisions.model_shards import fragment_ranges, worker_legs
 from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
                                             gradient_floats, wire_mbit)
 from syncfabric.hosts.rate_control import LossAdaptiveRate
@@ -93,19 +93,11 @@ class GradientCoordinator:
         bit = {w: 1 << i for i, w in enumerate(self.workers)}
         ip, ports = plan["addresses"], plan["ports"]
         held = fragment_ranges(plan["split"], count)
-        ranges_of = {}     # worker -> [(node, ps, first, last, rate)]
-        for worker in self.workers:
-            pieces = []
-            for ps in self.pss:   # per PS: the aggregated part of its range first, then the rest
-                legs = sorted((leg for leg in plan["workers"][worker] if leg["ps"] == ps),
-                              key=lambda leg: leg["node"] == ps)
-                first, end = held[ps]
-                size = end - first
-                for position, leg in enumerate(legs):
-                    last = end if position == len(legs) - 1 else min(end, first + round(leg["share"] * size))
-                    pieces.append((leg["node"], ps, first, last, leg["rate_mbps"] * self.rate_fraction))
-                    first = last
-            ranges_of[worker] = pieces
+        ranges_of = {   # worker -> [(node, ps, first, last, rate)]
+            worker: [(leg["host"], self.pss[leg["shard"]], *leg["fragments"],
+                      leg["rate_mbps"] * self.rate_fraction)
+                     for leg in worker_legs(plan["workers"][worker], self.pss, held)]
+            for worker in self.workers}
         expected = {node: np.zeros(count, dtype=np.uint64) for node in self.aggregators + self.pss}
         for worker, pieces in ranges_of.items():
             for node, ps, first, last, _rate in pieces:
@@ -129,7 +121,7 @@ class GradientCoordinator:
         self.expect(self.workers, {"sent": number})
         first_pass_s = time.perf_counter() - started
         planned_s = max(max(wire_mbit((last - first) * FLOATS_PER_FRAGMENT) / rate
-                            for _node, _ps, first, last, rate in pieces if last > first)
+                            for _node, _ps, first, last, rate in pieces)
                         for pieces in ranges_of.values())
         passes, sent, first_pass = 0, len(self.workers) * count, None
         scale = LossAdaptiveRate(1.0)   # of every stream's planned rate, for repairs
@@ -189,7 +181,7 @@ class GradientCoordinator:
                 roles=["worker"], index=self.workers.index(worker),
                 legs=[{"ip": ip[node], "port": ports[ps], "fragments": [first, last],
                        "rate_mbps": rate}
-                      for node, ps, first, last, rate in ranges_of[worker] if last > first])
+                      for node, ps, first, last, rate in ranges_of[worker]])
         for aggregator in self.aggregators:
             parts[aggregator] = dict(roles=["aggregator"], expected=expected[aggregator].tolist(),
                                      next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss])

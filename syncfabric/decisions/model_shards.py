@@ -28,3 +28,19 @@ def fragment_ranges(split, count):
                                                                   round(cumulative * count))))
     bounds.append(count)
     return {ps: (bounds[i], bounds[i + 1]) for i, ps in enumerate(split)}
+
+
+def worker_legs(plan_legs, pss, held):
+    """A worker's destinations: per shard, the fragments of its range that go to its
+    aggregator first (their share), the rest to the shard's host, each at its rate."""
+    legs = []
+    for index, ps in enumerate(pss):
+        mine = sorted((leg for leg in plan_legs if leg["ps"] == ps), key=lambda leg: leg["node"] == ps)
+        first, end = held[ps]
+        for position, leg in enumerate(mine):
+            last = end if position == len(mine) - 1 else min(end, first + round(leg["share"] * (end - first)))
+            if last > first:
+                legs.append({"shard": index, "host": leg["node"], "fragments": [first, last],
+                             "rate_mbps": leg["rate_mbps"]})
+            first = last
+    return legs

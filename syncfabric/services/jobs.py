@@ -21,7 +21,7 @@ from typing import Optional
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError, crosses
 from syncfabric.decisions.model_shards import (FRAGMENT_PAYLOAD_BYTES, fragment_count,
-                                               fragment_ranges, wire_mbit)
+                                               fragment_ranges, wire_mbit, worker_legs)
 from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
@@ -377,19 +377,3 @@ def round_report(request, plan, trees):
             "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
             "addresses": dict(address),
             "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}
-
-
-def worker_legs(plan_legs, pss, held):
-    """A worker's destinations: per shard, the fragments of its range that go to its
-    aggregator first (their share), the rest to the shard's host, each at its rate."""
-    legs = []
-    for index, ps in enumerate(pss):
-        mine = sorted((leg for leg in plan_legs if leg["ps"] == ps), key=lambda leg: leg["node"] == ps)
-        first, end = held[ps]
-        for position, leg in enumerate(mine):
-            last = end if position == len(mine) - 1 else min(end, first + round(leg["share"] * (end - first)))
-            if last > first:
-                legs.append({"shard": index, "host": leg["node"], "fragments": [first, last],
-                             "rate_mbps": leg["rate_mbps"]})
-            first = last
-    return legs
