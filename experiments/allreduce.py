@@ -43,14 +43,13 @@ from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S
 from experiments.plots import plot_allreduce
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
+from experiments.traffic.jobs import (job_round_fidelity, job_rounds, run_job, served_job,
+                                     stream_job)
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
-from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.digits_mlp import TrainingSetup
-from syncfabric.hosts.gradient_wire import wire_mbit
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [
@@ -129,12 +128,8 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, b
     round_planner decides for the fabric (at most max_pss), on dedicated hosts among
     `candidates` or (stream-colocated) in the workers; the aggregator daemon on every
     host the job sums in that is not a worker, the library in every worker."""
-    colocated = mode == "stream-colocated"
-    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
-                                    max_pss=max_pss, colocated=colocated)
-    with served_job(bed, {"workers": workers, "model_bytes": floats * 4,
-                          "shards": len(plan.pss),
-                          "placement": "colocated" if colocated else "dedicated"}) as job:
+    request = stream_job(view, workers, candidates, floats, max_pss, mode == "stream-colocated")
+    with served_job(bed, request) as job:
         sampling = bed.sampler().start()
         results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
         usage = sampling.stop()

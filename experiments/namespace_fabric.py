@@ -7,9 +7,10 @@ It builds a small spine-leaf from a fabric description (the one PUT /fabric/topo
 takes: --description FILE, or a built-in one), each switch an OVS bridge (userspace
 datapath, OpenFlow 1.3, its ports numbered as the description says), each host a
 namespace with a veth to its leaf and one to a management bridge, where ryu-manager's
-REST API answers. It starts ryu-manager, the aggregator daemon in every host that is not
-a worker, asks for a job (POST /jobs) and runs --rounds rounds from every worker, each
-sum checked exactly; then removes everything, also on SIGTERM or Ctrl-C. Needs root
+REST API answers. It starts ryu-manager, asks for a job (POST /jobs), starts the
+aggregator daemon where the job sums outside its workers (experiments/traffic/jobs.py, as
+the emulated experiments do) and runs --rounds rounds from every worker, each sum checked
+exactly; then removes everything, also on SIGTERM or Ctrl-C. Needs root
 and a running Open vSwitch (`make ovs`).
 """
 
@@ -22,6 +23,8 @@ import sys
 import time
 import urllib.error
 
+from experiments.defaults import JOB_START_S
+from experiments.traffic.jobs import run_job, served_job
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient
 
@@ -62,7 +65,7 @@ class NamespaceFabric:
         self.description, self.of_port, self.rest_port = description, of_port, rest_port
         self.controller, self.processes = None, []
         self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, timeout_s=60)
-        self.url = "http://%s:%d" % (MANAGEMENT_IP, rest_port)
+        self.management_url = "http://%s:%d" % (MANAGEMENT_IP, rest_port)
 
     def namespace(self, host):
         return NAMESPACE_PREFIX + host
@@ -180,27 +183,6 @@ def remove_namespace_leftovers(names):
         subprocess.run(command + [name], capture_output=True)
 
 
-def run_job(fabric, workers, model_bytes, rounds):
-    """The daemons in every other host, one job, `rounds` rounds from every worker;
-    {worker: its JSON lines}."""
-    for host in [h["name"] for h in fabric.description["hosts"] if h["name"] not in workers]:
-        fabric.popen(host, [sys.executable, "-m", "syncfabric.aggregator", "--controller",
-                            fabric.url, "--name", host], stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL)
-    job = fabric.client.request("POST", "/jobs", {"workers": workers, "model_bytes": model_bytes,
-                                                  "placement": "dedicated"})
-    try:
-        time.sleep(1.0)   # the daemons read the jobs every 0.5 s
-        processes = {w: fabric.popen(w, [sys.executable, "-m", "syncfabric.hosts.job_worker",
-                                         "--controller", fabric.url, "--job", str(job["id"]),
-                                         "--name", w, "--rounds", str(rounds)],
-                                     stdout=subprocess.PIPE, text=True) for w in workers}
-        return job, {w: [json.loads(line) for line in p.communicate(timeout=120)[0].splitlines()]
-                     for w, p in processes.items()}
-    finally:
-        fabric.client.request("DELETE", "/jobs/%d" % job["id"])
-
-
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m experiments.namespace_fabric",
                             description=__doc__.split("\n\n")[0],
@@ -229,14 +211,16 @@ def main(argv=None):
         fabric.build()
         with open(args.log, "w") as log:
             fabric.start_controller(log)
-        job, lines = run_job(fabric, args.workers.split(","), args.model_bytes, args.rounds)
+        with served_job(fabric, {"workers": args.workers.split(","), "placement": "dedicated",
+                                 "model_bytes": args.model_bytes}) as job:
+            lines = run_job(fabric, job, args.rounds, start_in_s=JOB_START_S)
     finally:
         fabric.remove()
     print("job %d: shards on %s, predicted %.3f s a round" % (
         job["id"], ",".join(s["host"] for s in job["shards"]), job["predicted_round_s"]))
-    for worker, worker_lines in lines.items():
-        print("%s: %s" % (worker, worker_lines[-1]))
-    exact = all(worker_lines[-1].get("exact") for worker_lines in lines.values())
+    for worker, rounds in lines.items():
+        print("%s: %s" % (worker, rounds[-1]))
+    exact = all(r["exact"] for rounds in lines.values() for r in rounds)
     print(json.dumps({"rounds": args.rounds, "workers": len(lines), "exact": exact}))
     return 0 if exact else 1
 

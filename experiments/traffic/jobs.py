@@ -9,6 +9,8 @@ import time
 from contextlib import contextmanager
 
 from experiments import fidelity
+from syncfabric.decisions import round_planner
+from syncfabric.hosts.gradient_wire import wire_mbit
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
 WORKER_PROGRAM = "syncfabric.hosts.job_worker"
@@ -100,21 +102,33 @@ def served_job(bed, request):
         bed.client.request("DELETE", "/jobs/%d" % job["id"])
 
 
+def stream_job(view, workers, candidates, floats, max_pss, colocated):
+    """The POST /jobs request of a streaming round on `floats` float32 with as many
+    shards as round_planner decides for the fabric (at most max_pss): on dedicated hosts
+    among `candidates`, or (colocated) in the workers."""
+    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
+                                    max_pss=max_pss, colocated=colocated)
+    return {"workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
+            "placement": "colocated" if colocated else "dedicated"}
+
+
+def round_totals(per_worker):
+    """What a round took over every worker (their lines of it): datagrams sent and resent,
+    repair requests, and the slowest first pass against the time its rates plan."""
+    return {"sent": sum(r["sent"] for r in per_worker),
+            "resent": sum(r["resent"] for r in per_worker),
+            "repair_requests": max(r["repair_requests"] for r in per_worker),
+            "rate_ratio": min(r["planned_first_pass_s"] / r["first_pass_s"]
+                              for r in per_worker if r["first_pass_s"] > 0)}
+
+
 def job_rounds(lines):
     """Per round, over every worker: its time (the slowest worker's), whether every sum
-    was exact, datagrams sent and resent, repair requests, and the slowest first pass
-    against the time its rates plan."""
-    rounds = []
-    for per_worker in zip(*lines.values()):
-        rounds.append({"round": per_worker[0]["round"],
-                       "comm_s": max(r["seconds"] for r in per_worker),
-                       "exact": all(r["exact"] for r in per_worker),
-                       "sent": sum(r["sent"] for r in per_worker),
-                       "resent": sum(r["resent"] for r in per_worker),
-                       "repair_requests": max(r["repair_requests"] for r in per_worker),
-                       "rate_ratio": min(r["planned_first_pass_s"] / r["first_pass_s"]
-                                         for r in per_worker if r["first_pass_s"] > 0)})
-    return rounds
+    was exact, and round_totals."""
+    return [dict(round_totals(per_worker), round=per_worker[0]["round"],
+                 comm_s=max(r["seconds"] for r in per_worker),
+                 exact=all(r["exact"] for r in per_worker))
+            for per_worker in zip(*lines.values())]
 
 
 def job_round_fidelity(row, usage):

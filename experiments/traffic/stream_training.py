@@ -18,13 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from experiments.defaults import EMULATED_MAX_PSS, JOB_START_S
-from experiments.traffic.jobs import job_round_fidelity, program_lines, served_job, start_program
+from experiments.traffic.jobs import (job_round_fidelity, program_lines, round_totals,
+                                     served_job, start_program, stream_job)
 from experiments.traffic.training import RoundCheck
 from mininet_topos.description import describe
-from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.digits_mlp import one_blas_thread
-from syncfabric.hosts.gradient_wire import wire_mbit
 
 PROGRAM = "syncfabric.hosts.job_training"
 
@@ -34,13 +33,9 @@ def run_stream_training(bed, workers, mode, setup, rounds, on_round=lambda _numb
     """Train `rounds` rounds of a job planned for the testbed's fabric; returns
     run_training's rows (param_s is 0: both directions are in aggregate_s)."""
     view = FabricView(describe(bed.topo))
-    colocated = mode == "stream-colocated"
-    plan = round_planner.plan_round(view, workers, [h for h in view.hosts if h not in workers],
-                                    wire_mbit(setup.parameter_count), max_pss=EMULATED_MAX_PSS,
-                                    colocated=colocated)
-    with served_job(bed, {"workers": workers, "model_bytes": setup.parameter_count * 4,
-                          "shards": len(plan.pss),
-                          "placement": "colocated" if colocated else "dedicated"}) as job, \
+    request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
+                         setup.parameter_count, EMULATED_MAX_PSS, mode == "stream-colocated")
+    with served_job(bed, request) as job, \
             tempfile.TemporaryDirectory(prefix="syncfabric-states-") as states:
         start_at = time.time() + JOB_START_S
         sampling = bed.sampler().start()
@@ -63,16 +58,14 @@ def training_rows(lines, setup, states, start_at, usage, on_round, aggregators):
         number = per_worker[0]["round"]
         ended = max(r["ended_at"] for r in per_worker)
         state = np.load(states / ("round-%d.npy" % number))
-        totals = {key: sum(r[key] for r in per_worker) for key in ("sent", "resent")}
-        kept_up = job_round_fidelity(dict(totals, rate_ratio=min(
-            r["planned_first_pass_s"] / r["first_pass_s"] for r in per_worker
-            if r["first_pass_s"] > 0)), usage)
+        totals = round_totals(per_worker)
+        kept_up = job_round_fidelity(totals, usage)
         slowest = {key: max(r[key] for r in per_worker) for key in ("compute_s", "update_s")}
         rows.append(dict(kept_up, round=number, param_s=0.0, elapsed_s=ended - start_at,
                          round_s=ended - previous, loss=float(np.mean([r["loss"] for r in per_worker])),
                          aggregate_s=max(0.0, ended - previous - sum(slowest.values())), **slowest,
                          param_repair_passes=0,
-                         gradient_repair_passes=max(r["repair_requests"] for r in per_worker),
+                         gradient_repair_passes=totals["repair_requests"],
                          aggregators_used=aggregators,
                          **check(number, np.split(state, 2))))
         previous = ended
