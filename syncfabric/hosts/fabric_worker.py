@@ -26,7 +26,7 @@ import numpy as np
 from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import (Outbox, ShardNode, control_message, control_packet,
+from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
                                         missing_ranges)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import receiving_socket
@@ -152,7 +152,7 @@ class FabricWorker:
         self.wake, self.waker = socket.socketpair()
         self.wake.setblocking(False)
         self.selector.register(self.wake, selectors.EVENT_READ, self._woken)
-        self.outbox = Outbox(self.sock)
+        self.outbox = PacedSender(self.sock, self._resent_packet)   # repairs
         self.submitted, self.next_round = queue.Queue(), 1
         self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
         #                   requests, its first pass's time and the time its rates plan
@@ -285,8 +285,13 @@ class FabricWorker:
             leg = self.layout.leg_of(self.name, index)
             if leg is not None:
                 current.stats["resent"] += 1
-                self.outbox.push((leg.address, leg.port), [self._packet(current, index)],
+                self.outbox.push([(current.number, index)], (leg.address, leg.port),
                                  leg.rate_mbps * self.rate_fraction)
+
+    def _resent_packet(self, item):
+        """A fragment sent again, if its round is still in flight."""
+        current = self.rounds.get(item[0])
+        return None if current is None else self._packet(current, item[1])
 
     def _check_rounds(self):
         now = time.monotonic()

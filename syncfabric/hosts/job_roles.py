@@ -122,15 +122,18 @@ class ShardNode(SummingNode):
     def __init__(self, layout, shard, sock, on_sum=None):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard))
         self.shard, self.on_sum = shard, on_sum
-        self.returns = ReturnSender(sock, (shard.group, shard.port), shard.return_mbps,
-                                    self._returned_packet)
+        self.returns = PacedSender(sock, self._returned_packet)
+
+    def _return(self, items):
+        """Queue (round, fragment) sums for the shard's tree, at its rate."""
+        self.returns.push(items, (self.shard.group, self.shard.port), self.shard.return_mbps)
 
     def _returned_packet(self, item):
         sums = self.rounds.get(item[0])
         return None if sums is None else sums.packet(item[1])
 
     def completed(self, number, index):
-        self.returns.push([(number, index)])
+        self._return([(number, index)])
         if self.on_sum is not None:
             self.on_sum(number, index, self.rounds[number])
 
@@ -142,7 +145,7 @@ class ShardNode(SummingNode):
             return
         need = [i for i in expand(message.get("need", [])) if self.shard.first <= i < self.shard.last]
         complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
-        self.returns.push([(number, i) for i in complete])
+        self._return([(number, i) for i in complete])
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
                    if int(sums.have[i]) != int(sums.expected[i])]
         self.sock.sendto(control_packet({"job": self.layout.id, "round": number,
@@ -166,73 +169,42 @@ class AggregatorNode(SummingNode):
         self.completed(number, index)
 
 
-class ReturnSender:
-    """A PS's fragments to return, sent one datagram at a time at `rate_mbps` of wire
-    bytes whenever the caller's loop asks (send_due), between its receives."""
+class PacedSender:
+    """Datagrams to send one at a time between a loop's receives, each paced at its own
+    rate of wire bytes: wait() says when the next is due, send_due() sends what is. An
+    item is a key, built into its datagram only when it is sent (packet_of(key); None:
+    no longer wanted, skipped); a key queued twice for one address is sent once."""
 
-    def __init__(self, sock, address, rate_mbps, packet_of):
-        self.sock, self.address, self.rate_mbps = sock, address, rate_mbps
-        self.packet_of = packet_of   # fragment index -> datagram (None: skip it)
-        self.queue, self.queued = deque(), set()
+    def __init__(self, sock, packet_of):
+        self.sock, self.packet_of = sock, packet_of
+        self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
         self.due = time.perf_counter()
 
-    def push(self, indices, rate_mbps=None):
-        if rate_mbps is not None:
-            self.rate_mbps = rate_mbps
-        for index in indices:
-            if index not in self.queued:
-                self.queue.append(index)
-                self.queued.add(index)
+    def push(self, keys, address, rate_mbps):
+        for key in keys:
+            if (key, address) not in self.queued:
+                self.queue.append((key, address, rate_mbps))
+                self.queued.add((key, address))
 
     def wait(self):
         """Seconds until the next datagram is due; None when nothing is queued."""
-        if not self.queue:
-            return None
-        return max(0.0, self.due - time.perf_counter())
-
-    def send_due(self):
-        """Send what is due now (at most the datagrams the rate allows since last time)."""
-        now = time.perf_counter()
-        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
-        while self.queue and self.due <= now:
-            index = self.queue.popleft()
-            self.queued.discard(index)
-            packet = self.packet_of(index)
-            if packet is None:   # no longer held (a round a shard no longer keeps)
-                continue
-            try:
-                self.sock.sendto(packet, self.address)
-            except BlockingIOError:   # the buffer is full: try this one again later
-                self.queue.appendleft(index)
-                self.queued.add(index)
-                return
-            self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (self.rate_mbps * 1e6)
-
-
-class Outbox:
-    """Datagrams to send one at a time, each paced at its own rate of wire bytes, between
-    a loop's receives: wait() says when the next is due, send_due() sends what is."""
-
-    def __init__(self, sock):
-        self.sock, self.queue, self.due = sock, deque(), time.perf_counter()
-
-    def push(self, address, packets, rate_mbps):
-        self.queue.extend((address, packet, rate_mbps) for packet in packets)
-
-    def wait(self):
         return None if not self.queue else max(0.0, self.due - time.perf_counter())
 
     def send_due(self):
+        """Send what is due now (at most the datagrams the rates allow since last time)."""
         now = time.perf_counter()
-        self.due = max(self.due, now - 0.002)
+        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
         while self.queue and self.due <= now:
-            address, packet, rate = self.queue[0]
-            try:
-                self.sock.sendto(packet, address)
-            except BlockingIOError:
-                return
+            key, address, rate = self.queue[0]
+            packet = self.packet_of(key)
+            if packet is not None:
+                try:
+                    self.sock.sendto(packet, address)
+                except BlockingIOError:   # the buffer is full: try this one again later
+                    return
+                self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
             self.queue.popleft()
-            self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+            self.queued.discard((key, address))
 
 
 def missing_ranges(have, first, last):

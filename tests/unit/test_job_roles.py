@@ -11,7 +11,7 @@ import pytest
 
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import (AggregatorNode, ReturnSender, ShardNode,
+from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
                                         control_message, control_packet)
 from syncfabric.hosts.receivers import receiving_socket
 
@@ -151,8 +151,9 @@ class RecordingSocket:
 
 def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
     sock = RecordingSocket()
-    sender = ReturnSender(sock, ("127.0.0.1", 9), 1.0, lambda i: bytes(1000))
-    sender.push([0, 1, 2, 3, 0])   # a fragment queued twice is sent once
+    sender = PacedSender(sock, lambda key: None if key == 4 else bytes(1000))
+    sender.push([0, 1, 2, 3, 0, 4], ("127.0.0.1", 9), 1.0)   # queued twice: sent once
+    #                                                        4: no longer wanted, skipped
     sender.send_due()
     assert len(sock.sent) == 1 and 0.007 < sender.wait() < 0.0085   # 1042 bytes at 1 Mbit/s
     while sender.wait() is not None:
