@@ -29,7 +29,7 @@ from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
                                         missing_ranges)
 from syncfabric.hosts.pacing import send_streams
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -149,9 +149,8 @@ class FabricWorker:
                 returned = ReturnedSums(layout, shard, receiving_socket(
                     shard.group, shard.port, [shard.group], data_ip), self.rounds)
                 self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
-        self.wake, self.waker = socket.socketpair()
-        self.wake.setblocking(False)
-        self.selector.register(self.wake, selectors.EVENT_READ, self._woken)
+        self.wakeup = Wakeup()   # a round submitted, or close() called
+        self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
         self.outbox = PacedSender(self.sock, self._resent_packet)   # repairs
         self.submitted, self.next_round = queue.Queue(), 1
         self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
@@ -173,7 +172,7 @@ class FabricWorker:
                              % (self.layout.id, self.layout.floats, len(values)))
         future = Future()
         self.submitted.put((values, future))
-        self.waker.send(b"!")
+        self.wakeup.wake()
         return future
 
     def allreduce(self, values, timeout=None):
@@ -183,12 +182,12 @@ class FabricWorker:
         """Stop, once this host's shards have served the other workers (SHARD_LINGER_S)."""
         self.closing_at = time.monotonic()
         self.closing = True
-        self.waker.send(b"!")
+        self.wakeup.wake()
         self.thread.join()
         for key in list(self.selector.get_map().values()):
             key.fileobj.close()
         self.selector.close()
-        self.waker.close()
+        self.wakeup.close()
 
     # --- the I/O thread ---------------------------------------------------------
 
@@ -226,13 +225,6 @@ class FabricWorker:
     def _shard_traffic(self, node):
         self.shard_heard_at = time.monotonic()
         node.take()
-
-    def _woken(self):
-        while True:
-            try:
-                self.wake.recv(4096)
-            except BlockingIOError:
-                return
 
     def _start(self, values, future):
         if self.failure is not None:

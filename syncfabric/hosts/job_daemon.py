@@ -23,7 +23,7 @@ from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.receivers import Wakeup, receiving_socket
 
 LOG = logging.getLogger("syncfabric.aggregator")
 POLL_S = 0.5
@@ -35,9 +35,8 @@ class JobDaemon:
         self.served = {}   # job id -> (generation, [nodes])
         self.selector = selectors.DefaultSelector()
         self.reports = queue.Queue()
-        self.wake, self.waker = socket.socketpair()
-        self.wake.setblocking(False)
-        self.selector.register(self.wake, selectors.EVENT_READ, None)
+        self.wakeup = Wakeup()   # new reports are in, or stop() was called
+        self.selector.register(self.wakeup.sock, selectors.EVENT_READ, None)
         self.stopping = threading.Event()
 
     def serve(self):
@@ -54,16 +53,17 @@ class JobDaemon:
             for job_id in list(self.served):
                 self._drop(job_id)
             self.selector.close()
+            self.wakeup.close()
 
     def stop(self):
         self.stopping.set()
-        self.waker.send(b"!")
+        self.wakeup.wake()
 
     def _read_jobs(self):
         while not self.stopping.is_set():
             try:
                 self.reports.put(self.client.get("/jobs")["jobs"])
-                self.waker.send(b"!")
+                self.wakeup.wake()
             except Exception:   # the controller away or restarting: log it, ask again
                 LOG.exception("%s: cannot read the jobs", self.name)
             self.stopping.wait(self.poll_s)
@@ -82,11 +82,7 @@ class JobDaemon:
                 node.returns.send_due()
 
     def _woken(self):
-        try:
-            while self.wake.recv(4096):
-                pass
-        except BlockingIOError:
-            pass
+        self.wakeup.clear()
         while not self.reports.empty():
             self.follow(self.reports.get())
 

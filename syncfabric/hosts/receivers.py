@@ -184,3 +184,23 @@ def drain(receivers):
         for key, _events in ready:
             key.data.take()
     quiet.close()
+
+
+class Wakeup:
+    """What another thread writes to so that a selector loop wakes up (wake); the loop
+    registers .sock and empties it when it does (clear)."""
+
+    def __init__(self):
+        self.sock, self.writer = socket.socketpair()
+        self.sock.setblocking(False)
+
+    def wake(self):
+        self.writer.send(b"!")
+
+    def clear(self):
+        for _ in datagrams(self.sock):
+            pass
+
+    def close(self):
+        self.sock.close()
+        self.writer.close()
