@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from syncfabric.hosts.cli import ArgumentParser
+from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
 from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                          one_blas_thread, sgd_update, worker_gradient)
 from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
@@ -29,14 +29,9 @@ from syncfabric.hosts.job_layout import JobError
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m syncfabric.hosts.job_training",
                             description=__doc__.split("\n\n")[0])
-    parser.add_argument("--controller", required=True, help="the controller's REST API URL")
-    parser.add_argument("--job", type=int, required=True, help="the job's id (POST /jobs)")
-    parser.add_argument("--name", required=True, help="this worker's host name in the job")
-    parser.add_argument("--rounds", type=int, default=30)
+    job_program_arguments(parser, rounds=30)
     parser.add_argument("--setup", type=json.loads, default={},
                         help="the TrainingSetup's fields as JSON (the same for every worker)")
-    parser.add_argument("--start-at", type=float, default=None,
-                        help="wall-clock time (seconds since the epoch) of the first round")
     parser.add_argument("--states", type=Path, default=None,
                         help="a folder for each round's parameters and momentum")
     return parser.parse_args(argv)
@@ -49,8 +44,7 @@ def train(args):
     parameters = initial_parameters(setup)
     velocity = np.zeros_like(parameters)
     data = dataset(setup.seed)
-    if args.start_at is not None:
-        time.sleep(max(0.0, args.start_at - time.time()))
+    wait_until(args.start_at)
     try:
         for number in range(1, args.rounds + 1):
             started = time.perf_counter()

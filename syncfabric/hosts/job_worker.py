@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from syncfabric.hosts.cli import ArgumentParser
+from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
 from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
 from syncfabric.hosts.job_layout import JobError
 
@@ -32,16 +32,10 @@ def whole_gradient(seed, worker, number, floats):
 def parse_args(argv):
     parser = ArgumentParser(prog="python -m syncfabric.hosts.job_worker",
                             description=__doc__.split("\n\n")[0])
-    parser.add_argument("--controller", required=True, help="the controller's REST API URL")
-    parser.add_argument("--job", type=int, required=True, help="the job's id (POST /jobs)")
-    parser.add_argument("--name", required=True, help="this worker's host name in the job")
-    parser.add_argument("--rounds", type=int, default=1)
+    job_program_arguments(parser, rounds=1)
     parser.add_argument("--in-flight", type=int, default=1,
                         help="rounds started before the first is waited for (default 1)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--start-at", type=float, default=None,
-                        help="wall-clock time (seconds since the epoch) to start the first "
-                             "round at, so that every worker starts together")
     return parser.parse_args(argv)
 
 
@@ -50,8 +44,7 @@ def run(args):
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
     results, pending = [], []
-    if args.start_at is not None:
-        time.sleep(max(0.0, args.start_at - time.time()))
+    wait_until(args.start_at)
     try:
         for number in range(1, args.rounds + 1):
             values = whole_gradient(args.seed, workers.index(args.name), number, floats)
