@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from experiments import plots
 from experiments.cli import ArgumentParser, write_csv
-from syncfabric.hosts.fabric_worker import ReturnedSums, Round
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobLayout
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
@@ -167,7 +167,7 @@ class OpenRounds:
 
     def get(self, number):
         if number not in self.rounds:
-            self.rounds[number] = Round(number, None, None, self.layout)
+            self.rounds[number] = Round(number, self.layout)
             for old in sorted(self.rounds)[:-self.KEEP]:
                 del self.rounds[old]
         return self.rounds[number]

@@ -24,13 +24,12 @@ from concurrent.futures import Future
 import numpy as np
 
 from syncfabric.hosts.controller_client import ControllerClient
-from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
                                         missing_ranges)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
-from syncfabric.hosts.wire import FRAME_OVERHEAD
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
@@ -75,52 +74,6 @@ class FabricJob:
         self.release()
 
 
-class Round:
-    """One allreduce in flight: what came back of each shard, and when."""
-
-    def __init__(self, number, values, future, layout):
-        self.number, self.values, self.future = number, values, future
-        self.per_fragment = layout.per_fragment
-        self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32)
-        self.have = np.zeros(layout.count, dtype=bool)
-        self.sent = False
-        self.progress_at = self.asked_at = time.monotonic()
-        self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
-        self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
-                      "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
-
-    def place(self, index, values):
-        if not self.have[index]:
-            start = index * self.per_fragment
-            self.result[start:start + len(values)] = values
-            self.have[index] = True
-            self.progress_at = time.monotonic()
-
-
-class ReturnedSums:
-    """A shard's sums coming back to a worker on the shard's tree, each placed into its
-    round (rounds.get(number): the Round, or None if it is not open here); only the
-    shard's host may send them, and only whole sums (every worker in them) count."""
-
-    def __init__(self, layout, shard, sock, rounds):
-        self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
-
-    def take(self):
-        shard, layout = self.shard, self.layout
-        while True:
-            try:
-                packet, (address, _port) = self.sock.recvfrom(65536)
-            except BlockingIOError:
-                return
-            if address != shard.address or len(packet) < HEADER.size:
-                continue
-            job, number, index, _count, mask = HEADER.unpack_from(packet)
-            current = self.rounds.get(number)
-            if job == layout.id and mask == layout.everyone and current is not None \
-                    and shard.first <= index < shard.last:
-                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
-
-
 class FabricWorker:
     """One worker's rounds of a job (module doc): its sockets, the shards its host holds,
     and an I/O thread that sends, receives, repairs and completes the rounds' Futures.
@@ -152,7 +105,8 @@ class FabricWorker:
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
         self.outbox = PacedSender(self.sock, self._resent_packet)   # repairs
-        self.submitted, self.next_round = queue.Queue(), 1
+        self.submitted = queue.Queue()
+        self.filling = RoundFilling(self.layout)
         self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
         #                   requests, its first pass's time and the time its rates plan
         self.failure, self.closing, self.closing_at = None, False, None
@@ -166,17 +120,23 @@ class FabricWorker:
     def allreduce_async(self, values):
         """The next round on `values` (float32, the job's model_bytes); a Future of the
         sum over every worker."""
-        values = np.ascontiguousarray(values, dtype=np.float32).ravel()
-        if len(values) != self.layout.floats:
-            raise ValueError("job %d rounds %d float32 values, not %d"
-                             % (self.layout.id, self.layout.floats, len(values)))
-        future = Future()
-        self.submitted.put((values, future))
-        self.wakeup.wake()
-        return future
+        return self.reduce_part(0, values)
 
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
+
+    def reduce_part(self, start, values):
+        """values[i] is float start + i of the round being filled (the next round once
+        the last one has every float); a Future of those floats' sum over every worker.
+        Each fragment goes out as soon as its floats are all in, so that a round given in
+        pieces (DDP's buckets) is on the wire while the rest is being computed. Every
+        worker gives the same pieces in the same order, as with any collective."""
+        values = np.ascontiguousarray(values, dtype=np.float32).ravel()
+        number = self.filling.take(start, start + len(values))
+        future = Future()
+        self.submitted.put((number, start, values, future))
+        self.wakeup.wake()
+        return future
 
     def close(self):
         """Stop, once this host's shards have served the other workers (SHARD_LINGER_S)."""
@@ -196,7 +156,7 @@ class FabricWorker:
             try:
                 self._pump(SHARD_LINGER_S / 4 if self.closing else None)
                 while not self.submitted.empty():
-                    self._start(*self.submitted.get())
+                    self._contribute(*self.submitted.get())
             except Exception as error:   # keep serving; the rounds in flight fail with it
                 LOG.exception("worker %s: round handling failed", self.name)
                 self._fail(JobError("worker %s: %s" % (self.name, error)))
@@ -226,30 +186,26 @@ class FabricWorker:
         self.shard_heard_at = time.monotonic()
         node.take()
 
-    def _start(self, values, future):
+    def _contribute(self, number, start, values, future):
         if self.failure is not None:
             future.set_exception(self.failure)
             return
-        number, self.next_round = self.next_round, self.next_round + 1
-        current = self.rounds[number] = Round(number, values, future, self.layout)
-        for node in self.own:   # this worker's part of its own shard, added in its host
-            for index in range(node.shard.first, node.shard.last):
-                node.add_local(number, index, self._packet(current, index))
-        streams = [((leg.address, leg.port),
-                    [self._packet(current, i) for i in range(leg.first, leg.last)],
-                    leg.rate_mbps * self.rate_fraction) for leg in self.layout.legs[self.name]]
+        current = self.rounds.setdefault(number, self.rounds.get(number) or Round(number, self.layout))
+        streams, own = {}, {node.shard.index: node for node in self.own}
+        for block in current.contribute(start, values, future):
+            index = int(self.layout.wire_of[block])
+            shard = self.layout.shard_of[index]
+            if shard in own:   # this worker's part of its own shard, added in its host
+                own[shard].add_local(number, index, current.packet(index, self.bit))
+            else:
+                streams.setdefault(self.layout.leg_of(self.name, index), []).append(
+                    current.packet(index, self.bit))
+        streams = [((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction)
+                   for leg, packets in streams.items()]
         started = time.perf_counter()
-        send_streams(self.sock, streams, self._pump)
-        current.stats.update(
-            first_pass_s=time.perf_counter() - started,
-            sent=sum(len(packets) for _address, packets, _rate in streams),
-            planned_first_pass_s=max([sum(len(p) + FRAME_OVERHEAD for p in packets) * 8 / (rate * 1e6)
-                                      for _address, packets, rate in streams], default=0.0))
-        current.sent, current.progress_at = True, time.monotonic()
-
-    def _packet(self, current, index):
-        return fragment_packet(self.layout.id, current.number, index, self.bit, current.values,
-                               self.layout.per_fragment)
+        if streams:
+            send_streams(self.sock, streams, self._pump)
+        current.sent_first_pass(streams, time.perf_counter() - started)
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)
@@ -283,15 +239,16 @@ class FabricWorker:
     def _resent_packet(self, item):
         """A fragment sent again, if its round is still in flight."""
         current = self.rounds.get(item[0])
-        return None if current is None else self._packet(current, item[1])
+        return None if current is None else current.packet(item[1], self.bit)
 
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
-            if current.have.all():
+            for start, stop, future in current.summed_parts():
+                future.set_result(current.result[start:stop].copy())
+            if current.sent and current.have.all():
                 del self.rounds[number]
                 self.stats[number] = current.stats
-                current.future.set_result(current.result[:self.layout.floats].copy())
             elif current.sent and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
                                     % (number, self.layout.id, ROUND_FAIL_S,
@@ -312,7 +269,8 @@ class FabricWorker:
         LOG.error("%s", error)
         self.failure = error
         for number in list(self.rounds):
-            self.rounds.pop(number).future.set_exception(error)
+            for _start, _stop, future in self.rounds.pop(number).parts:
+                future.set_exception(error)
 
 
 def blame(layout, own_nodes, current):

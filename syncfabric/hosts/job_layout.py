@@ -77,6 +77,11 @@ class JobLayout:
         self.aggregations = [Aggregation(a["host"], a["shard"], a["port"], a["rate_mbps"],
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
+        self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
+        for shard in self.shards:
+            self.shard_of[shard.first:shard.last] = shard.index
+        self.wire_of = striped_order(self.shards, self.count)   # a worker's block -> fragment
+        self.block_of = np.argsort(self.wire_of)                 # and back
 
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]
@@ -125,3 +130,16 @@ class JobLayout:
         """The leg of `worker` that carries `fragment` (None: its own shard's)."""
         return next((leg for leg in self.legs.get(worker, ())
                      if leg.first <= fragment < leg.last), None)
+
+
+def striped_order(shards, count):
+    """Which fragment carries each block of per_fragment floats of a worker's values:
+    the shards' fragments interleaved in proportion to their sizes, so that values that
+    come in pieces (DDP's buckets) keep every shard's leg busy from the first piece. The
+    short last fragment stays last (it is the last shard's last)."""
+    order = np.arange(count)
+    progress = np.zeros(count)
+    for shard in shards:
+        size = shard.last - shard.first
+        progress[shard.first:shard.last] = (np.arange(size) + 1) / size
+    return order[np.lexsort((order, progress))]

@@ -21,6 +21,7 @@ MAY_IMPORT = {
     "services": {"decisions", "openflow", "services"},
     "operator": {"decisions", "openflow", "services", "operator"},
     "hosts": {"hosts"},   # runs on any Linux host: none of the controller's layers
+    "torch": {"hosts", "torch"},   # DDP's hook: the host side, in a PyTorch process
 }
 # the commands at the top of the package (python -m syncfabric.X), and what they may import
 ENTRY_POINTS = {"aggregator.py": {"hosts"}}

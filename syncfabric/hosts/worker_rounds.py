@@ -1,0 +1,138 @@
+"""A worker's rounds in flight (fabric_worker): what it gave of each and what came back,
+by fragment, and the shards' sums coming back on their trees."""
+
+import threading
+import time
+
+import numpy as np
+
+from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.wire import FRAME_OVERHEAD
+
+
+class Round:
+    """One allreduce in flight: the values contributed so far (in the caller's order, a
+    block of per_fragment floats per fragment, layout.wire_of), the parts' Futures, and
+    what came back of each shard (by fragment), and when."""
+
+    def __init__(self, number, layout):
+        self.number, self.layout = number, layout
+        per_fragment = layout.per_fragment
+        self.values = np.zeros(layout.count * per_fragment, dtype=np.float32)
+        self.result = np.zeros_like(self.values)
+        self.filled = np.zeros(layout.count, dtype=np.int64)   # floats contributed per block
+        self.block_floats = np.minimum(per_fragment, layout.floats - np.arange(layout.count)
+                                       * per_fragment)
+        self.parts = []     # [start, stop, Future] of each contribution not yet summed
+        self.have = np.zeros(layout.count, dtype=bool)   # by fragment
+        self.sent = False   # every fragment of this worker's went out
+        self.progress_at = self.asked_at = time.monotonic()
+        self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
+        self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
+                      "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
+
+    def contribute(self, start, values, future):
+        """Take values[start:...]; the blocks (fragments' numbers) that became whole."""
+        stop = start + len(values)
+        self.values[start:stop] = values
+        self.parts.append([start, stop, future])
+        per_fragment = self.layout.per_fragment
+        blocks = np.arange(start // per_fragment, (stop - 1) // per_fragment + 1)
+        self.filled[blocks] += (np.minimum(stop, (blocks + 1) * per_fragment)
+                                - np.maximum(start, blocks * per_fragment))
+        whole = blocks[self.filled[blocks] == self.block_floats[blocks]]
+        self.sent = bool((self.filled == self.block_floats).all())
+        self.progress_at = time.monotonic()
+        return whole
+
+    def sent_first_pass(self, streams, seconds):
+        """Count streams [(address, packets, rate_mbps)] sent in `seconds` as first pass."""
+        self.stats["first_pass_s"] += seconds
+        self.stats["sent"] += sum(len(packets) for _address, packets, _rate in streams)
+        self.stats["planned_first_pass_s"] += max(
+            [sum(len(p) + FRAME_OVERHEAD for p in packets) * 8 / (rate * 1e6)
+             for _address, packets, rate in streams], default=0.0)
+        self.progress_at = time.monotonic()
+
+    def block(self, index):
+        """The values fragment `index` carries (None: not all contributed yet)."""
+        block = int(self.layout.block_of[index])
+        if self.filled[block] != self.block_floats[block]:
+            return None
+        start = block * self.layout.per_fragment
+        return self.values[start:start + self.block_floats[block]]
+
+    def packet(self, index, bit):
+        """Fragment `index` of the values, from the worker with `bit` (None: not all given)."""
+        values = self.block(index)
+        return None if values is None else HEADER.pack(
+            self.layout.id, self.number, index, self.layout.count, bit) + values.astype(">f4").tobytes()
+
+    def place(self, index, values):
+        if not self.have[index]:
+            start = int(self.layout.block_of[index]) * self.layout.per_fragment
+            self.result[start:start + len(values)] = values
+            self.have[index] = True
+            self.progress_at = time.monotonic()
+
+    def summed_parts(self):
+        """The parts whose every fragment is back, taken out of the round."""
+        per_fragment, done = self.layout.per_fragment, []
+        for part in list(self.parts):
+            start, stop, _future = part
+            blocks = slice(start // per_fragment, (stop - 1) // per_fragment + 1)
+            if self.have[self.layout.wire_of[blocks]].all():
+                self.parts.remove(part)
+                done.append(part)
+        return done
+
+
+class RoundFilling:
+    """Which round the caller's pieces go to: the one being filled until it has every
+    float, then the next (FabricWorker.reduce_part)."""
+
+    def __init__(self, layout):
+        self.layout, self.next_round, self.filling = layout, 1, None
+        self.lock = threading.Lock()
+
+    def take(self, start, stop):
+        """The round that floats start..stop-1 go to; ValueError if they cannot."""
+        with self.lock:
+            if not 0 <= start < stop <= self.layout.floats:
+                raise ValueError("job %d rounds %d float32 values: %d..%d is not among them"
+                                 % (self.layout.id, self.layout.floats, start, stop))
+            if self.filling is None:
+                self.filling = (self.next_round, np.zeros(self.layout.floats, dtype=bool))
+                self.next_round += 1
+            number, filled = self.filling
+            if filled[start:stop].any():
+                raise ValueError("floats %d..%d of round %d were given already"
+                                 % (start, stop, number))
+            filled[start:stop] = True
+            if filled.all():
+                self.filling = None
+            return number
+
+
+class ReturnedSums:
+    """A shard's sums coming back to a worker on the shard's tree, each placed into its
+    round (rounds.get(number): the Round, or None if it is not open here); only the
+    shard's host may send them, and only whole sums (every worker in them) count."""
+
+    def __init__(self, layout, shard, sock, rounds):
+        self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
+
+    def take(self):
+        shard, layout = self.shard, self.layout
+        while True:
+            try:
+                packet, (address, _port) = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            if address != shard.address or len(packet) < HEADER.size:
+                continue
+            job, number, index, _count, mask = HEADER.unpack_from(packet)
+            current = self.rounds.get(number)
+            if job == layout.id and mask == layout.everyone and current is not None \
+                    and shard.first <= index < shard.last:
+                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))

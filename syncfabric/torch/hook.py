@@ -1,0 +1,134 @@
+"""DDP's communication hook through the fabric: every gradient bucket goes into the job's
+streaming round as DDP hands it over (FabricWorker.reduce_part, a step's buckets one
+round, each at its place in the step's gradient), and its Future completes when the
+bucket's sum is back, divided by the world size as DDP's own all-reduce does. The
+backward pass goes on meanwhile.
+
+Every rank gets the same sums, bit for bit (one shard adds each fragment and sends the
+sum to all), so every rank takes the same step. float16 and bfloat16 buckets go as
+float32 and come back in their dtype. A bucket whose sum is not finite (inf or NaN in
+some rank's gradient: every rank sees the same sum, so every rank decides alike) is an
+error, or with fallback=True is reduced again over the process group, as are buckets
+of other dtypes. Buckets are settled in order by one thread, so that the process
+group's collectives go in the same order on every rank.
+"""
+
+import logging
+import queue
+import threading
+
+import torch
+import torch.distributed as dist
+
+from syncfabric.hosts.fabric_worker import FabricWorker
+from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
+                                           release_at_end, wire_floats)
+
+LOG = logging.getLogger("syncfabric.torch")
+
+__all__ = ["fabric_hook", "FabricHookError", "FabricReducer"]
+
+
+def fabric_hook(model, controller, host=None, fallback=False, process_group=None, **job_options):
+    """Register the fabric's hook on a DistributedDataParallel `model` (every rank calls
+    it, before the first backward); the hook's FabricReducer, or None where fallback
+    leaves every bucket to DDP's own all-reduce. controller: the controller's URL;
+    host: this rank's fabric host (default: GLOO_SOCKET_IFNAME's address);
+    job_options: POST /jobs's shards, placement, aggregation, ttl_s. Raises
+    FabricHookError, on every rank alike, for what cannot go through the fabric."""
+    group = process_group if process_group is not None else model.process_group
+    try:
+        floats = wire_floats(model, fallback)
+        if floats == 0:
+            raise FabricHookError("the model has no float32, float16 or bfloat16 gradient")
+        job, name = agree_on_job(controller, host, floats, group, job_options)
+    except FabricHookError as error:
+        if not fallback:
+            raise
+        LOG.warning("gradients go over the process group, not the fabric: %s", error)
+        return None
+    try:
+        worker = FabricWorker(job, name)
+    except Exception:
+        job.release()
+        raise
+    reducer = FabricReducer(job, worker, group, floats, fallback)
+    release_at_end(reducer)
+    dist.barrier(group)   # every rank's sockets are open before any sends
+    model.register_comm_hook(reducer, reduce_bucket)
+    LOG.info("rank %d (%s): gradients through job %d", dist.get_rank(group), name, job.id)
+    return reducer
+
+
+def reduce_bucket(reducer, bucket):
+    """The hook DDP calls: hook(state, GradBucket) -> Future of the bucket's tensor."""
+    return reducer.reduce(bucket)
+
+
+class FabricReducer:
+    """The hook's state: the job and this rank's worker, where the next bucket goes in
+    the step's round, and the thread that settles buckets in order."""
+
+    def __init__(self, job, worker, group, floats, fallback):
+        self.job, self.worker, self.group = job, worker, group
+        self.floats, self.fallback = floats, fallback
+        self.world_size = dist.get_world_size(group)
+        self.offset = 0           # where the next bucket goes in this step's round
+        self.fallbacks = 0        # buckets reduced over the process group
+        self.settling = queue.Queue()
+        self.settler = threading.Thread(target=self._settle, name="syncfabric-buckets", daemon=True)
+        self.settler.start()
+
+    def reduce(self, bucket):
+        buffer, sums = bucket.buffer(), None
+        if buffer.dtype in WIRE_DTYPES:
+            values = buffer.detach().to(torch.float32, copy=True).numpy()
+            sums = self.worker.reduce_part(self.offset, values)
+            self.offset += len(values)
+        if bucket.is_last():
+            given, self.offset = self.offset, 0
+            if given != self.floats:
+                raise FabricHookError("a step's buckets held %d float32 gradients, not the %d "
+                                      "the job was made for" % (given, self.floats))
+        result = torch.futures.Future()
+        self.settling.put((bucket.index(), buffer, sums, result))
+        return result
+
+    def close(self):
+        """Stop settling, close the worker, and (rank 0) release the job."""
+        self.settling.put(None)
+        try:
+            self.worker.close()
+        finally:
+            self.job.release()
+
+    def _settle(self):
+        while True:
+            item = self.settling.get()
+            if item is None:
+                return
+            index, buffer, sums, result = item
+            try:
+                result.set_result(self._settled(index, buffer, sums))
+            except Exception as error:   # the step fails with it; the thread goes on
+                LOG.error("bucket %d: %s", index, error)
+                result.set_exception(error)
+
+    def _settled(self, index, buffer, sums):
+        if sums is None:
+            return self._over_process_group(buffer)
+        total = torch.from_numpy(sums.result())
+        if not torch.isfinite(total).all():
+            if not self.fallback:
+                raise FabricHookError(
+                    "bucket %d's gradient sum is not finite (inf or NaN in some rank's "
+                    "gradient); pass fallback=True to reduce such buckets over the process "
+                    "group instead" % index)
+            LOG.warning("bucket %d's sum is not finite: reduced over the process group", index)
+            return self._over_process_group(buffer)
+        return total.div_(self.world_size).to(buffer.dtype)
+
+    def _over_process_group(self, buffer):
+        self.fallbacks += 1
+        dist.all_reduce(buffer, group=self.group)
+        return buffer.div_(self.world_size)

@@ -1,0 +1,160 @@
+"""Joining DDP's ranks to a job, as fabric_hook registers: each rank's fabric host (its
+data-plane address, GLOO_SOCKET_IFNAME's, looked up in the controller's topology, or
+host=), one job for them all posted by rank 0 with the model's gradient bytes, and the
+job released once at destroy_process_group or at exit. Every decision is taken
+together: a problem on any rank is every rank's error (or fallback)."""
+
+import atexit
+import datetime
+import fcntl
+import logging
+import os
+import signal
+import socket
+import struct
+
+import torch
+import torch.distributed as dist
+
+from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.fabric_worker import FabricJob
+from syncfabric.hosts.gradient_wire import MAX_WORKERS
+
+LOG = logging.getLogger("syncfabric.torch")
+WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # summed as float32 on the wire
+SIOCGIFADDR = 0x8915    # Linux: an interface's IPv4 address
+RELEASE_BARRIER_S = 60  # at destroy_process_group, how long ranks wait for each other
+
+
+class FabricHookError(RuntimeError):
+    """What keeps a model's gradients off the fabric, and what to do about it."""
+
+
+def interface_address(interface):
+    """The IPv4 address of a network interface (e.g. GLOO_SOCKET_IFNAME's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            answer = fcntl.ioctl(sock.fileno(), SIOCGIFADDR,
+                                 struct.pack("256s", interface.encode()[:15]))
+        except OSError as error:
+            raise FabricHookError("interface %s has no IPv4 address (%s): set GLOO_SOCKET_IFNAME "
+                                  "to the data-plane interface, or pass host=" % (interface, error)) from None
+    return socket.inet_ntoa(answer[20:24])
+
+
+def local_host(client, host):
+    """This rank's host in the fabric: `host`, or the one whose address is that of
+    GLOO_SOCKET_IFNAME's interface in GET /fabric/topology."""
+    if host is not None:
+        return host
+    interface = os.environ.get("GLOO_SOCKET_IFNAME")
+    if not interface:
+        raise FabricHookError("which fabric host is this rank? set GLOO_SOCKET_IFNAME to its "
+                              "data-plane interface (Gloo uses it too), or pass host=")
+    address = interface_address(interface)
+    hosts = {h["ip"]: h["name"] for h in client.get("/fabric/topology").get("hosts", [])}
+    if address not in hosts:
+        raise FabricHookError("no host of the controller's fabric has %s's address %s; pass host="
+                              % (interface, address))
+    return hosts[address]
+
+
+def wire_floats(model, fallback):
+    """float32 values a step's gradients take on the wire (float16 and bfloat16 go as
+    float32); other dtypes are an error, or (fallback) reduced by the process group."""
+    floats, others = 0, set()
+    for name, parameter in model.module.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        if parameter.dtype in WIRE_DTYPES:
+            floats += parameter.numel()
+        else:
+            others.add("%s (%s)" % (name, parameter.dtype))
+    if others and not fallback:
+        raise FabricHookError("the fabric sums float32, float16 and bfloat16 gradients, not %s; "
+                              "cast the model, or pass fallback=True to reduce those over the "
+                              "process group" % ", ".join(sorted(others)))
+    return floats
+
+
+def hosts_problem(names, world):
+    """Why these ranks' hosts (None where a rank had a problem) cannot make one job."""
+    if world > MAX_WORKERS:
+        return "%d ranks: a job's wire format carries at most %d workers" % (world, MAX_WORKERS)
+    seen = {}
+    for rank, name in enumerate(names):
+        if name in seen:
+            return "ranks %d and %d are both on host %s: the fabric takes one rank per host" \
+                   % (seen[name], rank, name)
+        seen[name] = rank
+    return None
+
+
+def agree_on_job(controller, host, floats, group, job_options):
+    """Every rank's (FabricJob, its host name) for one job of the ranks' hosts in rank
+    order; FabricHookError on every rank if any rank, or the controller, says no."""
+    client = ControllerClient(controller)
+    try:
+        mine = local_host(client, host)
+    except Exception as error:   # the controller does not answer, or the host is unknown
+        mine = FabricHookError("rank %d: %s" % (dist.get_rank(group), error))
+    everyone = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, mine, group=group)
+    problems = [str(item) for item in everyone if isinstance(item, Exception)]
+    outcome = [None]
+    if dist.get_rank(group) == 0:
+        outcome[0] = "; ".join(problems) or hosts_problem(everyone, len(everyone)) \
+            or created_job(client, everyone, floats, job_options)
+    dist.broadcast_object_list(outcome, src=dist.get_global_rank(group, 0), group=group)
+    if isinstance(outcome[0], str):
+        raise FabricHookError(outcome[0])
+    owned = dist.get_rank(group) == 0
+    return FabricJob(client, outcome[0], owned), mine
+
+
+def created_job(client, hosts, floats, job_options):
+    """POST /jobs for `hosts`: the job's report, or why there is none (a string)."""
+    try:
+        report = client.request("POST", "/jobs", dict(job_options, workers=list(hosts),
+                                                      model_bytes=4 * floats))
+    except Exception as error:   # refused (409: the fabric lacks room), or no controller
+        return "the controller made no job for %d ranks of %d gradient bytes: %s" % (
+            len(hosts), 4 * floats, error)
+    LOG.info("job %d: %d ranks, %d shard(s), %d aggregator(s), round predicted %.3f s "
+             "(lower bound %.3f s)", report["id"], len(hosts), len(report["shards"]),
+             len(report["aggregators"]), report["predicted_round_s"], report["lower_bound_s"])
+    return report
+
+
+LIVE = []   # the reducers of this process, closed at destroy_process_group or exit
+
+
+def release_at_end(reducer):
+    """Close `reducer` (and release its job) at destroy_process_group, after every rank
+    is there, or at exit, including one by SIGTERM (torchrun's when a rank fails)."""
+    if not LIVE:
+        original = dist.destroy_process_group
+
+        def destroy_process_group(*args, **kwargs):
+            close_all(synchronize=True)
+            return original(*args, **kwargs)
+        dist.destroy_process_group = destroy_process_group
+        atexit.register(close_all)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            try:
+                signal.signal(signal.SIGTERM, lambda *_: exit(128 + signal.SIGTERM))
+            except ValueError:   # not the main thread: exit by SIGTERM leaves the job to its lease
+                LOG.warning("fabric_hook was not called in the main thread: a SIGTERM will "
+                            "not release the job")
+    LIVE.append(reducer)
+
+
+def close_all(synchronize=False):
+    while LIVE:
+        reducer = LIVE.pop()
+        if synchronize:
+            try:   # no rank releases the job while another still needs its sums
+                dist.monitored_barrier(reducer.group, timeout=datetime.timedelta(seconds=RELEASE_BARRIER_S))
+            except Exception as error:   # a rank is gone: release anyway
+                LOG.warning("ranks did not all reach destroy_process_group: %s", error)
+        reducer.close()

@@ -1,0 +1,128 @@
+"""Jobs on one machine's loopback addresses (127.0.0.x are all this host's), with no
+fabric: a controller stand-in that answers the job API with a job whose shards are in
+the workers (no daemon needed), and DDP ranks started as processes on it."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FRAGMENT_BYTES = 1448
+RATE_MBPS = 400.0
+
+
+def address(worker_index):
+    return "127.0.0.%d" % (11 + worker_index)
+
+
+def loopback_job(job_id, workers, model_bytes, port):
+    """The POST /jobs answer for `workers` on loopback: shard i in worker i, returned on
+    group 239.77.<job>.<i>, every worker sending each other shard its fragments."""
+    count = -(-model_bytes // FRAGMENT_BYTES)
+    cuts = [count * i // len(workers) for i in range(len(workers) + 1)]
+    addresses = {w: address(i) for i, w in enumerate(workers)}
+    shards = [{"host": w, "address": addresses[w], "port": port + i,
+               "fragments": [cuts[i], cuts[i + 1]],
+               "bytes": [cuts[i] * FRAGMENT_BYTES, min(cuts[i + 1] * FRAGMENT_BYTES, model_bytes)],
+               "return": {"tree": i + 1, "group": "239.77.%d.%d" % (job_id % 250, i),
+                          "port": port + i, "rate_mbps": RATE_MBPS}}
+              for i, w in enumerate(workers) if cuts[i] < cuts[i + 1]]
+    destinations = {w: [{"shard": i, "host": s["host"], "address": s["address"], "port": s["port"],
+                         "fragments": s["fragments"], "rate_mbps": RATE_MBPS}
+                        for i, s in enumerate(shards) if s["host"] != w] for w in workers}
+    return {"id": job_id, "generation": 1, "release_key": "k", "workers": list(workers),
+            "model_bytes": model_bytes, "fragment_bytes": FRAGMENT_BYTES, "fragments": count,
+            "addresses": addresses, "shards": shards, "destinations": destinations,
+            "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}
+
+
+class StubController:
+    """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status),
+    GET and DELETE of /jobs/<id>, and GET /fabric/topology listing `topology`. It
+    records what was asked (`posted`, `deleted`) and what is live (`jobs`)."""
+
+    def __init__(self, topology=(), refuse=None, port=29400):
+        self.topology, self.refuse, self.port = list(topology), refuse, port
+        self.jobs, self.posted, self.deleted = {}, [], []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, method, path, body):
+        with self.lock:
+            if method == "GET" and path == "/fabric/topology":
+                return 200, {"hosts": self.topology}
+            if method == "POST" and path == "/jobs":
+                self.posted.append(body)
+                if self.refuse is not None:
+                    return self.refuse, {"error": "the workers' links lack room",
+                                         "bottleneck": "h1->leaf1", "max_rate_mbps": 1.0}
+                job_id = len(self.posted)
+                job = self.jobs[job_id] = loopback_job(job_id, body["workers"],
+                                                       body["model_bytes"], self.port + 20 * job_id)
+                return 201, job
+            job_id = int(path.rsplit("/", 1)[-1]) if path.startswith("/jobs/") else None
+            if job_id not in self.jobs:
+                return 404, {"error": "no such job"}
+            if method == "DELETE":
+                self.deleted.append(job_id)
+                return 200, self.jobs.pop(job_id)
+            return 200, self.jobs[job_id]
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"null")
+                status, answer = stub.answer(self.command, self.path, body)
+                payload = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_DELETE = _serve
+
+            def log_message(self, *_args):
+                pass
+        return Handler
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_ranks(world, arguments, timeout_s=120, environment=None):
+    """tests/harness/ddp_ranks.py as `world` ranks on loopback; each rank's JSON answer."""
+    port = free_port()
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "tests.harness.ddp_ranks", *arguments],
+        env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                 WORLD_SIZE=str(world), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
+                 **(environment or {})),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(world)]
+    answers = []
+    for process in processes:
+        try:
+            output, errors = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            for other in processes:
+                other.kill()
+            raise
+        lines = [line for line in output.splitlines() if line.startswith("{")]
+        assert lines, "a rank printed no answer: %s" % errors[-2000:]
+        answers.append(json.loads(lines[-1]))
+    return answers
