@@ -26,7 +26,7 @@ class Tiny(nn.Module):
         self.body = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
 
     def forward(self, x):
-        return self.head(self.body(x))
+        return self.head(self.body(x).to(self.head.weight.dtype))
 
 
 def parameter_hash(model):
@@ -50,8 +50,11 @@ def watch_buckets(seen):
 
 def train(args, answer):
     torch.manual_seed(args.seed)
-    dtype = getattr(torch, args.dtype)
-    model = DistributedDataParallel(Tiny().to(dtype), bucket_cap_mb=args.bucket_cap_mb)
+    dtype = torch.float32 if args.dtype == "mixed" else getattr(torch, args.dtype)
+    module = Tiny().to(dtype)
+    if args.dtype == "mixed":   # the head in float64, the body in float32
+        module.head.double()
+    model = DistributedDataParallel(module, bucket_cap_mb=args.bucket_cap_mb)
     rank = dist.get_rank()
     if args.mode == "fabric":
         names = args.hosts.split(",") if args.hosts else None
@@ -85,7 +88,8 @@ def main(argv=None):
     parser.add_argument("--controller", default="http://127.0.0.1:1")
     parser.add_argument("--hosts", default="", help="comma list: rank i's fabric host (default: "
                                                     "GLOO_SOCKET_IFNAME's)")
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", default="float32", help="a torch dtype, or mixed: the head "
+                                                          "in float64, the rest float32")
     parser.add_argument("--fallback", action="store_true")
     parser.add_argument("--nan-step", type=int, default=0)
     parser.add_argument("--nan-rank", type=int, default=0)

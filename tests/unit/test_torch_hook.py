@@ -1,0 +1,128 @@
+"""fabric_hook on loopback with no fabric (tests/harness/loopback_jobs.py): DDP ranks as
+processes, a controller stand-in making jobs whose shards are in the workers. The hook
+matches Gloo within float32's summation bound, keeps every rank bit-identical through
+DDP's bucket rebuild and several buckets in flight, refuses what cannot go through the
+fabric on every rank alike (leaving no job), and falls back when asked."""
+
+import numpy as np
+import pytest
+
+from syncfabric.torch.registration import hosts_problem
+from tests.harness.loopback_jobs import StubController, address, run_ranks
+
+WORKERS = ["w1", "w2", "w3"]
+
+
+@pytest.fixture
+def stub():
+    controller = StubController(topology=[{"name": "w1", "ip": "127.0.0.1"}])
+    yield controller
+    controller.close()
+
+
+def fabric(stub, *extra, hosts=WORKERS):
+    return ["--controller", stub.url, "--hosts", ",".join(hosts), *extra]
+
+
+def final_parameters(answers):
+    return np.array(answers[0]["parameters"])
+
+
+def assert_identical_at_every_step(answers):
+    for answer in answers:
+        assert answer["error"] is None, answer.get("traceback")
+        assert all(len(set(hashes)) == 1 for hashes in answer["hashes"])
+        assert len(answer["hashes"]) == 5
+
+
+def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(stub):
+    gloo = run_ranks(3, ["--mode", "gloo"])
+    hooked = run_ranks(3, fabric(stub))
+    assert_identical_at_every_step(hooked)
+    assert all(answer["registered"] and answer["fallbacks"] == 0 for answer in hooked)
+    ours, theirs = final_parameters(hooked), final_parameters(gloo)
+    # float32 sums in another order than Gloo's ring: 5 SGD steps apart by roundings only
+    assert np.abs(ours - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
+    assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
+
+
+def test_buckets_rebuilt_after_the_first_step_and_several_in_flight(stub):
+    answers = run_ranks(2, fabric(stub, hosts=WORKERS[:2]))
+    assert_identical_at_every_step(answers)
+    buckets = answers[0]["buckets"]
+    first_step = [b["floats"] for b in buckets if b["index"] == 0][:1]
+    assert first_step == [stub.posted[0]["model_bytes"] // 4]   # one bucket, then rebuilt
+    later = buckets[1:]
+    assert len(later) == 8 and {b["floats"] for b in later} == {4810, 1088}
+    assert max(b["in_flight"] for b in later) >= 1   # the next bucket came before a sum
+
+
+def test_a_model_of_another_dtype_is_refused_on_every_rank_and_makes_no_job(stub):
+    answers = run_ranks(2, fabric(stub, "--dtype", "float64", hosts=WORKERS[:2]))
+    assert all("float64" in a["error"] and "fallback=True" in a["error"] for a in answers)
+    assert stub.posted == []
+
+
+def test_a_refused_job_is_every_ranks_error(stub):
+    stub.refuse = 409
+    answers = run_ranks(2, fabric(stub, hosts=WORKERS[:2]))
+    assert all("HTTP 409" in a["error"] and "links lack room" in a["error"] for a in answers)
+    assert stub.jobs == {}
+
+
+def test_a_controller_that_does_not_answer_is_every_ranks_error():
+    answers = run_ranks(2, ["--controller", "http://127.0.0.1:9", "--hosts", "w1,w2"])
+    assert all("no job" in a["error"] and "Connection refused" in a["error"] for a in answers)
+
+
+def test_ranks_that_share_a_host_are_refused(stub):
+    """GLOO_SOCKET_IFNAME=lo: both ranks are 127.0.0.1, the stand-in's w1."""
+    answers = run_ranks(2, ["--controller", stub.url])
+    assert all("ranks 0 and 1 are both on host w1" in a["error"] for a in answers)
+    assert stub.posted == []
+
+
+def test_a_rank_whose_address_the_fabric_lacks_is_named(stub):
+    stub.topology = [{"name": "h1", "ip": "10.0.0.1"}]
+    answers = run_ranks(2, ["--controller", stub.url])
+    assert all("rank 0: no host of the controller's fabric has lo's address 127.0.0.1" in a["error"]
+               and "rank 1:" in a["error"] for a in answers)
+    assert stub.posted == []
+
+
+def test_more_ranks_than_the_wire_format_carries():
+    assert "at most 64 workers" in hosts_problem(["h%d" % i for i in range(65)], 65)
+    assert hosts_problem(["h1", "h2"], 2) is None
+
+
+def test_with_fallback_what_cannot_go_through_the_fabric_goes_over_the_process_group(stub):
+    gloo = run_ranks(2, ["--mode", "gloo", "--dtype", "mixed"])
+    answers = run_ranks(2, fabric(stub, "--dtype", "mixed", "--fallback", hosts=WORKERS[:2]))
+    assert_identical_at_every_step(answers)
+    assert answers[0]["fallbacks"] == 5   # the float64 head's bucket, every step
+    assert stub.posted[0]["model_bytes"] == 4 * (16 * 64 + 64 + 64 * 64 + 64)   # the rest
+    assert np.allclose(final_parameters(answers), final_parameters(gloo), rtol=0, atol=1e-6)
+    down = run_ranks(2, ["--controller", "http://127.0.0.1:9", "--hosts", "w1,w2", "--fallback"])
+    assert all(a["error"] is None and a["registered"] is False for a in down)
+
+
+def test_a_sum_that_is_not_finite_fails_every_rank_or_falls_back(stub):
+    failed = run_ranks(2, fabric(stub, "--nan-step", "3", "--nan-rank", "1", hosts=WORKERS[:2]))
+    assert all("not finite" in a["error"] for a in failed)
+    assert all(len(a["hashes"]) == 2 for a in failed)
+    fell_back = run_ranks(2, fabric(stub, "--nan-step", "3", "--nan-rank", "1", "--fallback",
+                                    hosts=WORKERS[:2]))
+    # both buckets of step 3, and of steps 4 and 5: the parameters are NaN from then on
+    assert all(a["error"] is None and a["fallbacks"] == 6 for a in fell_back)
+    assert all(len(set(hashes)) == 1 for hashes in fell_back[0]["hashes"])
+    assert stub.jobs == {}
+
+
+def test_bfloat16_goes_as_float32_and_comes_back_identical(stub):
+    answers = run_ranks(2, fabric(stub, "--dtype", "bfloat16", hosts=WORKERS[:2]))
+    assert_identical_at_every_step(answers)
+    assert answers[0]["fallbacks"] == 0 and np.isfinite(final_parameters(answers)).all()
+
+
+def test_loopback_addresses_are_distinct():
+    assert len({address(i) for i in range(3)}) == 3
