@@ -215,6 +215,26 @@ def plot_train(csv_path):
     return save(figure, csv_path)
 
 
+def plot_ddp(csv_path):
+    """Test accuracy against wall-clock training time, one line per mode, a panel per
+    model and worker count (experiments.ddp)."""
+    rows = read_rows(csv_path)
+    panels = list(dict.fromkeys((row["model"], row["workers"]) for row in rows))
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for axis, (model, workers) in zip(axes[0], panels):
+        group = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
+        for mode in dict.fromkeys(r["mode"] for r in group):
+            line = [r for r in group if r["mode"] == mode]
+            axis.plot([float(r["elapsed_s"]) for r in line],
+                      [float(r["test_accuracy"]) for r in line], marker=".", label=mode)
+        axis.set_xlabel("wall-clock training time (s)")
+        axis.set_ylabel("test accuracy (digits)")
+        axis.set_title("DDP, %s, %s workers" % (model, workers))
+        axis.grid(alpha=0.3)
+        axis.legend()
+    return save(figure, csv_path)
+
+
 def plot_fault_recovery(csv_path):
     """Per run, the longest silence a worker saw around the fault and the longest run of
     datagrams it lost (a tree), or the time the fault added to a gradient round; runs
@@ -508,7 +528,7 @@ PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_b
             "ina_optimality": plot_ina_optimality, "api_fuzz": plot_api_fuzz,
             "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
             "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check,
-            "job_setup": plot_job_setup, "host_bench": plot_host_bench}
+            "job_setup": plot_job_setup, "host_bench": plot_host_bench, "ddp": plot_ddp}
 
 
 def main(argv=None):
