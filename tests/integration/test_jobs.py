@@ -1,6 +1,7 @@
 """Jobs for real on a 2x2 Mininet fabric under ryu-manager: the aggregator daemons serve
 one job and then another, whole-number sums come back exact, a host outside the job
-changes no sum, and a daemon that dies fails the round within 5 s, naming its host."""
+changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
+that dies fails the round within 5 s, naming its host."""
 
 import sys
 import time
@@ -8,6 +9,7 @@ import time
 import pytest
 
 from experiments import api_fuzz
+from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_daemons, run_job, start_workers, worker_lines
 from tests.harness.testbeds import running_testbed
 
@@ -77,6 +79,21 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
         injector.wait()
         bed.client.request("DELETE", "/jobs/%d" % job["id"])
     assert all(r["exact"] for lines in results.values() for r in lines)
+    assert bed.leftovers() == {}
+
+
+@pytest.mark.parametrize("mode", ["fabric-stream", "fabric-colocated"])
+def test_ten_ddp_steps_through_the_hook_keep_every_rank_identical_and_leave_nothing(bed, daemons,
+                                                                                   mode):
+    rows = run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
+                     ["--model", "tests.harness.ddp_ranks:tiny_digits", "--mode", mode,
+                      "--steps", "10", "--controller", bed.management_url]
+                     + ["--shards", "1"] * (mode == "fabric-stream"))
+    assert [row["step"] for row in rows] == list(range(1, 11))
+    assert all(row["ranks_identical"] for row in rows)
+    assert all(stats["sent"] > 0 for row in rows for stats in row["rounds"])   # through the fabric
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert bed.client.get("/jobs") == {"jobs": []}   # released at destroy_process_group
     assert bed.leftovers() == {}
 
 
