@@ -206,6 +206,7 @@ class FabricWorker:
         if streams:
             send_streams(self.sock, streams, self._pump)
         current.sent_first_pass(streams, time.perf_counter() - started)
+        current.sent = current.given()   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)

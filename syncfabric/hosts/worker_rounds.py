@@ -25,7 +25,7 @@ class Round:
                                        * per_fragment)
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
-        self.sent = False   # every fragment of this worker's went out
+        self.sent = False   # every fragment of this worker's went out (repairs may start)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
@@ -40,10 +40,12 @@ class Round:
         blocks = np.arange(start // per_fragment, (stop - 1) // per_fragment + 1)
         self.filled[blocks] += (np.minimum(stop, (blocks + 1) * per_fragment)
                                 - np.maximum(start, blocks * per_fragment))
-        whole = blocks[self.filled[blocks] == self.block_floats[blocks]]
-        self.sent = bool((self.filled == self.block_floats).all())
         self.progress_at = time.monotonic()
-        return whole
+        return blocks[self.filled[blocks] == self.block_floats[blocks]]
+
+    def given(self):
+        """Whether every float of the round was given."""
+        return bool((self.filled == self.block_floats).all())
 
     def sent_first_pass(self, streams, seconds):
         """Count streams [(address, packets, rate_mbps)] sent in `seconds` as first pass."""

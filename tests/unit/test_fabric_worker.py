@@ -1,0 +1,62 @@
+"""FabricWorker on loopback (tests/harness/loopback_jobs.py), two workers in one process,
+each holding one shard: a round given in pieces, in any order, sums exactly and answers
+each piece; a piece given twice is refused; and a first pass slower than the repair
+timer sends nothing twice."""
+
+import time
+from concurrent.futures import wait
+
+import numpy as np
+import pytest
+
+from syncfabric.hosts.fabric_worker import REPAIR_QUIET_S, FabricWorker
+from tests.harness.loopback_jobs import loopback_job
+
+FLOATS = 362 * 100   # a hundred fragments
+
+
+@pytest.fixture
+def workers(request):
+    rate_mbps = getattr(request, "param", 400.0)
+    report = loopback_job(90, ["w1", "w2"], FLOATS * 4, 29700, rate_mbps)
+    pair = [FabricWorker(report, name) for name in ("w1", "w2")]
+    yield pair
+    for worker in pair:
+        worker.close()
+
+
+def values(worker):
+    """Whole numbers: any order of summation is exact."""
+    return np.arange(FLOATS, dtype=np.float32) % 1000 + worker
+
+
+def test_a_round_given_in_pieces_in_any_order_sums_exactly(workers):
+    cut = 12_345   # not on a fragment's edge
+    futures = [workers[0].reduce_part(cut, values(0)[cut:]), workers[0].reduce_part(0, values(0)[:cut]),
+               workers[1].reduce_part(0, values(1)[:cut]), workers[1].reduce_part(cut, values(1)[cut:])]
+    wait(futures, timeout=20)
+    total = values(0) + values(1)
+    assert np.array_equal(futures[0].result(), total[cut:])
+    assert np.array_equal(futures[1].result(), total[:cut])
+    assert np.array_equal(np.concatenate([futures[2].result(), futures[3].result()]), total)
+
+
+def test_a_piece_given_twice_or_outside_the_round_is_refused(workers):
+    workers[0].reduce_part(0, values(0)[:1000])
+    with pytest.raises(ValueError, match="were given already"):
+        workers[0].reduce_part(500, values(0)[500:1500])
+    with pytest.raises(ValueError, match="is not among them"):
+        workers[0].reduce_part(FLOATS - 10, values(0)[:20])
+
+
+@pytest.mark.parametrize("workers", [2.0], indirect=True)
+def test_a_first_pass_slower_than_the_repair_timer_sends_nothing_twice(workers):
+    """w2 starts late: w1 asks for repairs while it waits, but not while it still sends."""
+    first = workers[0].allreduce_async(values(0))
+    time.sleep(0.25)
+    second = workers[1].allreduce_async(values(1))
+    wait([first, second], timeout=20)
+    assert np.array_equal(first.result(), values(0) + values(1))
+    stats = workers[0].stats[1]
+    assert stats["first_pass_s"] > 2 * REPAIR_QUIET_S   # the pass outlasts the repair timer
+    assert stats["resent"] == 0 and workers[1].stats[1]["resent"] == 0
