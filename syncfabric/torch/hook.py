@@ -104,7 +104,11 @@ class FabricReducer:
         try:
             self.worker.close()
         finally:
-            self.job.release()
+            try:
+                self.job.release()
+            except Exception as error:   # e.g. the controller is down: say what is left
+                LOG.error("job %d was not released (%s): DELETE /jobs/%d once the controller "
+                          "answers", self.job.id, error, self.job.id)
 
     def _settle(self):
         while True:

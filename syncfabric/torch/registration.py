@@ -5,13 +5,13 @@ job released once at destroy_process_group or at exit. Every decision is taken
 together: a problem on any rank is every rank's error (or fallback)."""
 
 import atexit
-import datetime
 import fcntl
 import logging
 import os
 import signal
 import socket
 import struct
+import sys
 
 import torch
 import torch.distributed as dist
@@ -23,7 +23,6 @@ from syncfabric.hosts.gradient_wire import MAX_WORKERS
 LOG = logging.getLogger("syncfabric.torch")
 WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # summed as float32 on the wire
 SIOCGIFADDR = 0x8915    # Linux: an interface's IPv4 address
-RELEASE_BARRIER_S = 60  # at destroy_process_group, how long ranks wait for each other
 
 
 class FabricHookError(RuntimeError):
@@ -132,17 +131,18 @@ LIVE = []   # the reducers of this process, closed at destroy_process_group or e
 def release_at_end(reducer):
     """Close `reducer` (and release its job) at destroy_process_group, after every rank
     is there, or at exit, including one by SIGTERM (torchrun's when a rank fails)."""
-    if not LIVE:
+    if not getattr(dist.destroy_process_group, "releases_fabric_jobs", False):
         original = dist.destroy_process_group
 
         def destroy_process_group(*args, **kwargs):
             close_all(synchronize=True)
             return original(*args, **kwargs)
+        destroy_process_group.releases_fabric_jobs = True
         dist.destroy_process_group = destroy_process_group
         atexit.register(close_all)
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             try:
-                signal.signal(signal.SIGTERM, lambda *_: exit(128 + signal.SIGTERM))
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
             except ValueError:   # not the main thread: exit by SIGTERM leaves the job to its lease
                 LOG.warning("fabric_hook was not called in the main thread: a SIGTERM will "
                             "not release the job")
@@ -154,7 +154,7 @@ def close_all(synchronize=False):
         reducer = LIVE.pop()
         if synchronize:
             try:   # no rank releases the job while another still needs its sums
-                dist.monitored_barrier(reducer.group, timeout=datetime.timedelta(seconds=RELEASE_BARRIER_S))
-            except Exception as error:   # a rank is gone: release anyway
+                dist.barrier(reducer.group)
+            except Exception as error:   # a rank is gone (Gloo sees its sockets close)
                 LOG.warning("ranks did not all reach destroy_process_group: %s", error)
         reducer.close()

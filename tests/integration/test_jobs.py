@@ -1,9 +1,11 @@
 """Jobs for real on a 2x2 Mininet fabric under ryu-manager: the aggregator daemons serve
 one job and then another, whole-number sums come back exact, a host outside the job
 changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
-that dies fails the round within 5 s, naming its host."""
+that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
+nothing)."""
 
 import sys
+import threading
 import time
 
 import pytest
@@ -112,4 +114,20 @@ def test_a_daemon_that_dies_mid_round_fails_the_round_within_5_s_naming_its_host
     assert failed_after < 5.0
     for worker_output in lines.values():
         assert "h4 (shard 0's host)" in worker_output[-1]["error"], worker_output[-1]
+    assert bed.leftovers() == {}
+
+
+def test_a_ddp_run_whose_daemon_dies_fails_on_every_rank_and_leaves_nothing(bed, daemons):
+    # after the test above: a fresh daemon in h4, killed while the ranks train
+    with job_daemons(bed, ["h4"]) as mine:
+        killer = threading.Timer(8.0, mine["h4"].kill)
+        killer.start()
+        with pytest.raises(RuntimeError) as failed:
+            run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
+                      ["--model", "tests.harness.ddp_ranks:tiny_digits", "--mode", "fabric-stream",
+                       "--steps", "1000", "--controller", bed.management_url, "--shards", "1"])
+        killer.cancel()
+    message = str(failed.value)   # every rank failed, the round naming the dead daemon's host
+    assert all("%s: " % worker in message for worker in WORKERS) and "h4 (shard 0's host)" in message
+    assert bed.client.get("/jobs") == {"jobs": []}   # released as the ranks ended
     assert bed.leftovers() == {}
