@@ -1,7 +1,7 @@
 """PyTorch's DistributedDataParallel with and without the fabric's hook: time to accuracy
 of real torch.nn models on the same emulated fabric, in the same run.
 
-    python -m experiments.ddp --workers 8 --models mlp,cnn --steps 40 --out results/ddp.csv
+    python -m experiments.ddp --workers 8 --models mlp,cnn --steps 30 --out results/ddp.csv
 
 An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine; the
 workers are h1..hN. Each model (mlp: digits_mlp's 64-512-512-10 in torch.nn; cnn: a
@@ -58,7 +58,7 @@ def parse_args(argv):
     parser.add_argument("--model", action="append", default=[], metavar="PACKAGE.MODULE:FACTORY",
                         help="also train your own model: a factory of an nn.Module from "
                              "(N, 1, 8, 8) images to 10 logits (may be repeated)")
-    parser.add_argument("--steps", type=int, default=40, help="training steps per mode")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per mode")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
                         help="comma list of %s" % ", ".join(MODES))
     parser.add_argument("--aggregator-bw", default="1x",

@@ -1,4 +1,4 @@
-"""One rank of experiments.ddp: a user's DistributedDataParallel script on the digits,
+"""One rank of experiments.ddp: a user's DistributedDataParallel script on the digits (Adam),
 with the fabric's hook as its one added line (modes fabric-stream, fabric-colocated)
 or without it (gloo), and the measurements around it.
 
@@ -57,6 +57,17 @@ def timed_step(model, reference, optimizer, x, y):
     return float(loss), ended - started, compute_s
 
 
+def round_stats(reducer, step):
+    """What the step's round took on the wire (FabricWorker.stats; {} without the hook).
+    The worker files them just after the last bucket's sum: wait for them a moment."""
+    if reducer is None:
+        return {}
+    deadline = time.monotonic() + 1.0
+    while step not in reducer.worker.stats and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return reducer.worker.stats[step]
+
+
 def accuracy(module, x, y):
     with torch.no_grad():
         return float((module(x).argmax(dim=1) == y).float().mean())
@@ -71,7 +82,7 @@ def train(args):
     if args.mode != "gloo":
         reducer = fabric_hook(model, controller=args.controller, placement=PLACEMENT[args.mode],
                               shards=args.shards or "auto")   # host: GLOO_SOCKET_IFNAME's
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     x_train, y_train, x_test, y_test = digits(args.seed)
     mine = torch.arange(args.rank, len(y_train), args.world)
     for step in range(1, args.steps + 1):
@@ -81,7 +92,7 @@ def train(args):
         loss, step_s, compute_s = timed_step(model, reference, optimizer, x_train[chosen],
                                              y_train[chosen])
         dist.barrier()
-        rounds = reducer.worker.stats.get(step, {}) if reducer is not None else {}
+        rounds = round_stats(reducer, step)
         everyone = [None] * args.world
         dist.all_gather_object(everyone, {"step_s": step_s, "compute_s": compute_s, "loss": loss,
                                           "hash": parameter_hash(module), "round": rounds})
@@ -105,8 +116,7 @@ def parse_args(argv):
     parser.add_argument("--controller", default=None, help="the controller's URL (fabric modes)")
     parser.add_argument("--shards", type=int, default=0, help="PS shards (0: the controller's choice)")
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
-    parser.add_argument("--learning-rate", type=float, default=0.1)
-    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--learning-rate", type=float, default=0.003, help="Adam's")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 

@@ -19,11 +19,11 @@ def mlp(hidden=512):
 
 
 def cnn():
-    """Two 3x3 convolutions (32 and 64 channels), a 2x2 pool, 256 hidden, 10 out
-    (about 280,000 parameters, 1.1 MB)."""
-    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(64 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10))
+    """Two 3x3 convolutions (16 and 32 channels), a 2x2 pool, 256 hidden, 10 out
+    (138,698 parameters, 0.55 MB)."""
+    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
 BUILT_IN = {"mlp": mlp, "cnn": cnn}

@@ -57,7 +57,7 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
     reducer = FabricReducer(job, worker, group, floats, fallback)
     release_at_end(reducer)
     if worker.layout.served_elsewhere():   # the daemons there read the jobs every POLL_S
-        time.sleep(POLL_S)
+        time.sleep(2 * POLL_S)
     dist.barrier(group)   # every rank's sockets are open before any sends
     model.register_comm_hook(reducer, reduce_bucket)
     LOG.info("rank %d (%s): gradients through job %d", dist.get_rank(group), name, job.id)
