@@ -189,9 +189,13 @@ def comparisons(modes, target):
         if baseline is None:
             continue
         ours, theirs = time_to_accuracy(group, target), time_to_accuracy(baseline, target)
-        if ours and theirs and all(fidelity.faithful(r) for r in group if r["elapsed_s"] <= ours):
-            lines.append("  reaches %.0f%% %.2fx sooner than gloo (%.1f s against %.1f s)"
-                         % (100 * target, theirs / ours, ours, theirs))
+        if ours and theirs:
+            unfaithful = sum(not fidelity.faithful(r) for r in group + baseline
+                             if r["elapsed_s"] <= (ours if r in group else theirs))
+            lines.append("  reaches %.0f%% %.2fx sooner than gloo (%.1f s against %.1f s)%s"
+                         % (100 * target, theirs / ours, ours, theirs,
+                            " but %d step(s) on the way were not faithful: no claim" % unfaithful
+                            if unfaithful else ", every step on the way faithful"))
         lines.append("  final accuracy %.4f against gloo's %.4f (%+.2f points)" % (
             group[-1]["test_accuracy"], baseline[-1]["test_accuracy"],
             100 * (group[-1]["test_accuracy"] - baseline[-1]["test_accuracy"])))
