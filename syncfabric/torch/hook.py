@@ -21,10 +21,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.fabric_worker import FabricWorker
 from syncfabric.hosts.job_daemon import POLL_S
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
-                                           release_at_end, wire_floats)
+                                           open_worker, release_at_end, wire_floats)
 
 LOG = logging.getLogger("syncfabric.torch")
 
@@ -44,16 +43,12 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
         if floats == 0:
             raise FabricHookError("the model has no float32, float16 or bfloat16 gradient")
         job, name = agree_on_job(controller, host, floats, group, job_options)
+        worker = open_worker(job, name, group)
     except FabricHookError as error:
         if not fallback:
             raise
         LOG.warning("gradients go over the process group, not the fabric: %s", error)
         return None
-    try:
-        worker = FabricWorker(job, name)
-    except Exception:
-        job.release()
-        raise
     reducer = FabricReducer(job, worker, group, floats, fallback)
     release_at_end(reducer)
     if worker.layout.served_elsewhere():   # the daemons there read the jobs every POLL_S

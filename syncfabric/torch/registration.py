@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from syncfabric.hosts.controller_client import ControllerClient
-from syncfabric.hosts.fabric_worker import FabricJob
+from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
 from syncfabric.hosts.gradient_wire import MAX_WORKERS
 
 LOG = logging.getLogger("syncfabric.torch")
@@ -109,6 +109,24 @@ def agree_on_job(controller, host, floats, group, job_options):
         raise FabricHookError(outcome[0])
     owned = dist.get_rank(group) == 0
     return FabricJob(client, outcome[0], owned), mine
+
+
+def open_worker(job, name, group):
+    """This rank's FabricWorker of `job`; if any rank cannot open its own, every rank
+    closes its worker, the job is released and every rank raises FabricHookError."""
+    try:
+        worker, problem = FabricWorker(job, name), None
+    except Exception as error:   # e.g. this host cannot bind the job's address or ports
+        worker, problem = None, "rank %d (%s): %s" % (dist.get_rank(group), name, error)
+    problems = [None] * dist.get_world_size(group)
+    dist.all_gather_object(problems, problem, group=group)
+    if any(problems):
+        if worker is not None:
+            worker.close()
+        job.release()
+        raise FabricHookError("job %d cannot run on these hosts: %s"
+                              % (job.id, "; ".join(p for p in problems if p)))
+    return worker
 
 
 def created_job(client, hosts, floats, job_options):

@@ -47,6 +47,7 @@ class StubController:
 
     def __init__(self, topology=(), refuse=None, port=29400):
         self.topology, self.refuse, self.port = list(topology), refuse, port
+        self.addresses = {}   # hosts whose address in the jobs is not their loopback one
         self.jobs, self.posted, self.deleted = {}, [], []
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -69,6 +70,7 @@ class StubController:
                 job_id = len(self.posted)
                 job = self.jobs[job_id] = loopback_job(job_id, body["workers"],
                                                        body["model_bytes"], self.port + 20 * job_id)
+                job["addresses"].update(self.addresses)
                 return 201, job
             job_id = int(path.rsplit("/", 1)[-1]) if path.startswith("/jobs/") else None
             if job_id not in self.jobs:

@@ -90,6 +90,13 @@ def test_a_rank_whose_address_the_fabric_lacks_is_named(stub):
     assert stub.posted == []
 
 
+def test_a_rank_that_cannot_open_its_worker_fails_every_rank_and_the_job_is_released(stub):
+    stub.addresses = {"w2": "192.0.2.1"}   # not this machine's: w2 cannot bind it
+    answers = run_ranks(2, fabric(stub, hosts=WORKERS[:2]))
+    assert all("job 1 cannot run on these hosts: rank 1 (w2)" in a["error"] for a in answers)
+    assert stub.deleted == [1] and stub.jobs == {}
+
+
 def test_more_ranks_than_the_wire_format_carries():
     assert "at most 64 workers" in hosts_problem(["h%d" % i for i in range(65)], 65)
     assert hosts_problem(["h1", "h2"], 2) is None
