@@ -34,6 +34,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots import plot_ddp
 from experiments.testbed import FabricTestbed
+from experiments.train import time_to_accuracy
 from experiments.traffic.ddp_training import MODES
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_daemons, job_round_fidelity, round_totals, stream_job
@@ -148,10 +149,6 @@ def daemons_for(bed, request):
         yield daemons
 
 
-def time_to_accuracy(rows, target):
-    return next((r["elapsed_s"] for r in rows if r["test_accuracy"] >= target), None)
-
-
 def summary(rows, target):
     lines = ["%-17s %-6s %3s %8s %9s %9s %8s %11s %9s %9s" % (
         "mode", "model", "n", "step_s", "compute_s", "exposed_s", "S/B_s", "time_to_%.0f%%"
@@ -162,7 +159,7 @@ def summary(rows, target):
     for (workers, model), modes in groups.items():
         for mode, group in modes.items():
             step = fidelity.faithful_median(group, "step_s")
-            reached = time_to_accuracy(group, target)
+            reached = time_to_accuracy(group, mode, target)
             lines.append("%-17s %-6s %3d %8s %9.3f %9.3f %8.3f %11s %9.4f %9s" % (
                 mode, model, workers, "%.3f" % step if step else "unfaithful",
                 statistics.median(r["compute_s"] for r in group),
@@ -188,7 +185,8 @@ def comparisons(modes, target):
                 mode, group[0]["model"], group[0]["workers"], step / floor))
         if baseline is None:
             continue
-        ours, theirs = time_to_accuracy(group, target), time_to_accuracy(baseline, target)
+        ours = time_to_accuracy(group, mode, target)
+        theirs = time_to_accuracy(baseline, BASELINE, target)
         if ours and theirs:
             unfaithful = sum(not fidelity.faithful(r) for r in group + baseline
                              if r["elapsed_s"] <= (ours if r in group else theirs))

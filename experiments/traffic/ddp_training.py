@@ -36,9 +36,10 @@ PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated"}
 
 
 def parameter_hash(module):
+    """The parameters' bits (any dtype), hashed: equal on two ranks iff they are."""
     digest = hashlib.sha256()
     for parameter in module.parameters():
-        digest.update(parameter.detach().numpy().tobytes())
+        digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
 
 

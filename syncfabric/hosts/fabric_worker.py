@@ -132,9 +132,9 @@ class FabricWorker:
         pieces (DDP's buckets) is on the wire while the rest is being computed. Every
         worker gives the same pieces in the same order, as with any collective."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
-        number = self.filling.take(start, start + len(values))
+        number, whole, complete = self.filling.take(start, start + len(values))
         future = Future()
-        self.submitted.put((number, start, values, future))
+        self.submitted.put((number, start, values, future, whole, complete))
         self.wakeup.wake()
         return future
 
@@ -186,13 +186,14 @@ class FabricWorker:
         self.shard_heard_at = time.monotonic()
         node.take()
 
-    def _contribute(self, number, start, values, future):
+    def _contribute(self, number, start, values, future, whole, complete):
         if self.failure is not None:
             future.set_exception(self.failure)
             return
-        current = self.rounds.setdefault(number, self.rounds.get(number) or Round(number, self.layout))
+        current = self.rounds.get(number) or self.rounds.setdefault(number, Round(number, self.layout))
+        current.contribute(start, values, future, whole)
         streams, own = {}, {node.shard.index: node for node in self.own}
-        for block in current.contribute(start, values, future):
+        for block in whole:
             index = int(self.layout.wire_of[block])
             shard = self.layout.shard_of[index]
             if shard in own:   # this worker's part of its own shard, added in its host
@@ -206,7 +207,7 @@ class FabricWorker:
         if streams:
             send_streams(self.sock, streams, self._pump)
         current.sent_first_pass(streams, time.perf_counter() - started)
-        current.sent = current.given()   # not before: a repair asked mid-pass sends it twice
+        current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)

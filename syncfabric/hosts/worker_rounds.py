@@ -20,9 +20,7 @@ class Round:
         per_fragment = layout.per_fragment
         self.values = np.zeros(layout.count * per_fragment, dtype=np.float32)
         self.result = np.zeros_like(self.values)
-        self.filled = np.zeros(layout.count, dtype=np.int64)   # floats contributed per block
-        self.block_floats = np.minimum(per_fragment, layout.floats - np.arange(layout.count)
-                                       * per_fragment)
+        self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
         self.sent = False   # every fragment of this worker's went out (repairs may start)
@@ -31,21 +29,13 @@ class Round:
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
                       "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
 
-    def contribute(self, start, values, future):
-        """Take values[start:...]; the blocks (fragments' numbers) that became whole."""
-        stop = start + len(values)
-        self.values[start:stop] = values
-        self.parts.append([start, stop, future])
-        per_fragment = self.layout.per_fragment
-        blocks = np.arange(start // per_fragment, (stop - 1) // per_fragment + 1)
-        self.filled[blocks] += (np.minimum(stop, (blocks + 1) * per_fragment)
-                                - np.maximum(start, blocks * per_fragment))
+    def contribute(self, start, values, future, whole):
+        """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)
+        that it completes."""
+        self.values[start:start + len(values)] = values
+        self.parts.append([start, start + len(values), future])
+        self.ready[whole] = True
         self.progress_at = time.monotonic()
-        return blocks[self.filled[blocks] == self.block_floats[blocks]]
-
-    def given(self):
-        """Whether every float of the round was given."""
-        return bool((self.filled == self.block_floats).all())
 
     def sent_first_pass(self, streams, seconds):
         """Count streams [(address, packets, rate_mbps)] sent in `seconds` as first pass."""
@@ -56,19 +46,15 @@ class Round:
              for _address, packets, rate in streams], default=0.0)
         self.progress_at = time.monotonic()
 
-    def block(self, index):
-        """The values fragment `index` carries (None: not all contributed yet)."""
+    def packet(self, index, bit):
+        """Fragment `index` of the values, from the worker with `bit` (None: not given yet)."""
         block = int(self.layout.block_of[index])
-        if self.filled[block] != self.block_floats[block]:
+        if not self.ready[block]:
             return None
         start = block * self.layout.per_fragment
-        return self.values[start:start + self.block_floats[block]]
-
-    def packet(self, index, bit):
-        """Fragment `index` of the values, from the worker with `bit` (None: not all given)."""
-        values = self.block(index)
-        return None if values is None else HEADER.pack(
-            self.layout.id, self.number, index, self.layout.count, bit) + values.astype(">f4").tobytes()
+        values = self.values[start:min(start + self.layout.per_fragment, self.layout.floats)]
+        return HEADER.pack(self.layout.id, self.number, index, self.layout.count, bit) \
+            + values.astype(">f4").tobytes()
 
     def place(self, index, values):
         if not self.have[index]:
@@ -98,7 +84,8 @@ class RoundFilling:
         self.lock = threading.Lock()
 
     def take(self, start, stop):
-        """The round that floats start..stop-1 go to; ValueError if they cannot."""
+        """(the round that floats start..stop-1 go to, the blocks they complete, whether
+        the round is now whole); ValueError if they cannot go."""
         with self.lock:
             if not 0 <= start < stop <= self.layout.floats:
                 raise ValueError("job %d rounds %d float32 values: %d..%d is not among them"
@@ -111,9 +98,15 @@ class RoundFilling:
                 raise ValueError("floats %d..%d of round %d were given already"
                                  % (start, stop, number))
             filled[start:stop] = True
-            if filled.all():
+            per_fragment = self.layout.per_fragment
+            first, last = start // per_fragment, (stop - 1) // per_fragment
+            ends = {b for b in (first, last)   # the blocks between are inside the piece
+                    if filled[b * per_fragment:(b + 1) * per_fragment].all()}
+            whole = sorted(ends | set(range(first + 1, last)))
+            complete = bool(filled.all())
+            if complete:
                 self.filling = None
-            return number
+            return number, whole, complete
 
 
 class ReturnedSums:

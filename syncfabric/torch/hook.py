@@ -81,7 +81,9 @@ class FabricReducer:
     def reduce(self, bucket):
         buffer, sums = bucket.buffer(), None
         if buffer.dtype in WIRE_DTYPES:
-            values = buffer.detach().to(torch.float32, copy=True).numpy()
+            # no copy: the worker copies the values in before the bucket's Future can end,
+            # and DDP leaves the bucket alone until it ends
+            values = buffer.detach().to(torch.float32).numpy()
             sums = self.worker.reduce_part(self.offset, values)
             self.offset += len(values)
         if bucket.is_last():

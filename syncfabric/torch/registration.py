@@ -97,8 +97,7 @@ def agree_on_job(controller, host, floats, group, job_options):
         mine = local_host(client, host)
     except Exception as error:   # the controller does not answer, or the host is unknown
         mine = FabricHookError("rank %d: %s" % (dist.get_rank(group), error))
-    everyone = [None] * dist.get_world_size(group)
-    dist.all_gather_object(everyone, mine, group=group)
+    everyone = gathered(mine, group)
     problems = [str(item) for item in everyone if isinstance(item, Exception)]
     outcome = [None]
     if dist.get_rank(group) == 0:
@@ -118,8 +117,7 @@ def open_worker(job, name, group):
         worker, problem = FabricWorker(job, name), None
     except Exception as error:   # e.g. this host cannot bind the job's address or ports
         worker, problem = None, "rank %d (%s): %s" % (dist.get_rank(group), name, error)
-    problems = [None] * dist.get_world_size(group)
-    dist.all_gather_object(problems, problem, group=group)
+    problems = gathered(problem, group)
     if any(problems):
         if worker is not None:
             worker.close()
@@ -127,6 +125,13 @@ def open_worker(job, name, group):
         raise FabricHookError("job %d cannot run on these hosts: %s"
                               % (job.id, "; ".join(p for p in problems if p)))
     return worker
+
+
+def gathered(value, group):
+    """Every rank's `value`, in rank order (a collective: every rank calls it)."""
+    values = [None] * dist.get_world_size(group)
+    dist.all_gather_object(values, value, group=group)
+    return values
 
 
 def created_job(client, hosts, floats, job_options):

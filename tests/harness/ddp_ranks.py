@@ -5,7 +5,6 @@ over Gloo or through fabric_hook. It prints one JSON line: the error if any, eac
 parameter hash on every rank, the final parameters, and what the hook did."""
 
 import argparse
-import hashlib
 import json
 import sys
 import traceback
@@ -15,6 +14,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from experiments.traffic.ddp_training import parameter_hash
 from syncfabric.torch import fabric_hook
 from syncfabric.torch.hook import FabricReducer
 
@@ -32,13 +32,6 @@ class Tiny(nn.Module):
 def tiny_digits():
     """A user's own model for experiments.ddp's --model: the digits' 8x8 images, 32 hidden."""
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-
-
-def parameter_hash(model):
-    digest = hashlib.sha256()
-    for parameter in model.parameters():
-        digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def watch_buckets(seen):
