@@ -21,7 +21,10 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# OVS's one transmit socket takes net.core.wmem_default when it opens: 16 MiB, so that frames
+# queued in the fabric's shapers do not make its sends fail (mininet_topos/data_plane.py)
 ovs: apt
+	@sysctl -q -w net.core.wmem_default=16777216
 	@ovs-vsctl --timeout=5 show >/dev/null 2>&1 || $(OVS_CTL) start --system-id=random
 
 venv: $(VENV)/.installed

@@ -13,7 +13,12 @@ Bisection finds, per pattern, the highest R whose loss stays under the threshold
 and that R must then stay clean twice more (else it steps down by 10%).
 The rates, the machine and the date go to results/platform.json, which `--bw auto`
 reads (experiments/platform_capacity.py). Ratios measured in one run hold at any
-rate; seconds are labelled with the rate and the machine.
+rate; seconds are labelled with the rate and the machine. Every trial records what
+each layer dropped (experiments/packet_drops.py) and the loss no layer counted.
+
+--compare-baseline first calibrates the data plane every run had before
+(mininet_topos/data_plane.py's BASELINE: MTU 1500, OVS's default send buffer), then
+the one asked for, and writes the first under `baseline`.
 """
 
 import datetime
@@ -26,15 +31,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from experiments import fidelity, packet_drops
 from experiments.cli import ArgumentParser, comma_list, progress_printer
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE
 from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
+from mininet_topos.data_plane import BASELINE, DataPlane
 from mininet_topos.platform_net import PlatformError, shape_links
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.hosts.control_channel import accept_named
 from syncfabric.hosts.load_probe import COORDINATOR_PORT
-from syncfabric.hosts.wire import data_mtu
 
 SEND_FRACTION = 0.95
 CONFIRMATIONS = 2
@@ -46,11 +52,19 @@ def parse_args(argv):
                             description=__doc__.split("\n\n")[0])
     parser.add_argument("--patterns", type=comma_list(str, PATTERNS), default=list(PATTERNS),
                         help="comma list of %s" % ", ".join(PATTERNS))
-    parser.add_argument("--max-mbps", type=float, default=40.0, help="the highest rate tried")
-    parser.add_argument("--steps", type=int, default=6, help="bisection steps per pattern")
+    parser.add_argument("--max-mbps", type=float, default=160.0, help="the highest rate tried")
+    parser.add_argument("--steps", type=int, default=7, help="bisection steps per pattern")
     parser.add_argument("--seconds", type=float, default=2.0, help="traffic per trial")
     parser.add_argument("--loss", type=float, default=0.005, help="the largest acceptable loss")
-    parser.add_argument("--mtu", type=int, default=1500, help="data-plane MTU (1500 or 9000)")
+    parser.add_argument("--mtu", type=int, default=DataPlane.mtu,
+                        help="data-plane MTU (%d by default; %d before)" % (DataPlane.mtu, BASELINE.mtu))
+    parser.add_argument("--ovs-send-buffer", type=int, default=DataPlane.ovs_send_buffer,
+                        help="bytes of send buffer for OVS's transmit socket (%d by default; %d "
+                             "before)" % (DataPlane.ovs_send_buffer, BASELINE.ovs_send_buffer))
+    parser.add_argument("--compare-baseline", action="store_true",
+                        help="calibrate the baseline data plane (MTU %d, %d-byte OVS send buffer) "
+                             "first, in the same run, and write it under `baseline`"
+                             % (BASELINE.mtu, BASELINE.ovs_send_buffer))
     parser.add_argument("--spines", type=int, default=8, help="the experiments' fabric: spines")
     parser.add_argument("--leaves", type=int, default=8, help="... leaves")
     parser.add_argument("--hosts-per-leaf", type=int, default=2, help="... and hosts per leaf")
@@ -62,6 +76,8 @@ def parse_args(argv):
         parser.error("--max-mbps, --steps, --seconds and --loss must be positive (loss < 1)")
     if not 576 <= args.mtu <= 9000:
         parser.error("--mtu must be between 576 and 9000")
+    if args.ovs_send_buffer < 4096:
+        parser.error("--ovs-send-buffer must be at least 4096 bytes")
     return args
 
 
@@ -137,8 +153,10 @@ class Calibration:
                 for receiver in receivers[name, address]:
                     expected += packets
                     got += received[receiver].get(str(self.hosts.index(name)), 0)
-        return {"pattern": pattern, "rate_mbps": round(rate, 2),
-                "loss": round(1 - got / expected, 5), "ovs_cpu": round(usage.ovs_cpu, 3),
+        loss = 1 - got / expected
+        return {"pattern": pattern, "rate_mbps": round(rate, 2), "loss": round(loss, 5),
+                "unexplained_loss": round(fidelity.unexplained_loss(loss, expected - got, usage), 5),
+                "dropped_at": packet_drops.where(usage.drops), "ovs_cpu": round(usage.ovs_cpu, 3),
                 "machine_busy": round(usage.machine_busy, 3), "drops": usage.drops}
 
     def highest_clean_rate(self, pattern, progress):
@@ -193,32 +211,57 @@ def machine():
             "hostname": socket.gethostname()}
 
 
+def calibrate(args, topo, data_plane):
+    """{pattern: found} for the fabric set up as `data_plane`."""
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, data_plane=data_plane,
+                       progress=progress_printer("calibrate")) as bed:
+        return Calibration(bed, args, topo.hosts(sort=True)).run()
+
+
+def print_rates(patterns, data_plane, baseline=None):
+    for pattern, found in patterns.items():
+        against = ""
+        if baseline is not None and baseline[pattern]["max_mbps"]:
+            against = " (%.2fx the baseline's %.2f)" % (
+                found["max_mbps"] / baseline[pattern]["max_mbps"], baseline[pattern]["max_mbps"])
+        print("%-11s %6.2f Mbit/s per link%s%s" % (
+            pattern, found["max_mbps"], against,
+            "" if found["confirmed"] else " (not confirmed: loss stayed noisy)"))
+    print("  with %s" % data_plane.describe())
+
+
 def main(argv=None):
     args = parse_args(argv)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.max_mbps)
+    data_plane = DataPlane(mtu=args.mtu, ovs_send_buffer=args.ovs_send_buffer)
     started = datetime.datetime.now(datetime.timezone.utc)
+    baseline = None
     try:
-        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, mtu=args.mtu,
-                           progress=progress_printer("calibrate")) as bed:
-            patterns = Calibration(bed, args, topo.hosts(sort=True)).run()
+        if args.compare_baseline:
+            print("calibrating the baseline data plane first (%s)" % BASELINE.describe())
+            baseline = {"mtu": BASELINE.mtu, "ovs_send_buffer": BASELINE.ovs_send_buffer,
+                        "patterns": calibrate(args, topo, BASELINE)}
+        patterns = calibrate(args, topo, data_plane)
     except (PlatformError, RuntimeError, ValueError) as error:
         sys.exit("error: %s" % error)
     elapsed = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
     result = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
               "fabric": "%dx%d spine-leaf, %d hosts per leaf" % (args.spines, args.leaves,
                                                                 args.hosts_per_leaf),
-              "mtu": args.mtu,
-              "chunk_bytes": data_mtu() - 28, "loss_threshold": args.loss,
+              "mtu": data_plane.mtu, "ovs_send_buffer": data_plane.ovs_send_buffer,
+              "chunk_bytes": data_plane.mtu - 28, "loss_threshold": args.loss,
               "send_fraction": SEND_FRACTION, "seconds_per_trial": args.seconds,
               "calibration_s": round(elapsed, 1), "patterns": patterns}
+    if baseline is not None:
+        result["baseline"] = baseline
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    for pattern, found in patterns.items():
-        print("%-11s %6.2f Mbit/s per link%s" % (pattern, found["max_mbps"], "" if found["confirmed"]
-                                                 else " (not confirmed: loss stayed noisy)"))
-    print("calibrated in %.0f s on %s (%d cores), MTU %d; written to %s"
-          % (elapsed, result["machine"]["cpu"], result["machine"]["cores"], args.mtu, args.out))
+    if baseline is not None:
+        print_rates(baseline["patterns"], BASELINE)
+    print_rates(patterns, data_plane, baseline and baseline["patterns"])
+    print("calibrated in %.0f s on %s (%d cores); written to %s"
+          % (elapsed, result["machine"]["cpu"], result["machine"]["cores"], args.out))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ import json
 import os
 from pathlib import Path
 
+from mininet_topos.data_plane import BASELINE, DataPlane
+
 PLATFORM_FILE = Path(os.environ.get("SYNCFABRIC_PLATFORM_FILE", "results/platform.json"))
 SAFE_FRACTION = 0.7       # of the calibrated rate: at 0.8, 5 MB to 15 workers lost 1-2% (2 s
                           # trials miss the stalls of longer transfers)
@@ -16,12 +18,18 @@ class NotCalibrated(RuntimeError):
 
 
 def load(path=None):
+    """The calibration, if it was made for the data plane the experiments run on."""
     path = Path(path or PLATFORM_FILE)
     try:
-        return json.loads(path.read_text())
+        platform = json.loads(path.read_text())
     except FileNotFoundError:
         raise NotCalibrated("%s is missing: run `make calibrate` (python -m experiments.calibrate) "
                             "on this machine first, or give --bw" % path) from None
+    if platform.get("mtu", BASELINE.mtu) != DataPlane.mtu:
+        raise NotCalibrated("%s was calibrated at MTU %s, and the fabric now runs at %d: run "
+                            "`make calibrate` again, or give --bw" % (path, platform.get("mtu"),
+                                                                     DataPlane.mtu))
+    return platform
 
 
 def calibrated_mbps(platform, pattern):

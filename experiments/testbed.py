@@ -29,6 +29,7 @@ from pathlib import Path
 from experiments import switch_oracle
 from experiments.fidelity import PlatformSampler
 from experiments.ovs import ofctl
+from mininet_topos.data_plane import DataPlane, apply_ovs_send_buffer
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
@@ -72,10 +73,10 @@ def ryu_manager_command():
 class FabricTestbed:
     def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
                  rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0,
-                 progress=lambda step: None, mtu=1500, controller_env=None):
+                 progress=lambda step: None, data_plane=DataPlane(), controller_env=None):
         self.topo = topo
         self.controller_env = dict(controller_env or {})   # e.g. SYNCFABRIC_LOCAL_REPAIR
-        self.mtu = mtu
+        self.data_plane = data_plane
         self.progress = progress
         self.apps = tuple(apps)
         self.of_port = of_port
@@ -114,6 +115,9 @@ class FabricTestbed:
         if os.geteuid() != 0:
             raise PlatformError("Mininet needs root")
         check_ovs_running()
+        if apply_ovs_send_buffer(self.data_plane.ovs_send_buffer):
+            self.progress("restarted Open vSwitch for its transmit socket's buffer (%s)"
+                          % self.data_plane.describe())
         check_bridges_free(self.topo)
         check_management_network_free()
         check_port_free(self.of_port, "OpenFlow")
@@ -126,8 +130,8 @@ class FabricTestbed:
             self._start_controller()
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
-            self.net = start_network(self.topo, self.of_port, mtu=self.mtu)
-            os.environ[MTU_ENV] = str(self.mtu)   # for the programs started in hosts
+            self.net = start_network(self.topo, self.of_port, mtu=self.data_plane.mtu)
+            os.environ[MTU_ENV] = str(self.data_plane.mtu)   # for the programs started in hosts
             self.management_ip = add_management_network(self.net)
             self.management_url = "http://%s:%d" % (self.management_ip, self.rest_port)
             self.client.put("/fabric/topology", describe(self.topo))

@@ -43,7 +43,7 @@ from experiments import fidelity
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
 from syncfabric.decisions.model_shards import fragment_ranges, worker_legs
-from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, MAX_WORKERS, fragment_count,
+from syncfabric.hosts.gradient_wire import (MAX_WORKERS, floats_per_fragment, fragment_count,
                                             gradient_floats, wire_mbit)
 from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import ranges
@@ -120,7 +120,7 @@ class GradientCoordinator:
             self.on_go(number)
         self.expect(self.workers, {"sent": number})
         first_pass_s = time.perf_counter() - started
-        planned_s = max(max(wire_mbit((last - first) * FLOATS_PER_FRAGMENT) / rate
+        planned_s = max(max(wire_mbit((last - first) * floats_per_fragment()) / rate
                             for _node, _ps, first, last, rate in pieces)
                         for pieces in ranges_of.values())
         passes, sent, first_pass = 0, len(self.workers) * count, None

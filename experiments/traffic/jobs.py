@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from experiments import fidelity
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.gradient_wire import wire_mbit
+from syncfabric.hosts.wire import data_mtu
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
 WORKER_PROGRAM = "syncfabric.hosts.job_worker"
@@ -109,7 +110,7 @@ def stream_job(view, workers, candidates, floats, max_pss, colocated):
     plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
                                     max_pss=max_pss, colocated=colocated)
     return {"workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
-            "placement": "colocated" if colocated else "dedicated"}
+            "placement": "colocated" if colocated else "dedicated", "mtu": data_mtu()}
 
 
 def round_totals(per_worker):

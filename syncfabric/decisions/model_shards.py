@@ -5,17 +5,29 @@ The host side frames fragments (syncfabric/hosts/gradient_wire.py); these sizes 
 contract between the two, and a test holds them equal.
 """
 
-FRAGMENT_PAYLOAD_BYTES = 1448       # a 1500-byte MTU's datagram less the fragment header
-FRAGMENT_WIRE_OVERHEAD_BYTES = 66   # Ethernet, IP, UDP and the fragment header
+FRAGMENT_HEADER_BYTES = 24          # job, round, fragment, fragment count, worker mask
+FRAGMENT_WIRE_OVERHEAD_BYTES = 14 + 20 + 8 + FRAGMENT_HEADER_BYTES   # Ethernet, IP, UDP, ours
+DEFAULT_MTU = 1500
+MIN_MTU, MAX_MTU = 576, 9000
 
 
-def fragment_count(model_bytes):
-    return -(-model_bytes // FRAGMENT_PAYLOAD_BYTES)
+def fragment_payload_bytes(mtu=DEFAULT_MTU):
+    """The float32 bytes one fragment carries: a datagram that fills `mtu` (IP and UDP
+    headers and the fragment header taken off), in whole floats."""
+    return (mtu - 20 - 8 - FRAGMENT_HEADER_BYTES) // 4 * 4
 
 
-def wire_mbit(model_bytes):
+FRAGMENT_PAYLOAD_BYTES = fragment_payload_bytes()   # 1448, at a 1500-byte MTU
+
+
+def fragment_count(model_bytes, fragment_bytes=FRAGMENT_PAYLOAD_BYTES):
+    return -(-model_bytes // fragment_bytes)
+
+
+def wire_mbit(model_bytes, fragment_bytes=FRAGMENT_PAYLOAD_BYTES):
     """Megabits a model of `model_bytes` takes on a link, headers included."""
-    return (model_bytes + fragment_count(model_bytes) * FRAGMENT_WIRE_OVERHEAD_BYTES) * 8 / 1e6
+    return (model_bytes + fragment_count(model_bytes, fragment_bytes)
+            * FRAGMENT_WIRE_OVERHEAD_BYTES) * 8 / 1e6
 
 
 def fragment_ranges(split, count):

@@ -33,7 +33,8 @@ from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree
 
 MIN_RATE_MBPS = 1e-6
-MAX_PSS = 8   # shards a job tries at most: each more is another LP to solve
+MAX_PSS = 16       # shards a job may ask for (ina_plans takes 16 PSs a plan)
+AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
 BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
 AUTO, DEDICATED, COLOCATED = "auto", "dedicated", "colocated"
 PLACEMENTS = (AUTO, DEDICATED, COLOCATED)
@@ -171,7 +172,7 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
         if rounds and rounds[0].predicted_s <= rounds[0].bound_s * (1 + BOUND_REACHED):
             break   # nothing is faster than a plan at the bound (co-located's is no lower)
         try:
-            rounds.append(plan_round(view, workers, view.hosts, model_mbit, MAX_PSS, reserved_mbps,
+            rounds.append(plan_round(view, workers, view.hosts, model_mbit, AUTO_MAX_PSS, reserved_mbps,
                                      colocated, shards, aggregation))
         except PlacementError as error:
             errors.append(str(error))

@@ -10,7 +10,7 @@ import sys
 
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
 from syncfabric.hosts.control_channel import CoordinatedProgram
-from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, FragmentSums, exact_sum_check,
+from syncfabric.hosts.gradient_wire import (FragmentSums, exact_sum_check, floats_per_fragment,
                                             fragment_packet, gradient)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import Watch, datagrams, drain, receiving_socket
@@ -50,7 +50,8 @@ class Process(CoordinatedProgram):
         """The PS's answer once it holds every worker: the check of its share against the
         exact sum."""
         first, last = plan["range"]
-        start, stop = first * FLOATS_PER_FRAGMENT, min(last * FLOATS_PER_FRAGMENT, plan["floats"])
+        per_fragment = floats_per_fragment()
+        start, stop = first * per_fragment, min(last * per_fragment, plan["floats"])
         ok, ratio = exact_sum_check(total[start:stop], plan["seed"], plan["workers"],
                                     plan["round"], plan["floats"], start)
         return {"verified": ok, "error_to_bound": ratio}

@@ -7,11 +7,16 @@ import struct
 
 import numpy as np
 
-from syncfabric.hosts.wire import FRAME_OVERHEAD
+from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
-FLOATS_PER_FRAGMENT = (1472 - HEADER.size) // 4
 MAX_WORKERS = 64
+
+
+def floats_per_fragment():
+    """The floats one fragment carries: a datagram that fills the data-plane MTU (362 at
+    1500, as the controller's model_shards.fragment_payload_bytes says)."""
+    return (chunk_payload_bytes() - HEADER.size) // 4
 
 
 def gradient(seed, worker, number, floats):
@@ -23,8 +28,8 @@ def gradient_floats(gradient_mb):
     return int(gradient_mb * 1e6) // 4
 
 
-def fragment_count(floats, per_fragment=FLOATS_PER_FRAGMENT):
-    return -(-floats // per_fragment)
+def fragment_count(floats, per_fragment=None):
+    return -(-floats // (per_fragment or floats_per_fragment()))
 
 
 def wire_mbit(floats):
@@ -48,9 +53,10 @@ def exact_sum_check(total, seed, workers, number, floats, start=0):
     return ratio <= 1.0, ratio
 
 
-def fragment_packet(job, number, index, mask, values, per_fragment=FLOATS_PER_FRAGMENT):
-    """Fragment `index` of float32 `values` (per_fragment of them a fragment) as a
-    datagram carrying the workers in `mask`."""
+def fragment_packet(job, number, index, mask, values, per_fragment=None):
+    """Fragment `index` of float32 `values` (per_fragment of them a fragment; by default
+    as many as fill the MTU) as a datagram carrying the workers in `mask`."""
+    per_fragment = per_fragment or floats_per_fragment()
     start = index * per_fragment
     return HEADER.pack(job, number, index, fragment_count(len(values), per_fragment), mask) + \
         values[start:start + per_fragment].astype(">f4").tobytes()
@@ -59,7 +65,8 @@ def fragment_packet(job, number, index, mask, values, per_fragment=FLOATS_PER_FR
 class FragmentSums:
     """Per fragment: the running float32 sum and the mask of workers in it."""
 
-    def __init__(self, job, number, floats, expected, per_fragment=FLOATS_PER_FRAGMENT):
+    def __init__(self, job, number, floats, expected, per_fragment=None):
+        per_fragment = per_fragment or floats_per_fragment()
         self.job, self.number, self.floats, self.per_fragment = job, number, floats, per_fragment
         self.count = fragment_count(floats, per_fragment)
         self.sums = np.zeros(self.count * per_fragment, dtype=np.float32)

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from syncfabric.hosts.wire import CHUNK_BYTES, HEADER, chunk_count, ranges
+from syncfabric.hosts.wire import HEADER, chunk_bytes, chunk_count, ranges
 
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024
@@ -69,6 +69,7 @@ class ChunkReceiver:
     def __init__(self, group, port, data_ip, number, size):
         self.number, self.data = number, bytearray(size)
         self.have = np.zeros(chunk_count(size), dtype=bool)
+        self.chunk_bytes = chunk_bytes()
         self.last_arrival = None
         self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
         self.measuring = True
@@ -93,7 +94,8 @@ class ChunkReceiver:
         self.pass_highest = max(self.pass_highest, index)
         if not self.have[index]:
             payload = packet[HEADER.size:]
-            self.data[index * CHUNK_BYTES:index * CHUNK_BYTES + len(payload)] = payload
+            start = index * self.chunk_bytes
+            self.data[start:start + len(payload)] = payload
             self.have[index] = True
 
     def drain(self):

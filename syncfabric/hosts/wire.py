@@ -8,7 +8,6 @@ import numpy as np
 
 DATA_PORT = 7001
 HEADER = struct.Struct("!III")           # round, chunk index, chunk count
-CHUNK_BYTES = 1472 - HEADER.size         # a UDP payload that fills a 1500-byte MTU
 FRAME_OVERHEAD = 14 + 20 + 8                # Ethernet, IP and UDP headers of a datagram
 WIRE_OVERHEAD = FRAME_OVERHEAD + HEADER.size  # ... and our chunk header
 MTU_ENV = "SYNCFABRIC_MTU"   # the data plane's MTU; the testbed sets it for the programs in hosts
@@ -23,6 +22,12 @@ def chunk_payload_bytes():
     return data_mtu() - 20 - 8
 
 
+def chunk_bytes():
+    """The model bytes one chunk carries: a datagram that fills the data-plane MTU (1460
+    at 1500; senders and receivers of a run see the same MTU_ENV)."""
+    return chunk_payload_bytes() - HEADER.size
+
+
 def model_bytes(model_mb, seed=0):
     """model_mb megabytes (1e6) of float32 parameters."""
     count = int(model_mb * 1e6) // 4
@@ -30,7 +35,7 @@ def model_bytes(model_mb, seed=0):
 
 
 def chunk_count(size):
-    return -(-size // CHUNK_BYTES)
+    return -(-size // chunk_bytes())
 
 
 def wire_bytes(size):
@@ -56,7 +61,7 @@ def expand(chunk_ranges):
 
 def chunk_packets(number, data, indices):
     """Datagrams carrying chunks `indices` of `data` in round `number`."""
-    chunks = chunk_count(len(data))
+    chunks, size = chunk_count(len(data)), chunk_bytes()
     view = memoryview(data)
-    return [HEADER.pack(number, index, chunks) + view[index * CHUNK_BYTES:(index + 1) * CHUNK_BYTES]
+    return [HEADER.pack(number, index, chunks) + view[index * size:(index + 1) * size]
             for index in indices]

@@ -6,7 +6,7 @@ compare it with the routes registered with Ryu's wsgi, and fuzz a live controlle
 against it with schemathesis.
 """
 
-from syncfabric.decisions import multicast_trees, round_planner
+from syncfabric.decisions import model_shards, multicast_trees, round_planner
 from syncfabric.decisions.fabric_view import HOST_ROLES, MAX_PORT
 from syncfabric.decisions.selection_round import COST_MODELS
 from syncfabric.operator.live_page import UI_ASSETS
@@ -190,7 +190,10 @@ SCHEMAS = {
                       "description": "shards on hosts of their own, in the workers' hosts, "
                                      "or whichever is faster"},
         "aggregation": {"type": "boolean", "description": "sum gradients in the aggregators"},
-        "ttl_s": TTL},
+        "ttl_s": TTL,
+        "mtu": {"type": "integer", "minimum": model_shards.MIN_MTU, "maximum": model_shards.MAX_MTU,
+                "description": "the hosts' data-plane MTU (default 1500); each fragment fills "
+                               "one datagram of it"}},
         required=["workers", "model_bytes"], additional=False,
         example={"workers": ["h1", "h2", "h3"], "model_bytes": 1000000}),
     "Job": obj({

@@ -20,8 +20,9 @@ from typing import Optional
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError, crosses
-from syncfabric.decisions.model_shards import (FRAGMENT_PAYLOAD_BYTES, fragment_count,
-                                               fragment_ranges, wire_mbit, worker_legs)
+from syncfabric.decisions.model_shards import (DEFAULT_MTU, MAX_MTU, MIN_MTU, fragment_count,
+                                               fragment_payload_bytes, fragment_ranges, wire_mbit,
+                                               worker_legs)
 from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
@@ -29,7 +30,7 @@ from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
-REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s"}
+REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 
 
@@ -52,7 +53,7 @@ def parse_job_request(body):
     """The request with its defaults filled in, or InvalidRequest."""
     check_fields(body, REQUEST_FIELDS, {"workers", "model_bytes"})
     request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
-                    "ttl_s": None}, **body)
+                    "ttl_s": None, "mtu": DEFAULT_MTU}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -69,7 +70,21 @@ def parse_job_request(body):
         raise InvalidRequest("aggregation must be true or false")
     if request["ttl_s"] is not None and not positive_number(request["ttl_s"]):
         raise InvalidRequest("ttl_s must be a positive number of seconds or null")
+    mtu = request["mtu"]
+    if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
+        raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
+                             "from %d to %d" % (MIN_MTU, MAX_MTU))
     return request
+
+
+def fragment_bytes(request):
+    """The payload of the job's fragments: datagrams that fill its hosts' MTU (1500 for a
+    job saved before jobs had one)."""
+    return fragment_payload_bytes(request.get("mtu", DEFAULT_MTU))
+
+
+def gradient_mbit(request):
+    return wire_mbit(request["model_bytes"], fragment_bytes(request))
 
 
 class Jobs:
@@ -165,7 +180,7 @@ class Jobs:
         shards = None if request["shards"] == "auto" else request["shards"]
         with self.metrics.planning_seconds.labels("job").time():
             return self.offload(round_planner.plan_job, book.view, request["workers"],
-                                wire_mbit(request["model_bytes"]), request["placement"], shards,
+                                gradient_mbit(request), request["placement"], shards,
                                 request["aggregation"], reserved)
 
     def _still_wanted(self, job):
@@ -283,7 +298,7 @@ def plan_request(job):
     body = {"job": "job-%d" % job.id, "workers": request["workers"],
             "ps": pss if len(pss) > 1 else pss[0],
             "policy": "equal-split" if len(pss) > 1 else "grid",
-            "gradient_mb": wire_mbit(request["model_bytes"]) / 8}
+            "gradient_mb": gradient_mbit(request) / 8}
     if not request["aggregation"]:
         body["aggregators"] = []
     return body
@@ -348,13 +363,12 @@ def job_report(job, trees, plans, now):
 def round_report(request, plan, trees):
     """The job's shards, destinations and aggregators from its INA plan's report and its
     return trees' (one per shard, in shard order)."""
-    model_bytes, pss = request["model_bytes"], list(plan["ports"])
-    held = fragment_ranges(plan["split"], fragment_count(model_bytes))
+    model_bytes, pss, size = request["model_bytes"], list(plan["ports"]), fragment_bytes(request)
+    held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
     address, port = plan["addresses"], plan["ports"]
     legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
     shards = [{"host": ps, "address": address[ps], "port": port[ps], "fragments": list(held[ps]),
-               "bytes": [held[ps][0] * FRAGMENT_PAYLOAD_BYTES,
-                         min(held[ps][1] * FRAGMENT_PAYLOAD_BYTES, model_bytes)],
+               "bytes": [held[ps][0] * size, min(held[ps][1] * size, model_bytes)],
                "return": {"tree": tree["id"], "group": tree["address"], "port": port[ps],
                           "rate_mbps": tree["bandwidth_mbps"]}}
               for ps, tree in zip(pss, trees)]
@@ -368,9 +382,9 @@ def round_report(request, plan, trees):
         for leg in worker_legs_:
             leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
     return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
-    model_mbit = wire_mbit(model_bytes)
+    model_mbit = gradient_mbit(request)
     return {"workers": list(request["workers"]), "model_bytes": model_bytes,
-            "fragment_bytes": FRAGMENT_PAYLOAD_BYTES, "fragments": fragment_count(model_bytes),
+            "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
             "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])
                           else round_planner.DEDICATED),
             "aggregation": request["aggregation"], "shards": shards, "destinations": legs,

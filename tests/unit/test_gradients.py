@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from syncfabric.hosts.gradient_wire import (FLOATS_PER_FRAGMENT, HEADER, FragmentSums,
+from syncfabric.hosts.gradient_wire import (HEADER, FragmentSums, floats_per_fragment,
                                             exact_sum_check, fragment_count, fragment_packet,
                                             gradient)
 
-FLOATS = 3 * FLOATS_PER_FRAGMENT + 17   # a short last fragment
+FLOATS = 3 * floats_per_fragment() + 17   # a short last fragment
 JOB, ROUND, SEED = 7, 1, 3
 
 
@@ -100,7 +100,7 @@ def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
     from syncfabric.decisions import model_shards
     from syncfabric.hosts.gradient_wire import wire_mbit
     from syncfabric.hosts.wire import FRAME_OVERHEAD
-    assert model_shards.FRAGMENT_PAYLOAD_BYTES == FLOATS_PER_FRAGMENT * 4
+    assert model_shards.FRAGMENT_PAYLOAD_BYTES == floats_per_fragment() * 4
     assert model_shards.FRAGMENT_WIRE_OVERHEAD_BYTES == FRAME_OVERHEAD + HEADER.size
     assert model_shards.fragment_count(4 * 1000) == fragment_count(1000)
     assert model_shards.wire_mbit(4 * 1000) == wire_mbit(1000)

@@ -67,6 +67,16 @@ def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, 
     assert empty(controller)
 
 
+def test_a_job_of_jumbo_frames_fills_them(controller):
+    code, job = post(controller, "/jobs", dict(JOB, mtu=9000))
+    assert code == 201, job
+    assert (job["fragment_bytes"], job["fragments"]) == (8948, 112)   # 9000 - 52, 1 MB in 112
+    assert job["shards"][-1]["bytes"][1] == 1_000_000
+    assert [s["bytes"][0] for s in job["shards"]] == [s["fragments"][0] * 8948 for s in job["shards"]]
+    controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+    assert empty(controller)
+
+
 @pytest.mark.parametrize("body, message", [
     (dict(JOB, workers=["h1", "h99"]), "unknown host(s): h99"),
     (dict(JOB, workers=["h1", "agg-spine1"]), "aggregator host(s) cannot be workers"),
@@ -76,6 +86,8 @@ def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, 
     (dict(JOB, placement="anywhere"), "placement"),
     (dict(JOB, aggregation="yes"), "aggregation"),
     (dict(JOB, ttl_s=-1), "ttl_s"),
+    (dict(JOB, mtu=9001), "mtu must be the hosts' data-plane MTU"),
+    (dict(JOB, mtu="9000"), "mtu"),
     (dict(JOB, owner="me"), "unknown field(s): owner"),
     ({"workers": ["h1", "h2"]}, "missing field(s): model_bytes"),
 ])

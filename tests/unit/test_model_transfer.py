@@ -1,7 +1,7 @@
 import hashlib
 
 from syncfabric.hosts import pacing
-from syncfabric.hosts.wire import CHUNK_BYTES, chunk_count, model_bytes, ranges, wire_bytes
+from syncfabric.hosts.wire import chunk_bytes, chunk_count, model_bytes, ranges, wire_bytes
 
 
 def test_model_is_seeded_float32_bytes():
@@ -11,7 +11,7 @@ def test_model_is_seeded_float32_bytes():
 
 
 def test_chunks_cover_the_model():
-    assert chunk_count(CHUNK_BYTES) == 1 and chunk_count(CHUNK_BYTES + 1) == 2
+    assert chunk_count(chunk_bytes()) == 1 and chunk_count(chunk_bytes() + 1) == 2
 
 
 def test_missing_indices_become_ranges():
@@ -21,8 +21,8 @@ def test_missing_indices_become_ranges():
 
 def test_wire_size_counts_every_header_of_every_chunk():
     # one full chunk fills a 1500-byte IP packet: 1514 bytes with the Ethernet header
-    assert wire_bytes(CHUNK_BYTES) == 1514
-    assert wire_bytes(CHUNK_BYTES + 1) == CHUNK_BYTES + 1 + 2 * (1514 - CHUNK_BYTES)
+    assert wire_bytes(chunk_bytes()) == 1514
+    assert wire_bytes(chunk_bytes() + 1) == chunk_bytes() + 1 + 2 * (1514 - chunk_bytes())
 
 
 def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):

@@ -1,0 +1,77 @@
+"""How the emulated data plane is set up: the MTU of every fabric interface and the send
+buffer of Open vSwitch's transmit socket.
+
+The userspace datapath sends every packet, on every port of every bridge, through one
+AF_PACKET socket that ovs-vswitchd opens at its first send with the buffer
+net.core.wmem_default gives it (212992 bytes on Debian). A frame waiting in a port's
+shaper is charged to that socket, so with that default about 90 frames of 1500 bytes, or
+16 of 9000, queued anywhere in the fabric make the next send fail (ENOBUFS), and OVS
+drops the whole batch, counting it in no port, qdisc or socket counter (only a
+rate-limited "error sending Ethernet packet" in its log). That was the loss no counter
+explained: 16 PS shards' bursts, 16-worker streams, and 57% of jumbo all-to-all.
+
+DataPlane() is the default (jumbo frames, a 16 MiB buffer); BASELINE is how every run
+was set up before, kept for `experiments.calibrate --compare-baseline`.
+"""
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from mininet_topos.platform_net import PlatformError, existing_bridges
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
+DEBIAN_WMEM_DEFAULT = 212992
+
+
+@dataclass(frozen=True)
+class DataPlane:
+    mtu: int = 9000
+    ovs_send_buffer: int = 16 * 1024 * 1024
+
+    def describe(self):
+        return "MTU %d, OVS send buffer %s" % (self.mtu, _size(self.ovs_send_buffer))
+
+
+BASELINE = DataPlane(mtu=1500, ovs_send_buffer=DEBIAN_WMEM_DEFAULT)
+
+
+def _size(count):
+    return "%d MiB" % (count >> 20) if count % (1 << 20) == 0 else "%d bytes" % count
+
+
+def ovs_transmit_buffer(ss_text):
+    """The send buffer (bytes) of ovs-vswitchd's transmit socket in `ss -0 -m -p -n`'s
+    output: the packet socket bound to no interface; None before its first send."""
+    for line in ss_text.splitlines():
+        if '"ovs-vswitchd"' in line and re.search(r"\s\[0\]:\*\s", line):
+            found = re.search(r"\btb(\d+)", line)
+            if found:
+                return int(found.group(1))
+    return None
+
+
+def _current_transmit_buffer():
+    listing = subprocess.run(["ss", "-0", "-m", "-p", "-n"], capture_output=True, text=True)
+    return ovs_transmit_buffer(listing.stdout)
+
+
+def apply_ovs_send_buffer(size):
+    """Make OVS's transmit socket have `size` bytes of send buffer: set wmem_default (the
+    socket takes it when it is opened, at OVS's first send after a start) and restart
+    OVS if its socket is open with another size. A restart drops every bridge's
+    datapath state, so it is refused while OVS has bridges. Returns whether OVS restarted."""
+    WMEM_DEFAULT.write_text("%d\n" % size)
+    current = _current_transmit_buffer()
+    if current is None or current == size:
+        return False
+    bridges = existing_bridges()
+    if bridges:
+        raise PlatformError("OVS's transmit socket has a %d-byte send buffer, not %d, and OVS "
+                            "cannot restart to change it while it has bridges (%s); remove them "
+                            "(`make leftovers`, or `mn -c`) and try again"
+                            % (current, size, ", ".join(sorted(bridges)[:4])))
+    subprocess.run([OVS_CTL, "restart", "--system-id=random"], check=True, capture_output=True)
+    return True
