@@ -57,6 +57,7 @@ COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
+PS_HOST_MODES = {"gloo-ps", "stream"} | set(TRAINING_MODES)   # these need a host beside the workers
 
 
 def parse_args(argv):
@@ -82,8 +83,12 @@ def parse_args(argv):
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
     hosts = args.leaves * args.hosts_per_leaf
-    if any(not 2 <= n < min(hosts, 65) for n in args.workers):
-        parser.error("every --workers count must be between 2 and %d" % (min(hosts, 65) - 1))
+    if any(not 2 <= n <= min(hosts, 64) for n in args.workers):
+        parser.error("every --workers count must be between 2 and %d" % min(hosts, 64))
+    beside = sorted(set(args.modes) & PS_HOST_MODES)
+    if beside and max(args.workers) == hosts:
+        parser.error("%d workers leave no host for %s's PS: give more --hosts-per-leaf, or only "
+                     "gloo-allreduce and stream-colocated" % (hosts, ", ".join(beside)))
     if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
         parser.error("--rounds, --hidden and --max-pss must be positive")
     if args.bw is not None:

@@ -147,15 +147,23 @@ class Calibration:
         for name in self.hosts:
             self.channels[name].send({"report": number})
         received = {name: self.channels[name].receive()["received"] for name in self.hosts}
-        expected = got = 0
+        expected = got = distinct_lost = 0
+        worst = 0.0    # the largest share of a stream that one of its receivers missed
         for name in self.hosts:
             for (address, _rate), packets in zip(plan[name][0], sent[name]):
-                for receiver in receivers[name, address]:
-                    expected += packets
-                    got += received[receiver].get(str(self.hosts.index(name)), 0)
+                lost = [packets - received[receiver].get(str(self.hosts.index(name)), 0)
+                        for receiver in receivers[name, address]]
+                expected += packets * len(lost)
+                got += packets * len(lost) - sum(lost)
+                # a packet dropped before a multicast stream branches is lost by every
+                # receiver: the drops explain the loss if they are as many as the packets
+                # its worst receiver missed
+                distinct_lost += max(lost)
+                worst = max(worst, max(lost) / max(packets, 1))
         loss = 1 - got / expected
+        unexplained = fidelity.unexplained_loss(loss, distinct_lost, usage)
         return {"pattern": pattern, "rate_mbps": round(rate, 2), "loss": round(loss, 5),
-                "unexplained_loss": round(fidelity.unexplained_loss(loss, expected - got, usage), 5),
+                "unexplained_loss": round(unexplained, 5), "worst_receiver_loss": round(worst, 5),
                 "dropped_at": packet_drops.where(usage.drops), "ovs_cpu": round(usage.ovs_cpu, 3),
                 "machine_busy": round(usage.machine_busy, 3), "drops": usage.drops}
 

@@ -46,7 +46,9 @@ def test_a_run_at_the_calibrated_rate_is_faithful(tmp_path):
     assert set(found["patterns"]) == {"multicast", "all-to-one", "all-to-all"}
     # three bisection steps, then the rate found is tried again before it counts
     assert all(len(p["trials"]) >= 3 and "confirmed" in p for p in found["patterns"].values())
-    assert found["machine"]["cores"] >= 1 and found["date"] and found["mtu"] == 1500
+    assert found["machine"]["cores"] >= 1 and found["date"] and found["mtu"] == 9000
+    assert all(t["unexplained_loss"] < 0.001 and "dropped_at" in t
+               for p in found["patterns"].values() for t in p["trials"]), found
     rate = found["patterns"]["multicast"]["max_mbps"]
     assert rate > 0, found
     out = tmp_path / "calibrated.csv"
