@@ -41,6 +41,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
                              finish_emulated_run, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, STREAM_MODES
 from experiments.plots import plot_allreduce
+from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
 from experiments.traffic.jobs import (job_round_fidelity, job_rounds, run_job, served_job,
@@ -147,6 +148,9 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, b
 
 def run(args):
     announce_rate(args)
+    warning = capacity_warning(args.bw, max(args.workers))
+    if warning:
+        print(warning, file=sys.stderr)
     rows, leftovers = [], []
     total = len(args.aggregator_bw) * len(args.workers) * len(args.modes) * args.rounds
     with tqdm(total=total, desc="rounds", unit="round", file=sys.stderr) as bar:

@@ -21,6 +21,7 @@ each layer dropped (experiments/packet_drops.py) and the loss no layer counted.
 the one asked for, and writes the first under `baseline`.
 """
 
+import dataclasses
 import datetime
 import json
 import os
@@ -33,7 +34,7 @@ from tqdm import tqdm
 
 from experiments import fidelity, packet_drops
 from experiments.cli import ArgumentParser, comma_list, progress_printer
-from experiments.platform_capacity import PATTERNS, PLATFORM_FILE
+from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, SAFE_FRACTION
 from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
 from mininet_topos.data_plane import BASELINE, DataPlane
@@ -61,8 +62,11 @@ def parse_args(argv):
     parser.add_argument("--ovs-send-buffer", type=int, default=DataPlane.ovs_send_buffer,
                         help="bytes of send buffer for OVS's transmit socket (%d by default; %d "
                              "before)" % (DataPlane.ovs_send_buffer, BASELINE.ovs_send_buffer))
+    parser.add_argument("--ovs-receive-buffer", type=int, default=DataPlane.ovs_receive_buffer,
+                        help="bytes of receive buffer for OVS's port sockets (%d by default; %d "
+                             "before)" % (DataPlane.ovs_receive_buffer, BASELINE.ovs_receive_buffer))
     parser.add_argument("--compare-baseline", action="store_true",
-                        help="calibrate the baseline data plane (MTU %d, %d-byte OVS send buffer) "
+                        help="calibrate the baseline data plane (MTU %d, %d-byte OVS buffers) "
                              "first, in the same run, and write it under `baseline`"
                              % (BASELINE.mtu, BASELINE.ovs_send_buffer))
     parser.add_argument("--spines", type=int, default=8, help="the experiments' fabric: spines")
@@ -76,8 +80,8 @@ def parse_args(argv):
         parser.error("--max-mbps, --steps, --seconds and --loss must be positive (loss < 1)")
     if not 576 <= args.mtu <= 9000:
         parser.error("--mtu must be between 576 and 9000")
-    if args.ovs_send_buffer < 4096:
-        parser.error("--ovs-send-buffer must be at least 4096 bytes")
+    if min(args.ovs_send_buffer, args.ovs_receive_buffer) < 4096:
+        parser.error("--ovs-send-buffer and --ovs-receive-buffer must be at least 4096 bytes")
     return args
 
 
@@ -242,14 +246,14 @@ def main(argv=None):
     args = parse_args(argv)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.max_mbps)
-    data_plane = DataPlane(mtu=args.mtu, ovs_send_buffer=args.ovs_send_buffer)
+    data_plane = DataPlane(mtu=args.mtu, ovs_send_buffer=args.ovs_send_buffer,
+                           ovs_receive_buffer=args.ovs_receive_buffer)
     started = datetime.datetime.now(datetime.timezone.utc)
     baseline = None
     try:
         if args.compare_baseline:
             print("calibrating the baseline data plane first (%s)" % BASELINE.describe())
-            baseline = {"mtu": BASELINE.mtu, "ovs_send_buffer": BASELINE.ovs_send_buffer,
-                        "patterns": calibrate(args, topo, BASELINE)}
+            baseline = dict(dataclasses.asdict(BASELINE), patterns=calibrate(args, topo, BASELINE))
         patterns = calibrate(args, topo, data_plane)
     except (PlatformError, RuntimeError, ValueError) as error:
         sys.exit("error: %s" % error)
@@ -257,7 +261,8 @@ def main(argv=None):
     result = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
               "fabric": "%dx%d spine-leaf, %d hosts per leaf" % (args.spines, args.leaves,
                                                                 args.hosts_per_leaf),
-              "mtu": data_plane.mtu, "ovs_send_buffer": data_plane.ovs_send_buffer,
+              "hosts": len(topo.hosts()),
+              **dataclasses.asdict(data_plane),
               "chunk_bytes": data_plane.mtu - 28, "loss_threshold": args.loss,
               "send_fraction": SEND_FRACTION, "seconds_per_trial": args.seconds,
               "calibration_s": round(elapsed, 1), "patterns": patterns}
@@ -268,6 +273,11 @@ def main(argv=None):
     if baseline is not None:
         print_rates(baseline["patterns"], BASELINE)
     print_rates(patterns, data_plane, baseline and baseline["patterns"])
+    carried = result["hosts"] * patterns["all-to-all"]["max_mbps"] if "all-to-all" in patterns else 0
+    if carried:
+        print("the fabric carried %.0f Mbit/s all-to-all in all; the largest job that runs "
+              "faithfully at a link rate of R Mbit/s has about %.0f / R workers (at 70%%)"
+              % (carried, SAFE_FRACTION * carried))
     print("calibrated in %.0f s on %s (%d cores); written to %s"
           % (elapsed, result["machine"]["cpu"], result["machine"]["cores"], args.out))
 

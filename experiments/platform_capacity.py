@@ -37,6 +37,31 @@ def calibrated_mbps(platform, pattern):
     return platform["patterns"][pattern]["max_mbps"]
 
 
+def largest_all_to_all(platform, link_mbps):
+    """How many hosts can send all-to-all at link_mbps each as cleanly as calibration saw
+    (0 for a platform file without its host count). The datapath's cost is per packet,
+    on one core, so what the calibrated fabric carried in all (its hosts times the rate
+    found) is what any fabric of this machine shares out."""
+    carried = platform.get("hosts", 0) * calibrated_mbps(platform, "all-to-all")
+    return int(SAFE_FRACTION * carried // link_mbps)
+
+
+def capacity_warning(link_mbps, hosts, path=None):
+    """A warning if `hosts` sending all-to-all at link_mbps are more than this machine
+    carries cleanly (largest_all_to_all), else None (also when it is not calibrated)."""
+    try:
+        platform = load(path)
+    except NotCalibrated:
+        return None
+    largest = largest_all_to_all(platform, link_mbps)
+    if not largest or hosts <= largest:
+        return None
+    return ("warning: %d hosts at %g Mbit/s are more than the %d this machine carries all-to-all "
+            "cleanly (%s): give a --bw of at most %.1f, or expect rows flagged not faithful"
+            % (hosts, link_mbps, largest, path or PLATFORM_FILE,
+               SAFE_FRACTION * platform["hosts"] * calibrated_mbps(platform, "all-to-all") / hosts))
+
+
 def resolve_bw(bw, pattern, path=None):
     """(rate, note) for an experiment whose heaviest traffic is `pattern`: with bw "auto",
     a safe fraction of the calibrated rate; an explicit rate above the calibrated one

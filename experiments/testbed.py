@@ -29,7 +29,7 @@ from pathlib import Path
 from experiments import switch_oracle
 from experiments.fidelity import PlatformSampler
 from experiments.ovs import ofctl
-from mininet_topos.data_plane import DataPlane, apply_ovs_send_buffer
+from mininet_topos.data_plane import DataPlane, apply_ovs_receive_buffer, apply_ovs_send_buffer
 from mininet_topos.description import describe
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free, check_ovs_running,
@@ -130,6 +130,7 @@ class FabricTestbed:
             self._start_controller()
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
+            apply_ovs_receive_buffer(self.data_plane.ovs_receive_buffer)
             self.net = start_network(self.topo, self.of_port, mtu=self.data_plane.mtu)
             os.environ[MTU_ENV] = str(self.data_plane.mtu)   # for the programs started in hosts
             self.management_ip = add_management_network(self.net)

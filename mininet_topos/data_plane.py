@@ -1,5 +1,5 @@
-"""How the emulated data plane is set up: the MTU of every fabric interface and the send
-buffer of Open vSwitch's transmit socket.
+"""How the emulated data plane is set up: the MTU of every fabric interface and the
+buffers of Open vSwitch's sockets.
 
 The userspace datapath sends every packet, on every port of every bridge, through one
 AF_PACKET socket that ovs-vswitchd opens at its first send with the buffer
@@ -10,8 +10,14 @@ drops the whole batch, counting it in no port, qdisc or socket counter (only a
 rate-limited "error sending Ethernet packet" in its log). That was the loss no counter
 explained: 16 PS shards' bursts, 16-worker streams, and 57% of jumbo all-to-all.
 
-DataPlane() is the default (jumbo frames, a 16 MiB buffer); BASELINE is how every run
-was set up before, kept for `experiments.calibrate --compare-baseline`.
+OVS reads each port through an AF_PACKET socket of its own, opened when the port is
+added, with net.core.rmem_default's buffer: 212992 bytes hold 16 jumbo frames, and a
+burst of more reaching a port while OVS's one thread is elsewhere overflows it (counted:
+packet_drops' ovs-receive). 16 shards' returns did that at 16 workers.
+
+DataPlane() is the default (jumbo frames, a 16 MiB transmit and 4 MiB receive buffers);
+BASELINE is how every run was set up before, kept for `experiments.calibrate
+--compare-baseline`.
 """
 
 import re
@@ -23,19 +29,23 @@ from mininet_topos.platform_net import PlatformError, existing_bridges
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
-DEBIAN_WMEM_DEFAULT = 212992
+RMEM_DEFAULT = Path("/proc/sys/net/core/rmem_default")
+DEBIAN_SOCKET_BUFFER = 212992
 
 
 @dataclass(frozen=True)
 class DataPlane:
     mtu: int = 9000
     ovs_send_buffer: int = 16 * 1024 * 1024
+    ovs_receive_buffer: int = 4 * 1024 * 1024
 
     def describe(self):
-        return "MTU %d, OVS send buffer %s" % (self.mtu, _size(self.ovs_send_buffer))
+        return "MTU %d, OVS send buffer %s, receive buffers %s" % (
+            self.mtu, _size(self.ovs_send_buffer), _size(self.ovs_receive_buffer))
 
 
-BASELINE = DataPlane(mtu=1500, ovs_send_buffer=DEBIAN_WMEM_DEFAULT)
+BASELINE = DataPlane(mtu=1500, ovs_send_buffer=DEBIAN_SOCKET_BUFFER,
+                     ovs_receive_buffer=DEBIAN_SOCKET_BUFFER)
 
 
 def _size(count):
@@ -75,3 +85,8 @@ def apply_ovs_send_buffer(size):
                             % (current, size, ", ".join(sorted(bridges)[:4])))
     subprocess.run([OVS_CTL, "restart", "--system-id=random"], check=True, capture_output=True)
     return True
+
+
+def apply_ovs_receive_buffer(size):
+    """The receive buffer of the ports' sockets OVS opens from now on (rmem_default)."""
+    RMEM_DEFAULT.write_text("%d\n" % size)

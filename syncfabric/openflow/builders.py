@@ -31,7 +31,7 @@ ETH_TYPE_ARP = 0x0806
 
 
 METER_BURST_S = 0.1  # explicit: OVS turns burst 0 into a whole second of traffic
-MIN_BURST_KBITS = 50  # four full-size frames: a bucket smaller than one frame passes none
+MIN_BURST_KBITS = 300  # four jumbo frames: a bucket smaller than one frame passes none
 
 
 def flow_add(datapath, cookie, priority, match, actions, meter_id=None):

@@ -99,3 +99,17 @@ def test_an_emulated_figure_names_its_link_rate_and_faithful_rows(tmp_path):
     assert emulation_footer(read_rows(path)) == (
         "links 8.0 Mbit/s (emulated; seconds are this machine's); 2 of 3 rows faithful")
     assert plot_ps_distribution(path).stat().st_size > 0
+
+
+def test_the_largest_all_to_all_shares_out_what_the_calibrated_fabric_carried(tmp_path):
+    from experiments.platform_capacity import capacity_warning, largest_all_to_all
+    platform = {"date": "2026-11-25T14:00:00+00:00", "mtu": 9000, "hosts": 16,
+                "patterns": {"all-to-all": {"max_mbps": 60.0}}}
+    assert largest_all_to_all(platform, 42.0) == 16 and largest_all_to_all(platform, 21.0) == 32
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps(platform))
+    assert capacity_warning(21.0, 32, path) is None
+    warning = capacity_warning(42.0, 32, path)
+    assert warning.startswith("warning: 32 hosts at 42 Mbit/s are more than the 16")
+    assert "a --bw of at most 21.0" in warning
+    assert capacity_warning(42.0, 32, tmp_path / "missing.json") is None
