@@ -86,10 +86,6 @@ def parse_args(argv):
     hosts = args.leaves * args.hosts_per_leaf
     if any(not 2 <= n <= min(hosts, 64) for n in args.workers):
         parser.error("every --workers count must be between 2 and %d" % min(hosts, 64))
-    beside = sorted(set(args.modes) & PS_HOST_MODES)
-    if beside and max(args.workers) == hosts:
-        parser.error("%d workers leave no host for %s's PS: give more --hosts-per-leaf, or only "
-                     "gloo-allreduce and stream-colocated" % (hosts, ", ".join(beside)))
     if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
         parser.error("--rounds, --hidden and --max-pss must be positive")
     if args.bw is not None:
@@ -146,13 +142,28 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, b
             for r in results]
 
 
+def modes_for(args, count):
+    """The modes a round of `count` workers runs: with every host a worker, those that
+    need a host beside them (PS_HOST_MODES) have none, and are left out."""
+    if count < args.leaves * args.hosts_per_leaf:
+        return args.modes
+    return [mode for mode in args.modes if mode not in PS_HOST_MODES]
+
+
 def run(args):
     announce_rate(args)
     warning = capacity_warning(args.bw, max(args.workers))
     if warning:
         print(warning, file=sys.stderr)
+    for count in args.workers:
+        left_out = sorted(set(args.modes) - set(modes_for(args, count)))
+        if left_out:
+            print("%d workers take every host, leaving none for %s: left out (more "
+                  "--hosts-per-leaf would give them one)" % (count, ", ".join(left_out)),
+                  file=sys.stderr)
     rows, leftovers = [], []
-    total = len(args.aggregator_bw) * len(args.workers) * len(args.modes) * args.rounds
+    total = len(args.aggregator_bw) * args.rounds * sum(len(modes_for(args, count))
+                                                        for count in args.workers)
     with tqdm(total=total, desc="rounds", unit="round", file=sys.stderr) as bar:
         for aggregator_bw in args.aggregator_bw:
             topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
@@ -165,15 +176,15 @@ def run(args):
                                progress=progress_printer("allreduce")) as bed:
                 for count in args.workers:
                     setup = TrainingSetup(workers=count, hidden=args.hidden)
-                    workers, ps = hosts[:count], hosts[-1]
+                    workers, ps, modes = hosts[:count], hosts[-1], modes_for(args, count)
                     bar.set_postfix_str("%d workers, gloo" % count)
-                    measured = gloo_rows(bed, args.modes, workers, ps, setup.parameter_count,
+                    measured = gloo_rows(bed, modes, workers, ps, setup.parameter_count,
                                          args.rounds, bar)
-                    for mode in (m for m in args.modes if m in TRAINING_MODES):
+                    for mode in (m for m in modes if m in TRAINING_MODES):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += training_rows(bed, mode, workers, ps, setup, args.rounds,
                                                   args.rate_fraction * args.bw, bar)
-                    for mode in (m for m in args.modes if m in STREAM_MODES):
+                    for mode in (m for m in modes if m in STREAM_MODES):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += stream_rows(bed, view, mode, workers, hosts[count:],
                                                 setup.parameter_count, args.rounds,

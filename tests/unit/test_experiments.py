@@ -102,3 +102,13 @@ def test_ina_bench_prints_the_planning_time():
     result = json.loads(line)
     assert result["workers"] == 100 and "64x64" in result["fabric"] and result["plan_s"] > 0
     assert result["theta_gbps"]["grid"] > result["theta_gbps"]["no-ina"]
+
+
+def test_allreduce_with_every_host_a_worker_leaves_out_the_modes_that_need_one_more():
+    from experiments import allreduce
+    args = allreduce.parse_args(["--bw", "20", "--workers", "16,32", "--modes",
+                                 "gloo-allreduce,gloo-ps,stream,stream-colocated"])
+    assert allreduce.modes_for(args, 16) == args.modes
+    assert allreduce.modes_for(args, 32) == ["gloo-allreduce", "stream-colocated"]
+    answer = run("allreduce", "--bw", "20", "--workers", "33")
+    assert answer.returncode == 2 and "between 2 and 32" in answer.stderr
