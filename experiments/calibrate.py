@@ -110,6 +110,25 @@ def streams(pattern, hosts, ips, rate, group=None):
     return plan, receivers
 
 
+def trial_loss(plan, receivers, sent, received, hosts):
+    """(share of deliveries lost, packets lost at the fewest, worst receiver's share) of
+    one trial: sent[host] counts each of its streams' packets, received[host] what came
+    from each sender (by index in `hosts`). A packet dropped before a multicast stream
+    branches is lost by every receiver, so the drops explain a stream's loss if they are
+    as many as the packets its worst receiver missed."""
+    expected = got = distinct_lost = 0
+    worst = 0.0
+    for name in hosts:
+        for (address, _rate), packets in zip(plan[name][0], sent[name]):
+            lost = [packets - received[receiver].get(str(hosts.index(name)), 0)
+                    for receiver in receivers[name, address]]
+            expected += packets * len(lost)
+            got += packets * len(lost) - sum(lost)
+            distinct_lost += max(lost)
+            worst = max(worst, max(lost) / max(packets, 1))
+    return 1 - got / expected, distinct_lost, worst
+
+
 class Calibration:
     def __init__(self, bed, args, hosts):
         self.bed, self.args, self.hosts = bed, args, hosts
@@ -151,20 +170,7 @@ class Calibration:
         for name in self.hosts:
             self.channels[name].send({"report": number})
         received = {name: self.channels[name].receive()["received"] for name in self.hosts}
-        expected = got = distinct_lost = 0
-        worst = 0.0    # the largest share of a stream that one of its receivers missed
-        for name in self.hosts:
-            for (address, _rate), packets in zip(plan[name][0], sent[name]):
-                lost = [packets - received[receiver].get(str(self.hosts.index(name)), 0)
-                        for receiver in receivers[name, address]]
-                expected += packets * len(lost)
-                got += packets * len(lost) - sum(lost)
-                # a packet dropped before a multicast stream branches is lost by every
-                # receiver: the drops explain the loss if they are as many as the packets
-                # its worst receiver missed
-                distinct_lost += max(lost)
-                worst = max(worst, max(lost) / max(packets, 1))
-        loss = 1 - got / expected
+        loss, distinct_lost, worst = trial_loss(plan, receivers, sent, received, self.hosts)
         unexplained = fidelity.unexplained_loss(loss, distinct_lost, usage)
         return {"pattern": pattern, "rate_mbps": round(rate, 2), "loss": round(loss, 5),
                 "unexplained_loss": round(unexplained, 5), "worst_receiver_loss": round(worst, 5),

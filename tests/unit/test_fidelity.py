@@ -113,3 +113,20 @@ def test_the_largest_all_to_all_shares_out_what_the_calibrated_fabric_carried(tm
     assert warning.startswith("warning: 32 hosts at 42 Mbit/s are more than the 16")
     assert "a --bw of at most 21.0" in warning
     assert capacity_warning(42.0, 32, tmp_path / "missing.json") is None
+
+
+def test_a_multicast_trials_drops_explain_what_its_worst_receiver_missed():
+    from experiments.calibrate import trial_loss
+    plan, receivers = streams("multicast", HOSTS, IPS, 10.0, group="239.1.0.1")
+    sent = {"h1": [100], "h2": [], "h3": [], "h4": []}
+    received = {"h1": {}, "h2": {"0": 90}, "h3": {"0": 90}, "h4": {"0": 100}}
+    loss, distinct, worst = trial_loss(plan, receivers, sent, received, HOSTS)
+    assert (loss, distinct, worst) == (pytest.approx(20 / 300), 10, 0.1)
+    # ten drops before the branch explain all twenty missed deliveries; five do not
+    assert fidelity.unexplained_loss(loss, distinct, Usage(drops={"ovs-receive": 10})) == 0.0
+    assert fidelity.unexplained_loss(loss, distinct, Usage(drops={"ovs-receive": 5})) == \
+        pytest.approx(10 / 300)
+    plan, receivers = streams("all-to-one", HOSTS, IPS, 10.0)
+    sent = {"h1": [], "h2": [50], "h3": [50], "h4": [50]}
+    received = {"h1": {"1": 50, "2": 40, "3": 45}}
+    assert trial_loss(plan, receivers, sent, received, HOSTS) == (pytest.approx(15 / 150), 15, 0.2)
