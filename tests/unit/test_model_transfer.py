@@ -42,3 +42,26 @@ def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
     packets = [bytes([n]) * 100 for n in range(4)]
     pacing.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)])
     assert sock.sent == packets and waits == [[sock]]
+
+
+def test_a_stream_held_up_catches_up_no_faster_than_a_meter_allows():
+    import time
+    from syncfabric.hosts import pacing
+
+    class SlowOnce:
+        """The first send is held up 200 ms (a busy CPU); every send's time is kept."""
+        def __init__(self):
+            self.times = []
+
+        def sendto(self, packet, address):
+            if not self.times:
+                time.sleep(0.2)
+            self.times.append(time.perf_counter())
+
+    sock = SlowOnce()
+    interval_s = 0.01                       # 958 + 42 wire bytes at 0.8 Mbit/s
+    pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(958)] * 30, 0.8)])
+    right_after = [t for t in sock.times[1:] if t - sock.times[0] < 0.005]
+    # 200 ms behind: 20 datagrams at once without the bound, CATCH_UP_S's worth with it
+    assert len(right_after) <= pacing.CATCH_UP_S / interval_s + 1, len(right_after)
+    assert len(sock.times) == 30
