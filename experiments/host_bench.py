@@ -150,10 +150,9 @@ def summing(role, datagram_bytes, seconds):
     streams = [([fragment_packet(1, 0, i, bit, values, layout.per_fragment)
                  for i in range(FRAGMENTS)], ADDRESS[w], (here, PORT))
                for w, bit in (("w1", 1), ("w2", 2))]
-    flush = (lambda: None) if aggregated else node.returns.send_due
     try:
         return with_generator(streams, seconds,
-                              lambda: taken_per_second(node.take, sock, seconds, flush))
+                              lambda: taken_per_second(node.take, sock, seconds, node.sums_out.send_due))
     finally:
         sock.close()
 

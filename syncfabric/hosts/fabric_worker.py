@@ -164,21 +164,21 @@ class FabricWorker:
     def _pump(self, seconds):
         """Receive for up to `seconds` (None: until something happens or a timer is due),
         send what is due, and check the rounds."""
-        waits = [w for w in [self.outbox.wait(), *(n.returns.wait() for n in self.own)]
+        waits = [w for w in [self.outbox.wait(), *(n.sums_out.wait() for n in self.own)]
                  if w is not None] + [REPAIR_QUIET_S / 2] * bool(self.rounds)
         limit = min([seconds] * (seconds is not None) + waits, default=None)
         for key, _events in self.selector.select(limit):
             key.data()
         self.outbox.send_due()
         for node in self.own:
-            node.returns.send_due()
+            node.sums_out.send_due()
         self._check_rounds()
 
     def _lingering(self):
         """Whether this host's shards still have sums to send, or heard from the other
         workers lately (for at most ROUND_FAIL_S after close)."""
         now = time.monotonic()
-        busy = any(node.returns.wait() is not None for node in self.own) \
+        busy = any(node.sums_out.wait() is not None for node in self.own) \
             or now - self.shard_heard_at < SHARD_LINGER_S
         return bool(self.own) and busy and now - self.closing_at < ROUND_FAIL_S
 

@@ -70,16 +70,14 @@ class JobDaemon:
 
     def _pump(self):
         nodes = [node for _generation, parts in self.served.values() for node in parts]
-        waits = [w for w in (n.returns.wait() for n in nodes if isinstance(n, ShardNode))
-                 if w is not None]
+        waits = [w for w in (n.sums_out.wait() for n in nodes) if w is not None]
         for key, _events in self.selector.select(min(waits, default=None)):
             if key.data is None:
                 self._woken()
             else:
                 key.data.take()
         for node in nodes:
-            if isinstance(node, ShardNode):
-                node.returns.send_due()
+            node.sums_out.send_due()
 
     def _woken(self):
         self.wakeup.clear()

@@ -63,7 +63,7 @@ def settle(node, seconds=0.05):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         node.take()
-        node.returns.send_due()
+        node.sums_out.send_due()
         time.sleep(0.002)
 
 
@@ -124,10 +124,16 @@ def test_an_aggregator_sends_its_aggregate_on_and_again_when_a_worker_repeats():
         w2.sendto(fragment_packet(7, 1, 0, 0b010, values(1)), (ADDRESS["agg"], PORT))
         time.sleep(0.02)
         node.take()
+        assert node.sums_out.wait() is not None     # paced: it leaves when it is due
+        settle(node)
         assert returned_sums(ps) == {(1, 0): (0b011, 3.0)}
+        # both workers repeat it before it leaves again: it leaves once
+        w1.sendto(fragment_packet(7, 1, 0, 0b001, values(0)), (ADDRESS["agg"], PORT))
         w2.sendto(fragment_packet(7, 1, 0, 0b010, values(1)), (ADDRESS["agg"], PORT))
         time.sleep(0.02)
         node.take()
+        assert len(node.sums_out.queue) == 1
+        settle(node)
         assert returned_sums(ps) == {(1, 0): (0b011, 3.0)}
     finally:
         node.sock.close()
