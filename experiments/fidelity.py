@@ -133,19 +133,22 @@ class PlatformSampler:
     def __init__(self, hosts=()):
         self.hosts = list(hosts)    # Mininet hosts: their queues and sockets count too
 
-    def _read(self):
+    def _times(self):
         total, idle = _machine_times()
-        return {"time": time.monotonic(), "total": total, "idle": idle,
-                "ovs": _ovs_cpu_seconds(), "counters": packet_drops.read_counters(self.hosts)}
+        return {"time": time.monotonic(), "total": total, "idle": idle, "ovs": _ovs_cpu_seconds()}
 
     def start(self):
-        self.started = self._read()
+        self.started = dict(self._times(), counters=packet_drops.read_counters(self.hosts))
         return self
 
     def stop(self):
-        end, start = self._read(), self.started
+        end, start = self._times(), self.started
+        # OVS adds a thread's coverage counts (meter and datapath drops) to the totals it
+        # shows at most once a second: the run's last second shows only after that
+        time.sleep(packet_drops.COVERAGE_FLUSH_S)
         elapsed = max(end["time"] - start["time"], 1e-9)
         ticks = max(end["total"] - start["total"], 1)
         return Usage(ovs_cpu=(end["ovs"] - start["ovs"]) / elapsed,
                      machine_busy=1.0 - (end["idle"] - start["idle"]) / ticks,
-                     drops=packet_drops.dropped_between(start["counters"], end["counters"]))
+                     drops=packet_drops.dropped_between(start["counters"],
+                                                        packet_drops.read_counters(self.hosts)))

@@ -10,7 +10,9 @@ that can drop a packet counts it somewhere; `read_counters` reads them all and
   which is PACKET_STATISTICS' tp_drops);
 - `ovs-datapath`: the datapath dropped by reason (`coverage/show`'s datapath_drop_* and
   drop_action_*, meters apart) or lost an upcall (`dpctl/show`'s lookups lost);
-- `meter`: a meter band (datapath_drop_meter), which a reservation drops by design;
+- `meter`: a meter band (datapath_drop_meter), which a reservation drops by design
+  (coverage counts reach coverage/show's totals up to a second late: read them
+  COVERAGE_FLUSH_S after the traffic);
 - `ovs-transmit`: a send on OVS's transmit socket failed, which loses the batch (OVS logs
   each failure, and nothing else counts it: mininet_topos/data_plane.py);
 - `ovs-port`: OVS's port counters (`dpctl/show -s`: rx and tx dropped and errors,
@@ -35,6 +37,7 @@ CONTROL = "control"
 OVS_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
 SEND_FAILURE = "error sending Ethernet packet"
 CONTROL_COUNTERS = {"datapath_drop_userspace_action_error"}
+COVERAGE_FLUSH_S = 1.1   # OVS moves a thread's coverage counts to the totals once a second
 METER_COUNTER = "datapath_drop_meter"
 
 

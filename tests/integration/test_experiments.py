@@ -68,7 +68,7 @@ def test_a_run_at_the_calibrated_rate_is_faithful(tmp_path):
 def test_an_overloaded_run_is_flagged_not_faithful_and_still_delivers(tmp_path):
     require_root()
     out = tmp_path / "overloaded.csv"
-    overloaded = [a if a != "10" else "400" for a in SMALL]   # far above any calibrated rate
+    overloaded = [a if a != "10" else "4000" for a in SMALL]   # far above any calibrated rate
     answer = run("ps_distribution", *overloaded, "--workers", "3", "--model-mb", "8",
                  "--rounds", "1", "--modes", "path-aware", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
@@ -129,7 +129,8 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     require_root()
     out = tmp_path / "train.csv"
     modes = ["unicast+ps", "multicast+ina", "gloo", "stream-colocated"]
-    answer = run("train", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
+    # --hidden 64: 35 kB, four jumbo fragments a worker (one would plan no first pass to speak of)
+    answer = run("train", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "64",
                  "--modes", ",".join(modes), "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
