@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from experiments import fidelity, packet_drops
 from experiments.cli import ArgumentParser, comma_list, progress_printer
-from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, SAFE_FRACTION
+from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, all_to_all_capacity_mbps
 from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
 from mininet_topos.data_plane import BASELINE, DataPlane
@@ -279,11 +279,11 @@ def main(argv=None):
     if baseline is not None:
         print_rates(baseline["patterns"], BASELINE)
     print_rates(patterns, data_plane, baseline and baseline["patterns"])
-    carried = result["hosts"] * patterns["all-to-all"]["max_mbps"] if "all-to-all" in patterns else 0
-    if carried:
-        print("the fabric carried %.0f Mbit/s all-to-all in all; the largest job that runs "
-              "faithfully at a link rate of R Mbit/s has about %.0f / R workers (at 70%%)"
-              % (carried, SAFE_FRACTION * carried))
+    if "all-to-all" in patterns:
+        capacity = all_to_all_capacity_mbps(result)
+        print("the fabric carries %.0f Mbit/s all-to-all in all (70%% of what it did): the "
+              "largest job that runs faithfully at a link rate of R Mbit/s has about %.0f / R "
+              "workers" % (capacity, capacity))
     print("calibrated in %.0f s on %s (%d cores); written to %s"
           % (elapsed, result["machine"]["cpu"], result["machine"]["cores"], args.out))
 

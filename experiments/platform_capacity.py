@@ -37,13 +37,17 @@ def calibrated_mbps(platform, pattern):
     return platform["patterns"][pattern]["max_mbps"]
 
 
+def all_to_all_capacity_mbps(platform):
+    """What this machine's fabric carries all-to-all in all, at the safe fraction: its
+    calibrated fabric's hosts times the rate found (0 for a platform file without its
+    host count). The datapath's cost is per packet, on one core, so any fabric of this
+    machine shares out the same total."""
+    return SAFE_FRACTION * platform.get("hosts", 0) * calibrated_mbps(platform, "all-to-all")
+
+
 def largest_all_to_all(platform, link_mbps):
-    """How many hosts can send all-to-all at link_mbps each as cleanly as calibration saw
-    (0 for a platform file without its host count). The datapath's cost is per packet,
-    on one core, so what the calibrated fabric carried in all (its hosts times the rate
-    found) is what any fabric of this machine shares out."""
-    carried = platform.get("hosts", 0) * calibrated_mbps(platform, "all-to-all")
-    return int(SAFE_FRACTION * carried / link_mbps * 1.01)   # 1%: --bw auto's rounding
+    """How many hosts can send all-to-all at link_mbps each as cleanly as calibration saw."""
+    return int(all_to_all_capacity_mbps(platform) / link_mbps * 1.01)   # 1%: --bw auto's rounding
 
 
 def capacity_warning(link_mbps, hosts, path=None):
@@ -59,7 +63,7 @@ def capacity_warning(link_mbps, hosts, path=None):
     return ("warning: %d hosts at %g Mbit/s are more than the %d this machine carries all-to-all "
             "cleanly (%s): give a --bw of at most %.1f, or expect rows flagged not faithful"
             % (hosts, link_mbps, largest, path or PLATFORM_FILE,
-               SAFE_FRACTION * platform["hosts"] * calibrated_mbps(platform, "all-to-all") / hosts))
+               all_to_all_capacity_mbps(platform) / hosts))
 
 
 def resolve_bw(bw, pattern, path=None):

@@ -105,3 +105,11 @@ def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
     assert model_shards.fragment_count(4 * 1000) == fragment_count(1000)
     assert model_shards.wire_mbit(4 * 1000) == wire_mbit(1000)
 
+
+def test_jumbo_fragments_are_sized_alike_on_both_sides(monkeypatch):
+    from syncfabric.decisions import model_shards
+    from syncfabric.hosts.wire import MTU_ENV
+    monkeypatch.setenv(MTU_ENV, "9000")
+    assert model_shards.fragment_payload_bytes(9000) == floats_per_fragment() * 4 == 8948
+    assert model_shards.fragment_count(4 * 100000, 8948) == fragment_count(100000)
+

@@ -119,3 +119,12 @@ def test_the_verdict_names_the_layers_and_ignores_control_drops():
     assert "3.00% first-pass loss no counter explains (control:300)" in row["fidelity_reason"]
     small = verdict(8.0, 8.0, 0.002, 20, Usage(ovs_cpu=0.5, machine_busy=0.5))
     assert not small["fidelity_ok"] and "no layer counted a drop" in small["fidelity_reason"]
+
+
+def test_make_ovs_starts_ovs_with_the_data_planes_buffers():
+    from pathlib import Path
+
+    from mininet_topos.data_plane import DataPlane
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    assert "net.core.wmem_default=%d" % DataPlane().ovs_send_buffer in makefile
+    assert "net.core.rmem_default=%d" % DataPlane().ovs_receive_buffer in makefile
