@@ -4,9 +4,11 @@ plan as one resource.
 
     ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
 
-REST: POST /jobs, GET /jobs, GET/DELETE /jobs/<id>. Errors: 400 malformed, invalid or
-an unknown host, 404 unknown job, 409 the job does not fit (with its bottleneck and
-max_rate_mbps), 503 fabric not ready, 500 a switch rejected a part.
+REST: POST /jobs, GET /jobs, GET/DELETE /jobs/<id>, PUT /jobs/<id>/lease (its owner
+renews the lease). Errors: 400 malformed, invalid or an unknown host, 403 not the
+job's owner, 404 unknown job, 409 the job does not fit (with its bottleneck and
+max_rate_mbps), 503 fabric not ready or saved jobs being restored, 500 a switch
+rejected a part.
 """
 
 import time
@@ -16,12 +18,25 @@ from ryu.controller import event
 from ryu.controller.handler import set_ev_cls
 
 from apps.fabric_controller import EventFabricChanged
-from apps.rest_json import METRICS_KEY, resource_api
+from apps.rest_json import (METRICS_KEY, answer, check_release_key, counted_route,
+                            read_json_body, resource_api)
 from apps.services import CONTEXT_KEY, contexts, start_timers
 
 FOLLOW_INTERVAL_S = 0.5
 REST_APP_KEY = "jobs"
-JobRestApi = resource_api("jobs", None, REST_APP_KEY)
+
+
+class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
+    """The jobs' collection, and PUT /jobs/<id>/lease."""
+
+    @counted_route("jobs", "/jobs/{item_id}/lease", methods=["PUT"])
+    def renew(self, req, item_id, **_kwargs):
+        def renew():
+            check_release_key(req, self.service.owner_key(item_id), "job %s" % item_id)
+            return self.service.renew(item_id, read_json_body(req), time.monotonic()), 200
+        return answer(req, renew)
+
+
 # the parts' own apps move them around faults; ryu reads the list from the module
 _REQUIRED_APP = ["apps.multicast_controller", "apps.ina_controller"]
 

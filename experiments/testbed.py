@@ -187,13 +187,18 @@ class FabricTestbed:
         """A process running `command` in the host (subprocess.Popen's arguments)."""
         return self.net.get(name).popen(command, **popen_arguments)
 
+    def kill_controller(self):
+        """Kill ryu-manager: no goodbye to the switches, which keep their tables."""
+        self.controller.kill()
+        self.controller.wait()
+
     def restart_controller(self, forget=False, away_s=0.0):
-        """Kill ryu-manager (no goodbye to the switches) and start it again away_s later with
+        """Kill ryu-manager (unless killed already) and start it again away_s later with
         the same apps and ports; it restores the fabric and its trees from the state
         directory, or with forget starts without them (and gets the fabric by PUT).
         Returns once every switch is synced."""
-        self.controller.kill()
-        self.controller.wait()
+        if self.controller.poll() is None:
+            self.kill_controller()
         if forget:
             for saved in self.state_dir.iterdir():
                 saved.unlink()

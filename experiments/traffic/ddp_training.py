@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from experiments.traffic.torch_models import digits, model_factory
 from syncfabric.hosts.gloo_peers import joined, rank_parser
+from syncfabric.hosts.job_lease import LEASE_S
 from syncfabric.torch import fabric_hook
 
 MODES = ("gloo", "fabric-stream", "fabric-colocated")
@@ -81,8 +82,9 @@ def train(args):
     model = DistributedDataParallel(module)
     reducer = None
     if args.mode != "gloo":
+        # host: GLOO_SOCKET_IFNAME's
         reducer = fabric_hook(model, controller=args.controller, placement=PLACEMENT[args.mode],
-                              shards=args.shards or "auto")   # host: GLOO_SOCKET_IFNAME's
+                              shards=args.shards or "auto", ttl_s=args.lease_s)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     x_train, y_train, x_test, y_test = digits(args.seed)
     mine = torch.arange(args.rank, len(y_train), args.world)
@@ -116,6 +118,8 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--controller", default=None, help="the controller's URL (fabric modes)")
     parser.add_argument("--shards", type=int, default=0, help="PS shards (0: the controller's choice)")
+    parser.add_argument("--lease-s", type=float, default=LEASE_S,
+                        help="the job's lease, renewed by rank 0 (default %(default)s)")
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--learning-rate", type=float, default=0.003, help="Adam's")
     parser.add_argument("--seed", type=int, default=0)

@@ -25,6 +25,7 @@ import numpy as np
 
 from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.job_layout import JobError, JobLayout
+from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
                                         missing_ranges)
 from syncfabric.hosts.pacing import send_streams
@@ -41,15 +42,20 @@ SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its las
 
 class FabricJob:
     """A job of the controller: created here (released when this ends: use it as a
-    context manager) or attached to by id, e.g. by the other workers."""
+    context manager; its lease kept meanwhile) or attached to by id, e.g. by the other
+    workers."""
 
     def __init__(self, client, report, owned):
         self.client, self.report, self.owned = client, report, owned
+        self.lease = (LeaseKeeper(client, self.id, report["ttl_s"])
+                      if owned and report.get("ttl_s") is not None else None)
 
     @classmethod
     def create(cls, controller, workers, model_bytes, **options):
-        """POST /jobs; options: shards, placement, aggregation, ttl_s."""
+        """POST /jobs; options: shards, placement, aggregation, mtu, ttl_s (default
+        LEASE_S; None: no lease, the job stays until DELETEd)."""
         client = ControllerClient(controller)
+        options.setdefault("ttl_s", LEASE_S)
         return cls(client, client.request("POST", "/jobs", dict(options, workers=list(workers),
                                                                 model_bytes=model_bytes)), True)
 
@@ -63,6 +69,9 @@ class FabricJob:
         return self.report["id"]
 
     def release(self):
+        if self.lease is not None:
+            self.lease.stop()
+            self.lease = None
         if self.owned:
             self.owned = False
             self.client.request("DELETE", "/jobs/%d" % self.id)

@@ -6,7 +6,9 @@ keeps running between jobs.
 
 A thread asks the controller for the jobs (GET /jobs) every POLL_S; the daemon opens a
 socket on this host's address and the job's port for every part it has in a job (a
-shard, an aggregation: job_roles), and closes them when the job is gone. Without
+shard, an aggregation: job_roles), and closes them when the job is gone. While the
+controller is away (or restoring its jobs after a restart), it serves the jobs it had:
+the switches keep their flows, so the rounds go on. Without
 --name, the host is the fabric's host whose address is this machine's.
 """
 
@@ -20,7 +22,7 @@ import sys
 import threading
 
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
@@ -60,12 +62,22 @@ class JobDaemon:
         self.wakeup.wake()
 
     def _read_jobs(self):
+        unanswered = False   # the controller away or restarting: the jobs served go on
         while not self.stopping.is_set():
             try:
                 self.reports.put(self.client.get("/jobs")["jobs"])
                 self.wakeup.wake()
-            except Exception:   # the controller away or restarting: log it, ask again
+            except (OSError, ControllerHttpError) as error:
+                if not unanswered:
+                    LOG.warning("%s: cannot read the jobs (%s); serving those it had, asking "
+                                "again every %.1f s", self.name, error, self.poll_s)
+                unanswered = True
+            except Exception:   # not the controller's absence: a bug; go on serving
                 LOG.exception("%s: cannot read the jobs", self.name)
+            else:
+                if unanswered:
+                    LOG.info("%s: reading the jobs again", self.name)
+                unanswered = False
             self.stopping.wait(self.poll_s)
 
     def _pump(self):

@@ -217,11 +217,12 @@ SCHEMAS = {
         "addresses": {"type": "object", "description": "the IP address of every host the job "
                       "uses", "additionalProperties": STRING},
         "trees": array(INTEGER), "plan": INTEGER, "predicted_round_s": NUMBER,
-        "lower_bound_s": NUMBER, "expires_in_s": nullable(NUMBER)},
+        "lower_bound_s": NUMBER, "ttl_s": nullable(NUMBER), "expires_in_s": nullable(NUMBER)},
         required=["id", "generation", "workers", "model_bytes", "fragment_bytes", "fragments",
                   "shards", "destinations", "aggregators", "addresses", "predicted_round_s",
                   "lower_bound_s"]),
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
+    "JobLease": obj({"ttl_s": TTL}, required=["ttl_s"], additional=False, example={"ttl_s": 30}),
 }
 
 ERRORS = {
@@ -244,9 +245,12 @@ def responses(success_status, success_schema, description, errors):
     answers = {str(success_status): {"description": description,
                                      "content": json_content(success_schema)}}
     for status in errors:
-        answers[str(status)] = {"description": ERRORS[status],
-                                "content": json_content(ref("Error"))}
+        answers[str(status)] = error_response(status)
     return answers
+
+
+def error_response(status, description=None):
+    return {"description": description or ERRORS[status], "content": json_content(ref("Error"))}
 
 
 TOKEN_WHEN_CONFIGURED = [{"bearerAuth": []}, {}]   # POST, PUT, DELETE: a token, if one is set
@@ -283,6 +287,27 @@ def resource_paths(prefix, collection, noun, request_schema, item_schema, list_s
                        "security": TOKEN_WHEN_CONFIGURED, "parameters": [RELEASE_KEY],
                        "responses": responses(200, released, "released", (401, 403, 404))}},
     }
+
+
+def job_paths():
+    """The jobs, their lease, and 503 while a restarted controller restores its jobs."""
+    paths = resource_paths("jobs", None, "job", "JobRequest", "Job", "JobList")
+    for path, method in (("/jobs", "get"), ("/jobs/{item_id}", "get"),
+                         ("/jobs/{item_id}", "delete")):
+        paths[path][method]["responses"]["503"] = error_response(
+            503, "the controller restarted and is restoring its jobs")
+    paths["/jobs/{item_id}/lease"] = {
+        "parameters": [ITEM_ID],
+        "put": {"operationId": "renew_job", "tags": ["jobs"],
+                "summary": "renew a job's lease: ttl_s from now (null: no lease)",
+                "description": "The job's owner (X-Release-Key) keeps a job with a lease alive "
+                               "while it runs; a job left unrenewed is released when its lease "
+                               "runs out, also after a controller restart.",
+                "security": TOKEN_WHEN_CONFIGURED, "parameters": [RELEASE_KEY],
+                "requestBody": {"required": True, "content": json_content(ref("JobLease"))},
+                "responses": responses(200, ref("Job"), "renewed",
+                                       (400, 401, 403, 404, 503))}}
+    return paths
 
 
 def fabric_paths():
@@ -341,7 +366,7 @@ def description():
              **resource_paths("selmcast", "rounds", "round", "RoundRequest", "Round",
                               "RoundList"),
              **resource_paths("ina", "plans", "plan", "PlanRequest", "Plan", "PlanList"),
-             **resource_paths("jobs", None, "job", "JobRequest", "Job", "JobList")}
+             **job_paths()}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "syncfabric controller", "version": "0.1.0",

@@ -10,7 +10,9 @@ what was made is released and nothing is left. The parts belong to the job (no c
 can delete them alone). They move around failed links by their own make-before-break
 moves; once every part has settled off the failed links, the job's `generation` goes
 up by one, so a worker that sees it change reads the job again before its next round.
-A job that loses a part (nothing fits around a fault) is released whole.
+A job that loses a part (nothing fits around a fault) is released whole. A job with a
+lease (ttl_s) is released when it runs out; its owner renews it (renew) while it runs,
+so a job whose owner died, or could not DELETE it while the controller was away, goes.
 """
 
 import itertools
@@ -20,11 +22,10 @@ from typing import Optional
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError, crosses
-from syncfabric.decisions.model_shards import (DEFAULT_MTU, MAX_MTU, MIN_MTU, fragment_count,
-                                               fragment_payload_bytes, fragment_ranges, wire_mbit,
-                                               worker_legs)
+from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.decisions.multicast_trees import without_links
-from syncfabric.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
+from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
 from syncfabric.services.trees import TreeSpec
 
@@ -68,8 +69,7 @@ def parse_job_request(body):
         raise InvalidRequest("placement must be one of %s" % ", ".join(round_planner.PLACEMENTS))
     if not isinstance(request["aggregation"], bool):
         raise InvalidRequest("aggregation must be true or false")
-    if request["ttl_s"] is not None and not positive_number(request["ttl_s"]):
-        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
+    check_ttl(request["ttl_s"])
     mtu = request["mtu"]
     if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
         raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
@@ -77,14 +77,20 @@ def parse_job_request(body):
     return request
 
 
-def fragment_bytes(request):
-    """The payload of the job's fragments: datagrams that fill its hosts' MTU (1500 for a
-    job saved before jobs had one)."""
-    return fragment_payload_bytes(request.get("mtu", DEFAULT_MTU))
+def check_ttl(ttl_s):
+    if ttl_s is not None and not positive_number(ttl_s):
+        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
 
 
-def gradient_mbit(request):
-    return wire_mbit(request["model_bytes"], fragment_bytes(request))
+def lease_of(body):
+    """A lease renewal's ttl_s, or InvalidRequest."""
+    check_fields(body, {"ttl_s"}, {"ttl_s"})
+    check_ttl(body["ttl_s"])
+    return body["ttl_s"]
+
+
+def expiry(ttl_s, now):
+    return None if ttl_s is None else now + ttl_s
 
 
 class Jobs:
@@ -94,7 +100,9 @@ class Jobs:
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.jobs = {}             # job id -> Job
         self.release_keys = {}     # job id -> the key that may DELETE it
-        self.saved = None          # after a restart: the jobs saved, until their parts are back
+        # after a restart: the jobs saved, until their parts are back (until then the jobs
+        # are not answered for: a daemon told "no jobs" would drop the ones it serves)
+        self.saved = (store.load(STATE_NAME) or {}).get("jobs") or None
         self._ids = itertools.count(1)
 
     # --- the REST resource ------------------------------------------------------
@@ -103,11 +111,11 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_hosts(book.view, request["workers"])
-        job = Job(next(self._ids), request, book=book,
-                  expires_at=None if request["ttl_s"] is None else now + request["ttl_s"])
+        job = Job(next(self._ids), request, book=book, expires_at=expiry(request["ttl_s"], now))
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
-            job.round = self._plan(book, request)
+            job.round = planned_round(book, request, self.fabric.down_links, self.metrics,
+                                      self.offload)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
                 [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps,
@@ -124,14 +132,12 @@ class Jobs:
             raise refusal(error, book, request, self.fabric.down_links) from None
         job.installed, job.parts_seen = True, self._parts(job, now)
         self.remember(now)
-        LOG.info("job %d: %d workers, %d bytes, shards on %s, trees %s, plan %d; predicted "
-                 "%.3f s a round (bound %.3f s)", job.id, len(request["workers"]),
-                 request["model_bytes"], ",".join(job.round.pss), job.tree_ids, job.plan_id,
-                 job.round.predicted_s, job.round.bound_s)
+        log_admitted(job)
         return dict(self.report(job, now), release_key=release_key)
 
     def list(self, now):
         """Every job whole (one that lost a part is left out: follow releases it)."""
+        self._check_restored()
         reports = []
         for job in [self.jobs[i] for i in sorted(self.jobs) if self.jobs[i].installed]:
             try:
@@ -163,7 +169,20 @@ class Jobs:
         LOG.info("job %d released", job.id)
         return report
 
+    def renew(self, job_id, body, now):
+        """Set the job's lease to body's ttl_s from now (null: no lease); its report."""
+        job, ttl_s = self._get(job_id), lease_of(body)
+        job.request["ttl_s"], job.expires_at = ttl_s, expiry(ttl_s, now)
+        self.remember(now)
+        return self.report(job, now)
+
+    def _check_restored(self):
+        if self.saved is not None:
+            raise NotReady("the jobs saved before the controller restarted are being "
+                           "restored; ask again in a second")
+
     def _get(self, job_id, installed=True):
+        self._check_restored()
         try:
             job = self.jobs[int(job_id)]
         except (ValueError, TypeError, KeyError):
@@ -173,15 +192,6 @@ class Jobs:
         return job
 
     # --- admission --------------------------------------------------------------
-
-    def _plan(self, book, request):
-        """The round planner's plan on what the ledger leaves free, off the event loop."""
-        reserved = without_links(book.view, dict(book.reserved_mbps), self.fabric.down_links)
-        shards = None if request["shards"] == "auto" else request["shards"]
-        with self.metrics.planning_seconds.labels("job").time():
-            return self.offload(round_planner.plan_job, book.view, request["workers"],
-                                gradient_mbit(request), request["placement"], shards,
-                                request["aggregation"], reserved)
 
     def _still_wanted(self, job):
         if self.jobs.get(job.id) is not job:
@@ -252,6 +262,7 @@ class Jobs:
         if restored:
             self.saved = (self.store.load(STATE_NAME) or {}).get("jobs", [])
         else:
+            self.saved = None
             self.remember(now)
 
     # --- persistence ------------------------------------------------------------
@@ -280,6 +291,23 @@ class Jobs:
                 self._release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
                                         plan_id=record.get("plan")), now)
         self.remember(now)
+
+
+def planned_round(book, request, down_links, metrics, offload):
+    """The round planner's plan on what the ledger leaves free, off the event loop."""
+    reserved = without_links(book.view, dict(book.reserved_mbps), down_links)
+    shards = None if request["shards"] == "auto" else request["shards"]
+    with metrics.planning_seconds.labels("job").time():
+        return offload(round_planner.plan_job, book.view, request["workers"],
+                       gradient_mbit(request), request["placement"], shards,
+                       request["aggregation"], reserved)
+
+
+def log_admitted(job):
+    LOG.info("job %d: %d workers, %d bytes, shards on %s, trees %s, plan %d; predicted "
+             "%.3f s a round (bound %.3f s)", job.id, len(job.request["workers"]),
+             job.request["model_bytes"], ",".join(job.round.pss), job.tree_ids, job.plan_id,
+             job.round.predicted_s, job.round.bound_s)
 
 
 def settled(job, trees, plans, down_links):
@@ -343,51 +371,3 @@ def check_hosts(view, workers):
     aggregators = [w for w in workers if view.is_aggregator(w)]
     if aggregators:
         raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(aggregators))
-
-
-def job_report(job, trees, plans, now):
-    """What the job's hosts need: the shards (host, bytes, fragments, port, return
-    tree), each worker's destinations per shard, each aggregator's part, and the
-    predicted round time against the lower bound; NotFound if it lost a part."""
-    try:
-        parts = [trees.show(i, now) for i in job.tree_ids]
-        plan = plans.show(job.plan_id, now)
-    except NotFound:
-        raise NotFound("job %d lost a part (nothing fit around a fault) and is being "
-                       "released; ask for a new one" % job.id) from None
-    return dict(round_report(job.request, plan, parts), id=job.id, generation=job.generation,
-                plan=job.plan_id, lower_bound_s=job.round.bound_s,
-                expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
-
-
-def round_report(request, plan, trees):
-    """The job's shards, destinations and aggregators from its INA plan's report and its
-    return trees' (one per shard, in shard order)."""
-    model_bytes, pss, size = request["model_bytes"], list(plan["ports"]), fragment_bytes(request)
-    held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
-    address, port = plan["addresses"], plan["ports"]
-    legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
-    shards = [{"host": ps, "address": address[ps], "port": port[ps], "fragments": list(held[ps]),
-               "bytes": [held[ps][0] * size, min(held[ps][1] * size, model_bytes)],
-               "return": {"tree": tree["id"], "group": tree["address"], "port": port[ps],
-                          "rate_mbps": tree["bandwidth_mbps"]}}
-              for ps, tree in zip(pss, trees)]
-    aggregators = [{"host": a["aggregator"], "address": address[a["aggregator"]],
-                    "shard": pss.index(a["ps"]), "port": port[a["ps"]],
-                    "rate_mbps": a["rate_mbps"],
-                    "workers": {w: leg["fragments"] for w in a["workers"] for leg in legs[w]
-                                if leg["host"] == a["aggregator"] and leg["shard"] == pss.index(a["ps"])}}
-                   for a in plan["aggregates"]]
-    for worker_legs_ in legs.values():
-        for leg in worker_legs_:
-            leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
-    return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
-    model_mbit = gradient_mbit(request)
-    return {"workers": list(request["workers"]), "model_bytes": model_bytes,
-            "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
-            "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])
-                          else round_planner.DEDICATED),
-            "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
-            "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
-            "addresses": dict(address),
-            "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}

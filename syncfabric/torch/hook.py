@@ -35,8 +35,9 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
     it, before the first backward); the hook's FabricReducer, or None where fallback
     leaves every bucket to DDP's own all-reduce. controller: the controller's URL;
     host: this rank's fabric host (default: GLOO_SOCKET_IFNAME's address);
-    job_options: POST /jobs's shards, placement, aggregation, ttl_s, mtu (by default
-    SYNCFABRIC_MTU's, or 1500). Raises
+    job_options: POST /jobs's shards, placement, aggregation, mtu (by default
+    SYNCFABRIC_MTU's, or 1500) and ttl_s (by default LEASE_S, renewed by rank 0 while
+    the model trains, so a job left behind by a crash or an absent controller goes). Raises
     FabricHookError, on every rank alike, for what cannot go through the fabric."""
     group = process_group if process_group is not None else model.process_group
     try:

@@ -42,13 +42,15 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS):
 
 class StubController:
     """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status),
-    GET and DELETE of /jobs/<id>, and GET /fabric/topology listing `topology`. It
-    records what was asked (`posted`, `deleted`) and what is live (`jobs`)."""
+    GET and DELETE of /jobs/<id>, PUT /jobs/<id>/lease, and GET /fabric/topology listing
+    `topology`. It records what was asked (`posted`, `renewed`, `deleted`) and what is
+    live (`jobs`)."""
 
     def __init__(self, topology=(), refuse=None, port=29400):
         self.topology, self.refuse, self.port = list(topology), refuse, port
         self.addresses = {}   # hosts whose address in the jobs is not their loopback one
-        self.jobs, self.posted, self.deleted = {}, [], []
+        self.jobs, self.posted, self.renewed, self.deleted = {}, [], [], []
+        self.away = False   # answer 503 to everything, as a controller restoring its jobs
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
@@ -60,6 +62,8 @@ class StubController:
 
     def answer(self, method, path, body):
         with self.lock:
+            if self.away:
+                return 503, {"error": "restoring the jobs saved before a restart"}
             if method == "GET" and path == "/fabric/topology":
                 return 200, {"hosts": self.topology}
             if method == "POST" and path == "/jobs":
@@ -70,11 +74,15 @@ class StubController:
                 job_id = len(self.posted)
                 job = self.jobs[job_id] = loopback_job(job_id, body["workers"],
                                                        body["model_bytes"], self.port + 20 * job_id)
-                job["addresses"].update(self.addresses)
+                job.update(addresses=dict(job["addresses"], **self.addresses),
+                           ttl_s=body.get("ttl_s"))
                 return 201, job
-            job_id = int(path.rsplit("/", 1)[-1]) if path.startswith("/jobs/") else None
+            job_id = int(path.split("/")[2]) if path.startswith("/jobs/") else None
             if job_id not in self.jobs:
                 return 404, {"error": "no such job"}
+            if method == "PUT" and path.endswith("/lease"):
+                self.renewed.append((job_id, body["ttl_s"]))
+                return 200, self.jobs[job_id]
             if method == "DELETE":
                 self.deleted.append(job_id)
                 return 200, self.jobs.pop(job_id)
@@ -95,7 +103,7 @@ class StubController:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_DELETE = _serve
+            do_GET = do_POST = do_PUT = do_DELETE = _serve
 
             def log_message(self, *_args):
                 pass

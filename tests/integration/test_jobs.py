@@ -2,7 +2,8 @@
 one job and then another, whole-number sums come back exact, a host outside the job
 changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
 that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
-nothing)."""
+nothing). A DDP run goes on through a controller killed and restarted, its lease kept;
+one whose controller is away at its end leaves nothing once the controller is back."""
 
 import sys
 import threading
@@ -13,6 +14,8 @@ import pytest
 from experiments import api_fuzz
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_daemons, run_job, start_workers, worker_lines
+from experiments.testbed import wait_until
+from syncfabric.hosts.controller_client import ControllerHttpError
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration
@@ -21,6 +24,7 @@ OF_PORT, REST_PORT = 16667, 18094
 WORKERS = ["h1", "h2", "h3"]
 MODEL_BYTES = 200_000
 SERVERS = ["h4", "agg-spine1", "agg-spine2"]
+LEASE_S = 3.0
 INJECT = """
 import socket, struct, sys, time
 job, targets, count = int(sys.argv[1]), sys.argv[2:], 139
@@ -97,6 +101,69 @@ def test_ten_ddp_steps_through_the_hook_keep_every_rank_identical_and_leave_noth
     assert rows[-1]["loss"] < rows[0]["loss"]
     assert bed.client.get("/jobs") == {"jobs": []}   # released at destroy_process_group
     assert bed.leftovers() == {}
+
+
+def ddp_run(bed, steps, on_row):
+    """A fabric-stream DDP run of tiny_digits with a short lease, on_row(row) at each step."""
+    return run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
+                     ["--model", "tests.harness.ddp_ranks:tiny_digits", "--mode", "fabric-stream",
+                      "--steps", str(steps), "--controller", bed.management_url, "--shards", "1",
+                      "--lease-s", str(LEASE_S)], on_row)
+
+
+def jobs_answered(bed):
+    """GET /jobs's jobs, or None while the controller is away or restoring them."""
+    try:
+        return bed.client.get("/jobs")["jobs"]
+    except (OSError, ControllerHttpError):
+        return None
+
+
+def test_a_ddp_run_rides_out_a_controller_restart_and_keeps_its_lease(bed, daemons):
+    # killed at step 3 and restarted a second later; the run (~30 ms a step) goes on for
+    # more than two leases after, renewed by rank 0
+    training, arrivals, back = threading.Event(), [], []
+
+    def away_and_back():
+        training.wait()
+        bed.kill_controller()
+        time.sleep(1.0)
+        back.append(len(bed.controller_log()))
+        bed.restart_controller()
+        back.append(time.monotonic())
+    restarter = threading.Thread(target=away_and_back)
+    restarter.start()
+
+    def at_step(row):
+        arrivals.append(time.monotonic())
+        if row["step"] == 3:
+            training.set()
+    try:
+        rows = ddp_run(bed, 400, at_step)
+    finally:
+        training.set()
+        restarter.join()
+    log_from, back_at = back
+    assert [row["step"] for row in rows] == list(range(1, 401))
+    assert all(row["ranks_identical"] for row in rows)
+    assert arrivals[-1] - back_at > 2 * LEASE_S   # outlived its lease: renewed
+    log = bed.controller_log()[log_from:]
+    assert " restored (generation 1)" in log and "lease expired" not in log
+    assert jobs_answered(bed) == [] and bed.leftovers() == {}   # the hook's DELETE went through
+
+
+def test_a_ddp_run_whose_controller_is_killed_trains_on_and_leaves_nothing_once_it_is_back(
+        bed, daemons):
+    # killed at step 3 and away until the ranks are done: the switches keep the job's
+    # flows, the ranks cannot DELETE it; the restarted controller lets its lease run out
+    rows = ddp_run(bed, 150, lambda row: row["step"] == 3 and bed.kill_controller())
+    assert [row["step"] for row in rows] == list(range(1, 151))
+    assert all(row["ranks_identical"] for row in rows)
+    assert bed.leftovers()   # the job's trees and plan, still on the switches
+    bed.restart_controller()
+    wait_until(lambda: jobs_answered(bed) == [] and bed.leftovers() == {}, 3 * LEASE_S,
+               "the job's lease to run out and its parts to go")
+    assert "lease expired" in bed.controller_log()
 
 
 def test_a_daemon_that_dies_mid_round_fails_the_round_within_5_s_naming_its_host(bed, daemons):

@@ -7,6 +7,7 @@ fabric on every rank alike (leaving no job), and falls back when asked."""
 import numpy as np
 import pytest
 
+from syncfabric.hosts.job_lease import LEASE_S
 from syncfabric.torch.registration import hosts_problem
 from tests.harness.loopback_jobs import StubController, address, run_ranks
 
@@ -44,6 +45,7 @@ def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(
     # float32 sums in another order than Gloo's ring: 5 SGD steps apart by roundings only
     assert np.abs(ours - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
     assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
+    assert stub.posted[0]["ttl_s"] == LEASE_S   # kept by rank 0 meanwhile
 
 
 def test_buckets_rebuilt_after_the_first_step_and_several_in_flight(stub):

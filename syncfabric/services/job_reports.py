@@ -1,0 +1,67 @@
+"""What a job's hosts are told (GET /jobs/<id>): its shards and their return trees,
+each worker's destinations, each aggregator's part, its lease and the predicted round
+against the lower bound, from the job's INA plan and trees as their services report
+them."""
+
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.model_shards import (DEFAULT_MTU, fragment_count, fragment_payload_bytes,
+                                               fragment_ranges, wire_mbit, worker_legs)
+from syncfabric.errors import NotFound
+
+
+def fragment_bytes(request):
+    """The payload of the job's fragments: datagrams that fill its hosts' MTU (1500 for a
+    job saved before jobs had one)."""
+    return fragment_payload_bytes(request.get("mtu", DEFAULT_MTU))
+
+
+def gradient_mbit(request):
+    return wire_mbit(request["model_bytes"], fragment_bytes(request))
+
+
+def job_report(job, trees, plans, now):
+    """What the job's hosts need: the shards (host, bytes, fragments, port, return
+    tree), each worker's destinations per shard, each aggregator's part, and the
+    predicted round time against the lower bound; NotFound if it lost a part."""
+    try:
+        parts = [trees.show(i, now) for i in job.tree_ids]
+        plan = plans.show(job.plan_id, now)
+    except NotFound:
+        raise NotFound("job %d lost a part (nothing fit around a fault) and is being "
+                       "released; ask for a new one" % job.id) from None
+    return dict(round_report(job.request, plan, parts), id=job.id, generation=job.generation,
+                plan=job.plan_id, lower_bound_s=job.round.bound_s, ttl_s=job.request["ttl_s"],
+                expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
+
+
+def round_report(request, plan, trees):
+    """The job's shards, destinations and aggregators from its INA plan's report and its
+    return trees' (one per shard, in shard order)."""
+    model_bytes, pss, size = request["model_bytes"], list(plan["ports"]), fragment_bytes(request)
+    held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
+    address, port = plan["addresses"], plan["ports"]
+    legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
+    shards = [{"host": ps, "address": address[ps], "port": port[ps], "fragments": list(held[ps]),
+               "bytes": [held[ps][0] * size, min(held[ps][1] * size, model_bytes)],
+               "return": {"tree": tree["id"], "group": tree["address"], "port": port[ps],
+                          "rate_mbps": tree["bandwidth_mbps"]}}
+              for ps, tree in zip(pss, trees)]
+    aggregators = [{"host": a["aggregator"], "address": address[a["aggregator"]],
+                    "shard": pss.index(a["ps"]), "port": port[a["ps"]],
+                    "rate_mbps": a["rate_mbps"],
+                    "workers": {w: leg["fragments"] for w in a["workers"] for leg in legs[w]
+                                if leg["host"] == a["aggregator"] and leg["shard"] == pss.index(a["ps"])}}
+                   for a in plan["aggregates"]]
+    for worker_legs_ in legs.values():
+        for leg in worker_legs_:
+            leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
+    return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
+    model_mbit = gradient_mbit(request)
+    return {"workers": list(request["workers"]), "model_bytes": model_bytes,
+            "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
+            "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])
+                          else round_planner.DEDICATED),
+            "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
+            "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
+            "addresses": dict(address),
+            "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}

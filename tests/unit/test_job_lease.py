@@ -1,0 +1,63 @@
+"""A job's owner keeps its lease (hosts/job_lease.py) against a controller stand-in: a
+renewal every third of the lease until the job is released, a controller away said once
+and ridden out, a job gone (404) left alone, and no lease when none is asked for."""
+
+import logging
+import time
+
+import pytest
+
+from syncfabric.hosts.fabric_worker import FabricJob
+from syncfabric.hosts.job_lease import LEASE_S
+from tests.harness.loopback_jobs import StubController
+
+TTL_S = 0.3
+
+
+@pytest.fixture
+def stub():
+    controller = StubController()
+    yield controller
+    controller.close()
+
+
+def created(stub, **options):
+    return FabricJob.create(stub.url, ["w1", "w2"], 10_000, **options)
+
+
+def test_the_owner_renews_every_third_of_the_lease_until_it_releases_the_job(stub):
+    job = created(stub, ttl_s=TTL_S)
+    time.sleep(4.5 * TTL_S / 3)
+    assert stub.renewed[:3] == [(job.id, TTL_S)] * 3
+    keeper = job.lease
+    job.release()
+    assert not keeper.thread.is_alive() and stub.deleted == [job.id]
+
+
+def test_a_controller_away_is_said_once_and_the_lease_kept_once_it_is_back(stub, caplog):
+    caplog.set_level(logging.INFO, "syncfabric.hosts")
+    with created(stub, ttl_s=TTL_S):
+        stub.away = True
+        time.sleep(TTL_S * 1.2)
+        assert stub.renewed == [] and caplog.text.count("lease not renewed") == 1
+        stub.away = False
+        deadline = time.monotonic() + 10 * TTL_S
+        while not stub.renewed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stub.renewed and "lease renewed again" in caplog.text
+
+
+def test_a_job_gone_is_not_renewed_again(stub, caplog):
+    job = created(stub, ttl_s=TTL_S)
+    stub.jobs.clear()   # released by the controller meanwhile (its lease ran out)
+    job.lease.thread.join(timeout=10 * TTL_S)
+    assert not job.lease.thread.is_alive() and "is gone" in caplog.text
+
+
+def test_a_job_gets_a_lease_unless_asked_for_none(stub):
+    leased, unleased = created(stub), created(stub, ttl_s=None)
+    assert [body["ttl_s"] for body in stub.posted] == [LEASE_S, None]
+    assert leased.lease is not None and unleased.lease is None
+    assert FabricJob.attach(stub.url, leased.id).lease is None   # only the owner keeps it
+    leased.release()
+    unleased.release()
