@@ -5,11 +5,12 @@
 The same seeded set of jobs (a source host and receivers each) runs once per
 mode: the trees are requested one after the other (each sees the previous
 reservations), then every source sends UDP at its reserved rate to its tree
-at once, and the per-link load is read from the controller's port statistics
-(GET /fabric/links) while they send. Over the inter-switch links (both
-directions) it reports the max utilization and the coefficient of variation
-of load, measured and as reserved, and how much better path-aware is than
-random. Writes a CSV row per mode and a PNG.
+at once (iperf 2, datagrams that fill the data plane's MTU), and the per-link
+load is read from the controller's port statistics (GET /fabric/links) while
+they send. Over the inter-switch links (both directions) it reports the max
+utilization and the coefficient of variation of load, measured and as
+reserved, and how much better path-aware is than random. Writes a CSV row per
+mode and a PNG.
 """
 
 import random
@@ -31,6 +32,7 @@ from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.wire import chunk_payload_bytes
 
 MODES = ("random", "path-aware")
 COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_reserved_util",
@@ -53,7 +55,8 @@ def run_mode(bed, jobs, mode, job_mbps, seconds):
                     raise
         senders = [bed.popen(tree["source"], [
             "iperf", "-c", tree["address"], "-u", "-b", "%gM" % job_mbps, "-t", str(seconds),
-            "-T", "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tree in trees]
+            "-T", "8", "-l", str(chunk_payload_bytes())],   # datagrams that fill the MTU
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tree in trees]
         time.sleep(WARM_UP_S)
         samples = defaultdict(list)
         for _ in range(int(seconds - WARM_UP_S - 1)):

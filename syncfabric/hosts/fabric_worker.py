@@ -2,6 +2,7 @@
 
     with FabricJob.create("http://controller:8080", workers=[...], model_bytes=n) as job:
         worker = FabricWorker(job, "h1")
+        worker.wait_served()                          # its daemons and peers answer
         total = worker.allreduce(values)              # float32, n / 4 of them
         future = worker.allreduce_async(values)       # many rounds in flight
 
@@ -27,7 +28,7 @@ from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
-                                        missing_ranges)
+                                        missing_ranges, wait_until_served)
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
@@ -35,6 +36,7 @@ from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
+SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answer hello
 SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its last round
 #                         until the other workers have been quiet this long (at most
 #                         ROUND_FAIL_S): they may still need its sums again
@@ -84,9 +86,9 @@ class FabricJob:
 
 
 class FabricWorker:
-    """One worker's rounds of a job (module doc): its sockets, the shards its host holds,
-    and an I/O thread that sends, receives, repairs and completes the rounds' Futures.
-    rate_fraction: of the planned rates, what its streams are paced at."""
+    """One worker's rounds of a job (module doc): its sockets, its host's shards, an I/O
+    thread that sends, receives, repairs and completes the Futures; streams paced at
+    rate_fraction of the planned rates. Call wait_served() before the first round."""
 
     def __init__(self, job, name, rate_fraction=0.95):
         self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
@@ -116,8 +118,7 @@ class FabricWorker:
         self.outbox = PacedSender(self.sock, self._resent_packet)   # repairs
         self.submitted = queue.Queue()
         self.filling = RoundFilling(self.layout)
-        self.stats = {}   # round number -> what it took: datagrams sent and resent, repair
-        #                   requests, its first pass's time and the time its rates plan
+        self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
         self.failure, self.closing, self.closing_at = None, False, None
         self.shard_heard_at = time.monotonic()   # when this host's shards last got a datagram
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
@@ -127,19 +128,21 @@ class FabricWorker:
     # --- the API ----------------------------------------------------------------
 
     def allreduce_async(self, values):
-        """The next round on `values` (float32, the job's model_bytes); a Future of the
-        sum over every worker."""
+        """The next round on `values` (float32s, model_bytes): a Future of their sum."""
         return self.reduce_part(0, values)
 
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
 
+    def wait_served(self, timeout_s=SERVED_WAIT_S):
+        """Once every summing node it sends to answers hello; JobError: the silent hosts."""
+        wait_until_served(self, timeout_s)
+
     def reduce_part(self, start, values):
-        """values[i] is float start + i of the round being filled (the next round once
-        the last one has every float); a Future of those floats' sum over every worker.
-        Each fragment goes out as soon as its floats are all in, so that a round given in
-        pieces (DDP's buckets) is on the wire while the rest is being computed. Every
-        worker gives the same pieces in the same order, as with any collective."""
+        """values[i] is float start + i of the round being filled (the next round once the
+        last one has every float); a Future of those floats' sum over every worker. Each
+        fragment leaves once its floats are in (DDP's buckets are on the wire while the
+        rest is computed). Every worker gives the same pieces in the same order."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
         future = Future()
@@ -171,8 +174,7 @@ class FabricWorker:
                 self._fail(JobError("worker %s: %s" % (self.name, error)))
 
     def _pump(self, seconds):
-        """Receive for up to `seconds` (None: until something happens or a timer is due),
-        send what is due, and check the rounds."""
+        """Receive for `seconds` at most (None: until an event or a timer), send, check."""
         waits = [w for w in [self.outbox.wait(), *(n.sums_out.wait() for n in self.own)]
                  if w is not None] + [REPAIR_QUIET_S / 2] * bool(self.rounds)
         limit = min([seconds] * (seconds is not None) + waits, default=None)
@@ -184,8 +186,7 @@ class FabricWorker:
         self._check_rounds()
 
     def _lingering(self):
-        """Whether this host's shards still have sums to send, or heard from the other
-        workers lately (for at most ROUND_FAIL_S after close)."""
+        """Whether its shards have sums to send or heard workers lately (ROUND_FAIL_S at most)."""
         now = time.monotonic()
         busy = any(node.sums_out.wait() is not None for node in self.own) \
             or now - self.shard_heard_at < SHARD_LINGER_S
@@ -228,10 +229,12 @@ class FabricWorker:
         """The shards' answers to repair requests: send again what they miss of ours."""
         while True:
             try:
-                packet, _address = self.sock.recvfrom(65536)
+                packet, address = self.sock.recvfrom(65536)
             except BlockingIOError:
                 return
             answer = control_message(packet) or {}
+            if answer.get("ready") and answer.get("job") == self.layout.id:
+                self.ready.add(address)
             current = self.rounds.get(answer.get("round"))
             if answer.get("job") != self.layout.id or current is None:
                 continue

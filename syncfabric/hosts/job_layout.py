@@ -89,10 +89,6 @@ class JobLayout:
     def aggregations_of(self, host):
         return [a for a in self.aggregations if a.host == host]
 
-    def served_elsewhere(self):
-        """Whether hosts other than the workers sum in this job (their daemons do)."""
-        return any(self.serves(host) for host in set(self.addresses) - set(self.workers))
-
     def serves(self, host):
         """Whether `host` sums anything in this job without being one of its workers."""
         return host not in self.bit and bool(self.shards_of(host) or self.aggregations_of(host))

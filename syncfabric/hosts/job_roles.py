@@ -7,7 +7,10 @@ Nothing coordinates a round: a worker that misses returned fragments asks their 
 (a repair request, a small JSON control datagram to the shard's port); the shard sends
 again the sums it holds and answers, for the others, which workers it still misses;
 each worker sends again what it finds missing of its own. A repeat that reaches an
-aggregator which already sent that fragment's aggregate makes it send it again.
+aggregator which already sent that fragment's aggregate makes it send it again. Before
+its first round, a worker says hello to every node it sends to, which answers "ready"
+(wait_until_served): the daemons serve the job, and the path and the neighbours'
+addresses are known before any fragment leaves.
 
 A datagram counts only if its job is this job, its sender may carry the workers it
 names (the job's layout: a worker only itself, an aggregator only its workers), and its
@@ -21,11 +24,13 @@ import time
 from collections import OrderedDict, deque
 
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
+from syncfabric.hosts.job_layout import JobError
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
 CONTROL_MAGIC = b"SFJC"
 KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once)
+HELLO_S = 0.05     # a worker waiting for its summing nodes says hello this often
 
 
 def control_packet(message):
@@ -118,7 +123,11 @@ class SummingNode:
         """A worker sent again a fragment this node already completed."""
 
     def control(self, message, address):
-        self.dropped += 1
+        """A worker's hello (answered "ready"); nothing else is asked of every node."""
+        if "hello" not in message:
+            self.dropped += 1
+            return
+        self.sock.sendto(control_packet({"job": self.layout.id, "ready": True}), address)
 
 
 class ShardNode(SummingNode):
@@ -140,7 +149,11 @@ class ShardNode(SummingNode):
             self.on_sum(number, index, self.rounds[number])
 
     def control(self, message, address):
-        """A worker's repair request: {"job", "round", "need": fragment ranges}."""
+        """A worker's hello, or its repair request: {"job", "round", "need": fragment
+        ranges}."""
+        if "hello" in message:
+            super().control(message, address)
+            return
         number = message.get("round")
         sums = self.sums(number) if isinstance(number, int) else None
         if sums is None:
@@ -210,6 +223,28 @@ class PacedSender:
                 self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
             self.queue.popleft()
             self.queued.discard((key, address))
+
+
+def wait_until_served(worker, timeout_s):
+    """Say hello to every summing node `worker` (a FabricWorker) sends fragments or
+    repair requests to, every HELLO_S, until each answered "ready" (its I/O thread
+    files the answers in worker.ready); JobError naming the hosts still silent after
+    timeout_s."""
+    layout, name = worker.layout, worker.name
+    nodes = {(leg.address, leg.port): leg.host for leg in layout.legs.get(name, [])}
+    nodes.update({(s.address, s.port): "%s (shard %d's host)" % (s.host, s.index)
+                  for s in layout.shards if s.host != name})
+    hello = control_packet({"job": layout.id, "hello": name})
+    deadline = time.monotonic() + timeout_s
+    while set(nodes) - worker.ready:
+        if time.monotonic() > deadline:
+            silent = sorted({nodes[node] for node in set(nodes) - worker.ready})
+            raise JobError("job %d: %s did not answer for %g s; is the aggregator daemon "
+                           "(python -m syncfabric.aggregator) running there?"
+                           % (layout.id, ", ".join(silent), timeout_s))
+        for node in set(nodes) - worker.ready:
+            worker.sock.sendto(hello, node)
+        time.sleep(HELLO_S)
 
 
 def missing_ranges(have, first, last):

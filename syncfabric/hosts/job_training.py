@@ -44,8 +44,9 @@ def train(args):
     parameters = initial_parameters(setup)
     velocity = np.zeros_like(parameters)
     data = dataset(setup.seed)
-    wait_until(args.start_at)
     try:
+        worker.wait_served()   # its daemons and the other workers answer
+        wait_until(args.start_at)
         for number in range(1, args.rounds + 1):
             started = time.perf_counter()
             loss, gradient = worker_gradient(setup, parameters, data, index, number)

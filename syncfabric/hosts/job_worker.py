@@ -44,8 +44,9 @@ def run(args):
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
     results, pending = [], []
-    wait_until(args.start_at)
     try:
+        worker.wait_served()   # its daemons and the other workers answer
+        wait_until(args.start_at)
         for number in range(1, args.rounds + 1):
             values = whole_gradient(args.seed, workers.index(args.name), number, floats)
             pending.append((number, time.perf_counter(), worker.allreduce_async(values)))

@@ -16,12 +16,10 @@ group's collectives go in the same order on every rank.
 import logging
 import queue
 import threading
-import time
 
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.job_daemon import POLL_S
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
                                            open_worker, release_at_end, wire_floats)
 
@@ -53,8 +51,6 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
         return None
     reducer = FabricReducer(job, worker, group, floats, fallback)
     release_at_end(reducer)
-    if worker.layout.served_elsewhere():   # the daemons there read the jobs every POLL_S
-        time.sleep(2 * POLL_S)
     dist.barrier(group)   # every rank's sockets are open before any sends
     model.register_comm_hook(reducer, reduce_bucket)
     LOG.info("rank %d (%s): gradients through job %d", dist.get_rank(group), name, job.id)

@@ -113,20 +113,30 @@ def agree_on_job(controller, host, floats, group, job_options):
 
 
 def open_worker(job, name, group):
-    """This rank's FabricWorker of `job`; if any rank cannot open its own, every rank
-    closes its worker, the job is released and every rank raises FabricHookError."""
+    """This rank's FabricWorker of `job`, once every rank has opened its own (sockets
+    bound) and then heard every summing node it sends to answer (the daemons serve the
+    job, the other ranks' shards are open); if any rank cannot, every rank closes its
+    worker, the job is released and every rank raises FabricHookError."""
+    worker = on_every_rank(lambda: FabricWorker(job, name), None, job, name, group)
+    on_every_rank(worker.wait_served, worker, job, name, group)
+    return worker
+
+
+def on_every_rank(action, worker, job, name, group):
+    """action()'s result, once it worked on every rank (a collective)."""
     try:
-        worker, problem = FabricWorker(job, name), None
-    except Exception as error:   # e.g. this host cannot bind the job's address or ports
-        worker, problem = None, "rank %d (%s): %s" % (dist.get_rank(group), name, error)
+        result, problem = action(), None
+    except Exception as error:   # this host cannot bind the job's ports; a silent daemon
+        result, problem = None, "rank %d (%s): %s" % (dist.get_rank(group), name, error)
     problems = gathered(problem, group)
     if any(problems):
-        if worker is not None:
-            worker.close()
+        for opened in (worker, result):
+            if isinstance(opened, FabricWorker):
+                opened.close()
         job.release()
         raise FabricHookError("job %d cannot run on these hosts: %s"
                               % (job.id, "; ".join(p for p in problems if p)))
-    return worker
+    return result
 
 
 def gathered(value, group):

@@ -3,7 +3,8 @@ one job and then another, whole-number sums come back exact, a host outside the 
 changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
 that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
 nothing). A DDP run goes on through a controller killed and restarted, its lease kept;
-one whose controller is away at its end leaves nothing once the controller is back."""
+one whose controller is away at its end leaves nothing once the controller is back;
+one whose shard has no daemon fails at registration, naming the host."""
 
 import sys
 import threading
@@ -167,7 +168,7 @@ def test_a_ddp_run_whose_controller_is_killed_trains_on_and_leaves_nothing_once_
 
 
 def test_a_daemon_that_dies_mid_round_fails_the_round_within_5_s_naming_its_host(bed, daemons):
-    # the module's last test: h4's daemon does not come back
+    # h4's daemon does not come back (the next test starts its own, the last one none)
     job = post_job(bed, placement="dedicated", shards=1, aggregation=False)
     try:
         workers = start_workers(bed, job, rounds=400)
@@ -197,4 +198,19 @@ def test_a_ddp_run_whose_daemon_dies_fails_on_every_rank_and_leaves_nothing(bed,
     message = str(failed.value)   # every rank failed, the round naming the dead daemon's host
     assert all("%s: " % worker in message for worker in WORKERS) and "h4 (shard 0's host)" in message
     assert bed.client.get("/jobs") == {"jobs": []}   # released as the ranks ended
+    assert bed.leftovers() == {}
+
+
+def test_a_ddp_run_with_no_daemon_where_its_shard_is_fails_at_registration_naming_the_host(
+        bed, daemons):
+    # after the tests above: no daemon in h4
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as failed:
+        run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
+                  ["--model", "tests.harness.ddp_ranks:tiny_digits", "--mode", "fabric-stream",
+                   "--steps", "5", "--controller", bed.management_url, "--shards", "1"])
+    message = str(failed.value)
+    assert "h4 (shard 0's host) did not answer for 10 s" in message, message
+    assert "FabricHookError" in message and time.monotonic() - started < 40
+    assert bed.client.get("/jobs") == {"jobs": []}   # released on every rank's say
     assert bed.leftovers() == {}

@@ -1,7 +1,7 @@
 """FabricWorker on loopback (tests/harness/loopback_jobs.py), two workers in one process,
 each holding one shard: a round given in pieces, in any order, sums exactly and answers
-each piece; a piece given twice is refused; and a first pass slower than the repair
-timer sends nothing twice."""
+each piece; a piece given twice is refused; a first pass slower than the repair timer
+sends nothing twice; and a worker is served once the other's shard answers its hello."""
 
 import time
 from concurrent.futures import wait
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.fabric_worker import REPAIR_QUIET_S, FabricWorker
+from syncfabric.hosts.job_layout import JobError
 from tests.harness.loopback_jobs import loopback_job
 
 FLOATS = 362 * 100   # a hundred fragments
@@ -60,3 +61,20 @@ def test_a_first_pass_slower_than_the_repair_timer_sends_nothing_twice(workers):
     stats = workers[0].stats[1]
     assert stats["first_pass_s"] > 2 * REPAIR_QUIET_S   # the pass outlasts the repair timer
     assert stats["resent"] == 0 and workers[1].stats[1]["resent"] == 0
+
+
+def test_a_worker_is_served_once_every_node_it_sends_to_answers_hello():
+    report = loopback_job(91, ["w1", "w2"], FLOATS * 4, 29720)
+    first = FabricWorker(report, "w1")
+    try:
+        with pytest.raises(JobError, match=r"w2 \(shard 1's host\) did not answer for 0.3 s"):
+            first.wait_served(timeout_s=0.3)   # w2, which holds the other shard, is not up
+        second = FabricWorker(report, "w2")
+        started = time.monotonic()
+        first.wait_served()
+        second.wait_served()
+        assert time.monotonic() - started < 1.0
+        assert first.ready == {("127.0.0.12", 29721)} and second.ready == {("127.0.0.11", 29720)}
+        second.close()
+    finally:
+        first.close()
