@@ -13,6 +13,7 @@ of other dtypes. Buckets are settled in order by one thread, so that the process
 group's collectives go in the same order on every rank.
 """
 
+import gc
 import logging
 import queue
 import threading
@@ -51,10 +52,21 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
         return None
     reducer = FabricReducer(job, worker, group, floats, fallback)
     release_at_end(reducer)
+    settle_garbage()
     dist.barrier(group)   # every rank's sockets are open before any sends
     model.register_comm_hook(reducer, reduce_bucket)
     LOG.info("rank %d (%s): gradients through job %d", dist.get_rank(group), name, job.id)
     return reducer
+
+
+def settle_garbage():
+    """Collect once, then freeze what is left (the imports, the model: alive until the
+    end) out of Python's collector. Else a full collection of them falls in the first
+    steps: 0.5-0.6 s on a 2-vCPU host, holding the GIL, so the worker's I/O thread
+    paced its first pass at a fifth of the planned rate and the first step took 1.1 s
+    instead of 0.4 s (8 ranks, experiments.ddp at 52 Mbit/s)."""
+    gc.collect()
+    gc.freeze()
 
 
 def reduce_bucket(reducer, bucket):
