@@ -172,7 +172,7 @@ def fuzz(base_url, token, description, examples, seed=0):
     operations.sort(key=lambda operation: operation.label == "PUT /fabric/topology")
     rows = []
     for operation in tqdm(operations, desc="operations", unit="op", file=sys.stderr):
-        collection = operation.path.rsplit("/", 1)[0]
+        collection = operation.path.split("/{item_id}")[0]   # e.g. /jobs of /jobs/{item_id}/lease
         live = session.create_example(collection) if "{item_id}" in operation.path else None
         row = fuzz_operation(session, operation, examples, seed, live and live["id"])
         leak = live and session.release_leaves_nothing(collection, live)
