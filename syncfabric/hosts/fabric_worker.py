@@ -42,6 +42,11 @@ SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its las
 #                         ROUND_FAIL_S): they may still need its sums again
 
 
+def job_request(workers, model_bytes, **options):
+    """POST /jobs's body: with a lease of LEASE_S unless options name one (None: none)."""
+    return dict({"ttl_s": LEASE_S}, **options, workers=list(workers), model_bytes=model_bytes)
+
+
 class FabricJob:
     """A job of the controller: created here (released when this ends: use it as a
     context manager; its lease kept meanwhile) or attached to by id, e.g. by the other
@@ -57,9 +62,8 @@ class FabricJob:
         """POST /jobs; options: shards, placement, aggregation, mtu, ttl_s (default
         LEASE_S; None: no lease, the job stays until DELETEd)."""
         client = ControllerClient(controller)
-        options.setdefault("ttl_s", LEASE_S)
-        return cls(client, client.request("POST", "/jobs", dict(options, workers=list(workers),
-                                                                model_bytes=model_bytes)), True)
+        return cls(client, client.request("POST", "/jobs", job_request(workers, model_bytes,
+                                                                       **options)), True)
 
     @classmethod
     def attach(cls, controller, job_id):

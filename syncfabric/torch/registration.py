@@ -17,9 +17,8 @@ import torch
 import torch.distributed as dist
 
 from syncfabric.hosts.controller_client import ControllerClient
-from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
+from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker, job_request
 from syncfabric.hosts.gradient_wire import MAX_WORKERS
-from syncfabric.hosts.job_lease import LEASE_S
 from syncfabric.hosts.wire import data_mtu
 
 LOG = logging.getLogger("syncfabric.torch")
@@ -149,9 +148,8 @@ def gathered(value, group):
 def created_job(client, hosts, floats, job_options):
     """POST /jobs for `hosts`: the job's report, or why there is none (a string)."""
     try:
-        report = client.request("POST", "/jobs", dict({"mtu": data_mtu(), "ttl_s": LEASE_S},
-                                                      **job_options, workers=list(hosts),
-                                                      model_bytes=4 * floats))
+        report = client.request("POST", "/jobs", job_request(
+            hosts, 4 * floats, **dict({"mtu": data_mtu()}, **job_options)))
     except Exception as error:   # refused (409: the fabric lacks room), or no controller
         return "the controller made no job for %d ranks of %d gradient bytes: %s" % (
             len(hosts), 4 * floats, error)
