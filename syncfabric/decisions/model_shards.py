@@ -24,6 +24,16 @@ def fragment_count(model_bytes, fragment_bytes=FRAGMENT_PAYLOAD_BYTES):
     return -(-model_bytes // fragment_bytes)
 
 
+def even_fragment_bytes(model_bytes, shards, mtu=DEFAULT_MTU):
+    """The payload of the fragments of a model cut for `shards` equal shards: at most a
+    datagram that fills `mtu`, and no smaller than it takes for every shard to hold as
+    many fragments as the others. The streams to equal shards have equal rates, so a
+    shard with one fragment more ends last: 20 fragments against 19 made every round of
+    a 1.2 MB model over 7 shards 4% longer."""
+    fragments = -(-fragment_count(model_bytes, fragment_payload_bytes(mtu)) // shards) * shards
+    return -(-model_bytes // (4 * fragments)) * 4
+
+
 def wire_mbit(model_bytes, fragment_bytes=FRAGMENT_PAYLOAD_BYTES):
     """Megabits a model of `model_bytes` takes on a link, headers included."""
     return (model_bytes + fragment_count(model_bytes, fragment_bytes)

@@ -4,19 +4,20 @@ against the lower bound, from the job's INA plan and trees as their services rep
 them."""
 
 from syncfabric.decisions import round_planner
-from syncfabric.decisions.model_shards import (DEFAULT_MTU, fragment_count, fragment_payload_bytes,
+from syncfabric.decisions.model_shards import (DEFAULT_MTU, even_fragment_bytes, fragment_count,
                                                fragment_ranges, wire_mbit, worker_legs)
 from syncfabric.errors import NotFound
 
 
-def fragment_bytes(request):
+def fragment_bytes(request, shards=1):
     """The payload of the job's fragments: datagrams that fill its hosts' MTU (1500 for a
-    job saved before jobs had one)."""
-    return fragment_payload_bytes(request.get("mtu", DEFAULT_MTU))
+    job saved before jobs had one), or a little less, so that its `shards` hold as many
+    fragments each (model_shards.even_fragment_bytes)."""
+    return even_fragment_bytes(request["model_bytes"], shards, request.get("mtu", DEFAULT_MTU))
 
 
-def gradient_mbit(request):
-    return wire_mbit(request["model_bytes"], fragment_bytes(request))
+def gradient_mbit(request, shards=1):
+    return wire_mbit(request["model_bytes"], fragment_bytes(request, shards))
 
 
 def job_report(job, trees, plans, now):
@@ -37,7 +38,8 @@ def job_report(job, trees, plans, now):
 def round_report(request, plan, trees):
     """The job's shards, destinations and aggregators from its INA plan's report and its
     return trees' (one per shard, in shard order)."""
-    model_bytes, pss, size = request["model_bytes"], list(plan["ports"]), fragment_bytes(request)
+    model_bytes, pss = request["model_bytes"], list(plan["ports"])
+    size = fragment_bytes(request, len(pss))
     held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
     address, port = plan["addresses"], plan["ports"]
     legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
@@ -56,7 +58,7 @@ def round_report(request, plan, trees):
         for leg in worker_legs_:
             leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
     return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
-    model_mbit = gradient_mbit(request)
+    model_mbit = gradient_mbit(request, len(pss))
     return {"workers": list(request["workers"]), "model_bytes": model_bytes,
             "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
             "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])

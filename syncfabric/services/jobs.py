@@ -326,7 +326,7 @@ def plan_request(job):
     body = {"job": "job-%d" % job.id, "workers": request["workers"],
             "ps": pss if len(pss) > 1 else pss[0],
             "policy": "equal-split" if len(pss) > 1 else "grid",
-            "gradient_mb": gradient_mbit(request) / 8}
+            "gradient_mb": gradient_mbit(request, len(pss)) / 8}
     if not request["aggregation"]:
         body["aggregators"] = []
     return body

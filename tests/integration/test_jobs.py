@@ -28,7 +28,7 @@ SERVERS = ["h4", "agg-spine1", "agg-spine2"]
 LEASE_S = 3.0
 INJECT = """
 import socket, struct, sys, time
-job, targets, count = int(sys.argv[1]), sys.argv[2:], 139
+job, count, floats, targets = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 header = struct.Struct("!IIIIQ")
 deadline = time.monotonic() + 20
@@ -38,7 +38,7 @@ while time.monotonic() < deadline:
         for number in range(1, 4):
             for index in range(count):
                 sock.sendto(header.pack(job, number, index, count, 1 << (index % 3))
-                            + b"\\x47\\x00\\x00\\x00" * 362, (ip, int(port)))
+                            + b"\\x47\\x00\\x00\\x00" * floats, (ip, int(port)))
     time.sleep(0.25)
 """
 
@@ -75,10 +75,11 @@ def test_rounds_through_the_daemons_are_exact_and_a_second_job_uses_the_same_dae
 
 def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
     job = post_job(bed, placement="colocated")
-    assert "h4" not in job["workers"] and job["fragments"] == 139
+    assert "h4" not in job["workers"]
     targets = ["%s:%d" % (s["address"], s["port"]) for s in job["shards"]] + \
         ["%s:%d" % (a["address"], a["port"]) for a in job["aggregators"]]
-    injector = bed.popen("h4", [sys.executable, "-c", INJECT, str(job["id"]), *targets])
+    injector = bed.popen("h4", [sys.executable, "-c", INJECT, str(job["id"]), str(job["fragments"]),
+                                 str(job["fragment_bytes"] // 4), *targets])
     try:
         results = run_job(bed, job, rounds=3)
     finally:

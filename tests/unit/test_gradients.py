@@ -96,6 +96,18 @@ def test_fragment_ranges_cover_every_fragment_once_in_proportion_to_the_split():
     assert ranges["a"][1] == ranges["b"][0] and ranges["b"][1] == ranges["c"][0]
 
 
+@pytest.mark.parametrize("model_bytes, shards", [(1_204_264, 7), (1_000_000, 3), (100, 7), (4, 1)])
+def test_fragments_fill_the_mtu_as_far_as_equal_shards_hold_as_many(model_bytes, shards):
+    from syncfabric.decisions.model_shards import (even_fragment_bytes, fragment_count,
+                                                   fragment_payload_bytes, fragment_ranges)
+    size = even_fragment_bytes(model_bytes, shards, 9000)
+    count = fragment_count(model_bytes, size)
+    assert size % 4 == 0 and size <= fragment_payload_bytes(9000)
+    assert count % shards == 0 and count - shards < fragment_count(model_bytes, 8948)
+    held = fragment_ranges({i: 1 / shards for i in range(shards)}, count)
+    assert {last - first for first, last in held.values()} == {count // shards}
+
+
 def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
     from syncfabric.decisions import model_shards
     from syncfabric.hosts.gradient_wire import wire_mbit

@@ -67,12 +67,14 @@ def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, 
     assert empty(controller)
 
 
-def test_a_job_of_jumbo_frames_fills_them(controller):
-    code, job = post(controller, "/jobs", dict(JOB, mtu=9000))
+def test_a_job_of_jumbo_frames_fills_them_as_far_as_its_shards_hold_as_many(controller):
+    code, job = post(controller, "/jobs", dict(JOB, mtu=9000, shards=3, placement="colocated"))
     assert code == 201, job
-    assert (job["fragment_bytes"], job["fragments"]) == (8948, 112)   # 9000 - 52, 1 MB in 112
+    # 1 MB is 112 fragments of 9000 - 52 bytes; 114 of 8772 share out among 3 shards
+    assert (job["fragment_bytes"], job["fragments"]) == (8772, 114)
+    assert [s["fragments"] for s in job["shards"]] == [[0, 38], [38, 76], [76, 114]]
     assert job["shards"][-1]["bytes"][1] == 1_000_000
-    assert [s["bytes"][0] for s in job["shards"]] == [s["fragments"][0] * 8948 for s in job["shards"]]
+    assert [s["bytes"][0] for s in job["shards"]] == [s["fragments"][0] * 8772 for s in job["shards"]]
     controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
     assert empty(controller)
 
