@@ -6,7 +6,8 @@ or without it (gloo), and the measurements around it.
         --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 --model cnn \\
         --steps 40 --mode fabric-stream --controller http://10.0.0.254:8080 --shards 4
 
-Each step is timed from a barrier to the end of optimizer.step() (step_s); compute_s is
+Every rank starts each step at one moment (start_together) and times it to the end of
+its optimizer.step() (step_s); compute_s is
 the same forward and backward on a copy of the model without DDP, plus the step
 (what the rank would take with no communication). After each step every rank's
 parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
@@ -28,12 +29,28 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from experiments.traffic.torch_models import digits, model_factory
+from syncfabric.hosts.cli import wait_until
 from syncfabric.hosts.gloo_peers import joined, rank_parser
 from syncfabric.hosts.job_lease import LEASE_S
 from syncfabric.torch import fabric_hook
 
 MODES = ("gloo", "fabric-stream", "fabric-colocated")
 PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated"}
+START_AHEAD_S = 0.05   # how far ahead rank 0 names the moment every rank starts a step
+
+
+def start_together():
+    """Once every rank is ready, start the step on every rank at one moment that rank 0
+    names START_AHEAD_S ahead, as job_worker's --start-at does. Leaving a barrier, 8
+    ranks on 2 cores were up to 25 ms apart (rank 0 last, after the test accuracy), and
+    every rank that left early counted the wait for the last one in its step, in every
+    mode. Returns the moment on time.perf_counter's clock (a rank that heard it late
+    counts from it too)."""
+    dist.barrier()
+    moment = torch.tensor([time.time() + START_AHEAD_S], dtype=torch.float64)
+    dist.broadcast(moment, src=0)
+    wait_until(float(moment[0]))
+    return time.perf_counter() - max(0.0, time.time() - float(moment[0]))
 
 
 def parameter_hash(module):
@@ -44,9 +61,9 @@ def parameter_hash(module):
     return digest.hexdigest()[:16]
 
 
-def timed_step(model, reference, optimizer, x, y):
-    """(loss, step_s, compute_s) of one DDP step, and the same without communication."""
-    started = time.perf_counter()
+def timed_step(model, reference, optimizer, x, y, started):
+    """(loss, step_s, compute_s) of one DDP step from `started` (time.perf_counter), and
+    the same without communication."""
     loss = nn.functional.cross_entropy(model(x), y)
     optimizer.zero_grad()
     loss.backward()
@@ -65,9 +82,11 @@ def round_stats(reducer, step):
     if reducer is None:
         return {}
     deadline = time.monotonic() + 1.0
-    while step not in reducer.worker.stats and time.monotonic() < deadline:
+    while reducer.step_stats(step) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError("step %d's round stats were not filed within 1 s" % step)
         time.sleep(0.001)
-    return reducer.worker.stats[step]
+    return reducer.step_stats(step)
 
 
 def accuracy(module, x, y):
@@ -91,9 +110,9 @@ def train(args):
     for step in range(1, args.steps + 1):
         chosen = mine[torch.randperm(len(mine), generator=torch.Generator().manual_seed(
             args.seed * 100003 + step * 1009 + args.rank))[:args.batch]]
-        dist.barrier()
+        started = start_together()
         loss, step_s, compute_s = timed_step(model, reference, optimizer, x_train[chosen],
-                                             y_train[chosen])
+                                             y_train[chosen], started)
         dist.barrier()
         rounds = round_stats(reducer, step)
         everyone = [None] * args.world

@@ -83,6 +83,7 @@ class FabricReducer:
         self.floats, self.fallback = floats, fallback
         self.world_size = dist.get_world_size(group)
         self.offset = 0           # where the next bucket goes in this step's round
+        self.first_round = worker.filling.next_round   # the first step's (after registration's)
         self.fallbacks = 0        # buckets reduced over the process group
         self.settling = queue.Queue()
         self.settler = threading.Thread(target=self._settle, name="syncfabric-buckets", daemon=True)
@@ -104,6 +105,10 @@ class FabricReducer:
         result = torch.futures.Future()
         self.settling.put((bucket.index(), buffer, sums, result))
         return result
+
+    def step_stats(self, step):
+        """FabricWorker.stats of the round of step `step` (1: the first), once filed."""
+        return self.worker.stats.get(self.first_round + step - 1)
 
     def close(self):
         """Stop settling, close the worker, and (rank 0) release the job."""

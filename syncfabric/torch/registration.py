@@ -13,17 +13,19 @@ import socket
 import struct
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from syncfabric.hosts.controller_client import ControllerClient
-from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker, job_request
+from syncfabric.hosts.fabric_worker import ROUND_FAIL_S, FabricJob, FabricWorker, job_request
 from syncfabric.hosts.gradient_wire import MAX_WORKERS
 from syncfabric.hosts.wire import data_mtu
 
 LOG = logging.getLogger("syncfabric.torch")
 WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # summed as float32 on the wire
 SIOCGIFADDR = 0x8915    # Linux: an interface's IPv4 address
+FIRST_ROUND_S = 2 * ROUND_FAIL_S   # registration's round of zeros fails sooner, naming a host
 
 
 class FabricHookError(RuntimeError):
@@ -113,12 +115,24 @@ def agree_on_job(controller, host, floats, group, job_options):
 
 def open_worker(job, name, group):
     """This rank's FabricWorker of `job`, once every rank has opened its own (sockets
-    bound) and then heard every summing node it sends to answer (the daemons serve the
-    job, the other ranks' shards are open); if any rank cannot, every rank closes its
-    worker, the job is released and every rank raises FabricHookError."""
+    bound), then heard every summing node it sends to answer (the daemons serve the
+    job, the other ranks' shards are open), then taken the first round; if any rank
+    cannot, every rank closes its worker, the job is released and every rank raises
+    FabricHookError."""
     worker = on_every_rank(lambda: FabricWorker(job, name), None, job, name, group)
     on_every_rank(worker.wait_served, worker, job, name, group)
+    on_every_rank(lambda: first_round(worker), worker, job, name, group)
     return worker
+
+
+def first_round(worker):
+    """A round of zeros through the job before training, as DDP's constructor sends the
+    parameters over Gloo before its first step: every path and summing node has carried
+    a round (one that cannot fails here, naming the host at fault), and the costs of a
+    first round (each node's first sums, the switches' first packets of each flow) are
+    not the first step's. It took the first step of experiments.ddp from 0.42-0.57 s to
+    0.37 s (8 ranks, 52 Mbit/s; later steps 0.25 s)."""
+    worker.allreduce(np.zeros(worker.layout.floats, dtype=np.float32), timeout=FIRST_ROUND_S)
 
 
 def on_every_rank(action, worker, job, name, group):

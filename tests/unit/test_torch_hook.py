@@ -46,6 +46,9 @@ def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(
     assert np.abs(ours - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
     assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
     assert stub.posted[0]["ttl_s"] == LEASE_S   # kept by rank 0 meanwhile
+    # registration took a round of zeros (first_round) before the first step's
+    assert all(answer["rounds"]["first_step's"] == 2 and 1 in answer["rounds"]["filed"]
+               for answer in hooked)
 
 
 def test_buckets_rebuilt_after_the_first_step_and_several_in_flight(stub):
