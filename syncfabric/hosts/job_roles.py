@@ -25,6 +25,7 @@ from collections import OrderedDict, deque
 
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
 from syncfabric.hosts.job_layout import JobError
+from syncfabric.hosts.pacing import CONFIRM
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -127,7 +128,7 @@ class SummingNode:
         if "hello" not in message:
             self.dropped += 1
             return
-        self.sock.sendto(control_packet({"job": self.layout.id, "ready": True}), address)
+        self.sock.sendto(control_packet({"job": self.layout.id, "ready": True}), CONFIRM, address)
 
 
 class ShardNode(SummingNode):
@@ -164,7 +165,8 @@ class ShardNode(SummingNode):
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
                    if int(sums.have[i]) != int(sums.expected[i])]
         self.sock.sendto(control_packet({"job": self.layout.id, "round": number,
-                                         "shard": self.shard.index, "missing": missing}), address)
+                                         "shard": self.shard.index, "missing": missing}),
+                         CONFIRM, address)
 
 
 class AggregatorNode(SummingNode):
@@ -217,7 +219,7 @@ class PacedSender:
             packet = self.packet_of(key)
             if packet is not None:
                 try:
-                    self.sock.sendto(packet, address)
+                    self.sock.sendto(packet, CONFIRM, address)
                 except BlockingIOError:   # the buffer is full: try this one again later
                     return
                 self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)

@@ -32,6 +32,11 @@ def send_paced(sender, destinations, number, data, indices, rate_mbps, idle=None
     return sum(len(packet) - HEADER.size for packet in packets) * len(destinations)
 
 
+# Flags of a round's datagrams: MSG_CONFIRM tells the kernel its neighbour is alive (the
+# round's answers come back from it), so the neighbour entry stays reachable without ARP,
+# which the fabric sends to the controller. Without it, a host whose controller was away
+# longer than the kernel's reachable time (15-45 s) lost its neighbours: its rounds failed.
+CONFIRM = socket.MSG_CONFIRM
 SEND_BUFFER_WAIT_S = 0.05   # at most, for room in a full send buffer, before trying again
 # how far behind its schedule a stream may catch up at full speed: a sender held up longer
 # (2 cores, 40 processes) sends late rather than in a burst that a meter at its rate, whose
@@ -63,7 +68,7 @@ def send_streams(sock, streams, idle=None):
         address, packets, rate = streams[i]
         packet = packets[position[i]]
         try:
-            sock.sendto(packet, address)
+            sock.sendto(packet, CONFIRM, address)
         except BlockingIOError:   # a non-blocking socket's buffer is full: wait for room
             select.select([], [sock], [], SEND_BUFFER_WAIT_S)
             continue

@@ -149,10 +149,11 @@ def test_a_host_refuses_a_job_it_cannot_frame():
 
 class RecordingSocket:
     def __init__(self):
-        self.sent = []
+        self.sent, self.flags = [], set()
 
-    def sendto(self, packet, _address):
+    def sendto(self, packet, flags, _address):
         self.sent.append(len(packet))
+        self.flags.add(flags)
 
 
 def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
@@ -166,3 +167,4 @@ def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
         time.sleep(sender.wait())
         sender.send_due()
     assert len(sock.sent) == 4
+    assert sock.flags == {socket.MSG_CONFIRM}   # the kernel keeps the neighbour without ARP

@@ -31,7 +31,8 @@ def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
         def __init__(self):
             self.sent, self.full = [], [False, True]
 
-        def sendto(self, packet, address):
+        def sendto(self, packet, flags, address):
+            assert flags == pacing.CONFIRM   # the neighbour is alive: no ARP probe needed
             if self.full and self.full.pop(0):
                 raise BlockingIOError(11, "Resource temporarily unavailable")
             self.sent.append(packet)
@@ -53,7 +54,7 @@ def test_a_stream_held_up_catches_up_no_faster_than_a_meter_allows():
         def __init__(self):
             self.times = []
 
-        def sendto(self, packet, address):
+        def sendto(self, packet, _flags, address):
             if not self.times:
                 time.sleep(0.2)
             self.times.append(time.perf_counter())
