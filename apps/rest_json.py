@@ -51,7 +51,7 @@ class RequestError(Exception):
 
 def json_response(body, status=200):
     return Response(status=status, content_type="application/json", charset="utf-8",
-                    body=json.dumps(body, indent=1, sort_keys=True) + "\n")
+                    body=json.dumps(body, sort_keys=True) + "\n")
 
 
 def _not_json(constant):
