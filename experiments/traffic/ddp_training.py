@@ -82,11 +82,11 @@ def round_stats(reducer, step):
     if reducer is None:
         return {}
     deadline = time.monotonic() + 1.0
-    while reducer.step_stats(step) is None:
+    while (stats := reducer.step_stats(step)) is None:
         if time.monotonic() > deadline:
             raise RuntimeError("step %d's round stats were not filed within 1 s" % step)
         time.sleep(0.001)
-    return reducer.step_stats(step)
+    return stats
 
 
 def accuracy(module, x, y):

@@ -77,7 +77,8 @@ def train(args, answer):
                                       for p in model.parameters()]).tolist()
     if args.mode == "fabric" and answer.get("registered"):
         answer["fallbacks"] = reducer.fallbacks
-        answer["rounds"] = {"first_step's": reducer.first_round, "filed": sorted(reducer.worker.stats)}
+        answer["first_step_round"] = reducer.first_round
+        answer["rounds_filed"] = sorted(reducer.worker.stats)
         answer["job"] = reducer.job.id
 
 

@@ -47,7 +47,7 @@ def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(
     assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
     assert stub.posted[0]["ttl_s"] == LEASE_S   # kept by rank 0 meanwhile
     # registration took a round of zeros (first_round) before the first step's
-    assert all(answer["rounds"]["first_step's"] == 2 and 1 in answer["rounds"]["filed"]
+    assert all(answer["first_step_round"] == 2 and 1 in answer["rounds_filed"]
                for answer in hooked)
 
 
