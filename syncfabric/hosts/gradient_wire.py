@@ -32,6 +32,14 @@ def fragment_count(floats, per_fragment=None):
     return -(-floats // (per_fragment or floats_per_fragment()))
 
 
+def carries_fragment(packet, floats, per_fragment, index):
+    """Whether `packet` carries exactly fragment `index` of `floats` (per_fragment a
+    fragment, fewer in the last): a longer one would spill into the next fragment's
+    place, a shorter one leave a hole counted as summed."""
+    return 0 <= index < fragment_count(floats, per_fragment) and \
+        len(packet) - HEADER.size == 4 * min(per_fragment, floats - index * per_fragment)
+
+
 def wire_mbit(floats):
     """Megabits a gradient of `floats` float32 takes on a link, headers included."""
     return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
@@ -74,10 +82,15 @@ class FragmentSums:
         self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
         self.received_bytes = 0
 
+    def fits(self, index, packet):
+        """Whether `packet` carries exactly fragment `index` (carries_fragment)."""
+        return carries_fragment(packet, self.floats, self.per_fragment, index)
+
     def add(self, packet):
-        """Add one datagram; returns its fragment if that fragment just became complete."""
+        """Add one datagram; returns its fragment if that fragment just became complete
+        (None also for a datagram of another round or of the wrong length)."""
         job, number, index, _count, mask = HEADER.unpack_from(packet)
-        if job != self.job or number != self.number or index >= self.count:
+        if job != self.job or number != self.number or not self.fits(index, packet):
             return None
         self.received_bytes += len(packet) + FRAME_OVERHEAD
         have = int(self.have[index])

@@ -101,7 +101,7 @@ class SummingNode:
         allowed = self.senders.get(address, 0)
         sums = self.sums(number) if job == self.layout.id and count == self.layout.count \
             and index < count and mask and not mask & ~allowed else None
-        if sums is None:
+        if sums is None or not sums.fits(index, packet):
             self.dropped += 1
             return
         if int(sums.have[index]) == int(sums.expected[index]):

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.gradient_wire import HEADER, carries_fragment
 from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 
@@ -129,5 +129,6 @@ class ReturnedSums:
             job, number, index, _count, mask = HEADER.unpack_from(packet)
             current = self.rounds.get(number)
             if job == layout.id and mask == layout.everyone and current is not None \
-                    and shard.first <= index < shard.last:
+                    and shard.first <= index < shard.last \
+                    and carries_fragment(packet, layout.floats, layout.per_fragment, index):
                 current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))

@@ -14,6 +14,7 @@ from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
                                         control_message, control_packet)
 from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
 PORT = 29000
 FLOATS = 362 * 4   # four fragments
@@ -94,6 +95,41 @@ def test_a_shard_returns_each_sum_once_every_worker_is_in_it_and_strangers_chang
         w3.sendto(fragment_packet(7, 1, index, 0b100, values(2)), (ADDRESS["ps"], PORT))
     settle(node)
     assert returned_sums(returned) == {(1, i): (0b111, 6.0) for i in range(4)}
+
+
+def test_a_fragment_of_the_wrong_length_changes_no_sum(shard):
+    """One float too many would spill into the next fragment's place; one too few would
+    leave a hole counted as summed: both are dropped, and the sums stay exact."""
+    layout, node, returned = shard
+    w1, w2, w3 = (sender(n) for n in ("w1", "w2", "w3"))
+    spill = HEADER.pack(7, 1, 0, 4, 0b001) + np.full(363, 100.0, dtype=">f4").tobytes()
+    hole = HEADER.pack(7, 1, 1, 4, 0b001) + np.full(361, 100.0, dtype=">f4").tobytes()
+    for packet in (spill, hole):
+        w1.sendto(packet, (ADDRESS["ps"], PORT))
+    settle(node)
+    assert node.dropped == 2
+    for sock, worker in ((w1, 0), (w2, 1), (w3, 2)):
+        for index in range(4):
+            sock.sendto(fragment_packet(7, 1, index, 1 << worker, values(worker)), (ADDRESS["ps"], PORT))
+    settle(node)
+    assert returned_sums(returned) == {(1, i): (0b111, 6.0) for i in range(4)}
+    assert np.all(node.rounds[1].total() == 6.0)
+
+
+def test_a_worker_takes_back_only_sums_of_the_right_length():
+    layout = JobLayout(report())
+    current = Round(1, layout)
+    returned = ReturnedSums(layout, layout.shards[0], receiving_socket(GROUP, PORT, reuse=False),
+                            {1: current})
+    ps = sender("ps")
+    whole = np.full(362, 6.0, dtype=">f4")
+    ps.sendto(HEADER.pack(7, 1, 0, 4, 0b111) + whole.tobytes() + b"\0\0\0\0", (GROUP, PORT))
+    ps.sendto(HEADER.pack(7, 1, 1, 4, 0b111) + whole[1:].tobytes(), (GROUP, PORT))
+    ps.sendto(HEADER.pack(7, 1, 2, 4, 0b111) + whole.tobytes(), (GROUP, PORT))
+    time.sleep(0.05)
+    returned.take()
+    returned.sock.close()
+    assert current.have.tolist() == [False, False, True, False]
 
 
 def test_a_shard_answers_a_repair_request_with_its_sums_or_who_it_misses(shard):
