@@ -32,6 +32,7 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.defaults import EMULATED_MAX_PSS
+from experiments.platform_capacity import capacity_warning
 from experiments.plots import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
@@ -114,7 +115,7 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers], floats,
                              args.max_pss, mode == "fabric-colocated")
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"])]
-        served = daemons_for(bed, request)
+        served = daemons_for(bed, request, args.bw)
     with served:
         sampling = bed.sampler().start()
         results = run_ranks(bed, workers, "experiments.traffic.ddp_training", arguments,
@@ -136,15 +137,21 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
 
 
 @contextmanager
-def daemons_for(bed, request):
+def daemons_for(bed, request, link_mbps):
     """The aggregator daemon on each host the controller places a part of `request`'s
     job on (asked by making the job and releasing it: the planner is deterministic and
     the fabric is the same when the hook asks again). A daemon on every host that may
-    serve, as on real hosts, would poll the controller from 30 processes on 2 cores."""
+    serve, as on real hosts, would poll the controller from 30 processes on 2 cores.
+    Warns when the job's hosts (workers and servers, each sending and receiving at the
+    link rate) are more than calibration says this machine carries at link_mbps."""
     probe = bed.client.request("POST", "/jobs", request)
     bed.client.request("DELETE", "/jobs/%d" % probe["id"])
     servers = sorted(({s["host"] for s in probe["shards"]} - set(probe["workers"]))
                      | {a["host"] for a in probe["aggregators"]})
+    warning = capacity_warning(link_mbps, len(probe["workers"]) + len(servers))
+    if warning:
+        tqdm.write("job of %d workers and %d servers: %s" % (len(probe["workers"]), len(servers),
+                                                              warning), file=sys.stderr)
     with job_daemons(bed, servers) as daemons:
         yield daemons
 

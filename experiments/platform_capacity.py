@@ -61,7 +61,8 @@ def capacity_warning(link_mbps, hosts, path=None):
     if not largest or hosts <= largest:
         return None
     return ("warning: %d hosts at %g Mbit/s are more than the %d this machine carries all-to-all "
-            "cleanly (%s): give a --bw of at most %.1f, or expect rows flagged not faithful"
+            "cleanly (%s): give a --bw of at most %.1f, or expect rows flagged not faithful, "
+            "or rounds that wait in the emulator's queues"
             % (hosts, link_mbps, largest, path or PLATFORM_FILE,
                all_to_all_capacity_mbps(platform) / hosts))
 
