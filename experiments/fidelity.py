@@ -1,19 +1,24 @@
 """Did the emulator keep up? An emulated result counts only when the run shows it did
 (Mininet-HiFi's rule, Handigol et al., CoNEXT 2012).
 
-Three invariants decide a row, each with the measure that decided it:
+Four invariants decide a row, each with the measure that decided it:
 - the streams achieved their planned rate (achieved / planned >= RATE_RATIO_MIN);
 - first-pass loss that no layer's drop counter accounts for stays under
   UNEXPLAINED_LOSS_MAX (experiments/packet_drops.py reads them: OVS's sockets, datapath
   and ports, meters, qdiscs, veths, backlogs, host sockets); `dropped_at` names the
   layers that dropped packets;
 - neither ovs-vswitchd (whose one thread forwards every packet of the userspace
-  datapath) nor the machine was saturated.
+  datapath) nor the machine was saturated;
+- traffic did not wait for ovs-vswitchd: the most bytes one of its receive sockets held
+  at once (sampled every BACKLOG_SAMPLE_S) stays under OVS_BACKLOG_MAX_KB. A fabric
+  offered more than ovs-vswitchd forwards loses nothing while those buffers fill, but
+  every packet waits: rounds slow down for the emulator, not for the network.
 
 `verdict` is pure; `PlatformSampler` reads the counters and CPU times around a run.
 """
 
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -23,9 +28,13 @@ RATE_RATIO_MIN = 0.9
 UNEXPLAINED_LOSS_MAX = 0.001
 OVS_CPU_MAX = 0.97         # of one core: pegged (0.9 is common on a platform that keeps up)
 MACHINE_BUSY_MAX = 0.95    # of all cores
+# in one OVS receive socket: more than one read batch of OVS's (NETDEV_MAX_BURST, 32
+# packets) of 9000-byte frames, which take 16640 kernel bytes each (measured)
+OVS_BACKLOG_MAX_KB = 32 * 16640 / 1024
+BACKLOG_SAMPLE_S = 0.02
 
 COLUMNS = ["fidelity_ok", "fidelity_reason", "rate_ratio", "first_pass_loss", "unexplained_loss",
-           "dropped_at", "ovs_cpu", "machine_busy"]
+           "dropped_at", "ovs_cpu", "machine_busy", "ovs_backlog_kb"]
 
 
 @dataclass
@@ -34,6 +43,7 @@ class Usage:
     ovs_cpu: float = 0.0         # ovs-vswitchd CPU seconds per second (1.0 = one core)
     machine_busy: float = 0.0    # share of all cores busy
     drops: dict = field(default_factory=dict)   # {layer: packets}, packet_drops.DATA_LAYERS
+    ovs_backlog_kb: float = 0.0  # the most one OVS receive socket held (packet_drops.receive_backlog)
 
     def explained_drops(self):
         return packet_drops.data_drops(self.drops)
@@ -46,7 +56,8 @@ class Usage:
             for kind, count in usage.drops.items():
                 drops[kind] = drops.get(kind, 0) + count
         return cls(ovs_cpu=max(u.ovs_cpu for u in usages),
-                   machine_busy=max(u.machine_busy for u in usages), drops=drops)
+                   machine_busy=max(u.machine_busy for u in usages), drops=drops,
+                   ovs_backlog_kb=max(u.ovs_backlog_kb for u in usages))
 
 
 def verdict(planned_mbps, achieved_mbps, first_pass_loss, lost_packets, usage):
@@ -67,11 +78,14 @@ def verdict(planned_mbps, achieved_mbps, first_pass_loss, lost_packets, usage):
         reasons.append("ovs-vswitchd at %.0f%% of a core" % (100 * usage.ovs_cpu))
     if usage.machine_busy > MACHINE_BUSY_MAX:
         reasons.append("machine %.0f%% busy" % (100 * usage.machine_busy))
+    if usage.ovs_backlog_kb > OVS_BACKLOG_MAX_KB:
+        reasons.append("%.0f KB waited for ovs-vswitchd in one port" % usage.ovs_backlog_kb)
     return {"fidelity_ok": not reasons, "fidelity_reason": "; ".join(reasons) or "kept up",
             "rate_ratio": _rounded(rate_ratio), "first_pass_loss": _rounded(first_pass_loss, 5),
             "unexplained_loss": _rounded(unexplained, 5), "dropped_at": dropped_at,
             "ovs_cpu": round(usage.ovs_cpu, 3),
-            "machine_busy": round(usage.machine_busy, 3)}
+            "machine_busy": round(usage.machine_busy, 3),
+            "ovs_backlog_kb": round(usage.ovs_backlog_kb, 1)}
 
 
 def unexplained_loss(loss, lost_packets, usage):
@@ -127,8 +141,36 @@ def _ovs_cpu_seconds():
 _CLOCK_TICKS = 100   # USER_HZ on Linux
 
 
+class BacklogWatch:
+    """The most bytes one OVS receive socket held, sampled every BACKLOG_SAMPLE_S by a
+    thread between start() and stop() (which returns it, in KB)."""
+
+    def __init__(self, path="/proc/net/packet"):
+        self.path, self.most = path, 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="ovs-backlog", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        return self.most / 1024
+
+    def _watch(self):
+        while not self.stopping.wait(BACKLOG_SAMPLE_S):
+            try:
+                with open(self.path) as table:
+                    self.most = max(self.most, packet_drops.receive_backlog(table.read()))
+            except OSError:
+                return
+
+
 class PlatformSampler:
-    """CPU and drop counters of a running testbed, between start() and stop()."""
+    """CPU and drop counters of a running testbed, between start() and stop(), and the
+    most traffic that waited for ovs-vswitchd meanwhile."""
 
     def __init__(self, hosts=()):
         self.hosts = list(hosts)    # Mininet hosts: their queues and sockets count too
@@ -139,10 +181,12 @@ class PlatformSampler:
 
     def start(self):
         self.started = dict(self._times(), counters=packet_drops.read_counters(self.hosts))
+        self.backlog = BacklogWatch().start()
         return self
 
     def stop(self):
         end, start = self._times(), self.started
+        backlog_kb = self.backlog.stop()
         # OVS adds a thread's coverage counts (meter and datapath drops) to the totals it
         # shows at most once a second: the run's last second shows only after that
         time.sleep(packet_drops.COVERAGE_FLUSH_S)
@@ -151,4 +195,5 @@ class PlatformSampler:
         return Usage(ovs_cpu=(end["ovs"] - start["ovs"]) / elapsed,
                      machine_busy=1.0 - (end["idle"] - start["idle"]) / ticks,
                      drops=packet_drops.dropped_between(start["counters"],
-                                                        packet_drops.read_counters(self.hosts)))
+                                                        packet_drops.read_counters(self.hosts)),
+                     ovs_backlog_kb=backlog_kb)

@@ -84,6 +84,19 @@ def packet_socket_drops(ss_text, owner="ovs-vswitchd"):
                for match in re.findall(r"skmem:\([^)]*\bd(\d+)\)", line))
 
 
+def receive_backlog(proc_net_packet):
+    """The most bytes waiting in one bound AF_PACKET socket (Rmem of /proc/net/packet,
+    the root namespace's: there, during an emulation, those are OVS's receive sockets):
+    traffic that reached a switch and that ovs-vswitchd has not read yet. It waits
+    without loss until the socket's buffer is full, so only this shows it."""
+    most = 0
+    for line in proc_net_packet.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 7 and fields[4] != "0":   # Iface 0: a socket bound to no port
+            most = max(most, int(fields[6]))
+    return most
+
+
 def qdisc_drops(text):
     return sum(int(n) for n in re.findall(r"dropped (\d+)", text))
 

@@ -62,7 +62,7 @@ def capacity_warning(link_mbps, hosts, path=None):
         return None
     return ("warning: %d hosts at %g Mbit/s are more than the %d this machine carries all-to-all "
             "cleanly (%s): give a --bw of at most %.1f, or expect rows flagged not faithful, "
-            "or rounds that wait in the emulator's queues"
+            "or rounds slowed by the machine"
             % (hosts, link_mbps, largest, path or PLATFORM_FILE,
                all_to_all_capacity_mbps(platform) / hosts))
 

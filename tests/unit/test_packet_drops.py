@@ -128,3 +128,13 @@ def test_make_ovs_starts_ovs_with_the_data_planes_buffers():
     makefile = (Path(__file__).parents[2] / "Makefile").read_text()
     assert "net.core.wmem_default=%d" % DataPlane().ovs_send_buffer in makefile
     assert "net.core.rmem_default=%d" % DataPlane().ovs_receive_buffer in makefile
+
+
+def test_the_receive_backlog_is_the_fullest_bound_packet_socket():
+    table = """sk               RefCnt Type Proto  Iface R Rmem   User   Inode
+000000001bffef0b 2      3    0000   0     0 9999999 0      112110979
+000000002d1e3ec6 3      3    0003   35887 1 278528 0      118726438
+000000002e685221 3      3    0003   35885 1 17408  0      118726439
+"""
+    assert packet_drops.receive_backlog(table) == 278528   # the unbound socket is not a port's
+    assert packet_drops.receive_backlog(table.splitlines()[0]) == 0
