@@ -125,13 +125,14 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
             for r in results]
 
 
-def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, bar):
+def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, link_mbps, bar):
     """The streaming round as users run it: a job (POST /jobs) with as many shards as
     round_planner decides for the fabric (at most max_pss), on dedicated hosts among
     `candidates` or (stream-colocated) in the workers; the aggregator daemon on every
-    host the job sums in that is not a worker, the library in every worker."""
+    host the job sums in that is not a worker, the library in every worker (a warning if
+    the job is more than the machine carries at link_mbps)."""
     request = stream_job(view, workers, candidates, floats, max_pss, mode == "stream-colocated")
-    with served_job(bed, request) as job:
+    with served_job(bed, request, link_mbps) as job:
         sampling = bed.sampler().start()
         results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
         usage = sampling.stop()
@@ -188,7 +189,7 @@ def run(args):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
                         measured += stream_rows(bed, view, mode, workers, hosts[count:],
                                                 setup.parameter_count, args.rounds,
-                                                args.max_pss, bar)
+                                                args.max_pss, args.bw, bar)
                     model_bytes = setup.parameter_count * 4
                     rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,
                                   aggregator_bw=aggregator_bw, model_mb=model_bytes / 1e6,

@@ -32,13 +32,13 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.defaults import EMULATED_MAX_PSS
-from experiments.platform_capacity import capacity_warning
 from experiments.plots import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
 from experiments.traffic.ddp_training import MODES
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import job_daemons, job_round_fidelity, round_totals, stream_job
+from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_servers, round_totals,
+                                     stream_job, warn_over_capacity)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -142,17 +142,11 @@ def daemons_for(bed, request, link_mbps):
     job on (asked by making the job and releasing it: the planner is deterministic and
     the fabric is the same when the hook asks again). A daemon on every host that may
     serve, as on real hosts, would poll the controller from 30 processes on 2 cores.
-    Warns when the job's hosts (workers and servers, each sending and receiving at the
-    link rate) are more than calibration says this machine carries at link_mbps."""
+    Warns if the job is more than this machine carries at link_mbps."""
     probe = bed.client.request("POST", "/jobs", request)
     bed.client.request("DELETE", "/jobs/%d" % probe["id"])
-    servers = sorted(({s["host"] for s in probe["shards"]} - set(probe["workers"]))
-                     | {a["host"] for a in probe["aggregators"]})
-    warning = capacity_warning(link_mbps, len(probe["workers"]) + len(servers))
-    if warning:
-        tqdm.write("job of %d workers and %d servers: %s" % (len(probe["workers"]), len(servers),
-                                                              warning), file=sys.stderr)
-    with job_daemons(bed, servers) as daemons:
+    warn_over_capacity(probe, link_mbps)
+    with job_daemons(bed, job_servers(probe)) as daemons:
         yield daemons
 
 

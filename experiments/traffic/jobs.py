@@ -8,7 +8,10 @@ import sys
 import time
 from contextlib import contextmanager
 
+from tqdm import tqdm
+
 from experiments import fidelity
+from experiments.platform_capacity import capacity_warning
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.wire import data_mtu
@@ -90,17 +93,37 @@ def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=Non
 
 
 @contextmanager
-def served_job(bed, request):
+def served_job(bed, request, link_mbps=None):
     """POST /jobs `request`, the daemon on every host the job sums in that is not one of
-    its workers; yields the job, and deletes it after."""
+    its workers; yields the job, and deletes it after. With link_mbps, warns on stderr
+    if the job is more than this machine carries at that rate (over_capacity)."""
     job = bed.client.request("POST", "/jobs", request)
     try:
-        servers = sorted(({s["host"] for s in job["shards"]} - set(job["workers"]))
-                         | {a["host"] for a in job["aggregators"]})
-        with job_daemons(bed, servers):
+        warn_over_capacity(job, link_mbps)
+        with job_daemons(bed, job_servers(job)):
             yield job
     finally:
         bed.client.request("DELETE", "/jobs/%d" % job["id"])
+
+
+def job_servers(report):
+    """The hosts a job (POST or GET /jobs's answer) sums in that are not its workers:
+    where the aggregator daemon must run."""
+    return sorted(({s["host"] for s in report["shards"]} - set(report["workers"]))
+                  | {a["host"] for a in report["aggregators"]})
+
+
+def warn_over_capacity(report, link_mbps):
+    """Say on stderr if the job's hosts, workers and servers, each sending and receiving
+    at link_mbps, are more than calibration says this machine carries at that rate
+    (platform_capacity.capacity_warning); nothing without a rate or a calibration."""
+    if link_mbps is None:
+        return
+    servers = job_servers(report)
+    warning = capacity_warning(link_mbps, len(report["workers"]) + len(servers))
+    if warning:
+        tqdm.write("job of %d workers and %d servers: %s" % (len(report["workers"]), len(servers),
+                                                              warning), file=sys.stderr)
 
 
 def stream_job(view, workers, candidates, floats, max_pss, colocated):

@@ -136,7 +136,26 @@ def test_the_largest_all_to_all_shares_out_what_the_calibrated_fabric_carried(tm
     assert capacity_warning(42.0, 32, tmp_path / "missing.json") is None
 
 
-def test_a_multicast_trials_drops_explain_what_its_worst_receiver_missed():
+def test_a_job_is_warned_of_by_its_workers_and_its_servers(tmp_path, monkeypatch, capsys):
+    from experiments import platform_capacity
+    from experiments.traffic.jobs import job_servers, warn_over_capacity
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps({"date": "2026-11-25T14:00:00+00:00", "mtu": 9000, "hosts": 16,
+                                "patterns": {"all-to-all": {"max_mbps": 60.0}}}))
+    monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)
+    workers = ["h%d" % i for i in range(1, 11)]
+    job = {"workers": workers,
+           "shards": [{"host": "h1"}] + [{"host": "h%d" % i} for i in range(11, 17)],
+           "aggregators": [{"host": "agg1"}, {"host": "h11"}]}
+    assert job_servers(job) == ["agg1", "h11", "h12", "h13", "h14", "h15", "h16"]
+    warn_over_capacity(job, 42.0)   # 17 hosts: one more than 16 at 42 Mbit/s
+    assert "job of 10 workers and 7 servers: warning: 17 hosts at 42 Mbit/s" in capsys.readouterr().err
+    warn_over_capacity(dict(job, aggregators=[]), 42.0)
+    warn_over_capacity(job, None)
+    assert capsys.readouterr().err == ""
+
+
+
     from experiments.calibrate import trial_loss
     plan, receivers = streams("multicast", HOSTS, IPS, 10.0, group="239.1.0.1")
     sent = {"h1": [100], "h2": [], "h3": [], "h4": []}
