@@ -17,12 +17,15 @@ Four invariants decide a row, each with the measure that decided it:
 `verdict` is pure; `PlatformSampler` reads the counters and CPU times around a run.
 """
 
+import logging
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
 from experiments import packet_drops
+
+LOG = logging.getLogger("experiments.fidelity")
 
 RATE_RATIO_MIN = 0.9
 UNEXPLAINED_LOSS_MAX = 0.001
@@ -164,7 +167,8 @@ class BacklogWatch:
             try:
                 with open(self.path) as table:
                     self.most = max(self.most, packet_drops.receive_backlog(table.read()))
-            except OSError:
+            except OSError as error:   # the rows then show only what was read before
+                LOG.warning("cannot read OVS's receive backlog any more: %s", error)
                 return
 
 

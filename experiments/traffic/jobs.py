@@ -95,7 +95,7 @@ def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=Non
 def served_job(bed, request, link_mbps=None):
     """POST /jobs `request`, the daemon on every host the job sums in that is not one of
     its workers; yields the job, and deletes it after. With link_mbps, warns on stderr
-    if the job is more than this machine carries at that rate (over_capacity)."""
+    if the job is more than this machine carries at that rate (warn_over_capacity)."""
     job = bed.client.request("POST", "/jobs", request)
     try:
         warn_over_capacity(job, link_mbps)

@@ -1,9 +1,11 @@
 """Drop attribution by layer, on counter dumps as each layer prints them (taken from a run
 on an 8x8 fabric, cut short), and the fidelity verdict that names the layers."""
 
+import time
+
 import pytest
 
-from experiments import packet_drops
+from experiments import fidelity, packet_drops
 from experiments.fidelity import Usage, verdict
 from mininet_topos.data_plane import ovs_transmit_buffer
 
@@ -34,6 +36,12 @@ p_raw 0      0                [0]:*                       *     users:(("ovs-vsw
 p_raw 0      0                  *:leaf1-eth5              *     users:(("ovs-vswitchd",pid=14901,fd=38)) skmem:(r0,rb212992,t0,tb16777216,f0,w0,o176,bl0,d7)
 p_raw 0      0                  *:leaf1-eth3              *     users:(("ovs-vswitchd",pid=14901,fd=39)) skmem:(r0,rb212992,t0,tb16777216,f0,w0,o176,bl0,d5)
 p_raw 0      0                  *:eth0                    *     users:(("dhclient",pid=99,fd=3)) skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d100)
+"""
+
+PACKET = """sk               RefCnt Type Proto  Iface R Rmem   User   Inode
+000000001bffef0b 2      3    0000   0     0 9999999 0      112110979
+000000002d1e3ec6 3      3    0003   35887 1 278528 0      118726438
+000000002e685221 3      3    0003   35885 1 17408  0      118726439
 """
 
 IP_LINK = """1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000
@@ -131,10 +139,15 @@ def test_make_ovs_starts_ovs_with_the_data_planes_buffers():
 
 
 def test_the_receive_backlog_is_the_fullest_bound_packet_socket():
-    table = """sk               RefCnt Type Proto  Iface R Rmem   User   Inode
-000000001bffef0b 2      3    0000   0     0 9999999 0      112110979
-000000002d1e3ec6 3      3    0003   35887 1 278528 0      118726438
-000000002e685221 3      3    0003   35885 1 17408  0      118726439
-"""
-    assert packet_drops.receive_backlog(table) == 278528   # the unbound socket is not a port's
-    assert packet_drops.receive_backlog(table.splitlines()[0]) == 0
+    assert packet_drops.receive_backlog(PACKET) == 278528   # the unbound socket is not a port's
+    assert packet_drops.receive_backlog(PACKET.splitlines()[0]) == 0
+
+
+def test_the_backlog_watch_keeps_the_most_one_socket_held(tmp_path):
+    table = tmp_path / "packet"
+    table.write_text(PACKET)
+    watch = fidelity.BacklogWatch(table).start()
+    time.sleep(5 * fidelity.BACKLOG_SAMPLE_S)
+    table.write_text(PACKET.replace("278528", "0"))
+    time.sleep(5 * fidelity.BACKLOG_SAMPLE_S)
+    assert watch.stop() == 272.0
