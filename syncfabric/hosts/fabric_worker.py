@@ -262,12 +262,15 @@ class FabricWorker:
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
-            for start, stop, future in current.summed_parts():
-                future.set_result(current.result[start:stop].copy())
-            if current.sent and current.have.all():
+            summed, complete = current.summed_parts(), current.sent and current.have.all()
+            if complete:   # its stats are filed before its last Future ends
                 del self.rounds[number]
                 self.stats[number] = current.stats
-            elif current.sent and now - current.progress_at > ROUND_FAIL_S:
+            for start, stop, future in summed:
+                future.set_result(current.result[start:stop].copy())
+            if complete:
+                continue
+            if current.sent and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
                                     % (number, self.layout.id, ROUND_FAIL_S,
                                        blame(self.layout, self.own, current))))

@@ -1,15 +1,17 @@
 """Rounds of a job from one worker, with whole-number gradients whose sums are exact in
-float32, each checked element for element: a job's smoke test on any host.
+float32, each checked bit for bit: a job's smoke test on any host.
 
     python -m syncfabric.hosts.job_worker --controller http://10.0.0.254:8080 --job 1 \\
         --name h1 --rounds 5
 
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
 per round ({"round", "seconds", "exact"} and what the round took: datagrams "sent" and
-"resent", "repair_requests", "first_pass_s" and "planned_first_pass_s") and a last one
-with the summary; its exit status is 1 if a round failed or a sum was not exact.
+"resent", "repair_requests", "first_pass_s" and "planned_first_pass_s"), once every
+round is over, and a last one with the summary; its exit status is 1 if a round failed
+or a sum was not exact.
 """
 
+import hashlib
 import json
 import sys
 import time
@@ -40,10 +42,15 @@ def parse_args(argv):
 
 
 def run(args):
+    """The rounds back to back (--in-flight at once), each timed from its start until its
+    sum is back; the sums are checked once the last is back. Checked in between, every
+    worker making all the workers' gradients again counted in the round's time and
+    started the next round late, each worker by as much as 2 cores gave it (0.35 s of a
+    0.74 s round with 16 workers at 25 Mbit/s), where Gloo's rounds start together."""
     job = FabricJob.attach(args.controller, args.job)
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
-    results, pending = [], []
+    timed, digests, pending = [], {}, []
     try:
         worker.wait_served()   # its daemons and the other workers answer
         wait_until(args.start_at)
@@ -53,16 +60,24 @@ def run(args):
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, future in pending:
                     total = future.result()
-                    expected = sum(whole_gradient(args.seed, i, done, floats)
-                                   for i in range(len(workers)))
-                    results.append(dict(worker.stats[done], round=done,
-                                        seconds=time.perf_counter() - started,
-                                        exact=bool(np.array_equal(total, expected))))
-                    print(json.dumps(results[-1]), flush=True)
+                    timed.append(dict(worker.stats[done], round=done,
+                                      seconds=time.perf_counter() - started))
+                    digests[done] = digest(total)
                 pending = []
     finally:
         worker.close()
+    results = []
+    for result in timed:
+        expected = sum(whole_gradient(args.seed, i, result["round"], floats)
+                       for i in range(len(workers)))
+        results.append(dict(result, exact=digests[result["round"]] == digest(expected)))
+        print(json.dumps(results[-1]), flush=True)
     return results
+
+
+def digest(values):
+    """float32 values' bits, hashed (+0.0 for -0.0): equal iff the arrays are."""
+    return hashlib.sha256((values + np.float32(0)).astype(np.float32).tobytes()).digest()
 
 
 def main(argv=None):

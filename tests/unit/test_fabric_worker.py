@@ -1,7 +1,8 @@
 """FabricWorker on loopback (tests/harness/loopback_jobs.py), two workers in one process,
 each holding one shard: a round given in pieces, in any order, sums exactly and answers
-each piece; a piece given twice is refused; a first pass slower than the repair timer
-sends nothing twice; and a worker is served once the other's shard answers its hello."""
+each piece; a round's stats are filed before its Future ends; a piece given twice is
+refused; a first pass slower than the repair timer sends nothing twice; and a worker is
+served once the other's shard answers its hello."""
 
 import time
 from concurrent.futures import wait
@@ -40,6 +41,16 @@ def test_a_round_given_in_pieces_in_any_order_sums_exactly(workers):
     assert np.array_equal(futures[0].result(), total[cut:])
     assert np.array_equal(futures[1].result(), total[:cut])
     assert np.array_equal(np.concatenate([futures[2].result(), futures[3].result()]), total)
+
+
+def test_a_rounds_stats_are_filed_before_its_future_ends(workers):
+    """A Future's callbacks run as it ends, in the I/O thread: the stats are there."""
+    filed = []
+    futures = [worker.allreduce_async(values(i)) for i, worker in enumerate(workers)]
+    for worker, future in zip(workers, futures):
+        future.add_done_callback(lambda _future, worker=worker: filed.append(1 in worker.stats))
+    wait(futures, timeout=20)
+    assert filed == [True, True]
 
 
 def test_a_piece_given_twice_or_outside_the_round_is_refused(workers):

@@ -1,0 +1,64 @@
+"""job_worker's rounds on loopback (tests/harness/loopback_jobs.py), two workers in one
+process: a round's time is its sum's return, not the check of the sums, which waits
+until every round is over; and a sum unlike the workers' gradients is reported."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from syncfabric.hosts import job_worker
+from tests.harness.loopback_jobs import loopback_job
+
+FLOATS = 362 * 20
+CHECK_S = 0.3   # each gradient made, made this slow
+
+
+@pytest.fixture
+def slow_gradients(monkeypatch):
+    """job_worker on a loopback job, making every gradient in CHECK_S."""
+    report = loopback_job(92, ["w1", "w2"], FLOATS * 4, 29740)
+    monkeypatch.setattr(job_worker.FabricJob, "attach", staticmethod(lambda *_: report))
+    made = job_worker.whole_gradient
+
+    def slow(*arguments):
+        time.sleep(CHECK_S)
+        return made(*arguments)
+    monkeypatch.setattr(job_worker, "whole_gradient", slow)
+
+
+def both_workers(rounds):
+    results = {}
+
+    def work(name):
+        results[name] = job_worker.run(job_worker.parse_args(
+            ["--controller", "http://unused", "--job", "92", "--name", name,
+             "--rounds", str(rounds)]))
+    threads = [threading.Thread(target=work, args=(name,), name=name) for name in ("w1", "w2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def test_a_rounds_time_leaves_out_the_check_of_its_sums(slow_gradients):
+    results = both_workers(rounds=2)
+    for lines in results.values():
+        assert [line["round"] for line in lines] == [1, 2]
+        assert all(line["exact"] for line in lines)
+        # checked in the round, each round would take 2 gradients made (0.6 s) more
+        assert all(line["seconds"] < CHECK_S for line in lines), lines
+
+
+def test_a_sum_unlike_the_workers_gradients_is_reported(slow_gradients, monkeypatch):
+    """w1 checks against a w2 gradient one higher than w2 gave."""
+    made = job_worker.whole_gradient
+
+    def w2_seen_wrong_by_w1(seed, worker, number, floats):
+        return made(seed, worker, number, floats) + (
+            worker == 1 and threading.current_thread().name == "w1")
+    monkeypatch.setattr(job_worker, "whole_gradient", w2_seen_wrong_by_w1)
+    results = both_workers(rounds=1)
+    assert [results[name][0]["exact"] for name in ("w1", "w2")] == [False, True]
