@@ -262,19 +262,16 @@ class FabricWorker:
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
-            summed, complete = current.summed_parts(), current.sent and current.have.all()
-            if complete:   # its stats are filed before its last Future ends
-                del self.rounds[number]
-                self.stats[number] = current.stats
-            for start, stop, future in summed:
+            if current.sent and current.have.all():   # stats filed before its last Future ends
+                self.stats[number] = self.rounds.pop(number).stats
+            for start, stop, future in current.summed_parts():
                 future.set_result(current.result[start:stop].copy())
-            if complete:
-                continue
-            if current.sent and now - current.progress_at > ROUND_FAIL_S:
+            waiting = current.sent and number in self.rounds   # all sent, not all back
+            if waiting and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
                                     % (number, self.layout.id, ROUND_FAIL_S,
                                        blame(self.layout, self.own, current))))
-            elif current.sent and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
+            elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
                 self._ask_again(current, now)
 
     def _ask_again(self, current, now):
