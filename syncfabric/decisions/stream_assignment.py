@@ -141,6 +141,22 @@ class StreamAssignment:
         ratio = self.ratios()
         return float(ratio.min()) if np.isfinite(ratio).any() else 0.0
 
+    def score(self):
+        """(theta, -resources at theta) now: what a move must better (better())."""
+        ratio = self.ratios()
+        if not np.isfinite(ratio).any():
+            return 0.0, 0
+        theta = float(ratio.min())
+        return theta, -int(np.count_nonzero(ratio <= theta * (1 + 1e-9)))
+
+    @staticmethod
+    def better(score, best):
+        """Higher theta (beyond rounding), or the same theta with fewer resources at it."""
+        theta, tight = score
+        if theta > best[0] * (1 + 1e-9) + TOLERANCE:
+            return True
+        return theta >= best[0] * (1 - 1e-9) and tight > best[1]
+
     def _score(self, delta, smallest, ratio):
         """(theta, -resources at theta) after applying delta."""
         changed = []
@@ -193,13 +209,13 @@ class StreamAssignment:
                 for option in self.options[worker]:
                     if option != self.choice[worker]:
                         score = self._score(self._worker_delta(worker, option), smallest, ratio)
-                        if _better(score, best):
+                        if self.better(score, best):
                             best, move = score, ("worker", worker, option)
             for aggregator in aggregators:
                 for path in self.aggregate_paths[aggregator]:
                     if path != self.paths[aggregator]:
                         score = self._score(self.aggregate_delta(aggregator, path), smallest, ratio)
-                        if _better(score, best):
+                        if self.better(score, best):
                             best, move = score, ("aggregate", aggregator, path)
             if move is None:
                 return
@@ -212,11 +228,3 @@ class StreamAssignment:
 
     def used_aggregate_paths(self):
         return {a: self.paths[a] for a in sorted(self.paths) if self.members.get(a)}
-
-
-def _better(score, best):
-    """Higher theta (beyond rounding), or the same theta with fewer resources at it."""
-    theta, tight = score
-    if theta > best[0] * (1 + 1e-9) + TOLERANCE:
-        return True
-    return theta >= best[0] * (1 - 1e-9) and tight > best[1]

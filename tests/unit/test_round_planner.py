@@ -71,6 +71,18 @@ def test_on_8x8_with_aggregators_at_the_link_rate_the_plan_reaches_s_over_b():
     assert all(set(tree.receivers) == set(names[:8]) - {tree.source} for tree in plan.trees)
 
 
+def test_every_host_a_worker_reaches_s_over_b_with_aggregators_at_four_times_the_links():
+    """32 workers on 8x8 (every host), 8 shards in their hosts, aggregators at 4x: the
+    LP reaches S/B, but rounding gave several shards two aggregates each. Merging one
+    shard's second aggregate raises no rate while another shard still has two, so only
+    group moves scored like single moves (fewer bottlenecks counts) get there; before,
+    the plan stayed at 2x S/B."""
+    view = fabric(8, 8, 4, 20, 80)
+    plan = round_planner.plan_round(view, hosts(view), (), MODEL_MBIT, colocated=True, shards=8)
+    assert plan.gradients.f_lp == pytest.approx(20)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20)
+
+
 def test_shard_holders_spread_over_the_switches_and_skip_workers_and_aggregators():
     view = fabric(2, 2, 3, 20, 9)
     names = hosts(view)   # h1 h2 h3 on leaf1, h4 h5 h6 on leaf2
