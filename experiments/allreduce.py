@@ -77,7 +77,8 @@ def parse_args(argv):
                         help="most PS shards the stream modes' planner may use (each is a "
                              "process; default %(default)s, what 2 cores emulate faithfully)")
     parser.add_argument("--rate-fraction", type=float, default=0.95,
-                        help="our modes' parameter sending rate as a fraction of --bw")
+                        help="unicast+ps's and multicast+ina's parameter sending rate as a "
+                             "fraction of --bw (the stream modes pace at their plans' rates)")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
                         help="width of the MLP's two hidden layers (sets the model's size)")
     parser.add_argument("--out", type=Path, default=Path("results/allreduce.csv"),

@@ -92,9 +92,13 @@ class FabricJob:
 class FabricWorker:
     """One worker's rounds of a job (module doc): its sockets, its host's shards, an I/O
     thread that sends, receives, repairs and completes the Futures; streams paced at
-    rate_fraction of the planned rates. Call wait_served() before the first round."""
+    rate_fraction of the planned rates. Call wait_served() before the first round.
 
-    def __init__(self, job, name, rate_fraction=0.95):
+    The rates are the reservations, so by default streams take all of them: paced at
+    0.95, as the suite's older senders are, 16 workers took 1.15x S/B for a round (12
+    Mbit/s) against 1.09x at 1.0, and nothing was lost at either."""
+
+    def __init__(self, job, name, rate_fraction=1.0):
         self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
         if name not in layout.bit:
             raise JobError("%s is not a worker of job %d (its workers: %s)"
