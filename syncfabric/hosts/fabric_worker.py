@@ -90,13 +90,9 @@ class FabricJob:
 
 
 class FabricWorker:
-    """One worker's rounds of a job (module doc): its sockets, its host's shards, an I/O
-    thread that sends, receives, repairs and completes the Futures; streams paced at
-    rate_fraction of the planned rates. Call wait_served() before the first round.
-
-    The rates are the reservations, so by default streams take all of them: paced at
-    0.95, as the suite's older senders are, 16 workers took 1.15x S/B for a round (12
-    Mbit/s) against 1.09x at 1.0, and nothing was lost at either."""
+    """One worker's rounds of a job (module doc): sockets, its host's shards, an I/O thread
+    that sends, receives, repairs and completes the Futures; streams paced at rate_fraction
+    of the planned rates, the reservations (docs/streaming-round.md). wait_served() first."""
 
     def __init__(self, job, name, rate_fraction=1.0):
         self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
