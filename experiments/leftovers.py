@@ -13,8 +13,8 @@ import sys
 
 from experiments.cli import ArgumentParser
 from experiments.namespace_fabric import namespace_leftovers, remove_namespace_leftovers
-from mininet_topos.platform_net import (PlatformError, check_ovs_running, leftovers, live_run_pids,
-                                        remove_leftovers)
+from mininet_topos.ovs_state import check_ovs_running
+from mininet_topos.platform_net import PlatformError, leftovers, live_run_pids, remove_leftovers
 
 
 def parse_args(argv):

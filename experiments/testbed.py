@@ -31,8 +31,9 @@ from experiments.fidelity import PlatformSampler
 from experiments.ovs import ofctl
 from mininet_topos.data_plane import DataPlane, apply_ovs_receive_buffer, apply_ovs_send_buffer
 from mininet_topos.description import describe
+from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
-                                        check_management_network_free, check_ovs_running,
+                                        check_management_network_free,
                                         remove_management_network, start_network)
 from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 from syncfabric.hosts.wire import MTU_ENV

@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mininet_topos.platform_net import PlatformError, existing_bridges
+from mininet_topos.ovs_state import PlatformError, existing_bridges
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")

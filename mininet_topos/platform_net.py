@@ -14,7 +14,6 @@
 
 import ipaddress
 import re
-import shutil
 import subprocess
 from functools import partial
 
@@ -22,6 +21,8 @@ from mininet.link import Link, TCIntf
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
+
+from mininet_topos.ovs_state import PlatformError, existing_bridges
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
@@ -51,25 +52,6 @@ class ShapedLink(Link):
     def __init__(self, node1, node2, **params):
         params["intf"] = ShapedIntf  # Mininet.addLink passes its default interface class
         super().__init__(node1, node2, **params)
-
-
-class PlatformError(RuntimeError):
-    """The machine is not ready for a fabric (a one-line reason)."""
-
-
-def check_ovs_running():
-    if shutil.which("ovs-vsctl") is None:
-        raise PlatformError("Open vSwitch is not installed (run `make setup`)")
-    probe = subprocess.run(["ovs-vsctl", "--timeout=5", "show"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        raise PlatformError("Open vSwitch is not running (start it with `make ovs` or "
-                            "`/usr/share/openvswitch/scripts/ovs-ctl start`)")
-
-
-def existing_bridges():
-    listing = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
-                             text=True, check=True)
-    return set(listing.stdout.split())
 
 
 def check_bridges_free(topo):

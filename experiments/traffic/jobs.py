@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from tqdm import tqdm
 
 from experiments import fidelity
+from experiments.platform_capacity import capacity_warning
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.wire import data_mtu
@@ -118,9 +119,6 @@ def warn_over_capacity(report, link_mbps):
     (platform_capacity.capacity_warning); nothing without a rate or a calibration."""
     if link_mbps is None:
         return
-    # here, not at the top: the calibration's check reads Mininet's data-plane settings,
-    # and jobs also run on plain namespaces where Mininet cannot be imported
-    from experiments.platform_capacity import capacity_warning
     servers = job_servers(report)
     warning = capacity_warning(link_mbps, len(report["workers"]) + len(servers))
     if warning:

@@ -152,6 +152,14 @@ def test_the_library_imports_with_neither_ryu_nor_mininet_installed():
     subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)
 
 
+def test_jobs_and_the_capacity_check_import_without_mininet():
+    """Jobs also run on plain namespaces: their harness and the calibration's capacity
+    check read the data-plane settings, never Mininet."""
+    blocked = ("import sys; sys.modules.update(mininet=None)\n"
+               "import experiments.traffic.jobs, experiments.platform_capacity\n")
+    subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)
+
+
 def test_experiments_take_shared_settings_from_one_module_not_from_each_other():
     """A constant two experiments need lives in experiments/defaults.py (or a library
     module), not in one of the scripts that the other then imports."""
