@@ -44,7 +44,8 @@ class EventFabricChanged(event.EventBase):
 
 
 class EventLinksChanged(event.EventBase):
-    """The set of fabric links that are down changed."""
+    """The set of fabric links that are down changed, or a switch synced (what was kept
+    from it while it was read, e.g. a tree's backup uplinks, can go there now)."""
 
 
 class EventPollPortStats(event.EventBase):
@@ -104,13 +105,13 @@ class FabricController(app_manager.RyuApp):
 
     def _reconciled(self, datapath, batch):
         if self.fabric.switch_confirmed(datapath, batch) is not None:
-            self._links_changed()
+            self._links_changed(switch_synced=True)
 
-    def _links_changed(self):
+    def _links_changed(self, switch_synced=False):
         changed, route_changes = self.fabric.recompute_links(time.monotonic())
         if route_changes:
             self.installer.send(route_changes)
-        if changed:
+        if changed or switch_synced:
             self.send_event_to_observers(EventLinksChanged())
 
     # --- OpenFlow events ----------------------------------------------------

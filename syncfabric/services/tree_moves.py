@@ -90,11 +90,14 @@ def _rebackup(trees, tree_id, now):
     if len(tree.backups) <= len(old.tree.backups) and not any(
             frozenset(link) in down_links for link in backup_links(old.tree)):
         return {}
-    try:
-        datapaths = trees.fabric.datapaths_of(list(switch_shares(view, tree)))
-    except NotReady:
-        return {}   # a switch of it is away: it is reconciled when it is back
-    then_break = _move_tree(trees, book, view, old, tree, datapaths, now)
+    switches = list(switch_shares(view, tree))
+    if not all(trees.fabric.is_synced(switch) for switch in switches):
+        # away, or back and still being read: its reconciliation gives it the booked
+        # tree. Sent meanwhile, a group it kept from before refused the add (GROUP_EXISTS)
+        # and the whole tree was released
+        return {}
+    then_break = _move_tree(trees, book, view, old, tree, trees.fabric.datapaths_of(switches),
+                            now)
     if then_break is not None:
         LOG.info("tree %d: backup uplinks now %s", tree_id,
                  "; ".join("%s->%s for %s" % (s, b, p) for s, p, b in tree.backups) or "none")

@@ -13,7 +13,7 @@ from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISP
 from ryu.lib import hub
 from webob import Request
 
-from apps.fabric_controller import FabricController
+from apps.fabric_controller import EventPollPortStats, FabricController
 from apps.ina_controller import InaController
 from apps.job_controller import JobController
 from apps.multicast_controller import MulticastController
@@ -115,6 +115,13 @@ class InProcessController:
     def connect_all(self):
         for switch in self.view.switches:
             self.connect(switch)
+
+    def poll_links(self, settle=True):
+        """The fabric app's timer: port stats asked and links recomputed (with settle
+        False, return at once: e.g. before a switch connect() left unsettled is read)."""
+        self._event(EventPollPortStats(), None)
+        if settle:
+            self.settle()
 
     def disconnect(self, switch):
         self._event(ofp_event.EventOFPStateChange(self.switches[switch]), DEAD_DISPATCHER)

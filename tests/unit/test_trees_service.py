@@ -148,6 +148,22 @@ def test_a_move_s_break_waits_for_packets_on_the_old_path_and_counts_as_pending(
     assert installer.pending() == 0
 
 
+def test_a_switch_back_with_its_tables_is_read_before_a_tree_s_backups_reach_it(controller):
+    """Backup uplinks chosen again while a switch that kept its tables was still being
+    read sent it a group add that met the group it kept (GROUP_EXISTS), and the whole
+    tree was released: seen once in test_reconciliation on 2x2."""
+    _, tree = post(controller, "/multicast/trees", TREE)
+    spine = next(child for parent, child in tree["edges"] if parent == "leaf1")
+    controller.disconnect(spine)   # the tree moves to the other spine, its backups gone
+    controller.connect(spine, keep_table=True, settle=False)
+    controller.poll_links(settle=False)   # the links come back before the switch is read
+    controller.settle()
+    assert [t["id"] for t in listed(controller)["trees"]] == [tree["id"]]
+    assert delivered(controller, tree) == set(TREE["receivers"])
+    backups = listed(controller)["trees"][0]["backup_uplinks"]
+    assert backups and all(spine in uplink for uplink in backups), backups   # once it synced
+
+
 def test_a_tree_that_fits_nowhere_after_a_failure_is_released(controller):
     post(controller, "/multicast/trees", dict(TREE, receivers=["h3"]))
     controller.port_down("leaf1", "spine1")
