@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
 from syncfabric.decisions.gradient_plan import (GradientPlan, PlacementError, aggregate_of,
                                                 solve_placement_lp)
-from syncfabric.decisions.group_moves import improve_groups
 from syncfabric.decisions.ina_problem import (GRID, NEAREST, NO_INA, TOLERANCE, InaProblem,
                                               capacity_of, default_route, options_for)
 from syncfabric.decisions.sparse_lp import LpError, SparseLp
@@ -148,15 +147,11 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
             best = (assignment.theta(), overload, assignment)
         if best[0] >= f_lp - TOLERANCE:   # at the LP's bound: no trial can do better
             break
-    f_repaired, overload, assignment = best
-    bound = f_lp
-    if policy == INART:
-        assignment, bound = with_exact(problem, options, aggregate_paths, weight, aggregate_of,
-                                       assignment, bound, exact_time_s)
-        f_repaired = assignment.theta()
-    elif f_repaired < f_lp - TOLERANCE:   # the other policies' splits get the same repair
-        improve_groups(assignment)
-        f_repaired = assignment.theta()
+    _theta, overload, assignment = best
+    # every policy's split gets the same repair (group moves); only inart asks the MILP
+    assignment, bound = with_exact(problem, options, aggregate_paths, weight, aggregate_of,
+                                   assignment, f_lp, exact_time_s if policy == INART else 0)
+    f_repaired = assignment.theta()
     result = GradientPlan(policy, split, f_lp, f_lp / max(overload, 1.0), overload, f_repaired,
                           f_repaired, {k: [(o, 1.0)] for k, o in assignment.choice.items()},
                           assignment.used_aggregate_paths(), bound)

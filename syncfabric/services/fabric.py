@@ -3,7 +3,7 @@ down, the unicast routes around them, and the one link ledger every service book
 
 The fabric app feeds it OpenFlow events and sends the messages it returns. The other
 services use only its narrow interface: `ready()`, `ledger`, `generation`,
-`datapath_of(switch)`, `is_synced(switch)`, `down_links`, `measured_mbps()` and
+`datapath_of(switch)`, `datapaths_of(switches, synced)`, `is_synced(switch)`, `down_links`, `measured_mbps()` and
 `add_share_provider()`. `generation` counts fabric descriptions: a service that booked
 in an older one knows its bookings are gone.
 
@@ -55,12 +55,15 @@ class Fabric:
         """The switch's datapath, or None if it is not connected."""
         return self._datapaths.get(self.view.dpid(switch))
 
-    def datapaths_of(self, switches):
-        """{switch: datapath} for all of them; NotReady naming those not connected."""
+    def datapaths_of(self, switches, synced=False):
+        """{switch: datapath} for all of them; NotReady naming those not connected (synced:
+        or back and still being read, where a group added met the one it kept)."""
         datapaths = {switch: self.datapath_of(switch) for switch in switches}
-        missing = [s for s in dict.fromkeys(switches) if datapaths[s] is None]
+        missing = [s for s in dict.fromkeys(switches)
+                   if datapaths[s] is None or synced and not self.is_synced(s)]
         if missing:
-            raise NotReady("switch(es) not connected: %s" % ", ".join(missing))
+            raise NotReady("switch(es) not %s: %s" % ("synced" if synced else "connected",
+                                                       ", ".join(missing)))
         return datapaths
 
     def is_synced(self, switch):

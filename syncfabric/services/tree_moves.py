@@ -90,14 +90,11 @@ def _rebackup(trees, tree_id, now):
     if len(tree.backups) <= len(old.tree.backups) and not any(
             frozenset(link) in down_links for link in backup_links(old.tree)):
         return {}
-    switches = list(switch_shares(view, tree))
-    if not all(trees.fabric.is_synced(switch) for switch in switches):
-        # away, or back and still being read: its reconciliation gives it the booked
-        # tree. Sent meanwhile, a group it kept from before refused the add (GROUP_EXISTS)
-        # and the whole tree was released
+    try:
+        datapaths = trees.fabric.datapaths_of(list(switch_shares(view, tree)), synced=True)
+    except NotReady:   # one away or still being read: chosen again when it syncs
         return {}
-    then_break = _move_tree(trees, book, view, old, tree, trees.fabric.datapaths_of(switches),
-                            now)
+    then_break = _move_tree(trees, book, view, old, tree, datapaths, now)
     if then_break is not None:
         LOG.info("tree %d: backup uplinks now %s", tree_id,
                  "; ".join("%s->%s for %s" % (s, b, p) for s, p, b in tree.backups) or "none")

@@ -143,21 +143,23 @@ def test_apps_take_only_events_from_each_other(module):
             assert all(alias.name.startswith("Event") for alias in node.names), module
 
 
+def run_without(packages, code):
+    """Run `code` in a fresh interpreter where importing any of `packages` fails."""
+    blocked = "import sys; sys.modules.update(%s)\n" % ", ".join("%s=None" % p for p in packages)
+    subprocess.run([sys.executable, "-c", blocked + code], check=True, cwd=ROOT)
+
+
 def test_the_library_imports_with_neither_ryu_nor_mininet_installed():
-    blocked = ("import sys; sys.modules.update(ryu=None, mininet=None, apps=None, "
-               "experiments=None, mininet_topos=None)\n"
-               "import importlib, pkgutil, syncfabric\n"
-               "for module in pkgutil.walk_packages(syncfabric.__path__, 'syncfabric.'):\n"
-               "    importlib.import_module(module.name)\n")
-    subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)
+    run_without(("ryu", "mininet", "apps", "experiments", "mininet_topos"),
+                "import importlib, pkgutil, syncfabric\n"
+                "for module in pkgutil.walk_packages(syncfabric.__path__, 'syncfabric.'):\n"
+                "    importlib.import_module(module.name)\n")
 
 
 def test_jobs_and_the_capacity_check_import_without_mininet():
     """Jobs also run on plain namespaces: their harness and the calibration's capacity
     check read the data-plane settings, never Mininet."""
-    blocked = ("import sys; sys.modules.update(mininet=None)\n"
-               "import experiments.traffic.jobs, experiments.platform_capacity\n")
-    subprocess.run([sys.executable, "-c", blocked], check=True, cwd=ROOT)
+    run_without(("mininet",), "import experiments.traffic.jobs, experiments.platform_capacity\n")
 
 
 def test_experiments_take_shared_settings_from_one_module_not_from_each_other():
