@@ -43,26 +43,27 @@ def parse_args(argv):
 
 def run(args):
     """The rounds back to back (--in-flight at once), each timed from its start until its
-    sum is back; the sums are checked once the last is back. Checked in between, every
-    worker making all the workers' gradients again counted in the round's time and
-    started the next round late, each worker by as much as 2 cores gave it (0.16 s of a
-    0.74 s round with 16 workers at 25 Mbit/s), where Gloo's rounds start together."""
+    sum is back. Every round's gradient is made before the first round and every sum
+    checked after the last (this program holds them all): made or checked between
+    rounds, each worker's own work delayed the next round's start, each by as much as
+    the 2 cores gave it (0.16 s of a 0.74 s round with 16 workers at 25 Mbit/s), where
+    Gloo's rounds start together from a barrier."""
     job = FabricJob.attach(args.controller, args.job)
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
-    timed, digests, pending = [], {}, []
+    gradients = {number: whole_gradient(args.seed, workers.index(args.name), number, floats)
+                 for number in range(1, args.rounds + 1)}
+    timed, totals, pending = [], {}, []
     try:
         worker.wait_served()   # its daemons and the other workers answer
         wait_until(args.start_at)
-        for number in range(1, args.rounds + 1):
-            values = whole_gradient(args.seed, workers.index(args.name), number, floats)
+        for number, values in gradients.items():
             pending.append((number, time.perf_counter(), worker.allreduce_async(values)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, future in pending:
-                    total = future.result()
-                    timed.append(dict(worker.stats[done], round=done,
+                    totals[done] = future.result()
+                    timed.append(dict(worker.stats[done], round=done, started_at=started, seen_at=time.perf_counter(),
                                       seconds=time.perf_counter() - started))
-                    digests[done] = digest(total)
                 pending = []
     finally:
         worker.close()
@@ -70,7 +71,7 @@ def run(args):
     for result in timed:
         expected = sum(whole_gradient(args.seed, i, result["round"], floats)
                        for i in range(len(workers)))
-        results.append(dict(result, exact=digests[result["round"]] == digest(expected)))
+        results.append(dict(result, exact=digest(totals[result["round"]]) == digest(expected)))
         print(json.dumps(results[-1]), flush=True)
     return results
 
