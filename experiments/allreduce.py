@@ -38,14 +38,14 @@ from tqdm import tqdm
 
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
 from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, STREAM_MODES
 from experiments.plots import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import (job_round_fidelity, job_rounds, run_job, served_job,
-                                     stream_job)
+from experiments.traffic.jobs import (busy_hosts, job_round_fidelity, job_rounds, run_job,
+                                     served_job, stream_job)
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -91,14 +91,46 @@ def parse_args(argv):
         parser.error("--rounds, --hidden and --max-pss must be positive")
     if args.bw is not None:
         try:
-            args.aggregator_bw = [
-                round(float(item[:-1]) * args.bw, 2) if item.endswith("x") else float(item)
-                for item in args.aggregator_bw or ["%gx" % AGGREGATOR_SHARE]]
+            aggregator_rates(args)
         except ValueError:
             parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
+        fit_auto_rate(args, lambda: busiest_round(args))
+        args.aggregator_bw = aggregator_rates(args)
     if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw or [1]) <= 0:
         parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
     return args
+
+
+def aggregator_rates(args):
+    """--aggregator-bw in Mbit/s at args.bw (ValueError if an item is neither)."""
+    return [rate_mbps(item, args.bw) for item in args.aggregator_bw or ["%gx" % AGGREGATOR_SHARE]]
+
+
+def job_fabric(args, aggregator_bw):
+    """The job experiments' spine-leaf from their flags, an aggregator host on every
+    spine: (topology, its FabricView, its other hosts in order h1, h2, ...)."""
+    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
+                         hosts_per_leaf=args.hosts_per_leaf, bw=args.bw,
+                         aggregators="spines", aggregator_bw=aggregator_bw)
+    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
+                   key=lambda h: int(h[1:]))
+    return topo, FabricView(describe(topo)), hosts
+
+
+def busiest_round(args):
+    """The most hosts one of the run's rounds keeps busy at args.bw: its workers, its PS
+    host or its planned shards' hosts, and the aggregators it sums in (for --bw auto)."""
+    busiest = 0
+    for aggregator_bw in aggregator_rates(args):
+        _topo, view, hosts = job_fabric(args, aggregator_bw)
+        for count in args.workers:
+            floats = TrainingSetup(workers=count, hidden=args.hidden).parameter_count
+            for mode in modes_for(args, count):
+                busiest = max(busiest, busy_hosts(
+                    view, hosts[:count], hosts[count:], floats, args.max_pss,
+                    mode == "stream-colocated") if mode in STREAM_MODES else
+                    count + (mode in PS_HOST_MODES) + args.spines * (mode == "multicast+ina"))
+    return busiest
 
 
 def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):
@@ -168,12 +200,7 @@ def run(args):
                                                         for count in args.workers)
     with tqdm(total=total, desc="rounds", unit="round", file=sys.stderr) as bar:
         for aggregator_bw in args.aggregator_bw:
-            topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
-                                 hosts_per_leaf=args.hosts_per_leaf, bw=args.bw,
-                                 aggregators="spines", aggregator_bw=aggregator_bw)
-            hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                           key=lambda h: int(h[1:]))
-            view = FabricView(describe(topo))
+            topo, view, hosts = job_fabric(args, aggregator_bw)
             with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                                progress=progress_printer("allreduce")) as bed:
                 for count in args.workers:

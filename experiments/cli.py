@@ -16,6 +16,7 @@ class ArgumentParser(cli.ArgumentParser):
         pattern = getattr(parsed, "bw_pattern", None)
         if pattern is None or getattr(parsed, "bench", False):   # --bench: no fabric, no rate
             return parsed
+        parsed.bw_auto = parsed.bw == "auto"
         if parsed.bw == "auto" or parsed.bw != self.get_default("bw"):
             try:
                 parsed.bw, parsed.bw_note = resolve_bw(parsed.bw, pattern)
@@ -49,6 +50,21 @@ def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw="auto", pa
                              "`make calibrate` measured on this machine (default %(default)s)")
     parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")
     parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
+
+
+def rate_mbps(text, link_mbps):
+    """A rate given as Mbit/s or as a multiple of the link rate ("4x"); ValueError if neither."""
+    return round(float(text[:-1]) * link_mbps, 2) if text.endswith("x") else float(text)
+
+
+def fit_auto_rate(args, busiest):
+    """With --bw auto, lower the rate if the run's largest job keeps busiest() hosts busy,
+    more than the machine carries at it (platform_capacity.fitting_rate); the note says so."""
+    from experiments.platform_capacity import fitting_rate
+    if args.bw is not None and args.bw_auto:
+        args.bw, lowered = fitting_rate(args.bw, busiest())
+        if lowered:
+            args.bw_note = "%s, %s" % (args.bw_note, lowered)
 
 
 def announce_rate(args):

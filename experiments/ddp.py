@@ -30,19 +30,17 @@ from tqdm import tqdm
 
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
+from experiments.allreduce import job_fabric
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
 from experiments.traffic.ddp_training import MODES
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_servers, round_totals,
-                                     stream_job, warn_over_capacity)
+from experiments.traffic.jobs import (busy_hosts, job_daemons, job_round_fidelity, job_servers,
+                                     round_totals, stream_job, warn_over_capacity)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
-from mininet_topos.description import describe
-from mininet_topos.spineleaf import SpineLeafTopo
-from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.gradient_wire import wire_mbit
 
 COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_exposed_s", "loss",
@@ -81,18 +79,26 @@ def parse_args(argv):
     if any(not 2 <= n < min(hosts, 65) for n in args.workers) or args.steps < 1:
         parser.error("--workers must be between 2 and %d, --steps positive" % (min(hosts, 65) - 1))
     if args.bw is not None:
-        item = args.aggregator_bw
-        args.aggregator_bw = round(float(item[:-1]) * args.bw, 2) if item.endswith("x") else float(item)
+        try:
+            fit_auto_rate(args, lambda: busiest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
+            args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+        except ValueError:
+            parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
     return args
+
+
+def busiest_job(args, aggregator_bw):
+    """The most hosts one of the run's jobs keeps busy at args.bw (for --bw auto)."""
+    _topo, view, hosts = job_fabric(args, aggregator_bw)
+    return max(count if mode == BASELINE else busy_hosts(
+        view, hosts[:count], hosts[count:], gradient_floats(spec), args.max_pss,
+        mode == "fabric-colocated")
+        for count in args.workers for spec in args.models for mode in args.modes)
 
 
 def run(args):
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators="spines", aggregator_bw=args.aggregator_bw)
-    view = FabricView(describe(topo))
-    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                   key=lambda h: int(h[1:]))
+    topo, view, hosts = job_fabric(args, args.aggregator_bw)
     runs = [(n, spec, mode) for n in args.workers for spec in args.models for mode in args.modes]
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,

@@ -2,6 +2,7 @@
 (results/platform.json), and the link rate `--bw auto` turns into."""
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -65,6 +66,19 @@ def capacity_warning(link_mbps, hosts, path=None):
             "or rounds slowed by the machine"
             % (hosts, link_mbps, largest, path or PLATFORM_FILE,
                all_to_all_capacity_mbps(platform) / hosts))
+
+
+def fitting_rate(link_mbps, hosts, path=None):
+    """(rate, note): link_mbps, or the highest rate (to 0.1 Mbit/s) at which `hosts` busy
+    hosts are no more than this machine carries all-to-all cleanly, with a note that
+    says why it was lowered (None: kept)."""
+    platform = load(path)
+    fitting = math.floor(all_to_all_capacity_mbps(platform) / hosts * 10) / 10
+    if not 0 < fitting < link_mbps:
+        return link_mbps, None
+    return fitting, ("lowered to %g Mbit/s: the run's largest job keeps up to %d hosts busy, "
+                     "and this machine carries %d all-to-all cleanly at %g"
+                     % (fitting, hosts, largest_all_to_all(platform, link_mbps), link_mbps))
 
 
 def resolve_bw(bw, pattern, path=None):

@@ -126,14 +126,26 @@ def warn_over_capacity(report, link_mbps):
                                                               warning), file=sys.stderr)
 
 
-def stream_job(view, workers, candidates, floats, max_pss, colocated):
-    """The POST /jobs request of a streaming round on `floats` float32 with as many
-    shards as round_planner decides for the fabric (at most max_pss): on dedicated hosts
-    among `candidates`, or (colocated) in the workers."""
-    plan = round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
+def stream_plan(view, workers, candidates, floats, max_pss, colocated):
+    """The round that round_planner plans for the fabric on `floats` float32 (at most
+    max_pss shards): on dedicated hosts among `candidates`, or (colocated) in the workers."""
+    return round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
                                     max_pss=max_pss, colocated=colocated)
+
+
+def stream_job(view, workers, candidates, floats, max_pss, colocated):
+    """The POST /jobs request of a streaming round (stream_plan) with its planned shards."""
+    plan = stream_plan(view, workers, candidates, floats, max_pss, colocated)
     return {"workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
             "placement": "colocated" if colocated else "dedicated", "mtu": data_mtu()}
+
+
+def busy_hosts(view, workers, candidates, floats, max_pss, colocated):
+    """How many hosts the round stream_plan plans keeps busy: its workers, its shards'
+    hosts and the aggregators it sums in (what --bw auto fits to the machine)."""
+    plan = stream_plan(view, workers, candidates, floats, max_pss, colocated)
+    aggregators = {aggregator for aggregator, _ps in plan.gradients.aggregate_paths}
+    return len(set(workers) | set(plan.pss) | aggregators)
 
 
 def round_totals(per_worker):

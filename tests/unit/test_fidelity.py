@@ -2,6 +2,7 @@
 --bw auto."""
 
 import json
+import math
 
 import pytest
 
@@ -118,6 +119,33 @@ def test_the_largest_all_to_all_shares_out_what_the_calibrated_fabric_carried(tm
     assert warning.startswith("warning: 32 hosts at 42 Mbit/s are more than the 16")
     assert "a --bw of at most 21.0" in warning
     assert capacity_warning(42.0, 32, tmp_path / "missing.json") is None
+
+
+def test_bw_auto_is_lowered_until_the_runs_largest_job_fits_the_machine(tmp_path, monkeypatch):
+    from experiments import allreduce, ddp, platform_capacity
+    from experiments.platform_capacity import fitting_rate
+    path = tmp_path / "platform.json"
+    path.write_text(json.dumps({"date": "2026-11-25T14:00:00+00:00", "mtu": 9000, "hosts": 4,
+                                "machine": {"cpu": "AMD EPYC"},
+                                "patterns": {"all-to-all": {"max_mbps": 60.0}}}))
+    assert fitting_rate(42.0, 4, path) == (42.0, None)   # 0.7 x 4 x 60 = 168 Mbit/s in all
+    rate, note = fitting_rate(42.0, 9, path)
+    assert rate == 18.6 and note.startswith("lowered to 18.6 Mbit/s: the run's largest job keeps "
+                                            "up to 9 hosts busy, and this machine carries 4")
+    monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)
+    flags = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "4", "--workers", "4"]
+    args = allreduce.parse_args(flags + ["--modes", "gloo-allreduce", "--aggregator-bw", "1x"])
+    assert args.bw == 42.0 and args.aggregator_bw == [42.0] and "lowered" not in args.bw_note
+    args = allreduce.parse_args(flags + ["--modes", "gloo-allreduce,stream", "--aggregator-bw", "1x"])
+    assert args.aggregator_bw == [args.bw]   # 1x of the lowered rate
+    args.aggregator_bw = ["1x"]   # as given: busiest_round reads the flag
+    busy = allreduce.busiest_round(args)   # at the lowered rate: the plan keeps its shape
+    assert busy > 4 and args.bw == math.floor(168 / busy * 10) / 10
+    assert "lowered to %g Mbit/s" % args.bw in args.bw_note
+    args = allreduce.parse_args(flags + ["--modes", "stream", "--bw", "42"])
+    assert args.bw == 42.0   # a rate given is kept (the job is warned of when it runs)
+    args = ddp.parse_args(flags + ["--models", "mlp", "--modes", "gloo,fabric-stream"])
+    assert args.bw == math.floor(168 / ddp.busiest_job(args, args.aggregator_bw) * 10) / 10 < 42
 
 
 def test_a_job_is_warned_of_by_its_workers_and_its_servers(tmp_path, monkeypatch, capsys):
