@@ -44,8 +44,8 @@ from experiments.plots import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import (busy_hosts, job_round_fidelity, job_rounds, run_job,
-                                     served_job, stream_job)
+from experiments.traffic.jobs import (job_round_fidelity, job_rounds, planned_load_mbps,
+                                     run_job, served_job, stream_job)
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -94,7 +94,7 @@ def parse_args(argv):
             aggregator_rates(args)
         except ValueError:
             parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
-        fit_auto_rate(args, lambda: busiest_round(args))
+        fit_auto_rate(args, lambda: heaviest_round(args))
         args.aggregator_bw = aggregator_rates(args)
     if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw or [1]) <= 0:
         parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
@@ -117,20 +117,21 @@ def job_fabric(args, aggregator_bw):
     return topo, FabricView(describe(topo)), hosts
 
 
-def busiest_round(args):
-    """The most hosts one of the run's rounds keeps busy at args.bw: its workers, its PS
-    host or its planned shards' hosts, and the aggregators it sums in (for --bw auto)."""
-    busiest = 0
+def heaviest_round(args):
+    """The most Mbit/s of flows one of the run's rounds puts on the fabric at args.bw (for
+    --bw auto): a streaming round's as planned; the others' hosts each sending at the
+    link rate (the workers, the PS, and the aggregators where they aggregate)."""
+    heaviest = 0.0
     for aggregator_bw in aggregator_rates(args):
         _topo, view, hosts = job_fabric(args, aggregator_bw)
         for count in args.workers:
             floats = TrainingSetup(workers=count, hidden=args.hidden).parameter_count
             for mode in modes_for(args, count):
-                busiest = max(busiest, busy_hosts(
+                heaviest = max(heaviest, planned_load_mbps(
                     view, hosts[:count], hosts[count:], floats, args.max_pss,
-                    mode == "stream-colocated") if mode in STREAM_MODES else
-                    count + (mode in PS_HOST_MODES) + args.spines * (mode == "multicast+ina"))
-    return busiest
+                    mode == "stream-colocated") if mode in STREAM_MODES else args.bw * (
+                    count + (mode in PS_HOST_MODES) + args.spines * (mode == "multicast+ina")))
+    return heaviest
 
 
 def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):

@@ -57,12 +57,13 @@ def rate_mbps(text, link_mbps):
     return round(float(text[:-1]) * link_mbps, 2) if text.endswith("x") else float(text)
 
 
-def fit_auto_rate(args, busiest):
-    """With --bw auto, lower the rate if the run's largest job keeps busiest() hosts busy,
-    more than the machine carries at it (platform_capacity.fitting_rate); the note says so."""
+def fit_auto_rate(args, heaviest):
+    """With --bw auto, lower the rate if the run's largest job puts heaviest() Mbit/s of
+    flows on the fabric, more than the machine carries (platform_capacity.fitting_rate);
+    the note says so."""
     from experiments.platform_capacity import fitting_rate
     if args.bw is not None and args.bw_auto:
-        args.bw, lowered = fitting_rate(args.bw, busiest())
+        args.bw, lowered = fitting_rate(args.bw, heaviest())
         if lowered:
             args.bw_note = "%s, %s" % (args.bw_note, lowered)
 

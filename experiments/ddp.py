@@ -38,8 +38,9 @@ from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
 from experiments.traffic.ddp_training import MODES
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import (busy_hosts, job_daemons, job_round_fidelity, job_servers,
-                                     round_totals, stream_job, warn_over_capacity)
+from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_servers,
+                                     planned_load_mbps, round_totals, stream_job,
+                                     warn_over_capacity)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
 from syncfabric.hosts.gradient_wire import wire_mbit
 
@@ -80,17 +81,19 @@ def parse_args(argv):
         parser.error("--workers must be between 2 and %d, --steps positive" % (min(hosts, 65) - 1))
     if args.bw is not None:
         try:
-            fit_auto_rate(args, lambda: busiest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
+            aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+            fit_auto_rate(args, lambda: heaviest_job(args, aggregator_bw))
             args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
         except ValueError:
             parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
     return args
 
 
-def busiest_job(args, aggregator_bw):
-    """The most hosts one of the run's jobs keeps busy at args.bw (for --bw auto)."""
+def heaviest_job(args, aggregator_bw):
+    """The most Mbit/s of flows one of the run's jobs puts on the fabric at args.bw (for
+    --bw auto): the fabric modes' as planned, Gloo's ring every worker at the link rate."""
     _topo, view, hosts = job_fabric(args, aggregator_bw)
-    return max(count if mode == BASELINE else busy_hosts(
+    return max(count * args.bw if mode == BASELINE else planned_load_mbps(
         view, hosts[:count], hosts[count:], gradient_floats(spec), args.max_pss,
         mode == "fabric-colocated")
         for count in args.workers for spec in args.models for mode in args.modes)

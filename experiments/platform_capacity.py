@@ -68,17 +68,18 @@ def capacity_warning(link_mbps, hosts, path=None):
                all_to_all_capacity_mbps(platform) / hosts))
 
 
-def fitting_rate(link_mbps, hosts, path=None):
-    """(rate, note): link_mbps, or the highest rate (to 0.1 Mbit/s) at which `hosts` busy
-    hosts are no more than this machine carries all-to-all cleanly, with a note that
-    says why it was lowered (None: kept)."""
-    platform = load(path)
-    fitting = math.floor(all_to_all_capacity_mbps(platform) / hosts * 10) / 10
-    if not 0 < fitting < link_mbps:
+def fitting_rate(link_mbps, load_mbps, path=None):
+    """(rate, note): link_mbps, or the highest rate (to 0.1 Mbit/s) at which a run whose
+    largest job puts load_mbps of flows on the fabric at link_mbps (a load that scales
+    with the rate) is no more than this machine carries all-to-all cleanly, with a note
+    that says why it was lowered (None: kept)."""
+    capacity = all_to_all_capacity_mbps(load(path))
+    if not 0 < capacity < load_mbps:
         return link_mbps, None
-    return fitting, ("lowered to %g Mbit/s: the run's largest job keeps up to %d hosts busy, "
-                     "and this machine carries %d all-to-all cleanly at %g"
-                     % (fitting, hosts, largest_all_to_all(platform, link_mbps), link_mbps))
+    fitting = math.floor(link_mbps * capacity / load_mbps * 10) / 10
+    return fitting, ("lowered to %g Mbit/s: at %g, the run's largest job puts %.0f Mbit/s of "
+                     "flows on the fabric, and this machine carries %.0f cleanly"
+                     % (fitting, link_mbps, load_mbps, capacity))
 
 
 def resolve_bw(bw, pattern, path=None):

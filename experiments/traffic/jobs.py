@@ -140,12 +140,13 @@ def stream_job(view, workers, candidates, floats, max_pss, colocated):
             "placement": "colocated" if colocated else "dedicated", "mtu": data_mtu()}
 
 
-def busy_hosts(view, workers, candidates, floats, max_pss, colocated):
-    """How many hosts the round stream_plan plans keeps busy: its workers, its shards'
-    hosts and the aggregators it sums in (what --bw auto fits to the machine)."""
+def planned_load_mbps(view, workers, candidates, floats, max_pss, colocated):
+    """The Mbit/s of flows the round stream_plan plans puts on the fabric: every worker's
+    legs, every aggregate, and each shard's return once per receiver, as calibration's
+    all-to-all counts its flows (what --bw auto fits to the machine)."""
     plan = stream_plan(view, workers, candidates, floats, max_pss, colocated)
-    aggregators = {aggregator for aggregator, _ps in plan.gradients.aggregate_paths}
-    return len(set(workers) | set(plan.pss) | aggregators)
+    returns = sum(tree.bandwidth_mbps * len(tree.receivers) for tree in plan.trees)
+    return sum(stream[3] for stream in plan.gradients.streams()) + returns
 
 
 def round_totals(per_worker):

@@ -128,24 +128,25 @@ def test_bw_auto_is_lowered_until_the_runs_largest_job_fits_the_machine(tmp_path
     path.write_text(json.dumps({"date": "2026-11-25T14:00:00+00:00", "mtu": 9000, "hosts": 4,
                                 "machine": {"cpu": "AMD EPYC"},
                                 "patterns": {"all-to-all": {"max_mbps": 60.0}}}))
-    assert fitting_rate(42.0, 4, path) == (42.0, None)   # 0.7 x 4 x 60 = 168 Mbit/s in all
-    rate, note = fitting_rate(42.0, 9, path)
-    assert rate == 18.6 and note.startswith("lowered to 18.6 Mbit/s: the run's largest job keeps "
-                                            "up to 9 hosts busy, and this machine carries 4")
+    assert fitting_rate(42.0, 168.0, path) == (42.0, None)   # 0.7 x 4 x 60 = 168 Mbit/s of flows
+    rate, note = fitting_rate(42.0, 400.0, path)
+    assert rate == 17.6 and note == ("lowered to 17.6 Mbit/s: at 42, the run's largest job puts "
+                                     "400 Mbit/s of flows on the fabric, and this machine "
+                                     "carries 168 cleanly")
     monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)
     flags = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "4", "--workers", "4"]
     args = allreduce.parse_args(flags + ["--modes", "gloo-allreduce", "--aggregator-bw", "1x"])
     assert args.bw == 42.0 and args.aggregator_bw == [42.0] and "lowered" not in args.bw_note
     args = allreduce.parse_args(flags + ["--modes", "gloo-allreduce,stream", "--aggregator-bw", "1x"])
-    assert args.aggregator_bw == [args.bw]   # 1x of the lowered rate
-    args.aggregator_bw = ["1x"]   # as given: busiest_round reads the flag
-    busy = allreduce.busiest_round(args)   # at the lowered rate: the plan keeps its shape
-    assert busy > 4 and args.bw == math.floor(168 / busy * 10) / 10
-    assert "lowered to %g Mbit/s" % args.bw in args.bw_note
-    args = allreduce.parse_args(flags + ["--modes", "stream", "--bw", "42"])
-    assert args.bw == 42.0   # a rate given is kept (the job is warned of when it runs)
+    lowered, note = args.bw, args.bw_note
+    assert args.aggregator_bw == [lowered] and "lowered to %g Mbit/s" % lowered in note
+    args.bw, args.aggregator_bw = 42.0, ["1x"]   # the round planned at the rate auto gave
+    assert lowered == math.floor(42 * 168 / allreduce.heaviest_round(args) * 10) / 10 < 42
+    assert allreduce.parse_args(flags + ["--modes", "stream", "--bw", "42"]).bw == 42.0   # kept
     args = ddp.parse_args(flags + ["--models", "mlp", "--modes", "gloo,fabric-stream"])
-    assert args.bw == math.floor(168 / ddp.busiest_job(args, args.aggregator_bw) * 10) / 10 < 42
+    lowered = args.bw
+    args.bw = 42.0
+    assert lowered == math.floor(42 * 168 / ddp.heaviest_job(args, 42.0) * 10) / 10 < 42
 
 
 def test_a_job_is_warned_of_by_its_workers_and_its_servers(tmp_path, monkeypatch, capsys):
