@@ -63,9 +63,10 @@ def fit_auto_rate(args, heaviest):
     the note says so."""
     from experiments.platform_capacity import fitting_rate
     if args.bw is not None and args.bw_auto:
-        args.bw, lowered = fitting_rate(args.bw, heaviest())
-        if lowered:
-            args.bw_note = "%s, %s" % (args.bw_note, lowered)
+        args.bw, why = fitting_rate(args.bw, heaviest())
+        if why:
+            args.bw_note = "%s, lowered to %g Mbit/s: the run's largest job puts %s" % (
+                args.bw_note, args.bw, why)
 
 
 def announce_rate(args):

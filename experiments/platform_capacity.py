@@ -69,17 +69,15 @@ def capacity_warning(link_mbps, hosts, path=None):
 
 
 def fitting_rate(link_mbps, load_mbps, path=None):
-    """(rate, note): link_mbps, or the highest rate (to 0.1 Mbit/s) at which a run whose
-    largest job puts load_mbps of flows on the fabric at link_mbps (a load that scales
-    with the rate) is no more than this machine carries all-to-all cleanly, with a note
-    that says why it was lowered (None: kept)."""
+    """(rate, why): link_mbps and None if load_mbps of flows at link_mbps (a load that
+    scales with the rate) are no more than this machine carries all-to-all cleanly;
+    else the highest rate (to 0.1 Mbit/s) at which they are, and why."""
     capacity = all_to_all_capacity_mbps(load(path))
     if not 0 < capacity < load_mbps:
         return link_mbps, None
-    fitting = math.floor(link_mbps * capacity / load_mbps * 10) / 10
-    return fitting, ("lowered to %g Mbit/s: at %g, the run's largest job puts %.0f Mbit/s of "
-                     "flows on the fabric, and this machine carries %.0f cleanly"
-                     % (fitting, link_mbps, load_mbps, capacity))
+    return math.floor(link_mbps * capacity / load_mbps * 10) / 10, (
+        "%.0f Mbit/s of flows at %g Mbit/s, more than the %.0f this machine carries cleanly"
+        % (load_mbps, link_mbps, capacity))
 
 
 def resolve_bw(bw, pattern, path=None):

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.platform_capacity import capacity_warning
+from experiments.platform_capacity import NotCalibrated, fitting_rate
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.gradient_wire import wire_mbit
 from syncfabric.hosts.wire import data_mtu
@@ -114,16 +114,32 @@ def job_servers(report):
 
 
 def warn_over_capacity(report, link_mbps):
-    """Say on stderr if the job's hosts, workers and servers, each sending and receiving
-    at link_mbps, are more than calibration says this machine carries at that rate
-    (platform_capacity.capacity_warning); nothing without a rate or a calibration."""
+    """Say on stderr if the job's flows (report_load_mbps) are more than calibration says
+    this machine carries, naming the rate at which they fit (platform_capacity.
+    fitting_rate); nothing without a rate or a calibration."""
     if link_mbps is None:
         return
-    servers = job_servers(report)
-    warning = capacity_warning(link_mbps, len(report["workers"]) + len(servers))
-    if warning:
-        tqdm.write("job of %d workers and %d servers: %s" % (len(report["workers"]), len(servers),
-                                                              warning), file=sys.stderr)
+    try:
+        rate, why = fitting_rate(link_mbps, report_load_mbps(report))
+    except NotCalibrated:
+        return
+    if why:
+        tqdm.write("warning: the job of %d workers and %d servers puts %s: give a --bw of at "
+                   "most %g, or expect rows flagged not faithful, or rounds slowed by the "
+                   "machine" % (len(report["workers"]), len(job_servers(report)), why, rate),
+                   file=sys.stderr)
+
+
+def report_load_mbps(report):
+    """The Mbit/s of flows a job (POST or GET /jobs's answer) puts on the fabric, counted
+    as planned_load_mbps counts a plan's: its workers' legs, its aggregates, and each
+    shard's return once per worker it reaches (not one in the shard's own host)."""
+    workers = set(report["workers"])
+    legs = sum(leg["rate_mbps"] for legs in report["destinations"].values() for leg in legs)
+    aggregates = sum(a["rate_mbps"] for a in report["aggregators"])
+    returns = sum(s["return"]["rate_mbps"] * (len(workers) - (s["host"] in workers))
+                  for s in report["shards"])
+    return legs + aggregates + returns
 
 
 def stream_plan(view, workers, candidates, floats, max_pss, colocated):

@@ -129,10 +129,8 @@ def test_bw_auto_is_lowered_until_the_runs_largest_job_fits_the_machine(tmp_path
                                 "machine": {"cpu": "AMD EPYC"},
                                 "patterns": {"all-to-all": {"max_mbps": 60.0}}}))
     assert fitting_rate(42.0, 168.0, path) == (42.0, None)   # 0.7 x 4 x 60 = 168 Mbit/s of flows
-    rate, note = fitting_rate(42.0, 400.0, path)
-    assert rate == 17.6 and note == ("lowered to 17.6 Mbit/s: at 42, the run's largest job puts "
-                                     "400 Mbit/s of flows on the fabric, and this machine "
-                                     "carries 168 cleanly")
+    assert fitting_rate(42.0, 400.0, path) == (17.6, "400 Mbit/s of flows at 42 Mbit/s, more "
+                                                     "than the 168 this machine carries cleanly")
     monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)
     flags = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "4", "--workers", "4"]
     args = allreduce.parse_args(flags + ["--modes", "gloo-allreduce", "--aggregator-bw", "1x"])
@@ -149,26 +147,53 @@ def test_bw_auto_is_lowered_until_the_runs_largest_job_fits_the_machine(tmp_path
     assert lowered == math.floor(42 * 168 / ddp.heaviest_job(args, 42.0) * 10) / 10 < 42
 
 
-def test_a_job_is_warned_of_by_its_workers_and_its_servers(tmp_path, monkeypatch, capsys):
+def test_a_job_is_warned_of_by_its_flows(tmp_path, monkeypatch, capsys):
     from experiments import platform_capacity
-    from experiments.traffic.jobs import job_servers, warn_over_capacity
+    from experiments.traffic.jobs import job_servers, report_load_mbps, warn_over_capacity
     path = tmp_path / "platform.json"
     path.write_text(json.dumps({"date": "2026-11-25T14:00:00+00:00", "mtu": 9000, "hosts": 16,
                                 "patterns": {"all-to-all": {"max_mbps": 60.0}}}))
-    monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)
+    monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)   # 672 Mbit/s of flows
     workers = ["h%d" % i for i in range(1, 11)]
-    job = {"workers": workers,
-           "shards": [{"host": "h1"}] + [{"host": "h%d" % i} for i in range(11, 17)],
-           "aggregators": [{"host": "agg1"}, {"host": "h11"}]}
+    job = {"workers": workers, "destinations": {w: [{"rate_mbps": 42.0}] for w in workers},
+           "shards": [{"host": h, "return": {"rate_mbps": 6.0}}
+                      for h in ["h1"] + ["h%d" % i for i in range(11, 17)]],
+           "aggregators": [{"host": "agg1", "rate_mbps": 6.0}, {"host": "h11", "rate_mbps": 6.0}]}
     assert job_servers(job) == ["agg1", "h11", "h12", "h13", "h14", "h15", "h16"]
-    warn_over_capacity(job, 42.0)   # 17 hosts: one more than 16 at 42 Mbit/s
-    assert "job of 10 workers and 7 servers: warning: 17 hosts at 42 Mbit/s" in capsys.readouterr().err
-    warn_over_capacity(dict(job, aggregators=[]), 42.0)
+    # legs 10 x 42, aggregates 2 x 6, returns 6 x 9 (h1 sums its own) and 6 x 6 x 10
+    assert report_load_mbps(job) == 420 + 12 + 54 + 360
+    warn_over_capacity(job, 42.0)
+    assert capsys.readouterr().err == (
+        "warning: the job of 10 workers and 7 servers puts 846 Mbit/s of flows at 42 Mbit/s, "
+        "more than the 672 this machine carries cleanly: give a --bw of at most 33.3, or "
+        "expect rows flagged not faithful, or rounds slowed by the machine\n")
+    warn_over_capacity(dict(job, shards=job["shards"][:1]), 42.0)   # 486 Mbit/s
     warn_over_capacity(job, None)
+    monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", tmp_path / "missing.json")
+    warn_over_capacity(job, 42.0)
     assert capsys.readouterr().err == ""
 
 
+def test_a_jobs_flows_count_alike_from_its_plan_and_from_the_controllers_answer():
+    from experiments.traffic.jobs import planned_load_mbps, report_load_mbps, stream_job
+    from syncfabric.decisions.fabric_view import FabricView
+    from tests.harness.fake_controller import InProcessController, description
+    from tests.harness.in_process import post
+    fabric = description(hosts_per_leaf=3)
+    view = FabricView(fabric)
+    hosts = sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
+    for colocated in (False, True):
+        controller = InProcessController(fabric)
+        try:
+            planned = planned_load_mbps(view, hosts[:4], hosts[4:], 250_000, 16, colocated)
+            code, job = post(controller, "/jobs",
+                             stream_job(view, hosts[:4], hosts[4:], 250_000, 16, colocated))
+            assert code == 201 and report_load_mbps(job) == pytest.approx(planned) and planned > 0
+        finally:
+            controller.close()
 
+
+def test_a_multicast_trials_drops_explain_what_its_worst_receiver_missed():
     from experiments.calibrate import trial_loss
     plan, receivers = streams("multicast", HOSTS, IPS, 10.0, group="239.1.0.1")
     sent = {"h1": [100], "h2": [], "h3": [], "h4": []}
