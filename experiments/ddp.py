@@ -81,11 +81,11 @@ def parse_args(argv):
         parser.error("--workers must be between 2 and %d, --steps positive" % (min(hosts, 65) - 1))
     if args.bw is not None:
         try:
-            aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
-            fit_auto_rate(args, lambda: heaviest_job(args, aggregator_bw))
-            args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+            rate_mbps(args.aggregator_bw, args.bw)
         except ValueError:
             parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
+        fit_auto_rate(args, lambda: heaviest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
+        args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
     return args
 
 

@@ -62,7 +62,7 @@ def run(args):
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, future in pending:
                     totals[done] = future.result()
-                    timed.append(dict(worker.stats[done], round=done, started_at=started, seen_at=time.perf_counter(),
+                    timed.append(dict(worker.stats[done], round=done,
                                       seconds=time.perf_counter() - started))
                 pending = []
     finally:
