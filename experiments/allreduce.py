@@ -164,15 +164,17 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, l
     round_planner decides for the fabric (at most max_pss), on dedicated hosts among
     `candidates` or (stream-colocated) in the workers; the aggregator daemon on every
     host the job sums in that is not a worker, the library in every worker (a warning if
-    the job is more than the machine carries at link_mbps)."""
+    the job is more than the machine carries at link_mbps). Each round is judged by the
+    backlog while it ran (fidelity.Usage.during)."""
     request = stream_job(view, workers, candidates, floats, max_pss, mode == "stream-colocated")
     with served_job(bed, request, link_mbps) as job:
         sampling = bed.sampler().start()
         results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
         usage = sampling.stop()
     bar.update(rounds)
-    return [dict(job_round_fidelity(r, usage), mode=mode, round=r["round"], comm_s=r["comm_s"],
-                 verified=r["exact"], pss=len(job["shards"]), bound_s=job["lower_bound_s"],
+    return [dict(job_round_fidelity(r, usage.during(r["started_at"], r["ended_at"])), mode=mode,
+                 round=r["round"], comm_s=r["comm_s"], verified=r["exact"],
+                 pss=len(job["shards"]), bound_s=job["lower_bound_s"],
                  repair_passes=r["repair_requests"], predicted_s=job["predicted_round_s"])
             for r in results]
 

@@ -17,6 +17,7 @@ Four invariants decide a row, each with the measure that decided it:
 `verdict` is pure; `PlatformSampler` reads the counters and CPU times around a run.
 """
 
+import dataclasses
 import logging
 import statistics
 import threading
@@ -47,9 +48,21 @@ class Usage:
     machine_busy: float = 0.0    # share of all cores busy
     drops: dict = field(default_factory=dict)   # {layer: packets}, packet_drops.DATA_LAYERS
     ovs_backlog_kb: float = 0.0  # the most one OVS receive socket held (packet_drops.receive_backlog)
+    backlog: list = field(default_factory=list)   # its samples: [(time.time(), bytes)]
 
     def explained_drops(self):
         return packet_drops.data_drops(self.drops)
+
+    def during(self, start, end):
+        """This usage with the backlog of start..end only (time.time(), a sample period
+        either side): a round is judged by the traffic that waited for ovs-vswitchd
+        while it ran, not in the run's other rounds. CPU shares and drops stay the run's.
+        Unchanged without samples."""
+        if not self.backlog:
+            return self
+        held = [most for at, most in self.backlog
+                if start - BACKLOG_SAMPLE_S <= at <= end + BACKLOG_SAMPLE_S]
+        return dataclasses.replace(self, ovs_backlog_kb=max(held, default=0) / 1024)
 
     @classmethod
     def worst(cls, usages):
@@ -60,7 +73,8 @@ class Usage:
                 drops[kind] = drops.get(kind, 0) + count
         return cls(ovs_cpu=max(u.ovs_cpu for u in usages),
                    machine_busy=max(u.machine_busy for u in usages), drops=drops,
-                   ovs_backlog_kb=max(u.ovs_backlog_kb for u in usages))
+                   ovs_backlog_kb=max(u.ovs_backlog_kb for u in usages),
+                   backlog=sorted(sample for u in usages for sample in u.backlog))
 
 
 def verdict(planned_mbps, achieved_mbps, first_pass_loss, lost_packets, usage):
@@ -146,10 +160,11 @@ _CLOCK_TICKS = 100   # USER_HZ on Linux
 
 class BacklogWatch:
     """The most bytes one OVS receive socket held, sampled every BACKLOG_SAMPLE_S by a
-    thread between start() and stop() (which returns it, in KB)."""
+    thread between start() and stop() (which returns the samples, [(time.time(),
+    bytes)])."""
 
     def __init__(self, path="/proc/net/packet"):
-        self.path, self.most = path, 0
+        self.path, self.samples = path, []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="ovs-backlog", daemon=True)
 
@@ -160,13 +175,13 @@ class BacklogWatch:
     def stop(self):
         self.stopping.set()
         self.thread.join()
-        return self.most / 1024
+        return self.samples
 
     def _watch(self):
         while not self.stopping.wait(BACKLOG_SAMPLE_S):
             try:
                 with open(self.path) as table:
-                    self.most = max(self.most, packet_drops.receive_backlog(table.read()))
+                    self.samples.append((time.time(), packet_drops.receive_backlog(table.read())))
             except OSError as error:   # the rows then show only what was read before
                 LOG.warning("cannot read OVS's receive backlog any more: %s", error)
                 return
@@ -190,7 +205,7 @@ class PlatformSampler:
 
     def stop(self):
         end, start = self._times(), self.started
-        backlog_kb = self.backlog.stop()
+        backlog = self.backlog.stop()
         # OVS adds a thread's coverage counts (meter and datapath drops) to the totals it
         # shows at most once a second: the run's last second shows only after that
         time.sleep(packet_drops.COVERAGE_FLUSH_S)
@@ -200,4 +215,5 @@ class PlatformSampler:
                      machine_busy=1.0 - (end["idle"] - start["idle"]) / ticks,
                      drops=packet_drops.dropped_between(start["counters"],
                                                         packet_drops.read_counters(self.hosts)),
-                     ovs_backlog_kb=backlog_kb)
+                     ovs_backlog_kb=max((most for _at, most in backlog), default=0) / 1024,
+                     backlog=backlog)

@@ -176,10 +176,13 @@ def round_totals(per_worker):
 
 
 def job_rounds(lines):
-    """Per round, over every worker: its time (the slowest worker's), whether every sum
-    was exact, and round_totals."""
+    """Per round, over every worker: its time (the slowest worker's), when it ran (the
+    first start to the last end, time.time()), whether every sum was exact, and
+    round_totals."""
     return [dict(round_totals(per_worker), round=per_worker[0]["round"],
                  comm_s=max(r["seconds"] for r in per_worker),
+                 started_at=min(r["started_at"] for r in per_worker),
+                 ended_at=max(r["started_at"] + r["seconds"] for r in per_worker),
                  exact=all(r["exact"] for r in per_worker))
             for per_worker in zip(*lines.values())]
 

@@ -59,7 +59,7 @@ def training_rows(lines, setup, states, start_at, usage, on_round, aggregators):
         ended = max(r["ended_at"] for r in per_worker)
         state = np.load(states / ("round-%d.npy" % number))
         totals = round_totals(per_worker)
-        kept_up = job_round_fidelity(totals, usage)
+        kept_up = job_round_fidelity(totals, usage.during(previous, ended))
         slowest = {key: max(r[key] for r in per_worker) for key in ("compute_s", "update_s")}
         rows.append(dict(kept_up, round=number, param_s=0.0, elapsed_s=ended - start_at,
                          round_s=ended - previous, loss=float(np.mean([r["loss"] for r in per_worker])),

@@ -5,10 +5,10 @@ float32, each checked bit for bit: a job's smoke test on any host.
         --name h1 --rounds 5
 
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
-per round ({"round", "seconds", "exact"} and what the round took: datagrams "sent" and
-"resent", "repair_requests", "first_pass_s" and "planned_first_pass_s"), once every
-round is over, and a last one with the summary; its exit status is 1 if a round failed
-or a sum was not exact.
+per round ({"round", "started_at" (time.time()), "seconds", "exact"} and what the round
+took: datagrams "sent" and "resent", "repair_requests", "first_pass_s" and
+"planned_first_pass_s"), once every round is over, and a last one with the summary;
+its exit status is 1 if a round failed or a sum was not exact.
 """
 
 import hashlib
@@ -58,11 +58,11 @@ def run(args):
         worker.wait_served()   # its daemons and the other workers answer
         wait_until(args.start_at)
         for number, values in gradients.items():
-            pending.append((number, time.perf_counter(), worker.allreduce_async(values)))
+            pending.append((number, time.perf_counter(), time.time(), worker.allreduce_async(values)))
             if len(pending) >= args.in_flight or number == args.rounds:
-                for done, started, future in pending:
+                for done, started, started_at, future in pending:
                     totals[done] = future.result()
-                    timed.append(dict(worker.stats[done], round=done,
+                    timed.append(dict(worker.stats[done], round=done, started_at=started_at,
                                       seconds=time.perf_counter() - started))
                 pending = []
     finally:

@@ -36,6 +36,31 @@ def test_each_invariant_decides_alone():
     assert Usage.worst([Usage(ovs_backlog_kb=2048), IDLE]).ovs_backlog_kb == 2048
 
 
+def test_a_round_is_judged_by_the_backlog_while_it_ran():
+    from experiments.traffic.jobs import job_round_fidelity, job_rounds
+    line = {"sent": 100, "resent": 0, "repair_requests": 0, "first_pass_s": 0.5,
+            "planned_first_pass_s": 0.5, "exact": True}
+    lines = {"h1": [dict(line, round=1, started_at=100.0, seconds=1.0),
+                    dict(line, round=2, started_at=101.0, seconds=0.9)],
+             "h2": [dict(line, round=1, started_at=100.05, seconds=0.95),
+                    dict(line, round=2, started_at=101.02, seconds=0.99)]}
+    first, second = job_rounds(lines)
+    assert (first["started_at"], first["ended_at"], first["comm_s"]) == (100.0, 101.0, 1.0)
+    assert (second["started_at"], second["ended_at"]) == (101.0, pytest.approx(102.01))
+    # 650 KB waited for OVS in the first round's first half only
+    run = Usage(ovs_cpu=0.5, machine_busy=0.5, ovs_backlog_kb=650,
+                backlog=[(100.3, 650 * 1024), (101.5, 100 * 1024), (103.0, 900 * 1024)])
+    assert not verdict(8.0, 8.0, 0.0, 0, run)["fidelity_ok"]
+    flagged, kept_up = (job_round_fidelity(r, run.during(r["started_at"], r["ended_at"]))
+                        for r in (first, second))
+    assert not flagged["fidelity_ok"] and "650 KB waited" in flagged["fidelity_reason"]
+    assert kept_up["fidelity_ok"] and kept_up["ovs_backlog_kb"] == 100
+    assert run.during(102.1, 102.9).ovs_backlog_kb == 0   # no sample between: none waited
+    assert Usage(ovs_backlog_kb=650).during(101.0, 102.0).ovs_backlog_kb == 650   # no samples
+    both = Usage.worst([run, Usage(backlog=[(101.6, 700 * 1024)])])
+    assert both.during(101.0, 102.0).ovs_backlog_kb == 700
+
+
 def test_loss_that_counters_explain_is_not_the_emulators():
     dropped = Usage(ovs_cpu=0.5, machine_busy=0.5, drops={"meter": 300, "qdisc": 0, "host-socket": 0})
     row = verdict(8.0, 8.0, 0.03, 300, dropped)

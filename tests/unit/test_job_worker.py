@@ -54,6 +54,10 @@ def test_a_rounds_time_leaves_out_making_gradients_and_checking_sums(slow_work):
         assert all(line["exact"] for line in lines)
         # made or checked in the round, it would take SLOW_S or more
         assert all(line["seconds"] < SLOW_S for line in lines), lines
+        # when each ran, on the clock the fidelity samples keep (time.time(); "seconds" is
+        # timed on another, so within a millisecond)
+        first, second = lines
+        assert first["started_at"] + first["seconds"] - 0.001 <= second["started_at"] <= time.time()
 
 
 def test_a_sum_unlike_the_workers_gradients_is_reported(slow_work, monkeypatch):
