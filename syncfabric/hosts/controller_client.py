@@ -37,9 +37,23 @@ class ControllerClient:
 
     def request(self, method, path, body=None, raw_body=None):
         """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
+        return self._request(method, path, body, raw_body)[0]
+
+    def get_changed(self, path, etag=None):
+        """GET `path` unless it is what the answer that carried `etag` said (If-None-Match):
+        (the decoded answer, its ETag), or (None, etag) when the controller says 304."""
+        try:
+            return self._request("GET", path, headers={"If-None-Match": etag} if etag else {})
+        except ControllerHttpError as error:
+            if error.status == 304:
+                return None, etag
+            raise
+
+    def _request(self, method, path, body=None, raw_body=None, headers=()):
         data = raw_body if raw_body is not None else (
             None if body is None else json.dumps(body).encode())
-        headers = {"Content-Type": "application/json", "X-Release-Key": self.release_key}
+        headers = dict(headers, **{"Content-Type": "application/json",
+                                   "X-Release-Key": self.release_key})
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
@@ -55,9 +69,10 @@ class ControllerClient:
                 time.sleep(0.2)
 
     def _send(self, request):
+        """(the decoded JSON answer, its ETag or None)."""
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                return json.loads(answer.read() or b"null")
+                return json.loads(answer.read() or b"null"), answer.headers.get("ETag")
         except urllib.error.HTTPError as error:
             payload = error.read()
             try:

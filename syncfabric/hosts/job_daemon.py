@@ -63,10 +63,13 @@ class JobDaemon:
 
     def _read_jobs(self):
         unanswered = False   # the controller away or restarting: the jobs served go on
+        etag = None   # of the last answer: while no job changed, the controller says 304
         while not self.stopping.is_set():
             try:
-                self.reports.put(self.client.get("/jobs")["jobs"])
-                self.wakeup.wake()
+                answer, etag = self.client.get_changed("/jobs", etag)
+                if answer is not None:
+                    self.reports.put(answer["jobs"])
+                    self.wakeup.wake()
             except (OSError, ControllerHttpError) as error:
                 if not unanswered:
                     LOG.warning("%s: cannot read the jobs (%s); serving those it had, asking "

@@ -15,6 +15,7 @@ lease (ttl_s) is released when it runs out; its owner renews it (renew) while it
 so a job whose owner died, or could not DELETE it while the controller was away, goes.
 """
 
+import hashlib
 import itertools
 import logging
 from dataclasses import dataclass, field
@@ -145,6 +146,16 @@ class Jobs:
             except NotFound:
                 pass
         return {"jobs": reports}
+
+    def listing_tag(self):
+        """A weak ETag of list(): it changes when a job is created, released or renewed,
+        or its generation rises (its parts moved), which is all a job's hosts act on;
+        expires_in_s counts down regardless. A host that polls GET /jobs gets 304 while
+        it holds."""
+        self._check_restored()
+        jobs = [(job.id, job.generation, job.request["ttl_s"])
+                for _id, job in sorted(self.jobs.items()) if job.installed]
+        return 'W/"%s"' % hashlib.sha256(repr(jobs).encode()).hexdigest()[:16]
 
     def live_count(self):
         return sum(job.installed for job in self.jobs.values())

@@ -61,3 +61,36 @@ def test_without_retry_a_refused_connection_fails_at_once():
         assert time.monotonic() - started < 1.0
     else:
         raise AssertionError("a refused connection was answered")
+
+
+class Tagged(BaseHTTPRequestHandler):
+    """{"n": 1} under ETag W/"1"; 304 to If-None-Match W/"1"."""
+
+    def do_GET(self):   # noqa: N802 (http.server's name)
+        if self.headers["If-None-Match"] == 'W/"1"':
+            self.send_response(304)
+            self.end_headers()
+            return
+        body = b'{"n": 1}'
+        self.send_response(200)
+        self.send_header("ETag", 'W/"1"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args):
+        pass
+
+
+def test_a_get_of_what_did_not_change_is_none():
+    server = HTTPServer(("127.0.0.1", 0), Tagged)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ControllerClient("http://127.0.0.1:%d" % server.server_port)
+        assert client.get_changed("/jobs") == ({"n": 1}, 'W/"1"')
+        assert client.get_changed("/jobs", 'W/"1"') == (None, 'W/"1"')
+        assert client.get_changed("/jobs", 'W/"0"') == ({"n": 1}, 'W/"1"')
+        assert client.get("/jobs") == {"n": 1}
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -155,6 +155,30 @@ def parts(controller, job):
             controller.request("GET", "/ina/plans/%d" % job["plan"])[1])
 
 
+def test_a_host_polling_the_jobs_gets_304_until_a_job_changes(controller):
+    def poll(etag):
+        answer = controller.response("GET", "/jobs", headers={"If-None-Match": etag})
+        assert answer.headers["Cache-Control"] == "no-store"
+        return answer.status_int, answer.headers["ETag"], answer.body
+
+    _, none, _ = poll("")
+    assert poll(none) == (304, none, b"")
+    _, job = post(controller, "/jobs", dict(JOB, ttl_s=30))
+    code, one, body = poll(none)
+    assert code == 200 and one != none and b'"id": %d' % job["id"] in body
+    assert poll(one)[0] == 304
+    controller.request("PUT", "/jobs/%d/lease" % job["id"], {"ttl_s": 60}, release_key(job))
+    code, renewed, _ = poll(one)
+    assert code == 200 and renewed != one and poll(renewed)[0] == 304
+    jobs = controller.services.jobs
+    jobs.jobs[job["id"]].parts_seen = None   # as if its parts had moved
+    jobs.follow(time.monotonic())
+    code, moved, _ = poll(renewed)
+    assert code == 200 and moved != renewed
+    controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+    assert poll(moved)[:2] == (200, none)
+
+
 def test_a_failed_link_moves_the_jobs_trees_and_plan_as_one_generation(controller):
     code, job = post(controller, "/jobs", dict(JOB, placement="dedicated", shards=1))
     assert code == 201, job
