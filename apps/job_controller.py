@@ -5,10 +5,10 @@ plan as one resource.
     ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
 
 REST: POST /jobs, GET /jobs (with an ETag: 304 to If-None-Match while no job changed),
-GET/DELETE /jobs/<id>, PUT /jobs/<id>/lease (its owner renews the lease). Errors: 400 malformed, invalid or an unknown host, 403 not the
-job's owner, 404 unknown job, 409 the job does not fit (with its bottleneck and
-max_rate_mbps), 503 fabric not ready or saved jobs being restored, 500 a switch
-rejected a part.
+GET/DELETE /jobs/<id>, PUT /jobs/<id>/lease (its owner renews the lease). Errors: 400
+malformed, invalid or an unknown host, 403 not the job's owner, 404 unknown job, 409
+the job does not fit (with its bottleneck and max_rate_mbps), 503 fabric not ready or
+saved jobs being restored, 500 a switch rejected a part.
 """
 
 import time
@@ -22,6 +22,7 @@ from apps.fabric_controller import EventFabricChanged
 from apps.rest_json import (METRICS_KEY, answer, check_release_key, counted_route,
                             read_json_body, resource_api)
 from apps.services import CONTEXT_KEY, contexts, start_timers
+from syncfabric.services.jobs import listing_tag
 
 FOLLOW_INTERVAL_S = 0.5
 REST_APP_KEY = "jobs"
@@ -32,21 +33,16 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
 
     @counted_route("jobs", "/jobs", methods=["GET"])
     def list_all(self, req, **_kwargs):
-        """GET /jobs with a weak ETag (JobService.listing_tag); sent back in If-None-Match,
-        304 without a body while it holds. Every aggregator daemon polls this twice a
-        second, and a 16-shard job's report is 32 KB to make and to parse."""
-        tagged = {}
-
-        def listing():
-            tagged["etag"] = self.service.listing_tag()   # NotReady while restoring: 503
-            if req.headers.get("If-None-Match") == tagged["etag"]:
-                return None, 304
-            return self.service.list(time.monotonic()), 200
-        response = answer(req, listing)
-        if response.status_int == 304:
+        """GET /jobs with a weak ETag (services.jobs.listing_tag); sent back in
+        If-None-Match, 304 without a body while it holds. Every aggregator daemon polls
+        this twice a second, and a 16-shard job's report is 32 KB to make and to parse."""
+        etag = listing_tag(self.service.jobs)
+        if req.headers.get("If-None-Match") == etag:
             response = Response(status=304)
-        if tagged:   # not stored: expires_in_s counts down under the same tag
-            response.headers.update({"ETag": tagged["etag"], "Cache-Control": "no-store"})
+        else:
+            response = answer(req, lambda: (self.service.list(time.monotonic()), 200))
+        # not stored: expires_in_s counts down under the same tag
+        response.headers.update({"ETag": etag, "Cache-Control": "no-store"})
         return response
 
     @counted_route("jobs", "/jobs/{item_id}/lease", methods=["PUT"])

@@ -58,7 +58,8 @@ def run(args):
         worker.wait_served()   # its daemons and the other workers answer
         wait_until(args.start_at)
         for number, values in gradients.items():
-            pending.append((number, time.perf_counter(), time.time(), worker.allreduce_async(values)))
+            pending.append((number, time.perf_counter(), time.time(),
+                            worker.allreduce_async(values)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, started_at, future in pending:
                     totals[done] = future.result()

@@ -296,14 +296,7 @@ def job_paths():
                          ("/jobs/{item_id}", "delete")):
         paths[path][method]["responses"]["503"] = error_response(
             503, "the controller restarted and is restoring its jobs")
-    listing = paths["/jobs"]["get"]
-    listing["description"] = ("The answer carries a weak ETag that changes when a job is created, "
-                              "released or renewed, or its generation rises; sent back in "
-                              "If-None-Match, the answer is 304 without a body while it holds "
-                              "(the aggregator daemons poll this).")
-    listing["parameters"] = [{"name": "If-None-Match", "in": "header", "required": False,
-                              "schema": STRING}]
-    listing["responses"]["304"] = {"description": "no job changed since that ETag"}
+    paths["/jobs"]["get"]["responses"]["304"] = {"description": "no job changed since that ETag"}
     paths["/jobs/{item_id}/lease"] = {
         "parameters": [ITEM_ID],
         "put": {"operationId": "renew_job", "tags": ["jobs"],
@@ -313,8 +306,7 @@ def job_paths():
                                "runs out, also after a controller restart.",
                 "security": TOKEN_WHEN_CONFIGURED, "parameters": [RELEASE_KEY],
                 "requestBody": {"required": True, "content": json_content(ref("JobLease"))},
-                "responses": responses(200, ref("Job"), "renewed",
-                                       (400, 401, 403, 404, 503))}}
+                "responses": responses(200, ref("Job"), "renewed", (400, 401, 403, 404, 503))}}
     return paths
 
 

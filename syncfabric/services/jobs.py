@@ -147,16 +147,6 @@ class Jobs:
                 pass
         return {"jobs": reports}
 
-    def listing_tag(self):
-        """A weak ETag of list(): it changes when a job is created, released or renewed,
-        or its generation rises (its parts moved), which is all a job's hosts act on;
-        expires_in_s counts down regardless. A host that polls GET /jobs gets 304 while
-        it holds."""
-        self._check_restored()
-        jobs = [(job.id, job.generation, job.request["ttl_s"])
-                for _id, job in sorted(self.jobs.items()) if job.installed]
-        return 'W/"%s"' % hashlib.sha256(repr(jobs).encode()).hexdigest()[:16]
-
     def live_count(self):
         return sum(job.installed for job in self.jobs.values())
 
@@ -302,6 +292,16 @@ class Jobs:
                 self._release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
                                         plan_id=record.get("plan")), now)
         self.remember(now)
+
+
+def listing_tag(jobs):
+    """A weak ETag of Jobs.list() from Jobs.jobs: it changes when a job is created,
+    released or renewed, or its generation rises (its parts moved), which is all a job's
+    hosts act on; expires_in_s counts down regardless. A host that polls GET /jobs gets
+    304 while it holds (while saved jobs are restored too: it keeps what it serves)."""
+    listed = [(job.id, job.generation, job.request["ttl_s"])
+              for _id, job in sorted(jobs.items()) if job.installed]
+    return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
 
 
 def planned_round(book, request, down_links, metrics, offload):

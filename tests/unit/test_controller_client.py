@@ -15,18 +15,24 @@ def free_port():
         return sock.getsockname()[1]
 
 
-class Answer(BaseHTTPRequestHandler):
-    def do_GET(self):   # noqa: N802 (http.server's name)
-        body = json.dumps({"key": self.headers["X-Release-Key"],
-                           "auth": self.headers["Authorization"]}).encode()
+class Quiet(BaseHTTPRequestHandler):
+    def send_json(self, answer, **headers):
+        body = json.dumps(answer).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        for name, value in dict(headers, **{"Content-Type": "application/json",
+                                            "Content-Length": str(len(body))}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
     def log_message(self, *_args):
         pass
+
+
+class Answer(Quiet):
+    def do_GET(self):   # noqa: N802 (http.server's name)
+        self.send_json({"key": self.headers["X-Release-Key"],
+                        "auth": self.headers["Authorization"]})
 
 
 def test_a_retrying_client_waits_for_a_restarting_controller_with_the_same_key():
@@ -63,23 +69,15 @@ def test_without_retry_a_refused_connection_fails_at_once():
         raise AssertionError("a refused connection was answered")
 
 
-class Tagged(BaseHTTPRequestHandler):
+class Tagged(Quiet):
     """{"n": 1} under ETag W/"1"; 304 to If-None-Match W/"1"."""
 
     def do_GET(self):   # noqa: N802 (http.server's name)
         if self.headers["If-None-Match"] == 'W/"1"':
             self.send_response(304)
             self.end_headers()
-            return
-        body = b'{"n": 1}'
-        self.send_response(200)
-        self.send_header("ETag", 'W/"1"')
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args):
-        pass
+        else:
+            self.send_json({"n": 1}, ETag='W/"1"')
 
 
 def test_a_get_of_what_did_not_change_is_none():
