@@ -116,7 +116,8 @@ def run(args):
 
 def mode_rows(bed, view, workers, spec, mode, args, bar):
     """One mode's steps of one model: the ranks in the workers' hosts, the daemons
-    where the job will have parts, and each step's row."""
+    where the job will have parts, and each step's row (judged by the backlog while
+    it ran, fidelity.Usage.during)."""
     floats = gradient_floats(spec)
     arguments = ["--model", spec, "--mode", mode, "--steps", str(args.steps)]
     served = nullcontext()
@@ -134,8 +135,9 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     rows, elapsed = [], 0.0
     for result in results:
         elapsed += result["step_s"]
-        kept_up = fidelity.verdict(None, None, None, 0, usage) if mode == BASELINE \
-            else job_round_fidelity(round_totals(result["rounds"]), usage)
+        during = usage.during(result["started_at"], result["started_at"] + result["step_s"])
+        kept_up = fidelity.verdict(None, None, None, 0, during) if mode == BASELINE \
+            else job_round_fidelity(round_totals(result["rounds"]), during)
         rows.append(dict(kept_up, mode=mode, model=model_name(spec), workers=len(workers),
                          step=result["step"], step_s=result["step_s"], compute_s=result["compute_s"],
                          comm_exposed_s=max(0.0, result["step_s"] - result["compute_s"]),

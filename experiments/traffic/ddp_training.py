@@ -11,9 +11,9 @@ its optimizer.step() (step_s); compute_s is
 the same forward and backward on a copy of the model without DDP, plus the step
 (what the rank would take with no communication). After each step every rank's
 parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
-prints one JSON line: the slowest rank's times, the mean loss, whether every rank's
-parameters are identical, and (fabric modes) each rank's round stats
-(FabricWorker.stats).
+prints one JSON line: when the step started (time.time()), the slowest rank's times,
+the mean loss, whether every rank's parameters are identical, and (fabric modes) each
+rank's round stats (FabricWorker.stats).
 """
 
 import copy
@@ -104,17 +104,20 @@ def train(args):
         chosen = mine[torch.randperm(len(mine), generator=torch.Generator().manual_seed(
             args.seed * 100003 + step * 1009 + args.rank))[:args.batch]]
         started = start_together()
+        started_at = time.time() - (time.perf_counter() - started)
         loss, step_s, compute_s = timed_step(model, reference, optimizer, x_train[chosen],
                                              y_train[chosen], started)
         dist.barrier()
         rounds = round_stats(reducer, step)
         everyone = [None] * args.world
         dist.all_gather_object(everyone, {"step_s": step_s, "compute_s": compute_s, "loss": loss,
-                                          "hash": parameter_hash(module), "round": rounds})
+                                          "hash": parameter_hash(module), "round": rounds,
+                                          "started_at": started_at})
         if args.rank == 0:
             slowest = max(everyone, key=lambda r: r["step_s"])
             print(json.dumps({
                 "step": step, "step_s": slowest["step_s"],
+                "started_at": min(r["started_at"] for r in everyone),
                 "compute_s": max(r["compute_s"] for r in everyone),
                 "loss": sum(r["loss"] for r in everyone) / args.world,
                 "test_accuracy": accuracy(module, x_test, y_test),
