@@ -41,8 +41,9 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
             response = Response(status=304)
         else:
             response = answer(req, lambda: (self.service.list(time.monotonic()), 200))
-        # not stored: expires_in_s counts down under the same tag
-        response.headers.update({"ETag": etag, "Cache-Control": "no-store"})
+        if response.status_int in (200, 304):   # an error names no version of the list
+            # not stored: expires_in_s counts down under the same tag
+            response.headers.update({"ETag": etag, "Cache-Control": "no-store"})
         return response
 
     @counted_route("jobs", "/jobs/{item_id}/lease", methods=["PUT"])

@@ -45,12 +45,12 @@ def start_together():
     ranks on 2 cores were up to 25 ms apart (rank 0 last, after the test accuracy), and
     every rank that left early counted the wait for the last one in its step, in every
     mode. Returns the moment on time.perf_counter's clock (a rank that heard it late
-    counts from it too)."""
+    counts from it too) and on time.time()'s."""
     dist.barrier()
     moment = torch.tensor([time.time() + START_AHEAD_S], dtype=torch.float64)
     dist.broadcast(moment, src=0)
     wait_until(float(moment[0]))
-    return time.perf_counter() - max(0.0, time.time() - float(moment[0]))
+    return time.perf_counter() - max(0.0, time.time() - float(moment[0])), float(moment[0])
 
 
 def parameter_hash(module):
@@ -103,21 +103,19 @@ def train(args):
     for step in range(1, args.steps + 1):
         chosen = mine[torch.randperm(len(mine), generator=torch.Generator().manual_seed(
             args.seed * 100003 + step * 1009 + args.rank))[:args.batch]]
-        started = start_together()
-        started_at = time.time() - (time.perf_counter() - started)
+        started, started_at = start_together()
         loss, step_s, compute_s = timed_step(model, reference, optimizer, x_train[chosen],
                                              y_train[chosen], started)
         dist.barrier()
         rounds = round_stats(reducer, step)
         everyone = [None] * args.world
         dist.all_gather_object(everyone, {"step_s": step_s, "compute_s": compute_s, "loss": loss,
-                                          "hash": parameter_hash(module), "round": rounds,
-                                          "started_at": started_at})
+                                          "hash": parameter_hash(module), "round": rounds})
         if args.rank == 0:
             slowest = max(everyone, key=lambda r: r["step_s"])
             print(json.dumps({
                 "step": step, "step_s": slowest["step_s"],
-                "started_at": min(r["started_at"] for r in everyone),
+                "started_at": started_at,   # every rank's
                 "compute_s": max(r["compute_s"] for r in everyone),
                 "loss": sum(r["loss"] for r in everyone) / args.world,
                 "test_accuracy": accuracy(module, x_test, y_test),

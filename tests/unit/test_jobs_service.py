@@ -282,6 +282,7 @@ def test_a_restarted_controller_takes_its_jobs_back_with_their_keys_and_leases()
         for method, path, body in (("GET", "/jobs", None), ("GET", "/jobs/%d" % job["id"], None),
                                    ("PUT", "/jobs/%d/lease" % job["id"], {"ttl_s": 9})):
             assert restarted.request(method, path, body, release_key(job))[0] == 503
+        assert "ETag" not in restarted.response("GET", "/jobs").headers   # no list to name
         del restarted.services.jobs.follow
         restarted.connect_all()
         restarted.services.jobs.follow(time.monotonic())
