@@ -7,6 +7,7 @@ import time
 import pytest
 from ryu.lib import hub
 
+from apps import job_controller
 from syncfabric.openflow import builders as of
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
@@ -315,12 +316,15 @@ def test_undoing_a_job_of_a_replaced_fabric_leaves_the_new_fabrics_trees_alone(c
     assert [t["id"] for t in listed(controller)["trees"]] == [tree["id"]]
 
 
-def test_a_job_that_lost_a_part_is_left_out_of_the_list_until_it_is_released():
+def test_a_job_that_lost_a_part_is_left_out_of_the_list_until_it_is_released(monkeypatch):
+    # the test is the timer: the app's would release the job between two requests
+    monkeypatch.setattr(job_controller, "FOLLOW_INTERVAL_S", 3600)
     controller = InProcessController(description(hosts_per_leaf=3))
     try:
         _, job = post(controller, "/jobs", dict(JOB, workers=["h1", "h4"], placement="colocated"))
         _, other = post(controller, "/jobs", dict(JOB, workers=["h2", "h5"], placement="colocated"))
         controller.services.plans.release(job["plan"], time.monotonic())   # as if nothing fit
+        hub.sleep(0.6)   # longer than the app's own interval
         code, listing = controller.request("GET", "/jobs")
         assert code == 200 and [j["id"] for j in listing["jobs"]] == [other["id"]]
         code, answer = controller.request("GET", "/jobs/%d" % job["id"])
