@@ -27,9 +27,8 @@ import numpy as np
 from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, control_packet,
-                                        missing_ranges, wait_until_served)
-from syncfabric.hosts.pacing import send_streams
+from syncfabric.hosts.job_roles import PacedSender, ShardNode, control_message, wait_until_served
+from syncfabric.hosts.pacing import SEND_AHEAD_S, send_streams
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 
@@ -189,6 +188,13 @@ class FabricWorker:
             node.sums_out.send_due()
         self._check_rounds()
 
+    def _between_sends(self, seconds):
+        """send_streams' idle: sleep until a datagram of ours is due, then take what came
+        meanwhile (a wakeup per datagram sent, not one more per datagram received)."""
+        sums_due = [w for w in (node.sums_out.wait() for node in self.own) if w is not None]
+        time.sleep(min([seconds] + sums_due))
+        self._pump(0)
+
     def _lingering(self):
         """Whether its shards have sums to send or heard workers lately (ROUND_FAIL_S at most)."""
         now = time.monotonic()
@@ -219,7 +225,7 @@ class FabricWorker:
                    for leg, packets in streams.items()]
         started = time.perf_counter()
         if streams:
-            send_streams(self.sock, streams, self._pump)
+            send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S)
         current.sent_first_pass(streams, time.perf_counter() - started)
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
@@ -262,7 +268,7 @@ class FabricWorker:
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
-            if current.sent and current.have.all():   # stats filed before its last Future ends
+            if current.sent and not current.missing:   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
             for start, stop, future in current.summed_parts():
                 future.set_result(current.result[start:stop].copy())
@@ -272,16 +278,8 @@ class FabricWorker:
                                     % (number, self.layout.id, ROUND_FAIL_S,
                                        blame(self.layout, self.own, current))))
             elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
-                self._ask_again(current, now)
-
-    def _ask_again(self, current, now):
-        current.asked_at = now
-        current.stats["repair_requests"] += 1
-        for shard in self.layout.shards:
-            need = missing_ranges(current.have, shard.first, shard.last)
-            if need and shard.host != self.name:
-                self.sock.sendto(control_packet({"job": self.layout.id, "round": current.number,
-                                                 "need": need}), (shard.address, shard.port))
+                for packet, address in current.repair_requests(self.name, now):
+                    self.sock.sendto(packet, address)
 
     def _fail(self, error):
         LOG.error("%s", error)

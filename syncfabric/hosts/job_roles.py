@@ -25,7 +25,7 @@ from collections import OrderedDict, deque
 
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
 from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.pacing import CONFIRM
+from syncfabric.hosts.pacing import CONFIRM, SEND_AHEAD_S
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -207,14 +207,16 @@ class PacedSender:
                 self.queued.add((key, address))
 
     def wait(self):
-        """Seconds until the next datagram is due; None when nothing is queued."""
-        return None if not self.queue else max(0.0, self.due - time.perf_counter())
+        """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
+        is queued."""
+        return None if not self.queue else max(0.0, self.due - SEND_AHEAD_S - time.perf_counter())
 
     def send_due(self):
-        """Send what is due now (at most the datagrams the rates allow since last time)."""
+        """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
+        allow since last time)."""
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
-        while self.queue and self.due <= now:
+        while self.queue and self.due <= now + SEND_AHEAD_S:
             key, address, rate = self.queue[0]
             packet = self.packet_of(key)
             if packet is not None:

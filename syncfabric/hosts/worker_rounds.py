@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from syncfabric.hosts.gradient_wire import HEADER, carries_fragment
+from syncfabric.hosts.job_roles import control_packet, missing_ranges
 from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 
@@ -23,6 +24,8 @@ class Round:
         self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
+        self.missing = layout.count   # fragments not back yet
+        self.changed = False   # a part or a sum came in since summed_parts() last looked
         self.sent = False   # every fragment of this worker's went out (repairs may start)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
@@ -35,6 +38,7 @@ class Round:
         self.values[start:start + len(values)] = values
         self.parts.append([start, start + len(values), future])
         self.ready[whole] = True
+        self.changed = True
         self.progress_at = time.monotonic()
 
     def sent_first_pass(self, streams, seconds):
@@ -61,10 +65,25 @@ class Round:
             start = int(self.layout.block_of[index]) * self.layout.per_fragment
             self.result[start:start + len(values)] = values
             self.have[index] = True
+            self.missing -= 1
+            self.changed = True
             self.progress_at = time.monotonic()
+
+    def repair_requests(self, name, now):
+        """[(packet, address)]: what has not come back, asked of each shard not held by
+        worker `name` (whose own shards it reads in its host)."""
+        self.asked_at = now
+        self.stats["repair_requests"] += 1
+        needs = [(shard, missing_ranges(self.have, shard.first, shard.last))
+                 for shard in self.layout.shards if shard.host != name]
+        return [(control_packet({"job": self.layout.id, "round": self.number, "need": need}),
+                 (shard.address, shard.port)) for shard, need in needs if need]
 
     def summed_parts(self):
         """The parts whose every fragment is back, taken out of the round."""
+        if not self.changed:   # a worker's loop asks after every datagram
+            return []
+        self.changed = False
         per_fragment, done = self.layout.per_fragment, []
         for part in list(self.parts):
             start, stop, _future = part

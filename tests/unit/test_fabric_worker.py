@@ -10,8 +10,10 @@ from concurrent.futures import wait
 import numpy as np
 import pytest
 
+from syncfabric.hosts import fabric_worker
 from syncfabric.hosts.fabric_worker import REPAIR_QUIET_S, FabricWorker
 from syncfabric.hosts.job_layout import JobError
+from syncfabric.hosts.pacing import send_streams
 from tests.harness.loopback_jobs import loopback_job
 
 FLOATS = 362 * 100   # a hundred fragments
@@ -72,6 +74,30 @@ def test_a_first_pass_slower_than_the_repair_timer_sends_nothing_twice(workers):
     stats = workers[0].stats[1]
     assert stats["first_pass_s"] > 2 * REPAIR_QUIET_S   # the pass outlasts the repair timer
     assert stats["resent"] == 0 and workers[1].stats[1]["resent"] == 0
+
+
+@pytest.mark.parametrize("workers", [4.0], indirect=True)
+def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, monkeypatch):
+    """While w1 paces its fragments out, the other's fragments to w1's shard and its sums
+    come in: w1 takes them when it wakes to send, not one wakeup each."""
+    first, passing, wakeups = workers[0], [], []
+    select = first.selector.select
+
+    def counted_select(timeout):
+        wakeups.extend(passing)
+        return select(timeout)
+
+    def first_pass(sock, streams, idle, ahead_s):
+        mine = [1] if sock is first.sock else []
+        passing.extend(mine)
+        send_streams(sock, streams, idle, ahead_s)
+        del passing[:len(mine)]
+    first.selector.select = counted_select
+    monkeypatch.setattr(fabric_worker, "send_streams", first_pass)
+    futures = [worker.allreduce_async(values(i)) for i, worker in enumerate(workers)]
+    wait(futures, timeout=20)
+    assert np.array_equal(futures[0].result(), values(0) + values(1))
+    assert 0 < len(wakeups) <= first.stats[1]["sent"]
 
 
 def test_a_worker_is_served_once_every_node_it_sends_to_answers_hello():

@@ -13,6 +13,7 @@ from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
                                         control_message, control_packet)
+from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
@@ -198,9 +199,34 @@ def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
     sender.push([0, 1, 2, 3, 0, 4], ("127.0.0.1", 9), 1.0)   # queued twice: sent once
     #                                                        4: no longer wanted, skipped
     sender.send_due()
-    assert len(sock.sent) == 1 and 0.007 < sender.wait() < 0.0085   # 1042 bytes at 1 Mbit/s
+    # 1042 bytes at 1 Mbit/s; it wakes SEND_AHEAD_S before the next is due
+    assert len(sock.sent) == 1 and 0.007 < sender.wait() + SEND_AHEAD_S < 0.0085
     while sender.wait() is not None:
         time.sleep(sender.wait())
         sender.send_due()
     assert len(sock.sent) == 4
     assert sock.flags == {socket.MSG_CONFIRM}   # the kernel keeps the neighbour without ARP
+
+
+def test_a_sender_awake_sends_the_returns_due_within_send_ahead_s():
+    sock = RecordingSocket()
+    sender = PacedSender(sock, lambda key: bytes(1000))
+    sender.push(list(range(8)), ("127.0.0.1", 9), 1042 * 8 / 0.0025 / 1e6)   # one per 2.5 ms
+    sender.send_due()
+    assert len(sock.sent) == 2    # due now and in 2.5 ms
+    started = time.perf_counter()
+    while sender.wait() is not None:
+        time.sleep(sender.wait())
+        sender.send_due()
+    assert len(sock.sent) == 8 and time.perf_counter() - started >= 5 * 0.0025
+
+
+def test_a_worker_asks_a_shard_held_elsewhere_for_what_has_not_come_back():
+    layout = JobLayout(report())
+    current = Round(1, layout)
+    current.place(1, np.zeros(362, dtype=np.float32))
+    [(packet, address)] = current.repair_requests("w1", 12.5)
+    assert address == (ADDRESS["ps"], PORT)
+    assert control_message(packet) == {"job": 7, "round": 1, "need": [[0, 1], [2, 4]]}
+    assert current.asked_at == 12.5 and current.stats["repair_requests"] == 1
+    assert current.repair_requests("ps", 13.0) == []   # its own shard: read in its host

@@ -66,3 +66,23 @@ def test_a_stream_held_up_catches_up_no_faster_than_a_meter_allows():
     # 200 ms behind: 20 datagrams at once without the bound, CATCH_UP_S's worth with it
     assert len(right_after) <= pacing.CATCH_UP_S / interval_s + 1, len(right_after)
     assert len(sock.times) == 30
+
+
+def test_a_sender_awake_sends_what_falls_due_within_ahead_s_and_keeps_its_rate():
+    import time
+
+    class Recording:
+        def __init__(self):
+            self.times = []
+
+        def sendto(self, _packet, _flags, _address):
+            self.times.append(time.perf_counter())
+
+    interval_s = 0.0025                     # 958 + 42 wire bytes at 3.2 Mbit/s
+    for ahead_s, most_wakeups in ((0.001, 19), (0.004, 10)):
+        sock, wakeups = Recording(), []
+        pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(958)] * 20, 3.2)],
+                            lambda seconds: (wakeups.append(seconds), time.sleep(seconds)),
+                            ahead_s)
+        assert len(sock.times) == 20 and len(wakeups) <= most_wakeups
+        assert sock.times[-1] - sock.times[0] >= 19 * interval_s - ahead_s
