@@ -1,5 +1,5 @@
-"""A worker's rounds in flight (fabric_worker): what it gave of each and what came back,
-by fragment, and the shards' sums coming back on their trees."""
+"""A worker's rounds in flight (fabric_worker): what it gave of each, what came back by
+fragment and what to ask again, and the shards' sums coming back on their trees."""
 
 import threading
 import time
