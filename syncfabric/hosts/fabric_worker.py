@@ -27,7 +27,8 @@ import numpy as np
 from syncfabric.hosts.controller_client import ControllerClient
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.job_roles import PacedSender, ShardNode, control_message, wait_until_served
+from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, next_due,
+                                        wait_until_served)
 from syncfabric.hosts.pacing import SEND_AHEAD_S, send_streams
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
@@ -178,9 +179,9 @@ class FabricWorker:
 
     def _pump(self, seconds):
         """Receive for `seconds` at most (None: until an event or a timer), send, check."""
-        waits = [w for w in [self.outbox.wait(), *(n.sums_out.wait() for n in self.own)]
-                 if w is not None] + [REPAIR_QUIET_S / 2] * bool(self.rounds)
-        limit = min([seconds] * (seconds is not None) + waits, default=None)
+        due = next_due([self.outbox] + [node.sums_out for node in self.own])
+        limit = min([x for x in (seconds, due) if x is not None]
+                    + [REPAIR_QUIET_S / 2] * bool(self.rounds), default=None)
         for key, _events in self.selector.select(limit):
             key.data()
         self.outbox.send_due()
@@ -191,14 +192,14 @@ class FabricWorker:
     def _between_sends(self, seconds):
         """send_streams' idle: sleep until a datagram of ours is due, then take what came
         meanwhile (a wakeup per datagram sent, not one more per datagram received)."""
-        sums_due = [w for w in (node.sums_out.wait() for node in self.own) if w is not None]
-        time.sleep(min([seconds] + sums_due))
+        due = next_due(node.sums_out for node in self.own)
+        time.sleep(seconds if due is None else min(seconds, due))
         self._pump(0)
 
     def _lingering(self):
         """Whether its shards have sums to send or heard workers lately (ROUND_FAIL_S at most)."""
         now = time.monotonic()
-        busy = any(node.sums_out.wait() is not None for node in self.own) \
+        busy = next_due(node.sums_out for node in self.own) is not None \
             or now - self.shard_heard_at < SHARD_LINGER_S
         return bool(self.own) and busy and now - self.closing_at < ROUND_FAIL_S
 
@@ -268,7 +269,7 @@ class FabricWorker:
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
-            if current.sent and not current.missing:   # stats filed before its last Future ends
+            if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
             for start, stop, future in current.summed_parts():
                 future.set_result(current.result[start:stop].copy())

@@ -24,7 +24,7 @@ import threading
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.job_roles import AggregatorNode, ShardNode, next_due
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 
 LOG = logging.getLogger("syncfabric.aggregator")
@@ -85,8 +85,7 @@ class JobDaemon:
 
     def _pump(self):
         nodes = [node for _generation, parts in self.served.values() for node in parts]
-        waits = [w for w in (n.sums_out.wait() for n in nodes) if w is not None]
-        for key, _events in self.selector.select(min(waits, default=None)):
+        for key, _events in self.selector.select(next_due(n.sums_out for n in nodes)):
             if key.data is None:
                 self._woken()
             else:

@@ -229,6 +229,12 @@ class PacedSender:
             self.queued.discard((key, address))
 
 
+def next_due(senders):
+    """Seconds until the first of these PacedSenders has a datagram due; None when none
+    has one queued."""
+    return min((w for w in (sender.wait() for sender in senders) if w is not None), default=None)
+
+
 def wait_until_served(worker, timeout_s):
     """Say hello to every summing node `worker` (a FabricWorker) sends fragments or
     repair requests to, every HELLO_S, until each answered "ready" (its I/O thread

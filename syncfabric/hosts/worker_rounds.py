@@ -24,8 +24,6 @@ class Round:
         self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
-        self.missing = layout.count   # fragments not back yet
-        self.changed = False   # a part or a sum came in since summed_parts() last looked
         self.sent = False   # every fragment of this worker's went out (repairs may start)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
@@ -38,7 +36,6 @@ class Round:
         self.values[start:start + len(values)] = values
         self.parts.append([start, start + len(values), future])
         self.ready[whole] = True
-        self.changed = True
         self.progress_at = time.monotonic()
 
     def sent_first_pass(self, streams, seconds):
@@ -65,8 +62,6 @@ class Round:
             start = int(self.layout.block_of[index]) * self.layout.per_fragment
             self.result[start:start + len(values)] = values
             self.have[index] = True
-            self.missing -= 1
-            self.changed = True
             self.progress_at = time.monotonic()
 
     def repair_requests(self, name, now):
@@ -81,9 +76,6 @@ class Round:
 
     def summed_parts(self):
         """The parts whose every fragment is back, taken out of the round."""
-        if not self.changed:   # a worker's loop asks after every datagram
-            return []
-        self.changed = False
         per_fragment, done = self.layout.per_fragment, []
         for part in list(self.parts):
             start, stop, _future = part

@@ -12,7 +12,7 @@ import pytest
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
-                                        control_message, control_packet)
+                                        control_message, control_packet, next_due)
 from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round
@@ -230,3 +230,12 @@ def test_a_worker_asks_a_shard_held_elsewhere_for_what_has_not_come_back():
     assert control_message(packet) == {"job": 7, "round": 1, "need": [[0, 1], [2, 4]]}
     assert current.asked_at == 12.5 and current.stats["repair_requests"] == 1
     assert current.repair_requests("ps", 13.0) == []   # its own shard: read in its host
+
+
+def test_the_next_datagram_due_is_the_soonest_of_the_senders_none_if_none_queued():
+    idle, busy = PacedSender(RecordingSocket(), bytes), PacedSender(RecordingSocket(), bytes)
+    assert next_due([idle, busy]) is None
+    busy.push([1000, 1001], ("127.0.0.1", 9), 1.0)
+    busy.send_due()   # one sent, the next due in about 4 ms (8.3 ms less SEND_AHEAD_S)
+    due = next_due(iter([idle, busy]))
+    assert due > 0 and due == pytest.approx(busy.wait(), abs=0.001)
