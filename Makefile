@@ -21,11 +21,11 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# OVS's one transmit socket takes net.core.wmem_default when it opens: 16 MiB, so that frames
-# queued in the fabric's shapers do not make its sends fail; its ports' sockets take
-# rmem_default: 4 MiB, for bursts (DataPlane's, mininet_topos/data_plane.py: a test holds them equal)
+# OVS's one transmit socket takes net.core.wmem_default when it opens: 1 GiB, so that every
+# switch port's queue can fill before a send fails; its ports' sockets take rmem_default:
+# 4 MiB, for bursts (DataPlane's, mininet_topos/data_plane.py: a test holds them equal)
 ovs: apt
-	@sysctl -q -w net.core.wmem_default=16777216 net.core.rmem_default=4194304
+	@sysctl -q -w net.core.wmem_default=1073741824 net.core.rmem_default=4194304
 	@ovs-vsctl --timeout=5 show >/dev/null 2>&1 || $(OVS_CTL) start --system-id=random
 
 venv: $(VENV)/.installed

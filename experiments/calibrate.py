@@ -59,6 +59,10 @@ def parse_args(argv):
     parser.add_argument("--loss", type=float, default=0.005, help="the largest acceptable loss")
     parser.add_argument("--mtu", type=int, default=DataPlane.mtu,
                         help="data-plane MTU (%d by default; %d before)" % (DataPlane.mtu, BASELINE.mtu))
+    parser.add_argument("--switch-queue", type=int, default=DataPlane.switch_queue,
+                        help="frames each switch port queues, dropping at the head (%d by default; "
+                             "0: the kernel's 1000-frame tail-drop queue, as before)"
+                        % DataPlane.switch_queue)
     parser.add_argument("--ovs-send-buffer", type=int, default=DataPlane.ovs_send_buffer,
                         help="bytes of send buffer for OVS's transmit socket (%d by default; %d "
                              "before)" % (DataPlane.ovs_send_buffer, BASELINE.ovs_send_buffer))
@@ -66,9 +70,9 @@ def parse_args(argv):
                         help="bytes of receive buffer for OVS's port sockets (%d by default; %d "
                              "before)" % (DataPlane.ovs_receive_buffer, BASELINE.ovs_receive_buffer))
     parser.add_argument("--compare-baseline", action="store_true",
-                        help="calibrate the baseline data plane (MTU %d, %d-byte OVS buffers) "
-                             "first, in the same run, and write it under `baseline`"
-                             % (BASELINE.mtu, BASELINE.ovs_send_buffer))
+                        help="calibrate the baseline data plane (MTU %d, the kernel's port "
+                             "queues, %d-byte OVS buffers) first, in the same run, and write it "
+                             "under `baseline`" % (BASELINE.mtu, BASELINE.ovs_send_buffer))
     parser.add_argument("--spines", type=int, default=8, help="the experiments' fabric: spines")
     parser.add_argument("--leaves", type=int, default=8, help="... leaves")
     parser.add_argument("--hosts-per-leaf", type=int, default=2, help="... and hosts per leaf")
@@ -80,6 +84,8 @@ def parse_args(argv):
         parser.error("--max-mbps, --steps, --seconds and --loss must be positive (loss < 1)")
     if not 576 <= args.mtu <= 9000:
         parser.error("--mtu must be between 576 and 9000")
+    if args.switch_queue < 0:
+        parser.error("--switch-queue must be 0 or more")
     if min(args.ovs_send_buffer, args.ovs_receive_buffer) < 4096:
         parser.error("--ovs-send-buffer and --ovs-receive-buffer must be at least 4096 bytes")
     return args
@@ -252,7 +258,8 @@ def main(argv=None):
     args = parse_args(argv)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
                          bw=args.max_mbps)
-    data_plane = DataPlane(mtu=args.mtu, ovs_send_buffer=args.ovs_send_buffer,
+    data_plane = DataPlane(mtu=args.mtu, switch_queue=args.switch_queue,
+                           ovs_send_buffer=args.ovs_send_buffer,
                            ovs_receive_buffer=args.ovs_receive_buffer)
     started = datetime.datetime.now(datetime.timezone.utc)
     baseline = None

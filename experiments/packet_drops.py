@@ -98,7 +98,10 @@ def receive_backlog(proc_net_packet):
 
 
 def qdisc_drops(text):
-    return sum(int(n) for n in re.findall(r"dropped (\d+)", text))
+    """Drops of the root qdiscs of `tc -s qdisc`: an HTB root counts what the queue under
+    it dropped too, so a child's own count would be a second one."""
+    return sum(int(n) for n in re.findall(r"^qdisc [^\n]* root [^\n]*\n[^\n]*dropped (\d+)", text,
+                                          re.MULTILINE))
 
 
 def link_drops(text):

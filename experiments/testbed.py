@@ -34,7 +34,8 @@ from mininet_topos.description import describe
 from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free,
-                                        remove_management_network, start_network)
+                                        remove_management_network, start_network,
+                                        switch_ports)
 from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 from syncfabric.hosts.wire import MTU_ENV
 from syncfabric.services.state_files import STATE_DIR_ENV
@@ -116,6 +117,10 @@ class FabricTestbed:
         if os.geteuid() != 0:
             raise PlatformError("Mininet needs root")
         check_ovs_running()
+        port_queue = self.data_plane.port_queue(switch_ports(self.topo))
+        if port_queue < self.data_plane.switch_queue:
+            self.progress("switch ports queue %d frames, not %d: what OVS's send buffer holds "
+                          "for this fabric" % (port_queue, self.data_plane.switch_queue))
         if apply_ovs_send_buffer(self.data_plane.ovs_send_buffer):
             self.progress("restarted Open vSwitch for its transmit socket's buffer (%s)"
                           % self.data_plane.describe())
@@ -132,7 +137,8 @@ class FabricTestbed:
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
             apply_ovs_receive_buffer(self.data_plane.ovs_receive_buffer)
-            self.net = start_network(self.topo, self.of_port, mtu=self.data_plane.mtu)
+            self.net = start_network(self.topo, self.of_port, mtu=self.data_plane.mtu,
+                                     port_queue=port_queue)
             os.environ[MTU_ENV] = str(self.data_plane.mtu)   # for the programs started in hosts
             self.management_ip = add_management_network(self.net)
             self.management_url = "http://%s:%d" % (self.management_ip, self.rest_port)

@@ -110,9 +110,11 @@ class RemoteControllerNode(RemoteController):
         self.terminate()
 
 
-def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500):
-    """Build and start `topo` with every data-plane interface at `mtu`; returns the started
-    Mininet (stop it with net.stop())."""
+def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500,
+                  port_queue=0):
+    """Build and start `topo` with every data-plane interface at `mtu` and every shaped
+    switch port queueing `port_queue` frames (0: the kernel's queue; see
+    mininet_topos/data_plane.py); returns the started Mininet (stop it with net.stop())."""
     setLogLevel(log_level)
     switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     net = Mininet(topo=topo, switch=switch, link=ShapedLink, controller=None,
@@ -128,10 +130,29 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
                     node.cmd("ip link set %s mtu %d" % (interface, mtu))
         for host in net.hosts:
             host.cmd("ip route add %s dev %s" % (MULTICAST_NET, host.defaultIntf()))
+        if port_queue:
+            set_switch_queues(net, port_queue)
     except BaseException:
         net.stop()
         raise
     return net
+
+
+def switch_ports(topo):
+    """How many switch ports `topo` has: what OVS's transmit socket must hold queues for."""
+    switches = set(topo.switches())
+    return sum((node1 in switches) + (node2 in switches) for node1, node2 in topo.links())
+
+
+def set_switch_queues(net, frames):
+    """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
+    `frames` that drops at its head: the send that meets a full queue succeeds, and the
+    qdisc counts the one frame it dropped."""
+    commands = ["qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d" % (intf.name, frames)
+                for switch in net.switches for intf in switch.intfList()
+                if intf.name != "lo" and intf.params.get("bw")]
+    subprocess.run(["tc", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
+                   check=True, capture_output=True)
 
 
 def shape_links(net, mbps):

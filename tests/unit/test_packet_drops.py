@@ -61,6 +61,9 @@ IP_LINK = """1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN
 TC = """qdisc htb 5: dev leaf1-eth9 root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
  Sent 572392 bytes 85 pkt (dropped 11, overlimits 74 requeues 0)
  backlog 0b 0p requeues 0
+qdisc pfifo_head_drop 10: dev leaf1-eth9 parent 5:1 limit 128p
+ Sent 572392 bytes 85 pkt (dropped 11, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
 qdisc htb 5: dev leaf1-eth10 root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000
  Sent 100 bytes 2 pkt (dropped 1, overlimits 0 requeues 0)
 """
@@ -87,7 +90,7 @@ def test_each_layer_is_read_from_its_own_text():
     assert packet_drops.port_drops(DPCTL) == 4 + 1 + 2
     assert packet_drops.packet_socket_drops(SS) == 12          # OVS's sockets only
     assert packet_drops.link_drops(IP_LINK) == 5                # loopback apart
-    assert packet_drops.qdisc_drops(TC) == 12
+    assert packet_drops.qdisc_drops(TC) == 12                  # the HTB roots count their queues'
     assert packet_drops.softnet_drops(SOFTNET) == 18            # hexadecimal
     assert packet_drops.udp_socket_drops(SNMP) == 5             # the send buffer's are retried
     assert packet_drops.send_failures(LOG) == 2
@@ -155,3 +158,19 @@ def test_the_backlog_watch_keeps_when_one_socket_held_the_most(tmp_path):
     assert [at for at, _most in samples] == sorted(at for at, _most in samples)
     assert max(most for _at, most in samples) == 278528
     assert all(most < 278528 for at, most in samples if at > changed + fidelity.BACKLOG_SAMPLE_S)
+
+
+def test_switch_port_queues_fit_in_ovs_transmit_socket_or_shorten_or_fail():
+    from mininet_topos.data_plane import BASELINE, DataPlane, frame_truesize
+    from mininet_topos.platform_net import PlatformError, switch_ports
+    from mininet_topos.spineleaf import SpineLeafTopo
+
+    assert frame_truesize(9000) == 16640 and frame_truesize(1500) == 2304
+    assert switch_ports(SpineLeafTopo(spines=8, leaves=8, hosts_per_leaf=4, bw=10)) == 8 * 8 + 8 * 12
+    plane = DataPlane()
+    assert plane.port_queue(160) == plane.switch_queue           # 8x8, 4 hosts a leaf
+    assert plane.port_queue(160) * 160 * 16640 <= plane.ovs_send_buffer
+    assert plane.port_queue(400) == plane.ovs_send_buffer // (400 * 16640) < plane.switch_queue
+    assert BASELINE.port_queue(160) == 0                          # the kernel's queues, as before
+    with pytest.raises(PlatformError, match="needs a larger buffer"):
+        DataPlane(ovs_send_buffer=16 << 20).port_queue(160)
