@@ -66,6 +66,6 @@ def test_a_port_sent_three_times_its_rate_loses_only_what_its_queue_counts():
         queues = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout
     port_queue = "pfifo_head_drop 10: .* limit %dp" % DataPlane().switch_queue
     assert len(re.findall(port_queue, queues)) == switch_ports(topo) == 8
-    assert trial["loss"] > 0.5, trial
+    assert trial["loss"] > 0.3, trial                   # 57 Mbit/s into 20, for 3 s
     assert trial["drops"]["qdisc"] > 0 and trial["drops"]["ovs-transmit"] == 0, trial
     assert trial["unexplained_loss"] < 0.001, trial
