@@ -144,13 +144,18 @@ def switch_ports(topo):
     return sum((node1 in switches) + (node2 in switches) for node1, node2 in topo.links())
 
 
+def is_shaped(intf):
+    """Whether Mininet gave `intf` its HTB class: it ignores a rate outside 0..bwParamMax."""
+    return 0 < (intf.params.get("bw") or 0) <= intf.bwParamMax
+
+
 def set_switch_queues(net, frames):
     """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
     `frames` that drops at its head: the send that meets a full queue succeeds, and the
     qdisc counts the one frame it dropped."""
     commands = ["qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d" % (intf.name, frames)
                 for switch in net.switches for intf in switch.intfList()
-                if intf.name != "lo" and intf.params.get("bw")]
+                if intf.name != "lo" and is_shaped(intf)]
     subprocess.run(["tc", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
                    check=True, capture_output=True)
 
