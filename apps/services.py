@@ -74,10 +74,13 @@ def contexts():
 def start_timers(app, intervals):
     """Faucet's _VALVE_SERVICES: every interval_s, send the app an instance of the event
     class, so timed work runs in the app's one event loop with everything else. A timer
-    ends at its first tick after the app stopped."""
+    ends at its first tick after the app stopped, sending nothing: the event goes by the
+    app's name, which a newer app of the same name may hold by then."""
     def tick(event_class, interval_s):
-        while app.is_active:
+        while True:
             hub.sleep(interval_s)
+            if not app.is_active:
+                return
             app.send_event(app.name, event_class())
     for event_class, interval_s in intervals.items():
         hub.spawn(tick, event_class, interval_s)
