@@ -153,11 +153,9 @@ def set_switch_queues(net, frames):
     """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
     `frames` that drops at its head: the send that meets a full queue succeeds, and the
     qdisc counts the one frame it dropped."""
-    commands = ["qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d" % (intf.name, frames)
-                for switch in net.switches for intf in switch.intfList()
-                if intf.name != "lo" and is_shaped(intf)]
-    subprocess.run(["tc", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
-                   check=True, capture_output=True)
+    command = "qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d"
+    _tc_batch([command % (intf.name, frames) for switch in net.switches for intf in switch.intfList()
+               if intf.name != "lo" and is_shaped(intf)])
 
 
 def shape_links(net, mbps):
@@ -171,7 +169,12 @@ def shape_links(net, mbps):
                 intf.node.cmd("tc " + command % (intf.name, mbps))
             else:
                 root_side.append(command % (intf.name, mbps))
-    subprocess.run(["tc", "-batch", "-"], input="\n".join(root_side) + "\n", text=True,
+    _tc_batch(root_side)
+
+
+def _tc_batch(commands):
+    """Run tc commands for the root namespace's interfaces in one tc process."""
+    subprocess.run(["tc", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
                    check=True, capture_output=True)
 
 
