@@ -39,7 +39,8 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
-from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, STREAM_MODES
+from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
+                                 STREAM_MODES)
 from experiments.plots import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
@@ -169,7 +170,8 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, l
     request = stream_job(view, workers, candidates, floats, max_pss, mode == "stream-colocated")
     with served_job(bed, request, link_mbps) as job:
         sampling = bed.sampler().start()
-        results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S))
+        results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S,
+                                     every_s=ROUNDS_APART * job["predicted_round_s"]))
         usage = sampling.stop()
     bar.update(rounds)
     return [dict(job_round_fidelity(r, usage.during(r["started_at"], r["ended_at"])), mode=mode,

@@ -13,3 +13,7 @@ STREAM_MODES = ("stream", "stream-colocated")
 # from starting a job's worker programs to their first round: every one is up and the
 # daemons have read the job (they read the jobs every 0.5 s)
 JOB_START_S = 5.0
+# a job's timed rounds start together on one schedule, this many predicted round times apart, as
+# Gloo's ranks leave a barrier together (back to back, each round started when the worker's last
+# sum came back, and the workers' starts drifted 60-80 ms apart at 32 workers)
+ROUNDS_APART = 3.0

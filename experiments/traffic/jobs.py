@@ -53,10 +53,13 @@ def start_program(bed, job, program, arguments, start_at=None, own=None):
             for worker in job["workers"]}
 
 
-def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None):
-    """Each worker of `job` running job_worker's `rounds` rounds; {worker: Popen}."""
+def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None, every_s=None):
+    """Each worker of `job` running job_worker's `rounds` rounds (with every_s, round k
+    at start_at + (k-1) x every_s on every worker); {worker: Popen}."""
+    every = [] if every_s is None else ["--every", repr(every_s)]
     return start_program(bed, job, WORKER_PROGRAM, ["--rounds", str(rounds), "--in-flight",
-                                                    str(in_flight), "--seed", str(seed)], start_at)
+                                                    str(in_flight), "--seed", str(seed), *every],
+                         start_at)
 
 
 def worker_lines(process, timeout_s=120):
@@ -83,12 +86,14 @@ def program_lines(processes, job, timeout_s=120):
     return lines
 
 
-def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=None):
+def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=None, every_s=None):
     """Run `rounds` rounds of `job` on every worker (all starting start_in_s from now, if
-    given); {worker: its per-round lines}, each {"round", "seconds", "exact", ...}.
-    RuntimeError if a worker failed."""
+    given, and with every_s each round every_s after the one before, as ranks leave a
+    barrier together); {worker: its per-round lines}, each {"round", "seconds", "exact",
+    ...}. RuntimeError if a worker failed."""
     start_at = None if start_in_s is None else time.time() + start_in_s
-    lines = program_lines(start_workers(bed, job, rounds, in_flight, seed, start_at), job, timeout_s)
+    processes = start_workers(bed, job, rounds, in_flight, seed, start_at, every_s)
+    lines = program_lines(processes, job, timeout_s + rounds * (every_s or 0))
     return {w: printed[:-1] for w, printed in lines.items()}
 
 

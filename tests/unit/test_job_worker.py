@@ -32,13 +32,13 @@ def slowed(function):
     return slow
 
 
-def both_workers(rounds):
+def both_workers(rounds, *flags):
     results = {}
 
     def work(name):
         results[name] = job_worker.run(job_worker.parse_args(
             ["--controller", "http://unused", "--job", "92", "--name", name,
-             "--rounds", str(rounds)]))
+             "--rounds", str(rounds), *flags]))
     threads = [threading.Thread(target=work, args=(name,), name=name) for name in ("w1", "w2")]
     for thread in threads:
         thread.start()
@@ -70,3 +70,22 @@ def test_a_sum_unlike_the_workers_gradients_is_reported(slow_work, monkeypatch):
     monkeypatch.setattr(job_worker, "whole_gradient", w2_seen_wrong_by_w1)
     results = both_workers(rounds=1)
     assert [results[name][0]["exact"] for name in ("w1", "w2")] == [False, True]
+
+
+def test_with_every_each_round_starts_on_the_shared_schedule(slow_work):
+    start_at, every = time.time() + 1.0, 0.5
+    results = both_workers(3, "--start-at", repr(start_at), "--every", repr(every))
+    for lines in results.values():
+        assert all(line["exact"] for line in lines)
+        for line in lines:
+            scheduled = start_at + (line["round"] - 1) * every
+            assert scheduled <= line["started_at"] < scheduled + 0.05, (line, scheduled)
+
+
+@pytest.mark.parametrize("flags", [["--every", "1"], ["--every", "0", "--start-at", "1"],
+                                   ["--every", "1", "--start-at", "1", "--in-flight", "2"]])
+def test_every_without_a_start_or_with_rounds_in_flight_is_refused(flags, capsys):
+    with pytest.raises(SystemExit):
+        job_worker.parse_args(["--controller", "http://unused", "--job", "1", "--name", "w1",
+                               *flags])
+    assert "--every needs --start-at, --in-flight 1" in capsys.readouterr().err
