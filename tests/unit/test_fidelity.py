@@ -7,7 +7,7 @@ import math
 import pytest
 
 from experiments import fidelity
-from experiments.calibrate import streams
+from experiments.calibrate import streams, trial_clean
 from experiments.fidelity import Usage, verdict
 from experiments.platform_capacity import NotCalibrated, resolve_bw
 
@@ -233,3 +233,11 @@ def test_a_multicast_trials_drops_explain_what_its_worst_receiver_missed():
     sent = {"h1": [], "h2": [50], "h3": [50], "h4": [50]}
     received = {"h1": {"1": 50, "2": 40, "3": 45}}
     assert trial_loss(plan, receivers, sent, received, HOSTS) == (pytest.approx(15 / 150), 15, 0.2)
+
+
+def test_a_calibration_trial_is_clean_only_if_nothing_lost_and_nothing_waited_for_ovs():
+    assert trial_clean({"loss": 0.004, "ovs_backlog_kb": 100.0}, 0.005)
+    assert not trial_clean({"loss": 0.006, "ovs_backlog_kb": 100.0}, 0.005)
+    # lossless, but a megabyte behind: the rows of a run at this rate would be flagged
+    assert not trial_clean({"loss": 0.0, "ovs_backlog_kb": 1089.0}, 0.005)
+    assert trial_clean({"loss": 0.0, "ovs_backlog_kb": fidelity.OVS_BACKLOG_MAX_KB}, 0.005)
