@@ -123,7 +123,7 @@ def trial_clean(trial, loss_max):
     allows. Loss alone was not enough: OVS's 4 MiB receive sockets let it fall a
     megabyte behind for a 2-second trial and lose nothing, and at 70% of such a rate
     ps_distribution's 15 workers were flagged for 1-1.8 MB waiting for it."""
-    return trial["loss"] <= loss_max and trial["ovs_backlog_kb"] <= fidelity.OVS_BACKLOG_MAX_KB
+    return trial["loss"] <= loss_max and not fidelity.waited_for_ovs(trial["ovs_backlog_kb"])
 
 
 def trial_loss(plan, receivers, sent, received, hosts):

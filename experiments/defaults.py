@@ -15,5 +15,5 @@ STREAM_MODES = ("stream", "stream-colocated")
 JOB_START_S = 5.0
 # a job's timed rounds start together on one schedule, this many predicted round times apart, as
 # Gloo's ranks leave a barrier together (back to back, each round started when the worker's last
-# sum came back, and the workers' starts drifted 60-80 ms apart at 32 workers)
+# sum came back, and the workers' starts drifted 30-80 ms apart at 32 workers)
 ROUNDS_APART = 3.0
