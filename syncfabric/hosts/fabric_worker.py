@@ -131,9 +131,11 @@ class FabricWorker:
 
     # --- the API ----------------------------------------------------------------
 
-    def allreduce_async(self, values):
-        """The next round on `values` (float32s, model_bytes): a Future of their sum."""
-        return self.reduce_part(0, values)
+    def allreduce_async(self, values, start_at=None):
+        """The next round on `values` (float32s, model_bytes): a Future of their sum.
+        start_at: when (time.time()) its datagrams start to leave, e.g. a moment every
+        worker shares; they are made at once, so that only sending is left for then."""
+        return self.reduce_part(0, values, start_at)
 
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
@@ -142,15 +144,16 @@ class FabricWorker:
         """Once every summing node it sends to answers hello; JobError: the silent hosts."""
         wait_until_served(self, timeout_s)
 
-    def reduce_part(self, start, values):
+    def reduce_part(self, start, values, start_at=None):
         """values[i] is float start + i of the round being filled (the next round once the
         last one has every float); a Future of those floats' sum over every worker. Each
         fragment leaves once its floats are in (DDP's buckets are on the wire while the
-        rest is computed). Every worker gives the same pieces in the same order."""
+        rest is computed). Every worker gives the same pieces in the same order.
+        start_at: as allreduce_async's."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
         future = Future()
-        self.submitted.put((number, start, values, future, whole, complete))
+        self.submitted.put((number, start, values, future, whole, complete, start_at))
         self.wakeup.wake()
         return future
 
@@ -207,7 +210,7 @@ class FabricWorker:
         self.shard_heard_at = time.monotonic()
         node.take()
 
-    def _contribute(self, number, start, values, future, whole, complete):
+    def _contribute(self, number, start, values, future, whole, complete, start_at):
         if self.failure is not None:
             future.set_exception(self.failure)
             return
@@ -224,9 +227,9 @@ class FabricWorker:
                     current.packet(index, self.bit))
         streams = [((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction)
                    for leg, packets in streams.items()]
-        started = time.perf_counter()
+        started = time.perf_counter() + max(0.0, (start_at or 0.0) - time.time())
         if streams:
-            send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S)
+            send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S, started)
         current.sent_first_pass(streams, time.perf_counter() - started)
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 

@@ -48,13 +48,14 @@ CATCH_UP_S = 0.02
 SEND_AHEAD_S = 0.004
 
 
-def send_streams(sock, streams, idle=None, ahead_s=0.001):
+def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None):
     """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
-    rate of wire bytes (FRAME_OVERHEAD counted per datagram); a rate may be a callable
-    giving the rate now, for a sender that adapts. A datagram due within ahead_s is sent
-    at once; idle(seconds), if given, is called instead of sleeping while every stream is
-    further ahead of schedule (it may return early)."""
-    now = time.perf_counter()
+    rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
+    time.perf_counter(); default now); a rate may be a callable giving the rate now, for a
+    sender that adapts. A datagram due within ahead_s is sent at once; idle(seconds), if
+    given, is called instead of sleeping while every stream is further ahead of schedule
+    (it may return early)."""
+    now = time.perf_counter() if start is None else start
     # the streams' first datagrams spread over one interval, not all at once: streams in
     # step send a burst of one datagram each per interval, from every sender together
     due = [now + i / len(streams) * _interval(packets[0], rate) if packets else now

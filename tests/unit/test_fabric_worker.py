@@ -1,8 +1,9 @@
 """FabricWorker on loopback (tests/harness/loopback_jobs.py), two workers in one process,
 each holding one shard: a round given in pieces, in any order, sums exactly and answers
 each piece; a round's stats are filed before its Future ends; a piece given twice is
-refused; a first pass slower than the repair timer sends nothing twice; and a worker is
-served once the other's shard answers its hello."""
+refused; a first pass slower than the repair timer sends nothing twice; a round handed
+over before its start makes its datagrams then and sends them from its start; and a
+worker is served once the other's shard answers its hello."""
 
 import time
 from concurrent.futures import wait
@@ -87,10 +88,10 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
         wakeups.extend(passing)
         return select(timeout)
 
-    def first_pass(sock, streams, idle, ahead_s):
+    def first_pass(sock, streams, idle, ahead_s, start):
         mine = [1] if sock is first.sock else []
         passing.extend(mine)
-        send_streams(sock, streams, idle, ahead_s)
+        send_streams(sock, streams, idle, ahead_s, start)
         del passing[:len(mine)]
     first.selector.select = counted_select
     monkeypatch.setattr(fabric_worker, "send_streams", first_pass)
@@ -98,6 +99,35 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
     wait(futures, timeout=20)
     assert np.array_equal(futures[0].result(), values(0) + values(1))
     assert 0 < len(wakeups) <= first.stats[1]["sent"]
+
+
+class RecordedSends:
+    """A socket whose sends are timed (time.time())."""
+
+    def __init__(self, sock, times):
+        self.sock, self.times = sock, times
+
+    def sendto(self, *arguments):
+        self.times.append(time.time())
+        return self.sock.sendto(*arguments)
+
+    def fileno(self):
+        return self.sock.fileno()
+
+
+def test_a_round_handed_over_early_is_made_then_and_sent_from_its_start(workers, monkeypatch):
+    made, sent = [], []
+    make = fabric_worker.Round.packet
+    monkeypatch.setattr(fabric_worker.Round, "packet",
+                        lambda *arguments: made.append(time.time()) or make(*arguments))
+    monkeypatch.setattr(fabric_worker, "send_streams", lambda sock, *arguments: send_streams(
+        RecordedSends(sock, sent) if sock is workers[0].sock else sock, *arguments))
+    start_at = time.time() + 0.5
+    futures = [worker.allreduce_async(values(i), start_at) for i, worker in enumerate(workers)]
+    wait(futures, timeout=20)
+    assert np.array_equal(futures[0].result(), values(0) + values(1))
+    assert made and max(made) < start_at <= min(sent) + 0.001
+    assert workers[0].stats[1]["first_pass_s"] < 0.25   # timed from its start
 
 
 def test_a_worker_is_served_once_every_node_it_sends_to_answers_hello():
