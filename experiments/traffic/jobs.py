@@ -93,7 +93,7 @@ def run_job(bed, job, rounds, in_flight=1, seed=0, timeout_s=120, start_in_s=Non
     ...}. RuntimeError if a worker failed."""
     start_at = None if start_in_s is None else time.time() + start_in_s
     processes = start_workers(bed, job, rounds, in_flight, seed, start_at, every_s)
-    lines = program_lines(processes, job, timeout_s + rounds * (every_s or 0))
+    lines = program_lines(processes, job, timeout_s + (rounds + 1) * (every_s or 0))
     return {w: printed[:-1] for w, printed in lines.items()}
 
 

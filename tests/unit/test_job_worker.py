@@ -72,14 +72,19 @@ def test_a_sum_unlike_the_workers_gradients_is_reported(slow_work, monkeypatch):
     assert [results[name][0]["exact"] for name in ("w1", "w2")] == [False, True]
 
 
-def test_with_every_each_round_starts_on_the_shared_schedule(slow_work):
-    start_at, every = time.time() + 1.0, 0.5
+def test_with_every_each_round_starts_on_the_shared_schedule(slow_work, monkeypatch):
+    """...and the sums are checked in the slot after the last round, not during it."""
+    made_at, make = [], job_worker.whole_gradient   # made again to check the sums
+    monkeypatch.setattr(job_worker, "whole_gradient",
+                        lambda *arguments: made_at.append(time.time()) or make(*arguments))
+    start_at, every = time.time() + 1.0, 1.5   # the last round over, and SHARD_LINGER_S
     results = both_workers(3, "--start-at", repr(start_at), "--every", repr(every))
     for lines in results.values():
         assert all(line["exact"] for line in lines)
         for line in lines:
             scheduled = start_at + (line["round"] - 1) * every
             assert scheduled <= line["started_at"] < scheduled + 0.05, (line, scheduled)
+    assert min(t for t in made_at if t > start_at) >= start_at + 3 * every
 
 
 @pytest.mark.parametrize("flags", [["--every", "1"], ["--every", "0", "--start-at", "1"],
