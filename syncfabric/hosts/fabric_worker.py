@@ -132,9 +132,8 @@ class FabricWorker:
     # --- the API ----------------------------------------------------------------
 
     def allreduce_async(self, values, start_at=None):
-        """The next round on `values` (float32s, model_bytes): a Future of their sum.
-        start_at: when (time.time()) its datagrams start to leave, e.g. a moment every
-        worker shares; they are made at once, so that only sending is left for then."""
+        """The next round on `values` (float32s, model_bytes): a Future of their sum. Its
+        datagrams are made now and leave from start_at (time.time(); a moment all share)."""
         return self.reduce_part(0, values, start_at)
 
     def allreduce(self, values, timeout=None):
@@ -148,8 +147,8 @@ class FabricWorker:
         """values[i] is float start + i of the round being filled (the next round once the
         last one has every float); a Future of those floats' sum over every worker. Each
         fragment leaves once its floats are in (DDP's buckets are on the wire while the
-        rest is computed). Every worker gives the same pieces in the same order.
-        start_at: as allreduce_async's."""
+        rest is computed). Every worker gives the same pieces in the same order (start_at:
+        as allreduce_async's)."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
         future = Future()
@@ -228,9 +227,8 @@ class FabricWorker:
         streams = [((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction)
                    for leg, packets in streams.items()]
         started = time.perf_counter() + max(0.0, (start_at or 0.0) - time.time())
-        if streams:
-            send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S, started)
-        current.sent_first_pass(streams, time.perf_counter() - started)
+        send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S, started)
+        current.sent_first_pass(streams, max(0.0, time.perf_counter() - started))
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):
