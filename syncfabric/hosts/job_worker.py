@@ -57,13 +57,12 @@ def run(args):
     """The rounds back to back (--in-flight at once) or, with --every, each at its time on
     a schedule every worker shares (handed over MADE_AHEAD_S before it); each timed from
     its start (the scheduled one, or later if the round before was late) until its sum is
-    back. Every round's gradient is made before the first round and every sum
-    checked after the last (with --every, in the slot of the round after it: checked
-    sooner, the first workers' checks slowed the others' last round) (this program
-    holds them all): made or checked between
-    rounds, each worker's own work delayed the next round's start, each by as much as
-    the 2 cores gave it (0.16 s of a 0.74 s round with 16 workers at 25 Mbit/s), where
-    Gloo's rounds start together from a barrier."""
+    back. Every round's gradient is made before the first round and every sum checked
+    after the last (this program holds them all; with --every, in the slot after the
+    last round, or the first workers' checks slow the others' last round): made or
+    checked between rounds, each worker's own work delayed the next round's start, each
+    by as much as the 2 cores gave it (0.16 s of a 0.74 s round with 16 workers at 25
+    Mbit/s), where Gloo's rounds start together from a barrier."""
     job = FabricJob.attach(args.controller, args.job)
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
