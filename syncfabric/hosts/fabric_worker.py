@@ -29,7 +29,7 @@ from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, next_due,
                                         wait_until_served)
-from syncfabric.hosts.pacing import SEND_AHEAD_S, send_streams
+from syncfabric.hosts.pacing import SEND_AHEAD_S, perf_counter_at, send_streams
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 
@@ -226,7 +226,7 @@ class FabricWorker:
                     current.packet(index, self.bit))
         streams = [((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction)
                    for leg, packets in streams.items()]
-        started = time.perf_counter() + max(0.0, (start_at or 0.0) - time.time())
+        started = perf_counter_at(start_at)
         send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S, started)
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started))
         current.sent = complete   # not before: a repair asked mid-pass sends it twice

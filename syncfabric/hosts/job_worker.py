@@ -21,6 +21,7 @@ import numpy as np
 from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
 from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
 from syncfabric.hosts.job_layout import JobError
+from syncfabric.hosts.pacing import perf_counter_at
 
 MAGNITUDE = 8   # |values| < 8: a sum over 64 workers stays a whole number below 2**24
 # how long before its scheduled start (--every) a round is handed to the worker, which
@@ -53,6 +54,11 @@ def parse_args(argv):
     return args
 
 
+def slot(args, number):
+    """When round `number` starts on --every's schedule (None: back to back)."""
+    return None if args.every is None else args.start_at + (number - 1) * args.every
+
+
 def run(args):
     """The rounds back to back (--in-flight at once) or, with --every, each at its time on
     a schedule every worker shares (handed over MADE_AHEAD_S before it); each timed from
@@ -74,12 +80,10 @@ def run(args):
         if args.every is None:
             wait_until(args.start_at)
         for number, values in gradients.items():
-            due = None if args.every is None else args.start_at + (number - 1) * args.every
+            due = slot(args, number)
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)
-            now = time.time()
-            started_at = now if due is None else max(due, now)
-            pending.append((number, time.perf_counter() + started_at - now, started_at,
+            pending.append((number, perf_counter_at(due), max(due or 0.0, time.time()),
                             worker.allreduce_async(values, start_at=due)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, started_at, future in pending:
@@ -87,8 +91,7 @@ def run(args):
                     timed.append(dict(worker.stats[done], round=done, started_at=started_at,
                                       seconds=time.perf_counter() - started))
                 pending = []
-        if args.every is not None:   # checked in the next round's slot, not while the
-            wait_until(args.start_at + args.rounds * args.every)   # others' last one runs
+        wait_until(slot(args, args.rounds + 1))   # not while the others' last round runs
     finally:
         worker.close()
     results = []

@@ -48,6 +48,13 @@ CATCH_UP_S = 0.02
 SEND_AHEAD_S = 0.004
 
 
+def perf_counter_at(wall_clock):
+    """time.perf_counter()'s reading at `wall_clock` (time.time() seconds; None or a time
+    past: now), for a moment every host names on the wall clock and one times precisely."""
+    now = time.perf_counter()
+    return now if wall_clock is None else now + max(0.0, wall_clock - time.time())
+
+
 def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None):
     """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
