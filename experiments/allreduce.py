@@ -40,7 +40,7 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
 from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
-                                 STREAM_MODES)
+                                 STREAM_MODES, STREAM_PLACEMENT)
 from experiments.plots import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
@@ -130,7 +130,7 @@ def heaviest_round(args):
             for mode in modes_for(args, count):
                 heaviest = max(heaviest, planned_load_mbps(
                     view, hosts[:count], hosts[count:], floats, args.max_pss,
-                    mode == "stream-colocated") if mode in STREAM_MODES else args.bw * (
+                    STREAM_PLACEMENT[mode]) if mode in STREAM_MODES else args.bw * (
                     count + (mode in PS_HOST_MODES) + args.spines * (mode == "multicast+ina")))
     return heaviest
 
@@ -167,7 +167,7 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, l
     host the job sums in that is not a worker, the library in every worker (a warning if
     the job is more than the machine carries at link_mbps). Each round is judged by the
     backlog while it ran (fidelity.Usage.during)."""
-    request = stream_job(view, workers, candidates, floats, max_pss, mode == "stream-colocated")
+    request = stream_job(view, workers, candidates, floats, max_pss, STREAM_PLACEMENT[mode])
     with served_job(bed, request, link_mbps) as job:
         sampling = bed.sampler().start()
         results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S,

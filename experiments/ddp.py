@@ -48,6 +48,7 @@ COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_expo
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",
            "verified"] + fidelity.COLUMNS
 BASELINE = "gloo"
+PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated"}   # the fabric modes'
 
 
 def parse_args(argv):
@@ -95,7 +96,7 @@ def heaviest_job(args, aggregator_bw):
     _topo, view, hosts = job_fabric(args, aggregator_bw)
     return max(count * args.bw if mode == BASELINE else planned_load_mbps(
         view, hosts[:count], hosts[count:], gradient_floats(spec), args.max_pss,
-        mode == "fabric-colocated")
+        PLACEMENT[mode])
         for count in args.workers for spec in args.models for mode in args.modes)
 
 
@@ -123,7 +124,7 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     served = nullcontext()
     if mode != BASELINE:
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers], floats,
-                             args.max_pss, mode == "fabric-colocated")
+                             args.max_pss, PLACEMENT[mode])
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"])]
         served = daemons_for(bed, request, args.bw)
     with served:

@@ -8,8 +8,11 @@ AGGREGATOR_SHARE = 0.45
 # overflowed OVS's transmit socket and lost 10-20% of every first pass, until
 # mininet_topos/data_plane.py gave that socket room.)
 EMULATED_MAX_PSS = 16
-# the streaming round: PS shards on dedicated hosts, or in the workers' own hosts
-STREAM_MODES = ("stream", "stream-colocated")
+# the streaming round and where its PS shards go (round_planner's placements): dedicated
+# hosts, the workers' own hosts, or the aggregators in the switches
+STREAM_PLACEMENT = {"stream": "dedicated", "stream-colocated": "colocated",
+                    "stream-in-network": "in-network"}
+STREAM_MODES = tuple(STREAM_PLACEMENT)
 # from starting a job's worker programs to their first round: every one is up and the
 # daemons have read the job (they read the jobs every 0.5 s)
 JOB_START_S = 5.0

@@ -147,25 +147,26 @@ def report_load_mbps(report):
     return legs + aggregates + returns
 
 
-def stream_plan(view, workers, candidates, floats, max_pss, colocated):
+def stream_plan(view, workers, candidates, floats, max_pss, placement):
     """The round that round_planner plans for the fabric on `floats` float32 (at most
-    max_pss shards): on dedicated hosts among `candidates`, or (colocated) in the workers."""
+    max_pss shards), its shards placed as `placement` says: on dedicated hosts among
+    `candidates`, in the workers (colocated) or on the aggregators (in-network)."""
     return round_planner.plan_round(view, workers, candidates, wire_mbit(floats),
-                                    max_pss=max_pss, colocated=colocated)
+                                    max_pss=max_pss, placement=placement)
 
 
-def stream_job(view, workers, candidates, floats, max_pss, colocated):
+def stream_job(view, workers, candidates, floats, max_pss, placement):
     """The POST /jobs request of a streaming round (stream_plan) with its planned shards."""
-    plan = stream_plan(view, workers, candidates, floats, max_pss, colocated)
+    plan = stream_plan(view, workers, candidates, floats, max_pss, placement)
     return {"workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
-            "placement": "colocated" if colocated else "dedicated", "mtu": data_mtu()}
+            "placement": placement, "mtu": data_mtu()}
 
 
-def planned_load_mbps(view, workers, candidates, floats, max_pss, colocated):
+def planned_load_mbps(view, workers, candidates, floats, max_pss, placement):
     """The Mbit/s of flows the round stream_plan plans puts on the fabric: every worker's
     legs, every aggregate, and each shard's return once per receiver, as calibration's
     all-to-all counts its flows (what --bw auto fits to the machine)."""
-    plan = stream_plan(view, workers, candidates, floats, max_pss, colocated)
+    plan = stream_plan(view, workers, candidates, floats, max_pss, placement)
     returns = sum(tree.bandwidth_mbps * len(tree.receivers) for tree in plan.trees)
     return sum(stream[3] for stream in plan.gradients.streams()) + returns
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.defaults import EMULATED_MAX_PSS, JOB_START_S
+from experiments.defaults import EMULATED_MAX_PSS, JOB_START_S, STREAM_PLACEMENT
 from experiments.traffic.jobs import (job_round_fidelity, program_lines, round_totals,
                                      served_job, start_program, stream_job)
 from experiments.traffic.training import RoundCheck
@@ -34,7 +34,7 @@ def run_stream_training(bed, workers, mode, setup, rounds, on_round=lambda _numb
     run_training's rows (param_s is 0: both directions are in aggregate_s)."""
     view = FabricView(describe(bed.topo))
     request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
-                         setup.parameter_count, EMULATED_MAX_PSS, mode == "stream-colocated")
+                         setup.parameter_count, EMULATED_MAX_PSS, STREAM_PLACEMENT[mode])
     with served_job(bed, request) as job, \
             tempfile.TemporaryDirectory(prefix="syncfabric-states-") as states:
         start_at = time.time() + JOB_START_S

@@ -203,9 +203,10 @@ def validate_request(view, source, receivers, demand_mbps):
             raise TreeRequestError("receiver %r is not a host" % (receiver,))
     if len(set(receivers)) != len(receivers):
         raise TreeRequestError("receivers must not repeat")
-    aggregators = [h for h in [source, *receivers] if view.is_aggregator(h)]
-    if aggregators:   # they sum gradients for the INA app; trees span worker hosts only
-        raise TreeRequestError("%s is an aggregator, not a multicast member" % aggregators[0])
+    aggregators = [h for h in receivers if view.is_aggregator(h)]
+    if aggregators:   # they sum gradients; a tree may start at one (a shard held in the
+        #               network) but reaches worker hosts only
+        raise TreeRequestError("%s is an aggregator, not a multicast receiver" % aggregators[0])
     if source in receivers:
         raise TreeRequestError("the source cannot be a receiver")
     if isinstance(demand_mbps, bool) or not isinstance(demand_mbps, (int, float)) or not demand_mbps > 0:
@@ -228,6 +229,10 @@ def is_spine_leaf(view):
     return True
 
 
+def is_spine(view, switch):
+    return view.graph.nodes[switch].get("role") == "spine"
+
+
 def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
     """The largest b for which a tree of the family compute_tree builds reaches every
     receiver (0 if none), so that asking again for exactly b is granted. On a
@@ -248,10 +253,14 @@ def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
 
 
 def _spine_leaf_max_feasible(view, residual, source, receivers):
-    """min over the host links and, per remote leaf, the best spine's min residual."""
+    """min over the host links and, per remote leaf, the best spine's min residual (from
+    a source on a spine: its own link down to each leaf)."""
     source_leaf = view.attachment(source)[0]
     leaf_of = {r: view.attachment(r)[0] for r in receivers}
     best = min([residual(source, source_leaf)] + [residual(leaf_of[r], r) for r in receivers])
+    if is_spine(view, source_leaf):
+        return max(min([best] + [residual(source_leaf, leaf) if view.graph.has_edge(
+            source_leaf, leaf) else 0.0 for leaf in set(leaf_of.values())]), 0.0)
     spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"
               and view.graph.has_edge(source_leaf, s)]
     for leaf in set(leaf_of.values()) - {source_leaf}:
@@ -315,6 +324,11 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
     host_links = [(source, source_leaf)] + [(leaf_of[r], r) for r in receivers]
     if not all(residual.fits(*link, demand) for link in host_links):
         return None
+    if is_spine(view, source_leaf):   # an aggregator's tree: down once, to every leaf
+        down = [(source_leaf, leaf) for leaf in sorted(set(leaf_of.values()), key=view.dpid)]
+        if not all(view.graph.has_edge(*link) and residual.fits(*link, demand) for link in down):
+            return None
+        return host_links[:1] + down + host_links[1:]
     remote_leaves = sorted({leaf_of[r] for r in receivers} - {source_leaf}, key=view.dpid)
     spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"]
     if random_order:

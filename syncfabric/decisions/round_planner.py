@@ -10,8 +10,10 @@ N S <= T (sum_a C_a + the ingress of every host that may hold a shard). The larg
 of the two is `lower_bound_s`.
 
 For P = 1..max_pss, `plan_round` puts the shards on P candidate hosts taken round
-robin over their switches (spreading their ingress), or on P of the workers
-themselves (co-located: each keeps its own fragment of its shard), reserves each
+robin over their switches (spreading their ingress), on P of the workers
+themselves (co-located: each keeps its own fragment of its shard), or on P of the
+aggregators (in-network: the switch sums its shard and multicasts it back, as SwitchML
+does, and no host is on the way: the gradients go straight to the shards), reserves each
 shard's return tree from its PS to the workers at r = B/P (the workers' downlinks
 carry all P; a co-located PS's freed share takes its shard's gradients),
 and plans the gradients on what the trees leave: GRID for one PS, InArt's phase 2
@@ -36,8 +38,8 @@ MIN_RATE_MBPS = 1e-6
 MAX_PSS = 16       # shards a job may ask for (ina_plans takes 16 PSs a plan)
 AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
 BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
-AUTO, DEDICATED, COLOCATED = "auto", "dedicated", "colocated"
-PLACEMENTS = (AUTO, DEDICATED, COLOCATED)
+AUTO, DEDICATED, COLOCATED, IN_NETWORK = "auto", "dedicated", "colocated", "in-network"
+PLACEMENTS = (AUTO, DEDICATED, COLOCATED, IN_NETWORK)
 
 
 @dataclass
@@ -66,12 +68,12 @@ def bottleneck(view, workers, reserved_mbps=None):
 def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):
     """No round with its shards on `candidates` is shorter (module doc). Candidates
     that are workers keep their own fragments: the shares kept add up to at most one
-    model, so at least N - 1 models cross then."""
+    model, so at least N - 1 models cross then. An aggregator among them counts once."""
     link = min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
                    view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
                for w in workers)
-    absorb = sum(view.aggregators.values()) * aggregation + sum(
-        view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
+    absorb = sum(c for a, c in view.aggregators.items() if a not in candidates) * aggregation \
+        + sum(view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
     crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
     return max(model_mbit / link, crossing * model_mbit / absorb)
 
@@ -102,7 +104,7 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
             reserved[edge] = reserved.get(edge, 0.0) + return_mbps
     graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
-                   if aggregation}
+                   if aggregation and a not in pss}   # a shard's aggregator is its PS
     if len(pss) == 1:
         gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
     else:
@@ -115,22 +117,26 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
 
 
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
-               colocated=False, shards=None, aggregation=True):
+               placement=DEDICATED, shards=None, aggregation=True):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
-    dedicated hosts among `candidates`, or with `colocated` in the workers' own hosts
-    (then P >= 2: one shard in one worker's host is a PS beside workers, GRID's case).
+    dedicated hosts among `candidates`, COLOCATED in the workers' own hosts (then P >=
+    2: one shard in one worker's host is a PS beside workers, GRID's case) or IN_NETWORK
+    on the aggregators.
     The widest spread is tried first: if it reaches the lower bound, the spread is
     halved while the plan still does, so few plans are computed (each takes tens of
     milliseconds) and few shards kept; else every P is tried."""
-    if colocated:
+    if placement == COLOCATED:
         hosts, smallest = spread(view, workers), 2
+    elif placement == IN_NETWORK:   # each shard's switch sums it: the gradients go straight there
+        hosts, smallest, aggregation = spread(view, sorted(view.aggregators)), 1, False
     else:
         hosts, smallest = spread(view, [h for h in candidates if h not in workers
                                         and not view.is_aggregator(h)]), 1
     largest = min(max_pss, len(hosts)) if shards is None else shards
     if largest < smallest or largest > len(hosts):
-        raise PlacementError("no %s hosts for %s PS shard(s): %d of them"
-                             % ("worker" if colocated else "free", shards or smallest, len(hosts)))
+        raise PlacementError("no %s for %s PS shard(s): %d of them"
+                             % ({COLOCATED: "worker hosts", IN_NETWORK: "aggregators"}.get(
+                                 placement, "free hosts"), shards or smallest, len(hosts)))
     bound = lower_bound_s(view, workers, hosts, model_mbit, aggregation)
     errors = []
 
@@ -166,14 +172,15 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
 def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
              reserved_mbps=None):
     """The fastest round (plan_round) with its shards on dedicated hosts, in the workers'
-    own (colocated) or whichever predicts the shorter round (auto)."""
+    own (colocated), on the aggregators (in-network) or, of the first two, whichever
+    predicts the shorter round (auto)."""
     rounds, errors = [], []
-    for colocated in {AUTO: (False, True), DEDICATED: (False,), COLOCATED: (True,)}[placement]:
+    for where in {AUTO: (DEDICATED, COLOCATED)}.get(placement, (placement,)):
         if rounds and rounds[0].predicted_s <= rounds[0].bound_s * (1 + BOUND_REACHED):
             break   # nothing is faster than a plan at the bound (co-located's is no lower)
         try:
             rounds.append(plan_round(view, workers, view.hosts, model_mbit, AUTO_MAX_PSS, reserved_mbps,
-                                     colocated, shards, aggregation))
+                                     where, shards, aggregation))
         except PlacementError as error:
             errors.append(str(error))
     if not rounds:

@@ -102,8 +102,8 @@ class InaPlans:
         view = self.fabric.ready()
         if self.generation != self.fabric.generation:
             raise NotReady("no fabric description loaded (PUT /fabric/topology)")
-        if request["aggregators"] is None:
-            request["aggregators"] = sorted(view.aggregators)
+        if request["aggregators"] is None:   # every one but those that hold a PS
+            request["aggregators"] = sorted(set(view.aggregators) - set(request["pss"]))
         check_hosts(view, request["workers"], request["pss"], request["aggregators"])
         book, plan_id = self.fabric.ledger, next(self._ids)
         result = self.plan_and_hold(view, book, request, plan_hold_key(plan_id), planned)
@@ -305,9 +305,12 @@ def check_hosts(view, workers, pss, aggregators):
     not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
     if not_aggregators:
         raise InvalidRequest("not aggregator host(s): %s" % ", ".join(not_aggregators))
-    misplaced = [h for h in [*workers, *pss] if view.is_aggregator(h)]
+    misplaced = [h for h in workers if view.is_aggregator(h)]
     if misplaced:
-        raise InvalidRequest("aggregator host(s) cannot be workers or PSs: %s" % ", ".join(misplaced))
+        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(misplaced))
+    both = sorted(set(pss) & set(aggregators))
+    if both:   # a PS in a switch sums its own shard: it aggregates for no other
+        raise InvalidRequest("%s holds a PS: leave it out of aggregators" % ", ".join(both))
 
 
 def gradient_port(plan_id, index):

@@ -61,7 +61,8 @@ def round_report(request, plan, trees):
     model_mbit = gradient_mbit(request, len(pss))
     return {"workers": list(request["workers"]), "model_bytes": model_bytes,
             "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
-            "placement": (round_planner.COLOCATED if set(pss) <= set(request["workers"])
+            "placement": (request["placement"] if request["placement"] == round_planner.IN_NETWORK
+                          else round_planner.COLOCATED if set(pss) <= set(request["workers"])
                           else round_planner.DEDICATED),
             "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
             "aggregators": aggregators, "trees": [tree["id"] for tree in trees],

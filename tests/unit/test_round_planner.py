@@ -50,7 +50,8 @@ def test_the_bound_is_at_most_every_plans_predicted_time(seed, colocated):
             continue
         predicted.append(plan.predicted_s)
     assert predicted and all(bound <= p * (1 + 1e-9) for p in predicted)
-    best = round_planner.plan_round(view, workers, names[count:], MODEL_MBIT, colocated=colocated)
+    best = round_planner.plan_round(view, workers, names[count:], MODEL_MBIT, placement=(
+        round_planner.COLOCATED if colocated else round_planner.DEDICATED))
     assert best.predicted_s == pytest.approx(min(predicted)) and best.bound_s == bound
     assert set(best.pss) <= set(workers) if colocated else not set(best.pss) & set(workers)
 
@@ -66,7 +67,7 @@ def test_on_8x8_with_aggregators_at_the_link_rate_the_plan_reaches_s_over_b():
     assert [tree.source for tree in plan.trees] == plan.pss
     assert all(set(tree.receivers) == set(names[:8]) for tree in plan.trees)
     # co-located, each PS keeps its own fragment and its tree skips its own host
-    plan = round_planner.plan_round(view, names[:8], (), MODEL_MBIT, colocated=True)
+    plan = round_planner.plan_round(view, names[:8], (), MODEL_MBIT, placement=round_planner.COLOCATED)
     assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20) and set(plan.pss) <= set(names[:8])
     assert all(set(tree.receivers) == set(names[:8]) - {tree.source} for tree in plan.trees)
 
@@ -78,7 +79,8 @@ def test_every_host_a_worker_reaches_s_over_b_with_aggregators_at_four_times_the
     group moves scored like single moves (fewer bottlenecks counts) get there; before,
     the plan stayed at 2x S/B."""
     view = fabric(8, 8, 4, 20, 80)
-    plan = round_planner.plan_round(view, hosts(view), (), MODEL_MBIT, colocated=True, shards=8)
+    plan = round_planner.plan_round(view, hosts(view), (), MODEL_MBIT, placement=round_planner.COLOCATED,
+                                    shards=8)
     assert plan.gradients.f_lp == pytest.approx(20)
     assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20)
 
@@ -98,3 +100,30 @@ def test_scarce_aggregation_sets_the_bound():
     # 4 workers' 10 Mbit into 2 x 1 Mbit/s of aggregation and 2 PS links of 20 Mbit/s
     assert round_planner.lower_bound_s(view, workers, ["h3", "h6"], MODEL_MBIT) == \
         pytest.approx(4 * MODEL_MBIT / (2 * 1 + 2 * 20))
+
+
+def test_in_network_shards_sit_on_the_aggregators_and_take_the_gradients_straight():
+    """32 workers on 8x8 (every host), aggregators at 8x: each shard in a spine's
+    aggregator, every worker's leg to it up one spine, its tree down that spine only."""
+    view = fabric(8, 8, 4, 20, 160)
+    workers = hosts(view)
+    plan = round_planner.plan_round(view, workers, (), MODEL_MBIT, placement=round_planner.IN_NETWORK)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20) == pytest.approx(plan.bound_s)
+    # four workers a leaf each send a quarter of the link rate to each spine's shard
+    assert len(plan.pss) == 4 and all(view.is_aggregator(ps) for ps in plan.pss)
+    for worker, ps, path, _rate, _summed_at in plan.gradients.streams():
+        assert path == (worker, view.attachment(worker)[0], view.attachment(ps)[0], ps)
+    for tree in plan.trees:
+        spine = view.attachment(tree.source)[0]
+        assert set(tree.receivers) == set(workers)
+        assert {tail for tail, _head in tree.edges if tail not in (spine, tree.source)} \
+            == {view.attachment(w)[0] for w in workers}
+    # an aggregator holding a shard counts once towards the bound
+    assert round_planner.lower_bound_s(view, workers, plan.pss, MODEL_MBIT, aggregation=False) \
+        == pytest.approx(max(MODEL_MBIT / 20, 32 * MODEL_MBIT / (4 * 160)))
+
+
+def test_in_network_without_aggregators_is_refused_with_a_reason():
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20)))
+    with pytest.raises(round_planner.PlacementError, match="no aggregators"):
+        round_planner.plan_job(view, ["h1", "h3"], MODEL_MBIT, round_planner.IN_NETWORK)
