@@ -148,6 +148,9 @@ class FabricView:
     def is_host(self, node):
         return self.graph.nodes.get(node, {}).get("kind") == "host"
 
+    def is_spine(self, node):
+        return self.graph.nodes.get(node, {}).get("role") == "spine"
+
     def is_aggregator(self, node):
         return self.graph.nodes.get(node, {}).get("role") == AGGREGATOR
 

@@ -204,8 +204,7 @@ def validate_request(view, source, receivers, demand_mbps):
     if len(set(receivers)) != len(receivers):
         raise TreeRequestError("receivers must not repeat")
     aggregators = [h for h in receivers if view.is_aggregator(h)]
-    if aggregators:   # they sum gradients; a tree may start at one (a shard held in the
-        #               network) but reaches worker hosts only
+    if aggregators:   # they sum gradients: a tree may start at one (an in-network shard)
         raise TreeRequestError("%s is an aggregator, not a multicast receiver" % aggregators[0])
     if source in receivers:
         raise TreeRequestError("the source cannot be a receiver")
@@ -227,10 +226,6 @@ def is_spine_leaf(view):
                 and not view.is_aggregator(head):   # aggregators may hang off spines
             return False
     return True
-
-
-def is_spine(view, switch):
-    return view.graph.nodes[switch].get("role") == "spine"
 
 
 def max_feasible_mbps(view, source, receivers, reserved_mbps=None):
@@ -258,7 +253,7 @@ def _spine_leaf_max_feasible(view, residual, source, receivers):
     source_leaf = view.attachment(source)[0]
     leaf_of = {r: view.attachment(r)[0] for r in receivers}
     best = min([residual(source, source_leaf)] + [residual(leaf_of[r], r) for r in receivers])
-    if is_spine(view, source_leaf):
+    if view.is_spine(source_leaf):
         return max(min([best] + [residual(source_leaf, leaf) if view.graph.has_edge(
             source_leaf, leaf) else 0.0 for leaf in set(leaf_of.values())]), 0.0)
     spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"
@@ -324,7 +319,7 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
     host_links = [(source, source_leaf)] + [(leaf_of[r], r) for r in receivers]
     if not all(residual.fits(*link, demand) for link in host_links):
         return None
-    if is_spine(view, source_leaf):   # an aggregator's tree: down once, to every leaf
+    if view.is_spine(source_leaf):   # an aggregator's tree: down once, to every leaf
         down = [(source_leaf, leaf) for leaf in sorted(set(leaf_of.values()), key=view.dpid)]
         if not all(view.graph.has_edge(*link) and residual.fits(*link, demand) for link in down):
             return None

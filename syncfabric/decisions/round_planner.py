@@ -92,7 +92,8 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
     the workers' downlinks; PlacementError if it does not fit. aggregation: False plans
     the gradients straight to the PSs."""
     link = min(free_mbps(view, (view.attachment(w)[0], w), reserved_mbps) for w in workers)
-    return_mbps = link / len(pss)
+    sending = min(free_mbps(view, (ps, view.attachment(ps)[0]), reserved_mbps) for ps in pss)
+    return_mbps = min(link / len(pss), sending)   # a PS's own link may be the narrower
     if return_mbps < MIN_RATE_MBPS:
         raise PlacementError("no rate left on the workers' downlinks for the return trees")
     reserved = dict(reserved_mbps or {})

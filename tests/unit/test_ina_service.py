@@ -132,6 +132,18 @@ def test_a_two_ps_plan_steers_every_stream_and_leaves_nothing(controller, policy
     assert empty(controller)
 
 
+def test_a_ps_in_an_aggregator_sums_its_own_shard_and_aggregates_for_no_other(controller):
+    body = {"job": "j", "workers": ["h1", "h3"], "ps": ["agg-spine1", "agg-spine2"],
+            "gradient_mb": 1, "policy": "equal-split"}
+    code, answer = post(controller, "/ina/plans", dict(body, aggregators=["agg-spine1"]))
+    assert code == 400 and "agg-spine1 holds a PS" in answer["error"] and empty(controller)
+    code, plan = post(controller, "/ina/plans", body)   # by default: every other aggregator
+    assert code == 201, plan
+    assert plan["aggregates"] == [] and sorted(plan["ports"]) == body["ps"]
+    controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
+    assert empty(controller)
+
+
 def test_a_plan_deleted_during_installation_leaves_nothing_and_the_post_says_so(controller):
     deletes = []
 

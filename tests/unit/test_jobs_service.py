@@ -52,7 +52,8 @@ def test_a_job_is_admitted_whole_and_released_whole(controller):
 
 
 @pytest.mark.parametrize("shards, placement, aggregation", [
-    (1, "dedicated", True), (2, "colocated", False), ("auto", "auto", True)])
+    (1, "dedicated", True), (2, "colocated", False), ("auto", "auto", True),
+    (2, "in-network", True)])
 def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, shards, placement,
                                                                    aggregation):
     code, job = post(controller, "/jobs", dict(JOB, shards=shards, placement=placement,
@@ -60,7 +61,9 @@ def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, 
     assert code == 201, job
     if shards != "auto":
         assert len(job["shards"]) == shards and job["placement"] == placement
-    if not aggregation:
+    if placement == "in-network":   # each shard summed in a spine's aggregator, nothing else
+        assert all(shard["host"].startswith("agg-spine") for shard in job["shards"])
+    if not aggregation or placement == "in-network":
         assert job["aggregators"] == [] and all(
             leg["host"] == job["shards"][leg["shard"]]["host"]
             for legs in job["destinations"].values() for leg in legs)

@@ -3,6 +3,8 @@ import random
 import networkx as nx
 import pytest
 
+from mininet_topos.description import describe
+from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.multicast_trees import (PATH_AWARE, RANDOM, InfeasibleTree, MulticastTree,
                                                   TreeRequestError, compute_tree, fits_in,
@@ -105,6 +107,25 @@ def test_a_full_receiver_link_makes_it_infeasible():
 def test_invalid_requests(source, receivers, demand, policy, message):
     with pytest.raises(TreeRequestError, match=message):
         compute_tree(spine_leaf_view(2, 2, 1), source, receivers, demand, policy=policy)
+
+
+def test_a_tree_from_an_aggregator_on_a_spine_goes_down_that_spine_only():
+    """A shard held in a spine's aggregator (round_planner's in-network placement) is
+    returned down its own spine: one switch hop to every leaf, none up."""
+    view = FabricView(describe(SpineLeafTopo(spines=2, leaves=3, hosts_per_leaf=2, bw=20,
+                                             aggregators="spines", aggregator_bw=40)))
+    receivers = ["h1", "h2", "h3", "h5"]
+    tree = compute_tree(view, "agg-spine2", receivers, 10.0)
+    assert_valid_tree(view, tree)
+    assert {tail for tail, _head in tree.edges if view.is_switch(tail)} == \
+        {"spine2", "leaf1", "leaf2", "leaf3"}
+    assert max_feasible_mbps(view, "agg-spine2", receivers) == 20
+    reserved = {("spine2", "leaf3"): 15}   # its one way to leaf3's receiver is short
+    assert max_feasible_mbps(view, "agg-spine2", receivers, reserved) == 5
+    with pytest.raises(InfeasibleTree):
+        compute_tree(view, "agg-spine2", receivers, 10.0, reserved)
+    with pytest.raises(TreeRequestError, match="agg-spine1 is an aggregator, not a multicast receiver"):
+        compute_tree(view, "agg-spine2", ["h1", "agg-spine1"], 1.0)
 
 
 def ring_view(switches=6, capacity=10):
