@@ -14,11 +14,13 @@ parameters (1.2 MB; --hidden sets its size). Modes:
 - unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
   parameter distribution plus the gradient aggregation (the compute between is
   left out);
-- stream, stream-colocated: the streaming round as users run it, a job (POST /jobs,
-  docs/jobs.md) with the aggregator daemon where it sums outside the workers and
-  the library in the workers: P PS shards (as syncfabric/decisions/round_planner.py
-  decides, at most --max-pss) on dedicated hosts (the hosts after the workers), or
-  in the workers' own hosts, the gradients aggregated on the way in, each shard's
+- stream, stream-colocated, stream-in-network: the streaming round as users run it,
+  a job (POST /jobs, docs/jobs.md) with the aggregator daemon where it sums outside
+  the workers and the library in the workers: P PS shards (as
+  syncfabric/decisions/round_planner.py decides, at most --max-pss) on dedicated
+  hosts (the hosts after the workers), in the workers' own hosts, or in the spines'
+  aggregators (summed in the switch, as SwitchML does), the gradients aggregated on
+  the way in, each shard's
   sum multicast back on its reserved tree fragment by fragment while later
   fragments still arrive. A round's time is its slowest worker's. `bound_s` is the
   planner's lower bound on any round on the fabric, `predicted_s` its plan's.
@@ -163,7 +165,7 @@ def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
 def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, link_mbps, bar):
     """The streaming round as users run it: a job (POST /jobs) with as many shards as
     round_planner decides for the fabric (at most max_pss), on dedicated hosts among
-    `candidates` or (stream-colocated) in the workers; the aggregator daemon on every
+    `candidates`, in the workers or on the aggregators (STREAM_PLACEMENT); the daemon on every
     host the job sums in that is not a worker, the library in every worker (a warning if
     the job is more than the machine carries at link_mbps). Each round is judged by the
     backlog while it ran (fidelity.Usage.during)."""

@@ -20,6 +20,7 @@ MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "path-aware": ("tab:blue", "o"), "gloo-allreduce": ("black", "D"),
               "gloo-ps": ("tab:brown", "v"), "unicast+ps": ("tab:red", "s"),
               "stream": ("tab:green", "*"), "stream-colocated": ("tab:olive", "P"),
+              "stream-in-network": ("tab:cyan", "X"),
               "multicast+ina": ("tab:blue", "o")}
 SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
                    "milp": ("tab:green", "s")}

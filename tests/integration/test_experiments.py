@@ -153,7 +153,8 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "allreduce.csv"
-    modes = ("gloo-allreduce", "gloo-ps", "multicast+ina", "stream", "stream-colocated")
+    modes = ("gloo-allreduce", "gloo-ps", "multicast+ina", "stream", "stream-colocated",
+             "stream-in-network")
     answer = run("allreduce", *SMALL, "--workers", "3", "--rounds", "2", "--hidden", "8",
                  "--modes", ",".join(modes), "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
@@ -167,6 +168,7 @@ def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
     assert all(0 < float(r["bound_s"]) <= float(r["predicted_s"]) for r in streamed)
     assert {r["pss"] for r in streamed if r["mode"] == "stream"} == {"1"}   # h4 is the only host left
     assert {r["pss"] for r in streamed if r["mode"] == "stream-colocated"} <= {"2", "3"}
+    assert {r["pss"] for r in streamed if r["mode"] == "stream-in-network"} <= {"1", "2"}
     line_rate = {float(r["line_rate_s"]) for r in table}
     assert len(line_rate) == 1 and line_rate.pop() == pytest.approx(
         float(table[0]["model_mb"]) * 8 / 10)
