@@ -11,7 +11,9 @@ with the same seed in every mode, in the workers' hosts
 - `gloo`: DDP over Gloo, as users run it;
 - `fabric-stream`: the same script with fabric_hook (its one added line), PS shards on
   dedicated hosts, aggregators on the spines;
-- `fabric-colocated`: the same, with the shards in the workers' own hosts.
+- `fabric-colocated`: the same, with the shards in the workers' own hosts;
+- `fabric-in-network` (asked for by --modes): the same, with the shards in the
+  spines' aggregators.
 The aggregator daemon runs on every host the controller places a part of the job on.
 The CSV has a row per mode, model, worker count and step: the step's time (the slowest
 rank's), its compute without communication, the communication it exposed, the loss,
@@ -36,7 +38,7 @@ from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
-from experiments.traffic.ddp_training import MODES
+from experiments.traffic.ddp_training import DEFAULT_MODES, MODES, PLACEMENT
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_servers,
                                      planned_load_mbps, round_totals, stream_job,
@@ -48,7 +50,6 @@ COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_expo
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",
            "verified"] + fidelity.COLUMNS
 BASELINE = "gloo"
-PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated"}   # the fabric modes'
 
 
 def parse_args(argv):
@@ -61,8 +62,8 @@ def parse_args(argv):
                         help="also train your own model: a factory of an nn.Module from "
                              "(N, 1, 8, 8) images to 10 logits (may be repeated)")
     parser.add_argument("--steps", type=int, default=30, help="training steps per mode")
-    parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
-                        help="comma list of %s" % ", ".join(MODES))
+    parser.add_argument("--modes", type=comma_list(str, MODES), default=list(DEFAULT_MODES),
+                        help="comma list of %s (default: all but the last)" % ", ".join(MODES))
     parser.add_argument("--aggregator-bw", default="1x",
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,

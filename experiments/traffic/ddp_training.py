@@ -1,6 +1,6 @@
 """One rank of experiments.ddp: a user's DistributedDataParallel script on the digits (Adam),
-with the fabric's hook as its one added line (modes fabric-stream, fabric-colocated)
-or without it (gloo), and the measurements around it.
+with the fabric's hook as its one added line (modes fabric-stream, fabric-colocated,
+fabric-in-network) or without it (gloo), and the measurements around it.
 
     GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.ddp_training --name h1 \\
         --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 --model cnn \\
@@ -34,8 +34,10 @@ from syncfabric.hosts.gloo_peers import joined, rank_parser
 from syncfabric.hosts.job_lease import LEASE_S
 from syncfabric.torch import fabric_hook
 
-MODES = ("gloo", "fabric-stream", "fabric-colocated")
-PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated"}
+PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated",
+             "fabric-in-network": "in-network"}   # the fabric modes' job placement
+MODES = ("gloo",) + tuple(PLACEMENT)
+DEFAULT_MODES = MODES[:3]   # the shards in the switches only when asked for
 START_AHEAD_S = 0.05   # how far ahead rank 0 names the moment every rank starts a step
 
 

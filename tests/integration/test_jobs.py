@@ -93,7 +93,7 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
     assert bed.leftovers() == {}
 
 
-@pytest.mark.parametrize("mode", ["fabric-stream", "fabric-colocated"])
+@pytest.mark.parametrize("mode", ["fabric-stream", "fabric-colocated", "fabric-in-network"])
 def test_ten_ddp_steps_through_the_hook_keep_every_rank_identical_and_leave_nothing(bed, daemons,
                                                                                    mode):
     rows = run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
@@ -106,6 +106,9 @@ def test_ten_ddp_steps_through_the_hook_keep_every_rank_identical_and_leave_noth
     assert rows[-1]["loss"] < rows[0]["loss"]
     assert bed.client.get("/jobs") == {"jobs": []}   # released at destroy_process_group
     assert bed.leftovers() == {}
+    if mode == "fabric-in-network":   # its shards were the spines' aggregators
+        admitted = [line for line in bed.controller_log().splitlines() if "shards on" in line]
+        assert "shards on agg-spine" in admitted[-1]
 
 
 def ddp_run(bed, steps, on_row):
