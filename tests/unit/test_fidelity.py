@@ -207,12 +207,12 @@ def test_a_jobs_flows_count_alike_from_its_plan_and_from_the_controllers_answer(
     fabric = description(hosts_per_leaf=3)
     view = FabricView(fabric)
     hosts = sorted((h for h in view.hosts if not view.is_aggregator(h)), key=lambda h: int(h[1:]))
-    for colocated in (False, True):
+    for placement in ("dedicated", "colocated", "in-network"):
         controller = InProcessController(fabric)
         try:
-            planned = planned_load_mbps(view, hosts[:4], hosts[4:], 250_000, 16, colocated)
+            planned = planned_load_mbps(view, hosts[:4], hosts[4:], 250_000, 16, placement)
             code, job = post(controller, "/jobs",
-                             stream_job(view, hosts[:4], hosts[4:], 250_000, 16, colocated))
+                             stream_job(view, hosts[:4], hosts[4:], 250_000, 16, placement))
             assert code == 201 and report_load_mbps(job) == pytest.approx(planned) and planned > 0
         finally:
             controller.close()
