@@ -65,17 +65,21 @@ def bottleneck(view, workers, reserved_mbps=None):
     return link, free_mbps(view, link, reserved_mbps)
 
 
+def line_rate_s(view, workers, model_mbit):
+    """S/B: the model over the slowest worker link, either way; no round is shorter."""
+    return model_mbit / min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
+                                view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
+                            for w in workers)
+
+
 def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):
     """No round with its shards on `candidates` is shorter (module doc). Candidates
     that are workers keep their own fragments: the shares kept add up to at most one
     model, so at least N - 1 models cross then. An aggregator among them counts once."""
-    link = min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
-                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
-               for w in workers)
     absorb = sum(c for a, c in view.aggregators.items() if a not in candidates) * aggregation \
         + sum(view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
     crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
-    return max(model_mbit / link, crossing * model_mbit / absorb)
+    return max(line_rate_s(view, workers, model_mbit), crossing * model_mbit / absorb)
 
 
 def spread(view, candidates):
@@ -150,7 +154,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             return None
 
     def at_bound(plan):
-        return plan is not None and plan.predicted_s <= bound * (1 + BOUND_REACHED)
+        return plan is not None and reaches(plan, bound)
     best = attempt(largest)
     if shards is not None or at_bound(best):
         count = largest // 2
@@ -173,17 +177,27 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
 def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
              reserved_mbps=None):
     """The fastest round (plan_round) with its shards on dedicated hosts, in the workers'
-    own (colocated), on the aggregators (in-network) or, of the first two, whichever
-    predicts the shorter round (auto)."""
+    own (colocated), on the aggregators (in-network) or, with auto, whichever predicts
+    the shortest round; of equals the one with the fewest hosts on a fragment's way
+    (in-network, then dedicated: docs/streaming-round.md measures the difference)."""
+    floor = line_rate_s(view, workers, model_mbit)
     rounds, errors = [], []
-    for where in {AUTO: (DEDICATED, COLOCATED)}.get(placement, (placement,)):
-        if rounds and rounds[0].predicted_s <= rounds[0].bound_s * (1 + BOUND_REACHED):
-            break   # nothing is faster than a plan at the bound (co-located's is no lower)
+    for where in {AUTO: (IN_NETWORK, DEDICATED, COLOCATED)}.get(placement, (placement,)):
         try:
-            rounds.append(plan_round(view, workers, view.hosts, model_mbit, AUTO_MAX_PSS, reserved_mbps,
-                                     where, shards, aggregation))
+            plan = plan_round(view, workers, view.hosts, model_mbit, AUTO_MAX_PSS, reserved_mbps,
+                              where, shards, aggregation)
         except PlacementError as error:
             errors.append(str(error))
+            continue
+        rounds.append(plan)
+        # nothing is faster than S/B, nor than a dedicated plan at its bound (co-located's
+        # is no lower)
+        if reaches(plan, floor) or (where == DEDICATED and reaches(plan, plan.bound_s)):
+            break
     if not rounds:
         raise PlacementError("; ".join(errors))
-    return min(rounds, key=lambda plan: plan.predicted_s)
+    return min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
+
+
+def reaches(plan, bound_s):
+    return plan.predicted_s <= bound_s * (1 + BOUND_REACHED)

@@ -127,3 +127,15 @@ def test_in_network_without_aggregators_is_refused_with_a_reason():
     view = FabricView(describe(SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20)))
     with pytest.raises(round_planner.PlacementError, match="no aggregators"):
         round_planner.plan_job(view, ["h1", "h3"], MODEL_MBIT, round_planner.IN_NETWORK)
+
+
+def test_auto_prefers_the_shards_in_the_switches_when_they_reach_s_over_b():
+    view = fabric(8, 8, 4, 20, 160)
+    plan = round_planner.plan_job(view, hosts(view)[:16], MODEL_MBIT)
+    assert all(view.is_aggregator(ps) for ps in plan.pss)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20)
+    # aggregators too small to take the gradients at the link rate: dedicated hosts, as before
+    view = fabric(2, 2, 3, 20, 9)
+    plan = round_planner.plan_job(view, ["h1", "h4"], MODEL_MBIT)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20)
+    assert not any(view.is_aggregator(ps) for ps in plan.pss) and not {"h1", "h4"} & set(plan.pss)
