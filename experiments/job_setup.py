@@ -25,6 +25,7 @@ from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, 
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo
+from syncfabric.decisions import round_planner
 
 COLUMNS = ["job", "workers", "placement", "shards", "setup_ms", "release_ms", "predicted_round_s"]
 say = progress_printer("job_setup")
@@ -37,7 +38,7 @@ def parse_args(argv):
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--model-bytes", type=int, default=1_200_000)
-    parser.add_argument("--placement", default="auto", choices=["auto", "dedicated", "colocated"])
+    parser.add_argument("--placement", default="auto", choices=round_planner.PLACEMENTS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("results/job_setup.csv"))
     return parser.parse_args(argv)

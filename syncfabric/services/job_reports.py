@@ -30,14 +30,23 @@ def job_report(job, trees, plans, now):
     except NotFound:
         raise NotFound("job %d lost a part (nothing fit around a fault) and is being "
                        "released; ask for a new one" % job.id) from None
-    return dict(round_report(job.request, plan, parts), id=job.id, generation=job.generation,
-                plan=job.plan_id, lower_bound_s=job.round.bound_s, ttl_s=job.request["ttl_s"],
+    placement = placement_of(trees.book.view, list(plan["ports"]), job.request["workers"])
+    return dict(round_report(job.request, plan, parts, placement), id=job.id,
+                generation=job.generation, plan=job.plan_id, lower_bound_s=job.round.bound_s,
+                ttl_s=job.request["ttl_s"],
                 expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
 
 
-def round_report(request, plan, trees):
+def placement_of(view, pss, workers):
+    """Where a job's shards are: every one on an aggregator, in the workers, or not."""
+    if all(view.is_aggregator(ps) for ps in pss):
+        return round_planner.IN_NETWORK
+    return round_planner.COLOCATED if set(pss) <= set(workers) else round_planner.DEDICATED
+
+
+def round_report(request, plan, trees, placement):
     """The job's shards, destinations and aggregators from its INA plan's report and its
-    return trees' (one per shard, in shard order)."""
+    return trees' (one per shard, in shard order), its shards placed as `placement` says."""
     model_bytes, pss = request["model_bytes"], list(plan["ports"])
     size = fragment_bytes(request, len(pss))
     held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
@@ -61,9 +70,7 @@ def round_report(request, plan, trees):
     model_mbit = gradient_mbit(request, len(pss))
     return {"workers": list(request["workers"]), "model_bytes": model_bytes,
             "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
-            "placement": (request["placement"] if request["placement"] == round_planner.IN_NETWORK
-                          else round_planner.COLOCATED if set(pss) <= set(request["workers"])
-                          else round_planner.DEDICATED),
+            "placement": placement,
             "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
             "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
             "addresses": dict(address),

@@ -27,10 +27,10 @@ ALL_APPS = (FabricController, MulticastController, SelmcastController, InaContro
             JobController)
 
 
-def description(spines=2, leaves=2, hosts_per_leaf=2):
-    """A spine-leaf fabric of 20 Mbit/s links with a 9 Mbit/s aggregator on each spine."""
+def description(spines=2, leaves=2, hosts_per_leaf=2, aggregator_bw=9):
+    """A spine-leaf fabric of 20 Mbit/s links with an aggregator on each spine (9 Mbit/s)."""
     return describe(SpineLeafTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf,
-                                  bw=20, aggregators="spines", aggregator_bw=9))
+                                  bw=20, aggregators="spines", aggregator_bw=aggregator_bw))
 
 
 class MemoryStore:

@@ -53,7 +53,7 @@ def test_a_job_is_admitted_whole_and_released_whole(controller):
 
 @pytest.mark.parametrize("shards, placement, aggregation", [
     (1, "dedicated", True), (2, "colocated", False), ("auto", "auto", True),
-    (2, "in-network", True)])
+    (2, "in-network", True), ("auto", "auto", False)])
 def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, shards, placement,
                                                                    aggregation):
     code, job = post(controller, "/jobs", dict(JOB, shards=shards, placement=placement,
@@ -61,6 +61,8 @@ def test_a_job_takes_the_shards_placement_and_aggregation_asked_for(controller, 
     assert code == 201, job
     if shards != "auto":
         assert len(job["shards"]) == shards and job["placement"] == placement
+    on_aggregators = {s["host"].startswith("agg-") for s in job["shards"]}
+    assert len(on_aggregators) == 1 and (job["placement"] == "in-network") in on_aggregators
     if placement == "in-network":   # each shard summed in a spine's aggregator, nothing else
         assert all(shard["host"].startswith("agg-spine") for shard in job["shards"])
     if not aggregation or placement == "in-network":
@@ -335,5 +337,18 @@ def test_a_job_that_lost_a_part_is_left_out_of_the_list_until_it_is_released(mon
         controller.services.jobs.follow(time.monotonic())
         controller.settle()
         assert [t["id"] for t in listed(controller)["trees"]] == other["trees"]
+    finally:
+        controller.close()
+
+
+def test_an_auto_job_on_roomy_aggregators_has_its_shards_there_and_says_so():
+    controller = InProcessController(description(aggregator_bw=80))
+    try:
+        code, job = post(controller, "/jobs", JOB)
+        assert code == 201 and job["placement"] == "in-network", job
+        assert all(shard["host"].startswith("agg-spine") for shard in job["shards"])
+        assert job["predicted_round_s"] == pytest.approx(job["lower_bound_s"])
+        controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+        assert listed(controller) == NOTHING_LISTED and empty(controller)
     finally:
         controller.close()
