@@ -256,7 +256,7 @@ def _spine_leaf_max_feasible(view, residual, source, receivers):
     if view.is_spine(source_leaf):
         return max(min([best] + [residual(source_leaf, leaf) if view.graph.has_edge(
             source_leaf, leaf) else 0.0 for leaf in set(leaf_of.values())]), 0.0)
-    spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"
+    spines = [s for s in view.switches if view.is_spine(s)
               and view.graph.has_edge(source_leaf, s)]
     for leaf in set(leaf_of.values()) - {source_leaf}:
         best = min(best, max((min(residual(source_leaf, s), residual(s, leaf)) for s in spines
@@ -325,7 +325,7 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
             return None
         return host_links[:1] + down + host_links[1:]
     remote_leaves = sorted({leaf_of[r] for r in receivers} - {source_leaf}, key=view.dpid)
-    spines = [s for s in view.switches if view.graph.nodes[s]["role"] == "spine"]
+    spines = [s for s in view.switches if view.is_spine(s)]
     if random_order:
         rng.shuffle(spines)
     covers = {s: {leaf for leaf in remote_leaves if view.graph.has_edge(s, leaf)
