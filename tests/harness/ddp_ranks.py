@@ -7,6 +7,7 @@ parameter hash on every rank, the final parameters, and what the hook did."""
 import argparse
 import json
 import sys
+import threading
 import traceback
 
 import torch
@@ -35,13 +36,17 @@ def tiny_digits():
 
 
 def watch_buckets(seen):
-    """Record each bucket's size and the buckets still unsettled when it comes."""
+    """Record each bucket's size, the buckets still unsettled when it comes, and the
+    thread that completed its Future."""
     reduce, futures = FabricReducer.reduce, []
 
     def watched(reducer, bucket):
-        seen.append({"floats": bucket.buffer().numel(), "index": bucket.index(),
-                     "in_flight": sum(not f.done() for f in futures)})
+        record = {"floats": bucket.buffer().numel(), "index": bucket.index(),
+                  "in_flight": sum(not f.done() for f in futures)}
+        seen.append(record)
         futures.append(reduce(reducer, bucket))
+        futures[-1].add_done_callback(
+            lambda _future: record.update(settled_by=threading.current_thread().name))
         return futures[-1]
     FabricReducer.reduce = watched
 

@@ -41,6 +41,11 @@ def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(
     hooked = run_ranks(3, fabric(stub))
     assert_identical_at_every_step(hooked)
     assert all(answer["registered"] and answer["fallbacks"] == 0 for answer in hooked)
+    # each bucket's Future completed by the worker's I/O thread as its sum came back
+    # (or at once, if it was back before the hook returned), none by the settler
+    settled_by = {b["settled_by"].rsplit("-", 1)[0] for a in hooked for b in a["buckets"]}
+    assert "syncfabric-worker" in settled_by
+    assert settled_by <= {"syncfabric-worker", "MainThread"}
     ours, theirs = final_parameters(hooked), final_parameters(gloo)
     # float32 sums in another order than Gloo's ring: 5 SGD steps apart by roundings only
     assert np.abs(ours - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
@@ -112,6 +117,8 @@ def test_with_fallback_what_cannot_go_through_the_fabric_goes_over_the_process_g
     answers = run_ranks(2, fabric(stub, "--dtype", "mixed", "--fallback", hosts=WORKERS[:2]))
     assert_identical_at_every_step(answers)
     assert answers[0]["fallbacks"] == 5   # the float64 head's bucket, every step
+    settled_by = {b["floats"]: b["settled_by"] for b in answers[0]["buckets"]}
+    assert settled_by[64 * 10 + 10] == "syncfabric-buckets"   # over Gloo, in bucket order
     assert stub.posted[0]["model_bytes"] == 4 * (16 * 64 + 64 + 64 * 64 + 64)   # the rest
     assert np.allclose(final_parameters(answers), final_parameters(gloo), rtol=0, atol=1e-6)
     down = run_ranks(2, ["--controller", "http://127.0.0.1:9", "--hosts", "w1,w2", "--fallback"])
