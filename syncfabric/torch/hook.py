@@ -9,10 +9,11 @@ sum to all), so every rank takes the same step. float16 and bfloat16 buckets go 
 float32 and come back in their dtype. A bucket whose sum is not finite (inf or NaN in
 some rank's gradient: every rank sees the same sum, so every rank decides alike) is an
 error, or with fallback=True is reduced again over the process group, as are buckets
-of other dtypes. A finite sum completes its bucket's Future on the worker's I/O thread
-as it comes back (no other thread to wake: on a busy host each wakeup costs
-milliseconds). The rest is settled in order by one thread, so that the process
-group's collectives go in the same order on every rank.
+of other dtypes. The step's last bucket, if its sum is finite, completes its Future
+on the worker's I/O thread as the sum comes back: DDP's backward ends when it does,
+and a thread of its own to wake costs milliseconds on a busy host. The rest is
+settled in order by one thread (meanwhile the I/O thread goes on with the round),
+so that the process group's collectives go in the same order on every rank.
 """
 
 import gc
@@ -105,10 +106,10 @@ class FabricReducer:
                 raise FabricHookError("a step's buckets held %d float32 gradients, not the %d "
                                       "the job was made for" % (given, self.floats))
         result, decided = torch.futures.Future(), threading.Event()
-        if sums is None:
-            decided.set()
-        else:
+        if sums is not None and bucket.is_last():   # the one DDP's finish waits for last
             sums.add_done_callback(lambda done: self._finish(buffer, done, result, decided))
+        else:   # on the settler, while the I/O thread goes on with the round
+            decided.set()
         self.settling.put((bucket.index(), buffer, sums, result, decided))
         return result
 
@@ -144,8 +145,8 @@ class FabricReducer:
                 result.set_exception(error)
 
     def _finish(self, buffer, sums, result, decided):
-        """On the worker's I/O thread, as a bucket's sum comes back: complete its Future
-        if the sum is finite; else leave it to the settler (error or fallback)."""
+        """On the worker's I/O thread, as the last bucket's sum comes back: complete its
+        Future if the sum is finite; else leave it to the settler (error or fallback)."""
         try:
             if sums.exception() is None:
                 total = torch.from_numpy(sums.result())

@@ -42,7 +42,7 @@ def watch_buckets(seen):
 
     def watched(reducer, bucket):
         record = {"floats": bucket.buffer().numel(), "index": bucket.index(),
-                  "in_flight": sum(not f.done() for f in futures)}
+                  "last": bucket.is_last(), "in_flight": sum(not f.done() for f in futures)}
         seen.append(record)
         futures.append(reduce(reducer, bucket))
         futures[-1].add_done_callback(
