@@ -75,9 +75,9 @@ def line_rate_s(view, workers, model_mbit):
 def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):
     """No round with its shards on `candidates` is shorter (module doc). Candidates
     that are workers keep their own fragments: the shares kept add up to at most one
-    model, so at least N - 1 models cross then. An aggregator among them counts once."""
-    absorb = sum(c for a, c in view.aggregators.items() if a not in candidates) * aggregation \
-        + sum(view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
+    model, so at least N - 1 models cross then."""
+    absorb = sum(view.aggregators.values()) * aggregation + sum(
+        view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
     crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
     return max(line_rate_s(view, workers, model_mbit), crossing * model_mbit / absorb)
 
@@ -109,7 +109,7 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
             reserved[edge] = reserved.get(edge, 0.0) + return_mbps
     graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
-                   if aggregation and a not in pss}   # a shard's aggregator is its PS
+                   if aggregation}
     if len(pss) == 1:
         gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
     else:

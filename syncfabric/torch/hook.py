@@ -105,13 +105,12 @@ class FabricReducer:
             if given != self.floats:
                 raise FabricHookError("a step's buckets held %d float32 gradients, not the %d "
                                       "the job was made for" % (given, self.floats))
-        result, decided = torch.futures.Future(), threading.Event()
+        item = (bucket.index(), buffer, sums, torch.futures.Future())
         if sums is not None and bucket.is_last():   # the one DDP's finish waits for last
-            sums.add_done_callback(lambda done: self._finish(buffer, done, result, decided))
+            sums.add_done_callback(lambda _done: self._finish(item))
         else:   # on the settler, while the I/O thread goes on with the round
-            decided.set()
-        self.settling.put((bucket.index(), buffer, sums, result, decided))
-        return result
+            self.settling.put(item)
+        return item[3]
 
     def step_stats(self, step):
         """FabricWorker.stats of the round of step `step` (1: the first), once filed."""
@@ -134,32 +133,40 @@ class FabricReducer:
             item = self.settling.get()
             if item is None:
                 return
-            index, buffer, sums, result, decided = item
-            decided.wait()
-            if result.done():   # finished by _finish
-                continue
+            index, buffer, sums, result = item
             try:
                 result.set_result(self._settled(index, buffer, sums))
             except Exception as error:   # the step fails with it; the thread goes on
                 LOG.error("bucket %d: %s", index, error)
                 result.set_exception(error)
 
-    def _finish(self, buffer, sums, result, decided):
-        """On the worker's I/O thread, as the last bucket's sum comes back: complete its
-        Future if the sum is finite; else leave it to the settler (error or fallback)."""
+    def _finish(self, item):
+        """On the worker's I/O thread, as the step's last bucket's sum comes back: complete
+        its Future if the sum is finite; else hand it to the settler (error or fallback),
+        after the step's other buckets."""
+        _index, buffer, sums, result = item
         try:
-            if sums.exception() is None:
-                total = torch.from_numpy(sums.result())
-                if torch.isfinite(total).all():
-                    result.set_result(total.div_(self.world_size).to(buffer.dtype))
-        finally:
-            decided.set()
+            mean = self._mean(buffer, sums) if sums.exception() is None else None
+        except Exception:   # the settler meets it again and fails the step with it
+            mean = None
+        if mean is None:
+            self.settling.put(item)
+        else:
+            result.set_result(mean)
+
+    def _mean(self, buffer, sums):
+        """The bucket's sum over the ranks divided by the world size, in the bucket's
+        dtype; None if the sum is not finite."""
+        total = torch.from_numpy(sums.result())
+        if not torch.isfinite(total).all():
+            return None
+        return total.div_(self.world_size).to(buffer.dtype)
 
     def _settled(self, index, buffer, sums):
         if sums is None:
             return self._over_process_group(buffer)
-        total = torch.from_numpy(sums.result())
-        if not torch.isfinite(total).all():
+        mean = self._mean(buffer, sums)
+        if mean is None:
             if not self.fallback:
                 raise FabricHookError(
                     "bucket %d's gradient sum is not finite (inf or NaN in some rank's "
@@ -167,7 +174,7 @@ class FabricReducer:
                     "group instead" % index)
             LOG.warning("bucket %d's sum is not finite: reduced over the process group", index)
             return self._over_process_group(buffer)
-        return total.div_(self.world_size).to(buffer.dtype)
+        return mean
 
     def _over_process_group(self, buffer):
         self.fallbacks += 1

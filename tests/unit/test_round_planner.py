@@ -118,7 +118,7 @@ def test_in_network_shards_sit_on_the_aggregators_and_take_the_gradients_straigh
         assert set(tree.receivers) == set(workers)
         assert {tail for tail, _head in tree.edges if tail not in (spine, tree.source)} \
             == {view.attachment(w)[0] for w in workers}
-    # an aggregator holding a shard counts once towards the bound
+    # the bound with the shards in the aggregators: their links, no aggregation on the way
     assert round_planner.lower_bound_s(view, workers, plan.pss, MODEL_MBIT, aggregation=False) \
         == pytest.approx(max(MODEL_MBIT / 20, 32 * MODEL_MBIT / (4 * 160)))
 
