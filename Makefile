@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON := /usr/bin/python3
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
-	net-tools psmisc curl python3-venv chromium chromium-driver
+	net-tools psmisc curl python3-venv build-essential python3-dev chromium chromium-driver
 
 .PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test fuzz ui-pictures figures figures-emulated clean
 
@@ -30,7 +30,7 @@ ovs: apt
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: setup.cfg setup.py Makefile | apt
+$(VENV)/.installed: setup.cfg setup.py Makefile syncfabric/hosts/datapath/_native.c | apt
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
 	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
 	# only syncfabric is a package to install; the checkout's root goes on the venv's path so

@@ -4,17 +4,17 @@
     python -m experiments.plots --help     # the experiments it draws
 """
 
-import csv
 import statistics
 from collections import defaultdict
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+from experiments import host_plots  # noqa: E402
 from experiments.cli import ArgumentParser  # noqa: E402
+from experiments.plot_files import read_rows, save  # noqa: E402
 
 MODE_STYLE = {"unicast": ("tab:red", "s"), "random": ("tab:orange", "^"),
               "path-aware": ("tab:blue", "o"), "gloo-allreduce": ("black", "D"),
@@ -26,11 +26,6 @@ SELECTION_STYLE = {"selmcast": ("tab:blue", "o"), "random": ("tab:orange", "^"),
                    "milp": ("tab:green", "s")}
 SYNC_COST_LINE = {("bsp", "L3"): "-", ("bsp", "L7"): "--", ("ssp", "L3"): ":",
                   ("ssp", "L7"): "-."}
-
-
-def read_rows(path):
-    with Path(path).open() as handle:
-        return list(csv.DictReader(handle))
 
 
 def plot_ps_distribution(csv_path):
@@ -459,31 +454,6 @@ def plot_api_fuzz(csv_path):
     return save(figure, csv_path)
 
 
-def emulation_footer(rows):
-    """Emulated seconds are this machine's at this link rate, and count only where the
-    emulator kept up: say both under the figure."""
-    if not rows or "fidelity_ok" not in rows[0]:
-        return None
-    rates = sorted({row["link_mbps"] for row in rows if row.get("link_mbps")})
-    faithful = sum(row["fidelity_ok"] == "True" for row in rows)
-    return "links %s Mbit/s (emulated; seconds are this machine's); %d of %d rows faithful" % (
-        "/".join(rates) or "?", faithful, len(rows))
-
-
-def save(figure, csv_path):
-    path = Path(csv_path).with_suffix(".png")
-    footer = emulation_footer(read_rows(csv_path))
-    if footer:
-        figure.text(0.5, 0.005, footer, ha="center", va="bottom", fontsize=7, color="grey")
-        figure.tight_layout(rect=(0, 0.03, 1, 1))
-    else:
-        figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
-
-
-# which figure each experiment's CSV gets, by the experiment's name
 def plot_job_setup(csv_path):
     """Each job's set-up time as the client saw it, in order, with its shard count."""
     rows = read_rows(csv_path)
@@ -500,27 +470,7 @@ def plot_job_setup(csv_path):
     return save(figure, csv_path)
 
 
-def plot_host_bench(csv_path):
-    """Each role's datagram rate against iperf's with the same datagram size."""
-    rows = read_rows(csv_path)
-    sizes = sorted({int(r["datagram_bytes"]) for r in rows})
-    roles = list(dict.fromkeys(r["role"] for r in rows))
-    figure, axes = plt.subplots(figsize=(7, 3.5))
-    width = 0.8 / (len(roles) + 1)
-    for k, name in enumerate(roles + ["iperf"]):
-        rates = [next(float(r["iperf_datagrams_per_s"] if name == "iperf" else r["datagrams_per_s"])
-                      for r in rows if int(r["datagram_bytes"]) == size
-                      and (name == "iperf" or r["role"] == name)) for size in sizes]
-        axes.bar([i + k * width for i in range(len(sizes))], [rate / 1e3 for rate in rates],
-                 width, label=name, color="black" if name == "iperf" else None)
-    axes.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))])
-    axes.set_xticklabels(["%d-byte datagrams" % size for size in sizes])
-    axes.set_ylabel("thousand datagrams/s, one core")
-    axes.legend(fontsize="small")
-    axes.set_title("The host software's ceiling on loopback, beside iperf 2")
-    return save(figure, csv_path)
-
-
+# which figure each experiment's CSV gets, by the experiment's name
 PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_balance,
             "selmcast_selection": plot_selmcast_selection, "selmcast": plot_selmcast,
             "ina": plot_ina, "grid_example": plot_ina, "inart_example": plot_ina,
@@ -529,7 +479,8 @@ PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_b
             "ina_optimality": plot_ina_optimality, "api_fuzz": plot_api_fuzz,
             "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
             "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check,
-            "job_setup": plot_job_setup, "host_bench": plot_host_bench, "ddp": plot_ddp}
+            "job_setup": plot_job_setup, "host_bench": host_plots.plot_host_bench,
+            "host_allreduce": host_plots.plot_host_allreduce, "ddp": plot_ddp}
 
 
 def main(argv=None):

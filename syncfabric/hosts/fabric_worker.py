@@ -25,13 +25,13 @@ from concurrent.futures import Future
 import numpy as np
 
 from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.job_roles import (PacedSender, ShardNode, control_message, next_due,
-                                        wait_until_served)
-from syncfabric.hosts.pacing import SEND_AHEAD_S, perf_counter_at, send_streams
+from syncfabric.hosts.job_roles import ShardNode, control_message, next_due, wait_until_served
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
@@ -94,8 +94,9 @@ class FabricWorker:
     that sends, receives, repairs and completes the Futures; streams paced at rate_fraction
     of the planned rates, the reservations (docs/streaming-round.md). wait_served() first."""
 
-    def __init__(self, job, name, rate_fraction=1.0):
+    def __init__(self, job, name, rate_fraction=1.0, path=None):
         self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
+        self.path = path or datapath()
         if name not in layout.bit:
             raise JobError("%s is not a worker of job %d (its workers: %s)"
                            % (name, layout.id, ", ".join(layout.workers)))
@@ -107,7 +108,7 @@ class FabricWorker:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.sock, selectors.EVENT_READ, self._replies)
         self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
-                              self._own_sum) for shard in layout.shards_of(name)]
+                              self._own_sum, self.path) for shard in layout.shards_of(name)]
         for node in self.own:
             self.selector.register(node.sock, selectors.EVENT_READ,
                                    lambda node=node: self._shard_traffic(node))
@@ -115,11 +116,11 @@ class FabricWorker:
         for shard in layout.shards:
             if shard.host != name:
                 returned = ReturnedSums(layout, shard, receiving_socket(
-                    shard.group, shard.port, [shard.group], data_ip), self.rounds)
+                    shard.group, shard.port, [shard.group], data_ip), self.rounds, self.path)
                 self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
-        self.outbox = PacedSender(self.sock, self._resent_packet)   # repairs
+        self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path)
         self.submitted = queue.Queue()
         self.filling = RoundFilling(self.layout)
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
@@ -181,12 +182,12 @@ class FabricWorker:
 
     def _pump(self, seconds):
         """Receive for `seconds` at most (None: until an event or a timer), send, check."""
-        due = next_due([self.outbox] + [node.sums_out for node in self.own])
+        due = next_due([self.sends.outbox] + [node.sums_out for node in self.own])
         limit = min([x for x in (seconds, due) if x is not None]
                     + [REPAIR_QUIET_S / 2] * bool(self.rounds), default=None)
         for key, _events in self.selector.select(limit):
             key.data()
-        self.outbox.send_due()
+        self.sends.outbox.send_due()
         for node in self.own:
             node.sums_out.send_due()
         self._check_rounds()
@@ -215,20 +216,8 @@ class FabricWorker:
             return
         current = self.rounds.get(number) or self.rounds.setdefault(number, Round(number, self.layout))
         current.contribute(start, values, future, whole)
-        streams, own = {}, {node.shard.index: node for node in self.own}
-        for block in whole:
-            index = int(self.layout.wire_of[block])
-            shard = self.layout.shard_of[index]
-            if shard in own:   # this worker's part of its own shard, added in its host
-                own[shard].add_local(number, index, current.packet(index, self.bit))
-            else:
-                streams.setdefault(self.layout.leg_of(self.name, index), []).append(
-                    current.packet(index, self.bit))
-        streams = [((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction)
-                   for leg, packets in streams.items()]
-        started = perf_counter_at(start_at)
-        send_streams(self.sock, streams, self._between_sends, SEND_AHEAD_S, started)
-        current.sent_first_pass(streams, max(0.0, time.perf_counter() - started))
+        self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
+                              start_at, self._between_sends)
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):
@@ -251,21 +240,8 @@ class FabricWorker:
             if answer.get("job") != self.layout.id or current is None:
                 continue
             current.replies[answer.get("shard")] = (time.monotonic(), answer.get("missing", []))
-            self._send_again(current, [index for index, mask in answer.get("missing", [])
-                                       if mask & self.bit])
-
-    def _send_again(self, current, indices):
-        for index in indices:
-            leg = self.layout.leg_of(self.name, index)
-            if leg is not None:
-                current.stats["resent"] += 1
-                self.outbox.push([(current.number, index)], (leg.address, leg.port),
-                                 leg.rate_mbps * self.rate_fraction)
-
-    def _resent_packet(self, item):
-        """A fragment sent again, if its round is still in flight."""
-        current = self.rounds.get(item[0])
-        return None if current is None else current.packet(item[1], self.bit)
+            self.sends.send_again(current, [index for index, mask in answer.get("missing", [])
+                                            if mask & self.bit])
 
     def _check_rounds(self):
         now = time.monotonic()

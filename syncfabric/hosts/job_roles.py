@@ -20,12 +20,16 @@ never change a sum.
 
 import json
 import logging
+import socket
 import time
 from collections import OrderedDict, deque
 
+import numpy as np
+
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
 from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.pacing import CONFIRM, SEND_AHEAD_S
+from syncfabric.hosts.pacing import BATCH, CONFIRM, SEND_AHEAD_S
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -51,19 +55,37 @@ def control_message(packet):
 
 class SummingNode:
     """One summing node of a job, on one socket: its rounds' sums, newest KEPT_ROUNDS, and
-    `sums_out`, which sends them on paced (a meter at the stream's rate polices the leg)."""
+    `sums_out`, which sends them on paced (a meter at the stream's rate polices the leg).
+    Its datagrams come through the host's data path (datapath/): batches, summed there
+    where it can, the rest by this node's own rule (datagram)."""
 
-    def __init__(self, layout, sock, expected, senders):
-        self.layout, self.sock = layout, sock
+    def __init__(self, layout, sock, expected, senders, path=None):
+        self.layout, self.sock, self.path = layout, sock, path or datapath()
         self.expected, self.senders = expected, senders   # per fragment; {address: mask}
+        # the senders as the native data path reads them: IPv4 addresses and their masks
+        self.sender_addresses = np.array([int.from_bytes(socket.inet_aton(a), "big")
+                                          for a in senders], dtype=np.uint32)
+        self.sender_masks = np.array(list(senders.values()), dtype=np.uint64)
         self.rounds = OrderedDict()   # round -> FragmentSums
         self.dropped = 0              # datagrams not counted: not ours, or too old
-        self.sums_out = PacedSender(sock, self._sum_packet)
+        self.sums_out = PacedSender(sock, self._sum_packets,
+                                    HEADER.size + 4 * layout.per_fragment, self.path)
 
-    def _sum_packet(self, item):
-        """The datagram of (round, fragment)'s sum; None once the round is forgotten."""
-        sums = self.rounds.get(item[0])
-        return None if sums is None else sums.packet(item[1])
+    def _sum_packets(self, items):
+        """(the (round, fragment)s still kept, the datagrams of their sums)."""
+        wanted = [(number, index) for number, index in items if number in self.rounds]
+        rounds = {number for number, _index in wanted}
+        if len(rounds) > 1:   # rare: sums of several rounds due at once, built one by one
+            built = [self._sum_packets([item])[1] for item in wanted]
+            return wanted, self.path.pack([packets[0] for packets in built])
+        if not wanted:
+            return wanted, self.path.pack([])
+        indices = np.array([index for _number, index in wanted], dtype=np.int64)
+        sums, layout = self.rounds[rounds.pop()], self.layout
+        return wanted, self.path.fragments(layout.id, sums.number, layout.count, indices,
+                                           sums.have[indices], sums.sums,
+                                           indices * layout.per_fragment, layout.per_fragment,
+                                           layout.floats)
 
     def sums(self, number):
         """The round's sums (made on its first datagram); None for a round too old."""
@@ -79,19 +101,33 @@ class SummingNode:
         return self.rounds.get(number)
 
     def take(self):
-        """Take every datagram waiting on the node's socket."""
+        """Take every datagram waiting on the node's socket, a batch at a time."""
         while True:
-            try:
-                packet, (address, port) = self.sock.recvfrom(65536)
-            except BlockingIOError:
+            batch = self.path.receive(self.sock)
+            if not batch.count:
                 return
-            message = control_message(packet)
-            if message is None:
-                self.fragment(packet, address)
-            elif message.get("job") == self.layout.id and address in self.layout.addresses.values():
-                self.control(message, (address, port))
-            else:
-                self.dropped += 1
+            first = 0
+            while first < batch.count:
+                summed = self.path.sum_fragments(batch, self, first)
+                self.dropped += summed.dropped
+                for number, index in summed.completed:
+                    self.completed(number, index)
+                for number, index in summed.repeated:
+                    self.repeated(number, index)
+                if summed.stop < batch.count:   # the data path left it to this node
+                    self.datagram(batch.packet(summed.stop), batch.source(summed.stop))
+                first = summed.stop + 1
+
+    def datagram(self, packet, source):
+        """One datagram from `source` (address, port): a fragment or a control message."""
+        address = source[0]
+        message = control_message(packet)
+        if message is None:
+            self.fragment(packet, address)
+        elif message.get("job") == self.layout.id and address in self.layout.addresses.values():
+            self.control(message, source)
+        else:
+            self.dropped += 1
 
     def fragment(self, packet, address):
         if len(packet) < HEADER.size:
@@ -136,8 +172,9 @@ class ShardNode(SummingNode):
     rate) as soon as it is complete, and answers repair requests. on_sum(round, index,
     values): a worker in this host takes its own shard's sums without the network."""
 
-    def __init__(self, layout, shard, sock, on_sum=None):
-        super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard))
+    def __init__(self, layout, shard, sock, on_sum=None, path=None):
+        super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
+                         path)
         self.shard, self.on_sum = shard, on_sum
 
     def _return(self, items):
@@ -176,9 +213,9 @@ class AggregatorNode(SummingNode):
     after a stall left in a burst that the leg's meter cut, and every worker's repeat
     sent the aggregate again: at 16 workers, 10-30x the first pass in repairs."""
 
-    def __init__(self, layout, aggregation, sock):
+    def __init__(self, layout, aggregation, sock, path=None):
         super().__init__(layout, sock, layout.aggregation_expected(aggregation),
-                         layout.aggregation_senders(aggregation))
+                         layout.aggregation_senders(aggregation), path)
         shard = layout.shards[aggregation.shard]
         self.destination, self.rate_mbps = (shard.address, shard.port), aggregation.rate_mbps
 
@@ -190,13 +227,16 @@ class AggregatorNode(SummingNode):
 
 
 class PacedSender:
-    """Datagrams to send one at a time between a loop's receives, each paced at its own
-    rate of wire bytes: wait() says when the next is due, send_due() sends what is. An
-    item is a key, built into its datagram only when it is sent (packet_of(key); None:
-    no longer wanted, skipped); a key queued twice for one address is sent once."""
+    """Datagrams to send between a loop's receives, each paced at its own rate of wire
+    bytes: wait() says when the next is due, send_due() sends what is, in batches of the
+    data path. An item is a key, built into its datagram only when it is sent
+    (packets_of(keys): the datagrams of the keys still wanted); a key queued twice for
+    one address is sent once. nominal_bytes: a datagram's usual size, for how many fall
+    due before they are built."""
 
-    def __init__(self, sock, packet_of):
-        self.sock, self.packet_of = sock, packet_of
+    def __init__(self, sock, packets_of, nominal_bytes, path=None):
+        self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
+        self.nominal_bytes = nominal_bytes
         self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
         self.due = time.perf_counter()
 
@@ -213,20 +253,26 @@ class PacedSender:
 
     def send_due(self):
         """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
-        allow since last time)."""
+        allow since last time), a run of keys to one address per call of the data path."""
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
         while self.queue and self.due <= now + SEND_AHEAD_S:
-            key, address, rate = self.queue[0]
-            packet = self.packet_of(key)
-            if packet is not None:
-                try:
-                    self.sock.sendto(packet, CONFIRM, address)
-                except BlockingIOError:   # the buffer is full: try this one again later
-                    return
-                self.due += (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
-            self.queue.popleft()
-            self.queued.discard((key, address))
+            _key, address, rate = self.queue[0]
+            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.due) / nominal))
+            keys = []
+            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
+                keys.append(self.queue.popleft()[0])
+            wanted, packets = self.packets_of(keys)
+            sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
+            unsent = wanted[sent:]   # the buffer is full: these again later, first
+            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
+            for key in set(keys) - set(unsent):
+                self.queued.discard((key, address))
+            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
+            self.due += wire_bytes * 8 / (rate * 1e6)
+            if unsent:
+                return
 
 
 def next_due(senders):

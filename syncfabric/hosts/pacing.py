@@ -6,6 +6,7 @@ import select
 import socket
 import time
 
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.wire import FRAME_OVERHEAD, HEADER, chunk_packets
 
 
@@ -46,6 +47,7 @@ CATCH_UP_S = 0.02
 # loaded 2-core host a wakeup costs about what a datagram does (at 25 Mbit/s a worker
 # sends its 9000-byte fragments in pairs); the burst is well inside a meter's 100 ms bucket
 SEND_AHEAD_S = 0.004
+BATCH = 64   # datagrams sent in one call of the data path at most (sendmmsg's batch)
 
 
 def perf_counter_at(wall_clock):
@@ -55,41 +57,47 @@ def perf_counter_at(wall_clock):
     return now if wall_clock is None else now + max(0.0, wall_clock - time.time())
 
 
-def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None):
-    """streams: [(address, [packets], rate_mbps)], sent side by side, each paced to its
+def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None):
+    """streams: [(address, packets, rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
     time.perf_counter(); default now); a rate may be a callable giving the rate now, for a
-    sender that adapts. A datagram due within ahead_s is sent at once; idle(seconds), if
-    given, is called instead of sleeping while every stream is further ahead of schedule
-    (it may return early)."""
+    sender that adapts. packets: a list of bytes, or what the data path `path` (default
+    the host's) built. The datagrams due within ahead_s leave at once, in one batch of
+    the data path (at most BATCH); idle(seconds), if given, is called instead of sleeping
+    while every stream is further ahead of schedule (it may return early)."""
+    path = path or datapath()
+    streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
+    lengths = [path.lengths(packets) for _address, packets, _rate in streams]
     now = time.perf_counter() if start is None else start
     # the streams' first datagrams spread over one interval, not all at once: streams in
     # step send a burst of one datagram each per interval, from every sender together
-    due = [now + i / len(streams) * _interval(packets[0], rate) if packets else now
-           for i, (_address, packets, rate) in enumerate(streams)]
+    due = [now + i / len(streams) * _interval(sizes[0], rate) if len(sizes) else now
+           for i, ((_address, _packets, rate), sizes) in enumerate(zip(streams, lengths))]
     position = [0] * len(streams)
     while True:
-        pending = [(due[i], i) for i, (_address, packets, _rate) in enumerate(streams)
-                   if position[i] < len(packets)]
+        pending = [(due[i], i) for i, sizes in enumerate(lengths) if position[i] < len(sizes)]
         if not pending:
             return
         when, i = min(pending)
-        wait = when - time.perf_counter()
-        if wait > ahead_s:
-            (idle or time.sleep)(wait)
+        now = time.perf_counter()
+        if when - now > ahead_s:
+            (idle or time.sleep)(when - now)
             continue
         address, packets, rate = streams[i]
-        packet = packets[position[i]]
-        try:
-            sock.sendto(packet, CONFIRM, address)
-        except BlockingIOError:   # a non-blocking socket's buffer is full: wait for room
+        first, sizes = position[i], lengths[i]
+        interval = _interval(sizes[first], rate)   # the stream's datagrams are alike
+        due_now = 1 + int((now + ahead_s - when) / interval)
+        stop = min(len(sizes), first + min(due_now, BATCH))
+        sent = path.send(sock, packets, first, stop, address)
+        if sent:
+            due[i] = max(when + (sent - 1) * interval, time.perf_counter() - CATCH_UP_S) \
+                + _interval(sizes[first + sent - 1], rate)
+            position[i] = first + sent
+        if first + sent < stop:   # a non-blocking socket's buffer is full: wait for room
             select.select([], [sock], [], SEND_BUFFER_WAIT_S)
-            continue
-        due[i] = max(when, time.perf_counter() - CATCH_UP_S) + _interval(packet, rate)
-        position[i] += 1
 
 
-def _interval(packet, rate_mbps):
-    """Seconds between datagrams like `packet` at rate_mbps (a number or a callable)."""
+def _interval(size, rate_mbps):
+    """Seconds between datagrams of `size` bytes at rate_mbps (a number or a callable)."""
     rate = rate_mbps() if callable(rate_mbps) else rate_mbps
-    return (len(packet) + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+    return (size + FRAME_OVERHEAD) * 8 / (rate * 1e6)

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.wire import HEADER, chunk_bytes, chunk_count, ranges
 
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
@@ -38,9 +39,10 @@ def warn_buffer_capped():
 
 def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True):
     """A non-blocking UDP socket bound to bind_ip:port with a large receive buffer, a
-    member of every multicast group in `groups` on the data_ip interface. Non-blocking:
-    epoll may call a UDP socket readable and then drop the datagram (select(2), BUGS);
-    a blocking recv would then hang the round."""
+    member of every multicast group in `groups` on the data_ip interface, read through
+    the host's data path (which may have the kernel coalesce its datagrams: GRO).
+    Non-blocking: epoll may call a UDP socket readable and then drop the datagram
+    (select(2), BUGS); a blocking recv would then hang the round."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     if reuse:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -50,16 +52,20 @@ def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True):
         membership = socket.inet_aton(group) + socket.inet_aton(data_ip)
         sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
     sock.setblocking(False)
+    datapath().prepare_receiver(sock)
     return sock
 
 
 def datagrams(sock):
-    """Every datagram waiting on a non-blocking socket, without waiting for more."""
+    """Every datagram waiting on a non-blocking socket (receiving_socket's), without
+    waiting for more."""
+    path = datapath()
     while True:
-        try:
-            yield sock.recv(65536)
-        except BlockingIOError:
+        batch = path.receive(sock)
+        if not batch.count:
             return
+        # copied out before the caller runs: it may receive on another socket meanwhile
+        yield from [batch.packet(i) for i in range(batch.count)]
 
 
 class ChunkReceiver:
@@ -200,8 +206,11 @@ class Wakeup:
         self.writer.send(b"!")
 
     def clear(self):
-        for _ in datagrams(self.sock):
-            pass
+        while True:
+            try:
+                self.sock.recv(4096)
+            except BlockingIOError:
+                return
 
     def close(self):
         self.sock.close()

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, carries_fragment
 from syncfabric.hosts.job_roles import control_packet, missing_ranges
 from syncfabric.hosts.wire import FRAME_OVERHEAD
@@ -38,31 +39,37 @@ class Round:
         self.ready[whole] = True
         self.progress_at = time.monotonic()
 
-    def sent_first_pass(self, streams, seconds):
-        """Count streams [(address, packets, rate_mbps)] sent in `seconds` as first pass."""
+    def sent_first_pass(self, streams, seconds, path):
+        """Count streams [(address, packets, rate_mbps)] (built by data path `path`) sent
+        in `seconds` as first pass."""
         self.stats["first_pass_s"] += seconds
         self.stats["sent"] += sum(len(packets) for _address, packets, _rate in streams)
         self.stats["planned_first_pass_s"] += max(
-            [sum(len(p) + FRAME_OVERHEAD for p in packets) * 8 / (rate * 1e6)
+            [(int(np.sum(path.lengths(packets))) + len(packets) * FRAME_OVERHEAD) * 8 / (rate * 1e6)
              for _address, packets, rate in streams], default=0.0)
         self.progress_at = time.monotonic()
 
-    def packet(self, index, bit):
-        """Fragment `index` of the values, from the worker with `bit` (None: not given yet)."""
-        block = int(self.layout.block_of[index])
-        if not self.ready[block]:
-            return None
-        start = block * self.layout.per_fragment
-        values = self.values[start:min(start + self.layout.per_fragment, self.layout.floats)]
-        return HEADER.pack(self.layout.id, self.number, index, self.layout.count, bit) \
-            + values.astype(">f4").tobytes()
+    def packets(self, indices, bit, path):
+        """(the fragments of `indices` given already, their datagrams from the worker
+        with `bit`, built by the data path `path`)."""
+        layout = self.layout
+        indices = np.asarray(indices, dtype=np.int64)
+        blocks = layout.block_of[indices]
+        given = self.ready[blocks]
+        return indices[given].tolist(), path.fragments(
+            layout.id, self.number, layout.count, indices[given], bit, self.values,
+            blocks[given] * layout.per_fragment, layout.per_fragment, layout.floats)
 
     def place(self, index, values):
         if not self.have[index]:
             start = int(self.layout.block_of[index]) * self.layout.per_fragment
             self.result[start:start + len(values)] = values
             self.have[index] = True
-            self.progress_at = time.monotonic()
+            self.placed()
+
+    def placed(self):
+        """Sums came back (place, or the data path placing a batch itself)."""
+        self.progress_at = time.monotonic()
 
     def repair_requests(self, name, now):
         """[(packet, address)]: what has not come back, asked of each shard not held by
@@ -122,24 +129,29 @@ class RoundFilling:
 
 class ReturnedSums:
     """A shard's sums coming back to a worker on the shard's tree, each placed into its
-    round (rounds.get(number): the Round, or None if it is not open here); only the
-    shard's host may send them, and only whole sums (every worker in them) count."""
+    round (rounds: {number: Round} of the rounds open here); only the shard's host may
+    send them, and only whole sums (every worker in them) count. The host's data path
+    takes them in batches and places them itself where it can."""
 
-    def __init__(self, layout, shard, sock, rounds):
+    def __init__(self, layout, shard, sock, rounds, path=None):
         self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
+        self.path = path or datapath()
 
     def take(self):
-        shard, layout = self.shard, self.layout
         while True:
-            try:
-                packet, (address, _port) = self.sock.recvfrom(65536)
-            except BlockingIOError:
+            batch = self.path.receive(self.sock)
+            if not batch.count:
                 return
-            if address != shard.address or len(packet) < HEADER.size:
-                continue
-            job, number, index, _count, mask = HEADER.unpack_from(packet)
-            current = self.rounds.get(number)
-            if job == layout.id and mask == layout.everyone and current is not None \
-                    and shard.first <= index < shard.last \
-                    and carries_fragment(packet, layout.floats, layout.per_fragment, index):
-                current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
+            self.path.place_sums(batch, self)
+
+    def datagram(self, packet, address):
+        """One datagram from `address`: placed if it is a whole sum of this shard."""
+        shard, layout = self.shard, self.layout
+        if address != shard.address or len(packet) < HEADER.size:
+            return
+        job, number, index, _count, mask = HEADER.unpack_from(packet)
+        current = self.rounds.get(number)
+        if job == layout.id and mask == layout.everyone and current is not None \
+                and shard.first <= index < shard.last \
+                and carries_fragment(packet, layout.floats, layout.per_fragment, index):
+            current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))

@@ -11,11 +11,13 @@ from concurrent.futures import wait
 import numpy as np
 import pytest
 
-from syncfabric.hosts import fabric_worker
+from syncfabric.hosts import fabric_worker, worker_sends
 from syncfabric.hosts.fabric_worker import REPAIR_QUIET_S, FabricWorker
 from syncfabric.hosts.job_layout import JobError
 from syncfabric.hosts.pacing import send_streams
 from tests.harness.loopback_jobs import loopback_job
+
+pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
 
 FLOATS = 362 * 100   # a hundred fragments
 
@@ -88,13 +90,13 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
         wakeups.extend(passing)
         return select(timeout)
 
-    def first_pass(sock, streams, idle, ahead_s, start):
+    def first_pass(sock, streams, idle, ahead_s, start, path):
         mine = [1] if sock is first.sock else []
         passing.extend(mine)
-        send_streams(sock, streams, idle, ahead_s, start)
+        send_streams(sock, streams, idle, ahead_s, start, path)
         del passing[:len(mine)]
     first.selector.select = counted_select
-    monkeypatch.setattr(fabric_worker, "send_streams", first_pass)
+    monkeypatch.setattr(worker_sends, "send_streams", first_pass)
     futures = [worker.allreduce_async(values(i)) for i, worker in enumerate(workers)]
     wait(futures, timeout=20)
     assert np.array_equal(futures[0].result(), values(0) + values(1))
@@ -102,26 +104,26 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
 
 
 class RecordedSends:
-    """A socket whose sends are timed (time.time())."""
+    """A data path whose sends from `sock` are timed (time.time())."""
 
-    def __init__(self, sock, times):
-        self.sock, self.times = sock, times
+    def __init__(self, path, sock, times):
+        self.path, self.sock, self.times = path, sock, times
 
-    def sendto(self, *arguments):
-        self.times.append(time.time())
-        return self.sock.sendto(*arguments)
+    def send(self, sock, *arguments):
+        if sock is self.sock:
+            self.times.append(time.time())
+        return self.path.send(sock, *arguments)
 
-    def fileno(self):
-        return self.sock.fileno()
+    def __getattr__(self, name):
+        return getattr(self.path, name)
 
 
 def test_a_round_handed_over_early_is_made_then_and_sent_from_its_start(workers, monkeypatch):
     made, sent = [], []
-    make = fabric_worker.Round.packet
-    monkeypatch.setattr(fabric_worker.Round, "packet",
+    make = fabric_worker.Round.packets
+    monkeypatch.setattr(fabric_worker.Round, "packets",
                         lambda *arguments: made.append(time.time()) or make(*arguments))
-    monkeypatch.setattr(fabric_worker, "send_streams", lambda sock, *arguments: send_streams(
-        RecordedSends(sock, sent) if sock is workers[0].sock else sock, *arguments))
+    workers[0].sends.path = RecordedSends(workers[0].path, workers[0].sock, sent)
     start_at = time.time() + 0.5
     futures = [worker.allreduce_async(values(i), start_at) for i, worker in enumerate(workers)]
     wait(futures, timeout=20)

@@ -9,13 +9,16 @@ import time
 import numpy as np
 import pytest
 
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
                                         control_message, control_packet, next_due)
 from syncfabric.hosts.pacing import SEND_AHEAD_S
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.receivers import datagrams, receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round
+
+pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
 
 PORT = 29000
 FLOATS = 362 * 4   # four fragments
@@ -70,14 +73,12 @@ def settle(node, seconds=0.05):
 
 
 def returned_sums(sock):
+    """What came back on `sock`, read as the hosts read it (a GRO run cut apart)."""
     sums = {}
-    while True:
-        try:
-            packet = sock.recv(65536)
-        except BlockingIOError:
-            return sums
+    for packet in datagrams(sock):
         _job, number, index, _count, mask = HEADER.unpack_from(packet)
         sums[number, index] = (mask, np.frombuffer(packet, dtype=">f4", offset=HEADER.size)[0])
+    return sums
 
 
 def test_a_shard_returns_each_sum_once_every_worker_is_in_it_and_strangers_change_nothing(shard):
@@ -193,9 +194,18 @@ class RecordingSocket:
         self.flags.add(flags)
 
 
+def paced(sock, packet_of):
+    """A PacedSender of packet_of(key) (None: not wanted) over the Python data path, which
+    calls sock.sendto (the pacing is the same on both paths)."""
+    def packets_of(keys):
+        wanted = [key for key in keys if packet_of(key) is not None]
+        return wanted, [packet_of(key) for key in wanted]
+    return PacedSender(sock, packets_of, 1000, datapath("python"))
+
+
 def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
     sock = RecordingSocket()
-    sender = PacedSender(sock, lambda key: None if key == 4 else bytes(1000))
+    sender = paced(sock, lambda key: None if key == 4 else bytes(1000))
     sender.push([0, 1, 2, 3, 0, 4], ("127.0.0.1", 9), 1.0)   # queued twice: sent once
     #                                                        4: no longer wanted, skipped
     sender.send_due()
@@ -210,7 +220,7 @@ def test_returns_are_paced_at_the_trees_rate_and_each_sent_once_per_push():
 
 def test_a_sender_awake_sends_the_returns_due_within_send_ahead_s():
     sock = RecordingSocket()
-    sender = PacedSender(sock, lambda key: bytes(1000))
+    sender = paced(sock, lambda key: bytes(1000))
     sender.push(list(range(8)), ("127.0.0.1", 9), 1042 * 8 / 0.0025 / 1e6)   # one per 2.5 ms
     sender.send_due()
     assert len(sock.sent) == 2    # due now and in 2.5 ms
@@ -233,7 +243,7 @@ def test_a_worker_asks_a_shard_held_elsewhere_for_what_has_not_come_back():
 
 
 def test_the_next_datagram_due_is_the_soonest_of_the_senders_none_if_none_queued():
-    idle, busy = PacedSender(RecordingSocket(), bytes), PacedSender(RecordingSocket(), bytes)
+    idle, busy = paced(RecordingSocket(), bytes), paced(RecordingSocket(), bytes)
     assert next_due([idle, busy]) is None
     busy.push([1000, 1001], ("127.0.0.1", 9), 1.0)
     busy.send_due()   # one sent, the next due in about 4 ms (8.3 ms less SEND_AHEAD_S)

@@ -12,6 +12,8 @@ import pytest
 from syncfabric.hosts import job_worker
 from tests.harness.loopback_jobs import loopback_job
 
+pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
+
 FLOATS = 362 * 20
 SLOW_S = 0.3   # each gradient made and each sum hashed, made this slow
 

@@ -1,7 +1,12 @@
 import hashlib
 
 from syncfabric.hosts import pacing
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.wire import chunk_bytes, chunk_count, model_bytes, ranges, wire_bytes
+
+# the sockets below are stand-ins whose sendto the Python data path calls; the pacing is
+# the data paths' common code (pacing.send_streams)
+PYTHON_PATH = datapath("python")
 
 
 def test_model_is_seeded_float32_bytes():
@@ -41,7 +46,7 @@ def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
     monkeypatch.setattr(pacing.select, "select", lambda r, w, x, timeout: waits.append(w))
     sock = FullOnce()
     packets = [bytes([n]) * 100 for n in range(4)]
-    pacing.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)])
+    pacing.send_streams(sock, [(("10.0.0.2", 9), packets, 1000.0)], path=PYTHON_PATH)
     assert sock.sent == packets and waits == [[sock]]
 
 
@@ -61,7 +66,7 @@ def test_a_stream_held_up_catches_up_no_faster_than_a_meter_allows():
 
     sock = SlowOnce()
     interval_s = 0.01                       # 958 + 42 wire bytes at 0.8 Mbit/s
-    pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(958)] * 30, 0.8)])
+    pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(958)] * 30, 0.8)], path=PYTHON_PATH)
     right_after = [t for t in sock.times[1:] if t - sock.times[0] < 0.005]
     # 200 ms behind: 20 datagrams at once without the bound, CATCH_UP_S's worth with it
     assert len(right_after) <= pacing.CATCH_UP_S / interval_s + 1, len(right_after)
@@ -83,6 +88,6 @@ def test_a_sender_awake_sends_what_falls_due_within_ahead_s_and_keeps_its_rate()
         sock, wakeups = Recording(), []
         pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(958)] * 20, 3.2)],
                             lambda seconds: (wakeups.append(seconds), time.sleep(seconds)),
-                            ahead_s)
+                            ahead_s, path=PYTHON_PATH)
         assert len(sock.times) == 20 and len(wakeups) <= most_wakeups
         assert sock.times[-1] - sock.times[0] >= 19 * interval_s - ahead_s

@@ -1,0 +1,211 @@
+"""Benchmark: a job's round with the network out of the way (the CPU the only limit, as on
+hosts with 10-100 Gbit/s NICs), against PyTorch Gloo's all_reduce on the same hosts and
+cores, in the same run.
+
+    python -m experiments.host_allreduce --workers 4 --shards 2 --sizes 4,64,256 \\
+        --out results/host_allreduce.csv
+
+W workers and P summing nodes (dedicated: hosts of their own, running the aggregator
+daemon; colocated: in the workers) in network namespaces joined by veth pairs through a
+Linux bridge, or all on loopback (experiments/host_network.py). The job comes from the
+controller's planner with links declared at 100 Gbit/s (experiments/host_jobs.py). Every
+sum is checked exactly. A row per network, placement, data path, GSO/GRO and size:
+round_s is the median of rounds 2..R (each from the last host's start to the last
+host's end), cpu_s every process's CPU in a round, rcvbuf_errors the kernel's count of
+datagrams dropped for a full receive buffer over the whole run. Root; run it alone.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments import host_plots
+from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.host_jobs import host_names, plan_job
+from experiments.host_network import NETWORKS, HostNetwork
+
+COLUMNS = ["network", "placement", "datapath", "gso", "size_mb", "round_s", "algbw_gbit_s",
+           "cpu_s", "rcvbuf_errors", "ratio_to_gloo", "exact"]
+PLACEMENTS = ("dedicated", "colocated")
+DATAPATHS = ("python", "native")
+GLOO_PORT = 29650
+
+
+class Hosts:
+    """The processes of one measurement, each in its host's namespace, driven by lines."""
+
+    def __init__(self, network, environment):
+        self.network, self.environment = network, environment
+        self.processes = {}   # name -> Popen
+
+    def start(self, name, argv):
+        self.processes[name] = subprocess.Popen(
+            self.network.command(name, [sys.executable, "-m", "experiments.host_ranks", *argv]),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.environment)
+
+    def ask(self, names, line):
+        """Send `line` to every host in `names`; their JSON answers."""
+        for name in names:
+            self.processes[name].stdin.write(line + "\n")
+            self.processes[name].stdin.flush()
+        return [self.read(name) for name in names]
+
+    def read(self, name):
+        line = self.processes[name].stdout.readline()
+        if not line:
+            raise RuntimeError("host %s ended early (exit %s)" % (name, self.processes[name].wait()))
+        return json.loads(line)
+
+    def close(self):
+        for process in self.processes.values():
+            if process.poll() is None:
+                try:
+                    process.stdin.write("stop\n")
+                    process.stdin.close()
+                except OSError:
+                    pass
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def measure(network, environment, workers, servers, rounds, start_ranks):
+    """Start the hosts (start_ranks(hosts)), run `rounds` rounds in step; (median round
+    of 2..R, CPU seconds per round, receive-buffer errors, every round exact)."""
+    hosts = Hosts(network, environment)
+    errors_before = network.rcvbuf_errors()
+    try:
+        start_ranks(hosts)
+        for name in workers:
+            assert hosts.read(name) == {"ready": True}
+        times, cpu, exact, server_cpu = [], [], True, None
+        for number in range(1, rounds + 1):
+            if number == 2:
+                server_cpu = sum(a["cpu_s"] for a in hosts.ask(servers, "cpu"))
+            answers = hosts.ask(workers, "go")
+            exact = exact and all(a["exact"] for a in answers)
+            if number >= 2:
+                times.append(max(a["end"] for a in answers) - max(a["start"] for a in answers))
+                cpu.append(sum(a["cpu_s"] for a in answers))
+        if servers:
+            server_cpu = sum(a["cpu_s"] for a in hosts.ask(servers, "cpu")) - server_cpu
+        cpu_per_round = statistics.mean(cpu) + (server_cpu or 0.0) / max(1, rounds - 1)
+    finally:
+        hosts.close()
+    return statistics.median(times), cpu_per_round, network.rcvbuf_errors() - errors_before, exact
+
+
+def gloo_row(network, args, size_mb, environment):
+    workers, _ = host_names(args.workers, 0, "colocated")
+    floats = int(size_mb * 2 ** 20) // 4
+    master = "%s:%d" % (network.addresses[workers[0]], GLOO_PORT)
+
+    def start(hosts):
+        for rank, name in enumerate(workers):
+            hosts.start(name, ["gloo", "--floats", str(floats), "--rank", str(rank), "--world",
+                               str(len(workers)), "--master", master, "--rounds", str(args.rounds)])
+    env = dict(environment, GLOO_SOCKET_IFNAME=network.interface)
+    result = measure(network, env, workers, [], args.rounds, start)
+    return row(network, "-", "gloo", "-", size_mb, *result)
+
+
+def our_row(network, args, size_mb, placement, datapath, gso, job_path, environment):
+    workers, servers = host_names(args.workers, args.shards, placement)
+
+    def start(hosts):
+        for name in servers:
+            hosts.start(name, ["shard", "--job", str(job_path), "--name", name])
+        for name in workers:
+            hosts.start(name, ["worker", "--job", str(job_path), "--name", name,
+                               "--rounds", str(args.rounds)])
+    env = dict(environment, SYNCFABRIC_DATAPATH=datapath, SYNCFABRIC_GSO=gso)
+    return row(network, placement, datapath, gso, size_mb,
+               *measure(network, env, workers, servers, args.rounds, start))
+
+
+def row(network, placement, datapath, gso, size_mb, round_s, cpu_s, rcvbuf_errors, exact):
+    return {"network": network.kind, "placement": placement, "datapath": datapath, "gso": gso,
+            "size_mb": size_mb, "round_s": round(round_s, 5),
+            "algbw_gbit_s": round(size_mb * 2 ** 20 * 8 / round_s / 1e9, 3),
+            "cpu_s": round(cpu_s, 5), "rcvbuf_errors": rcvbuf_errors, "exact": exact}
+
+
+def variants(args):
+    """(placement, data path, gso) of our rows: GSO/GRO only on the native path."""
+    return [(placement, datapath, gso) for placement in args.placements
+            for datapath in args.datapaths
+            for gso in (("off", "on") if datapath == "native" else ("off",))]
+
+
+def run(args):
+    environment = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path.cwd()))
+    rows = []
+    steps = len(args.networks) * len(args.sizes) * (1 + len(variants(args)))
+    with tqdm(total=steps, desc="host all-reduce") as bar, tempfile.TemporaryDirectory() as folder:
+        for kind in args.networks:
+            workers, servers = host_names(args.workers, args.shards, "dedicated")
+            with HostNetwork(kind, workers + servers) as network:
+                for size_mb in args.sizes:
+                    gloo = gloo_row(network, args, size_mb, environment)
+                    rows.append(gloo)
+                    bar.update()
+                    for placement, datapath, gso in variants(args):
+                        job_path = Path(folder) / ("%s-%s-%g.json" % (kind, placement, size_mb))
+                        ours_workers, ours_servers = host_names(args.workers, args.shards, placement)
+                        job = plan_job({n: network.addresses[n] for n in ours_workers + ours_servers},
+                                       ours_workers, int(size_mb * 2 ** 20), placement, args.shards)
+                        job_path.write_text(json.dumps(job))
+                        rows.append(our_row(network, args, size_mb, placement, datapath, gso,
+                                            job_path, environment))
+                        bar.update()
+                    for ours in rows[-1 - len(variants(args)):]:
+                        ours["ratio_to_gloo"] = round(gloo["round_s"] / ours["round_s"], 3)
+    return rows
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.host_allreduce",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--shards", type=int, default=2, help="summing nodes (default 2)")
+    parser.add_argument("--sizes", type=comma_list(float), default=[4.0, 64.0, 256.0],
+                        help="buffer sizes in MiB (default 4,64,256)")
+    parser.add_argument("--rounds", type=int, default=5, help="per row; the first is not timed")
+    parser.add_argument("--networks", type=comma_list(str, NETWORKS), default=list(NETWORKS))
+    parser.add_argument("--placements", type=comma_list(str, PLACEMENTS), default=list(PLACEMENTS))
+    parser.add_argument("--datapaths", type=comma_list(str, DATAPATHS), default=list(DATAPATHS))
+    parser.add_argument("--out", type=Path, default=Path("results/host_allreduce.csv"))
+    args = parser.parse_args(argv)
+    if args.rounds < 2 or args.workers < 2 or args.shards < 1 or min(args.sizes) <= 0:
+        parser.error("needs --rounds >= 2, --workers >= 2, --shards >= 1 and positive sizes")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("error: the hosts run in network namespaces: run it as root")
+    rows = run(args)
+    write_csv(rows, args.out, COLUMNS)
+    for r in rows:
+        print("%-8s %-9s %-6s gso %-3s %6g MB: %8.4f s %7.3f Gbit/s cpu %7.4f s  rcvbuf errors %d"
+              "  %s%s" % (r["network"], r["placement"], r["datapath"], r["gso"], r["size_mb"],
+                          r["round_s"], r["algbw_gbit_s"], r["cpu_s"], r["rcvbuf_errors"],
+                          "" if r["datapath"] == "gloo" else "%.2fx Gloo's speed" % r["ratio_to_gloo"],
+                          "" if r["exact"] else "  NOT EXACT"))
+    print("CSV: %s  figure: %s" % (args.out, host_plots.plot_host_allreduce(args.out)))
+    if not all(r["exact"] for r in rows):
+        sys.exit("error: a sum was not exact")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""What a worker sends (fabric_worker): each round's first pass, built by the host's
+data path and paced at its legs' planned rates, and the fragments its shards ask again
+(the outbox, paced between the I/O thread's receives)."""
+
+import time
+
+import numpy as np
+
+from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.job_roles import PacedSender
+from syncfabric.hosts.pacing import SEND_AHEAD_S, perf_counter_at, send_streams
+
+
+class WorkerSends:
+    """Worker `name`'s sends on `sock`, for its `rounds` in flight ({number: Round}), at
+    rate_fraction of the planned rates, through data path `path`."""
+
+    def __init__(self, layout, name, sock, rounds, rate_fraction, path):
+        self.layout, self.name, self.sock, self.rounds = layout, name, sock, rounds
+        self.bit, self.rate_fraction, self.path = layout.bit[name], rate_fraction, path
+        self.outbox = PacedSender(sock, self._resent_packets,
+                                  HEADER.size + 4 * layout.per_fragment, path)
+
+    def first_pass(self, current, whole, own, start_at, idle):
+        """Send the fragments of blocks `whole` of round `current` from start_at (see
+        FabricWorker.allreduce_async); those of a shard in this host (own: {shard index:
+        ShardNode}) are added there. idle(seconds): what the I/O thread does meanwhile."""
+        legs = {}
+        for block in whole:
+            index = int(self.layout.wire_of[block])
+            shard = self.layout.shard_of[index]
+            if shard in own:   # this worker's part of its own shard, added in its host
+                _given, packets = current.packets([index], self.bit, self.path)
+                own[shard].add_local(current.number, index, packets[0])
+            else:
+                legs.setdefault(self.layout.leg_of(self.name, index), []).append(index)
+        streams = [((leg.address, leg.port), current.packets(indices, self.bit, self.path)[1],
+                    leg.rate_mbps * self.rate_fraction) for leg, indices in legs.items()]
+        started = perf_counter_at(start_at)
+        send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path)
+        current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)
+
+    def send_again(self, current, indices):
+        """Queue fragments `indices` of round `current` for their legs, at their rates."""
+        for index in indices:
+            leg = self.layout.leg_of(self.name, index)
+            if leg is not None:
+                current.stats["resent"] += 1
+                self.outbox.push([(current.number, index)], (leg.address, leg.port),
+                                 leg.rate_mbps * self.rate_fraction)
+
+    def _resent_packets(self, items):
+        """(the (round, fragment)s still in flight, their datagrams, sent again)."""
+        wanted = [(number, index) for number, index in items if number in self.rounds]
+        rounds = {number for number, _index in wanted}
+        if len(rounds) != 1:   # none, or rarely several rounds at once: one by one
+            kept, packets = [], []
+            for item in wanted:
+                given, built = self._resent_packets([item])
+                kept += given
+                packets += [built[i] for i in range(len(built))]
+            return kept, self.path.pack(packets)
+        number = rounds.pop()
+        given, packets = self.rounds[number].packets(
+            np.array([index for _number, index in wanted]), self.bit, self.path)
+        return [(number, index) for index in given], packets

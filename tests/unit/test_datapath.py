@@ -1,0 +1,189 @@
+"""The two data paths (syncfabric/hosts/datapath) on loopback: the native one builds
+byte-identical datagrams and sums exactly what the Python one does, with GSO and GRO off
+and on; a job of native and Python workers is exact; and without the extension the
+hosts fall back to Python with one warning."""
+
+import logging
+import select
+import socket
+import sys
+import time
+from concurrent.futures import wait
+
+import numpy as np
+import pytest
+
+from syncfabric.hosts import datapath as datapaths
+from syncfabric.hosts.datapath.native import NativeDatapath
+from syncfabric.hosts.datapath.python import PythonDatapath
+from syncfabric.hosts.fabric_worker import FabricWorker
+from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.job_layout import JobLayout
+from syncfabric.hosts.job_roles import ShardNode, control_packet
+from syncfabric.hosts.receivers import receiving_socket
+from tests.harness.loopback_jobs import loopback_job
+from tests.unit.test_job_roles import ADDRESS, PORT, report, sender
+
+PATHS = {"python": PythonDatapath(), "native": NativeDatapath(gso=False),
+         "native-gso": NativeDatapath(gso=True)}
+
+
+def odd_values(floats, seed=0):
+    return np.random.default_rng(seed).standard_normal(floats, dtype=np.float32)
+
+
+@pytest.mark.parametrize("per_fragment,floats", [(362, 362 * 4), (7, 100), (2237, 2237 * 3 - 5)])
+def test_both_paths_build_byte_identical_datagrams(per_fragment, floats):
+    values = odd_values(floats)
+    count = -(-floats // per_fragment)
+    indices = np.arange(count)[::-1]          # any order, the short last one included
+    masks = (np.arange(count) % 5 + 1).astype(np.uint64)
+    starts = indices * per_fragment
+    built = {name: path.fragments(7, 3, count, indices, masks, values, starts, per_fragment, floats)
+             for name, path in PATHS.items()}
+    expected = [fragment_packet(7, 3, int(i), int(m), values, per_fragment)[:HEADER.size + 4 * min(
+        per_fragment, floats - int(i) * per_fragment)] for i, m in zip(indices, masks)]
+    expected = [HEADER.pack(7, 3, int(i), count, int(m)) + packet[HEADER.size:]
+                for i, m, packet in zip(indices, masks, expected)]
+    for name, packets in built.items():
+        assert [bytes(packets[i]) for i in range(len(packets))] == expected, name
+
+
+def feed(node, packets_from):
+    """Send each (worker, datagram) to the node from the worker's address; take them all."""
+    socks = {}
+    for name, packet in packets_from:
+        sock = socks.setdefault(name, sender(name))
+        sock.sendto(packet, (ADDRESS["ps"], PORT))
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        node.take()
+        node.sums_out.send_due()
+        time.sleep(0.005)
+    for sock in socks.values():
+        sock.close()
+
+
+def traffic():
+    """Three workers' fragments of rounds 1 and 2, with what a node must not count: a
+    stranger, a worker speaking for another, another job, a short and a long datagram,
+    repeats, a hello, and a round too old once 16 newer ones are kept."""
+    values = {w: odd_values(362 * 4, seed=i) for i, w in enumerate(("w1", "w2", "w3"))}
+    packets = []
+    for number in (1, 2):
+        for index in range(4):
+            for i, w in enumerate(("w1", "w2", "w3")):
+                packets.append((w, fragment_packet(7, number, index, 1 << i, values[w])))
+            packets.append(("stranger", fragment_packet(7, number, index, 1, values["w1"])))
+            packets.append(("w1", fragment_packet(7, number, index, 0b010, values["w2"])))
+            packets.append(("w1", fragment_packet(8, number, index, 1, values["w1"])))
+            packets.append(("w2", fragment_packet(7, number, index, 0b010, values["w2"])[:-4]))
+            packets.append(("w2", fragment_packet(7, number, index, 0b010, values["w2"]) + b"x"))
+            packets.append(("w3", fragment_packet(7, number, index, 0b100, values["w3"])))
+    packets.append(("w1", control_packet({"job": 7, "hello": "w1"})))
+    packets += [("w1", fragment_packet(7, number, 0, 1, values["w1"])) for number in range(3, 20)]
+    packets.append(("w2", fragment_packet(7, 1, 0, 0b010, values["w2"])))   # round 1: forgotten
+    return packets
+
+
+def test_both_paths_sum_alike_and_refuse_alike():
+    """The same datagrams to a shard's host on each path: the same sums, masks, drops,
+    returns and answers."""
+    outcome = {}
+    for name, path in PATHS.items():
+        layout = JobLayout(report())
+        node = ShardNode(layout, layout.shards[0], receiving_socket(ADDRESS["ps"], PORT, reuse=False),
+                         path=path)
+        returned = []
+        node.completed = lambda number, index, returned=returned: returned.append((number, index))
+        feed(node, traffic())
+        node.sock.close()
+        outcome[name] = ({n: (s.sums.tobytes(), s.have.tolist(), s.received_bytes)
+                          for n, s in node.rounds.items()}, node.dropped, sorted(returned))
+    assert outcome["native"] == outcome["python"] == outcome["native-gso"]
+    sums, dropped, returned = outcome["python"]
+    assert 1 not in sums and returned[:8] == [(1, i) for i in range(4)] + [(2, i) for i in range(4)]
+    assert dropped == 8 * 5 + 1   # five refused per fragment, and round 1 once forgotten
+
+
+@pytest.mark.parametrize("gso", [False, True])
+def test_a_burst_sent_in_one_call_arrives_whole_and_in_order(gso):
+    """sendmmsg (and GSO: runs of equal datagrams, a shorter last one) to a GRO socket:
+    the receive cuts the runs back into the same datagrams."""
+    path = NativeDatapath(gso)
+    receiver = receiving_socket("127.0.0.31", 0, reuse=False)
+    path.prepare_receiver(receiver)
+    packets = [bytes([k % 251]) * 8972 for k in range(150)] + [b"short" * 7, b"x"]
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    out.bind(("127.0.0.11", 0))
+    assert path.send(out, packets, 0, len(packets), receiver.getsockname()) == len(packets)
+    taken = []
+    while len(taken) < len(packets) and select.select([receiver], [], [], 1)[0]:
+        batch = path.receive(receiver)
+        taken += [(batch.packet(i), batch.source(i)) for i in range(batch.count)]
+    assert [p for p, _source in taken] == packets
+    assert {source for _p, source in taken} == {out.getsockname()}
+    out.close()
+    receiver.close()
+
+
+def test_gso_refused_by_the_path_is_turned_off_for_that_socket(monkeypatch, caplog):
+    path, calls = NativeDatapath(gso=True), []
+
+    def refusing(fd, buffer, offsets, lengths, first, stop, address, port, gso):
+        calls.append(gso)
+        if gso:
+            raise OSError(5, "Input/output error")   # EIO: the device cannot segment
+        return stop - first
+    monkeypatch.setattr("syncfabric.hosts.datapath.native._native.send_batch", refusing)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with caplog.at_level(logging.INFO, logger="syncfabric.hosts"):
+        assert path.send(sock, [b"a" * 100] * 3, 0, 3, ("127.0.0.1", 9)) == 3
+        assert path.send(sock, [b"a" * 100] * 3, 0, 3, ("127.0.0.1", 9)) == 3
+    assert calls == [True, False, False] and "sending without it" in caplog.text
+    sock.close()
+
+
+@pytest.mark.parametrize("first,second", [("native", "python"), ("python", "native")])
+def test_a_job_of_native_and_python_workers_is_exact(first, second):
+    """Each worker holds a shard: native sums Python's fragments and the reverse."""
+    floats = 362 * 300 + 17
+    job = loopback_job(93, ["w1", "w2"], floats * 4, 29760)
+    pair = [FabricWorker(job, "w1", path=PATHS[first]), FabricWorker(job, "w2", path=PATHS[second])]
+    try:
+        values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(2)]
+        for _round in range(3):
+            futures = [w.allreduce_async(v) for w, v in zip(pair, values)]
+            wait(futures, timeout=20)
+            for future in futures:
+                assert np.array_equal(future.result(), values[0] + values[1])
+    finally:
+        for worker in pair:
+            worker.close()
+
+
+def test_without_the_extension_the_hosts_run_python_with_one_warning(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "syncfabric.hosts.datapath._native", None)   # not built
+    monkeypatch.delenv(datapaths.DATAPATH_ENV, raising=False)
+    datapaths._datapath.cache_clear()
+    try:
+        assert not datapaths.native_built()
+        with caplog.at_level(logging.WARNING, logger="syncfabric.hosts"):
+            assert datapaths.datapath().name == "python"
+            assert datapaths.datapath().name == "python"
+        assert caplog.text.count("the native data path is not built here") == 1
+        with pytest.raises(ValueError, match="choose one of native, python"):
+            datapaths.datapath("fast")
+    finally:
+        datapaths._datapath.cache_clear()
+
+
+def test_the_environment_chooses_the_path(monkeypatch):
+    monkeypatch.setenv(datapaths.DATAPATH_ENV, "python")
+    assert datapaths.datapath().name == "python"
+    monkeypatch.setenv(datapaths.DATAPATH_ENV, "native")
+    monkeypatch.setenv(datapaths.GSO_ENV, "off")
+    assert datapaths.datapath().name == "native" and not datapaths.datapath().gso
+    monkeypatch.setenv(datapaths.GSO_ENV, "maybe")
+    with pytest.raises(ValueError, match="say on or off"):
+        datapaths.datapath()
