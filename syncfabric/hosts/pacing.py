@@ -48,6 +48,11 @@ CATCH_UP_S = 0.02
 # sends its 9000-byte fragments in pairs); the burst is well inside a meter's 100 ms bucket
 SEND_AHEAD_S = 0.004
 BATCH = 64   # datagrams sent in one call of the data path at most (sendmmsg's batch)
+# a stream out of its window (send_streams) looks again this often, and sends on after
+# WINDOW_STALL_S: a datagram lost in flight holds the window until the round's repairs,
+# which start once the pass is sent
+WINDOW_WAIT_S = 0.0005
+WINDOW_STALL_S = 0.05
 
 
 def perf_counter_at(wall_clock):
@@ -57,14 +62,17 @@ def perf_counter_at(wall_clock):
     return now if wall_clock is None else now + max(0.0, wall_clock - time.time())
 
 
-def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None):
+def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None, window=None):
     """streams: [(address, packets, rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
     time.perf_counter(); default now); a rate may be a callable giving the rate now, for a
     sender that adapts. packets: a list of bytes, or what the data path `path` (default
     the host's) built. The datagrams due within ahead_s leave at once, in one batch of
     the data path (at most BATCH); idle(seconds), if given, is called instead of sleeping
-    while every stream is further ahead of schedule (it may return early)."""
+    while every stream is further ahead of schedule (it may return early).
+    window(i, sent): how many more of stream i's datagrams may leave now that `sent` have
+    (flow control: a receiver's buffer holds what is in flight); a stream out of window
+    waits, its receives taken by idle, for at most WINDOW_STALL_S at a time."""
     path = path or datapath()
     streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
     lengths = [path.lengths(packets) for _address, packets, _rate in streams]
@@ -74,11 +82,21 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None)
     due = [now + i / len(streams) * _interval(sizes[0], rate) if len(sizes) else now
            for i, ((_address, _packets, rate), sizes) in enumerate(zip(streams, lengths))]
     position = [0] * len(streams)
+    stalled_at = None   # since when every stream due is out of window
     while True:
         pending = [(due[i], i) for i, sizes in enumerate(lengths) if position[i] < len(sizes)]
         if not pending:
             return
-        when, i = min(pending)
+        room = {i: BATCH if window is None else window(i, position[i]) for _when, i in pending}
+        open_ = [(when, i) for when, i in pending if room[i] > 0]
+        if not open_:
+            stalled_at = stalled_at or time.perf_counter()
+            if time.perf_counter() - stalled_at < WINDOW_STALL_S:
+                (idle or time.sleep)(WINDOW_WAIT_S)
+                continue
+            open_, room = pending, {i: BATCH for _when, i in pending}   # send on: repairs mend it
+        stalled_at = None
+        when, i = min(open_)
         now = time.perf_counter()
         if when - now > ahead_s:
             (idle or time.sleep)(when - now)
@@ -87,7 +105,7 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None)
         first, sizes = position[i], lengths[i]
         interval = _interval(sizes[first], rate)   # the stream's datagrams are alike
         due_now = 1 + int((now + ahead_s - when) / interval)
-        stop = min(len(sizes), first + min(due_now, BATCH))
+        stop = min(len(sizes), first + min(due_now, BATCH, room[i]))
         sent = path.send(sock, packets, first, stop, address)
         if sent:
             due[i] = max(when + (sent - 1) * interval, time.perf_counter() - CATCH_UP_S) \

@@ -1,14 +1,18 @@
 """What a worker sends (fabric_worker): each round's first pass, built by the host's
-data path and paced at its legs' planned rates, and the fragments its shards ask again
-(the outbox, paced between the I/O thread's receives)."""
+data path, paced at its legs' planned rates and held to a window (a summing node's
+receive buffer, shared by its workers, holds what is in flight: no datagram is lost to
+an overflow at any rate), and the fragments its shards ask again (the outbox, paced
+between the I/O thread's receives)."""
 
 import time
+from collections import Counter
 
 import numpy as np
 
 from syncfabric.hosts.gradient_wire import HEADER
 from syncfabric.hosts.job_roles import PacedSender
-from syncfabric.hosts.pacing import SEND_AHEAD_S, perf_counter_at, send_streams
+from syncfabric.hosts.pacing import BATCH, SEND_AHEAD_S, perf_counter_at, send_streams
+from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES
 
 
 class WorkerSends:
@@ -20,6 +24,16 @@ class WorkerSends:
         self.bit, self.rate_fraction, self.path = layout.bit[name], rate_fraction, path
         self.outbox = PacedSender(sock, self._resent_packets,
                                   HEADER.size + 4 * layout.per_fragment, path)
+        # how many workers send to each summing node: they share its receive buffer
+        self.senders_to = Counter((leg.address, leg.port) for legs in layout.legs.values()
+                                  for leg in legs)
+
+    def window(self, leg):
+        """How many of a leg's fragments may be in flight (sent, their sum not back): the
+        summing node's receive buffer shared by the workers that send to it."""
+        datagram = HEADER.size + 4 * self.layout.per_fragment
+        return max(BATCH, RECEIVE_BUFFER_BYTES // self.senders_to[leg.address, leg.port]
+                   // datagram)
 
     def first_pass(self, current, whole, own, start_at, idle):
         """Send the fragments of blocks `whole` of round `current` from start_at (see
@@ -36,8 +50,13 @@ class WorkerSends:
                 legs.setdefault(self.layout.leg_of(self.name, index), []).append(index)
         streams = [((leg.address, leg.port), current.packets(indices, self.bit, self.path)[1],
                     leg.rate_mbps * self.rate_fraction) for leg, indices in legs.items()]
+        flights = [(np.array(indices), self.window(leg)) for leg, indices in legs.items()]
+
+        def window(stream, sent):   # the sums of a stream's fragments come back
+            indices, size = flights[stream]
+            return size - sent + int(np.count_nonzero(current.have[indices[:sent]]))
         started = perf_counter_at(start_at)
-        send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path)
+        send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path, window)
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)
 
     def send_again(self, current, indices):

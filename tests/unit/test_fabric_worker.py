@@ -90,10 +90,10 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
         wakeups.extend(passing)
         return select(timeout)
 
-    def first_pass(sock, streams, idle, ahead_s, start, path):
+    def first_pass(sock, streams, idle, *arguments):
         mine = [1] if sock is first.sock else []
         passing.extend(mine)
-        send_streams(sock, streams, idle, ahead_s, start, path)
+        send_streams(sock, streams, idle, *arguments)
         del passing[:len(mine)]
     first.selector.select = counted_select
     monkeypatch.setattr(worker_sends, "send_streams", first_pass)
