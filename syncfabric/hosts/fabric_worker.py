@@ -134,7 +134,9 @@ class FabricWorker:
 
     def allreduce_async(self, values, start_at=None):
         """The next round on `values` (float32s, model_bytes): a Future of their sum. Its
-        datagrams are made now and leave from start_at (time.time(); a moment all share)."""
+        datagrams are made now and leave from start_at (time.time(); a moment all share).
+        As with any asynchronous collective, `values` must not change until the Future
+        ends: the worker reads float32 values where they are, to send them again."""
         return self.reduce_part(0, values, start_at)
 
     def allreduce(self, values, timeout=None):
@@ -149,7 +151,7 @@ class FabricWorker:
         last one has every float); a Future of those floats' sum over every worker. Each
         fragment leaves once its floats are in (DDP's buckets are on the wire while the
         rest is computed). Every worker gives the same pieces in the same order (start_at:
-        as allreduce_async's)."""
+        as allreduce_async's; `values` as there)."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
         future = Future()
@@ -223,8 +225,7 @@ class FabricWorker:
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)
         if current is not None:
-            start = index * self.layout.per_fragment
-            current.place(index, sums.sums[start:start + self.layout.per_fragment])
+            current.place(index, sums.values_of(index))
 
     def _replies(self):
         """The shards' answers to repair requests: send again what they miss of ours."""
@@ -248,8 +249,8 @@ class FabricWorker:
         for number, current in sorted(self.rounds.items()):
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
-            for start, stop, future in current.summed_parts():
-                future.set_result(current.result[start:stop].copy())
+            for start, stop, future in current.summed_parts():   # each float placed once:
+                future.set_result(current.result[start:stop])     # nothing writes it again
             waiting = current.sent and number in self.rounds   # all sent, not all back
             if waiting and now - current.progress_at > ROUND_FAIL_S:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"

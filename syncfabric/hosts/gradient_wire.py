@@ -71,13 +71,15 @@ def fragment_packet(job, number, index, mask, values, per_fragment=None):
 
 
 class FragmentSums:
-    """Per fragment: the running float32 sum and the mask of workers in it."""
+    """Per fragment of `fragments` (first, last: every fragment by default): the running
+    float32 sum and the mask of workers in it. A node holds only its own fragments' sums."""
 
-    def __init__(self, job, number, floats, expected, per_fragment=None):
+    def __init__(self, job, number, floats, expected, per_fragment=None, fragments=None):
         per_fragment = per_fragment or floats_per_fragment()
         self.job, self.number, self.floats, self.per_fragment = job, number, floats, per_fragment
         self.count = fragment_count(floats, per_fragment)
-        self.sums = np.zeros(self.count * per_fragment, dtype=np.float32)
+        self.first, self.last = fragments or (0, self.count)
+        self.sums = np.zeros((self.last - self.first) * per_fragment, dtype=np.float32)
         self.have = np.zeros(self.count, dtype=np.uint64)
         self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
         self.received_bytes = 0
@@ -94,13 +96,22 @@ class FragmentSums:
             return None
         self.received_bytes += len(packet) + FRAME_OVERHEAD
         have = int(self.have[index])
-        if mask & have or mask & ~int(self.expected[index]):
+        if mask & have or mask & ~int(self.expected[index]) or not self.first <= index < self.last:
             return None   # a worker already counted (late or repeated copy), or not ours
         values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
-        start = index * self.per_fragment
+        start = self.start_of(index)
         self.sums[start:start + len(values)] += values
         self.have[index] = have | mask
         return index if have | mask == int(self.expected[index]) else None
+
+    def start_of(self, index):
+        """Where fragment `index`'s sums begin in `sums` (an array of indices too)."""
+        return (index - self.first) * self.per_fragment
+
+    def values_of(self, index):
+        """Fragment `index`'s sums."""
+        start = self.start_of(index)
+        return self.sums[start:start + min(self.per_fragment, self.floats - index * self.per_fragment)]
 
     def missing(self):
         """[[fragment, mask of workers missing], ...]."""
@@ -109,8 +120,9 @@ class FragmentSums:
 
     def packet(self, index):
         """The datagram carrying fragment `index`'s sum and its workers."""
-        return fragment_packet(self.job, self.number, index, int(self.have[index]), self.total(),
-                               self.per_fragment)
+        return HEADER.pack(self.job, self.number, index, self.count, int(self.have[index])) + \
+            self.values_of(index).astype(">f4").tobytes()
 
     def total(self):
-        return self.sums[:self.floats]
+        """The sums of fragments first..last-1."""
+        return self.sums[:self.floats - self.first * self.per_fragment]

@@ -131,6 +131,14 @@ class JobLayout:
         return next((leg for leg in self.legs.get(worker, ())
                      if leg.first <= fragment < leg.last), None)
 
+    def leg_numbers(self, worker):
+        """Per fragment, the position of the leg of `worker` that carries it in
+        legs[worker] (-1: none, its own shard's), for many fragments at once."""
+        numbers = np.full(self.count, -1, dtype=np.int64)
+        for number, leg in enumerate(self.legs.get(worker, ())):
+            numbers[leg.first:leg.last] = number
+        return numbers
+
 
 def striped_order(shards, count):
     """Which fragment carries each block of per_fragment floats of a worker's values:

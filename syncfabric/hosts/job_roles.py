@@ -66,7 +66,9 @@ class SummingNode:
         self.sender_addresses = np.array([int.from_bytes(socket.inet_aton(a), "big")
                                           for a in senders], dtype=np.uint32)
         self.sender_masks = np.array(list(senders.values()), dtype=np.uint64)
-        self.rounds = OrderedDict()   # round -> FragmentSums
+        summed = np.flatnonzero(self.expected)   # the fragments this node sums: only
+        self.fragments = (int(summed[0]), int(summed[-1]) + 1) if len(summed) else (0, 0)
+        self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path)
@@ -83,9 +85,8 @@ class SummingNode:
         indices = np.array([index for _number, index in wanted], dtype=np.int64)
         sums, layout = self.rounds[rounds.pop()], self.layout
         return wanted, self.path.fragments(layout.id, sums.number, layout.count, indices,
-                                           sums.have[indices], sums.sums,
-                                           indices * layout.per_fragment, layout.per_fragment,
-                                           layout.floats)
+                                           sums.have[indices], sums.sums, sums.start_of(indices),
+                                           layout.per_fragment, len(sums.total()))
 
     def sums(self, number):
         """The round's sums (made on its first datagram); None for a round too old."""
@@ -94,7 +95,7 @@ class SummingNode:
         if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= KEPT_ROUNDS:
             return None
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
-                                           self.layout.per_fragment)
+                                           self.layout.per_fragment, self.fragments)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
         while len(self.rounds) > KEPT_ROUNDS:
             self.rounds.popitem(last=False)

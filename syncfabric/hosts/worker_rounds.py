@@ -14,14 +14,14 @@ from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 class Round:
     """One allreduce in flight: the values contributed so far (in the caller's order, a
-    block of per_fragment floats per fragment, layout.wire_of), the parts' Futures, and
-    what came back of each shard (by fragment), and when."""
+    block of per_fragment floats per fragment, layout.wire_of; the caller's own array when
+    it gives the whole round at once: it leaves it alone until the Future ends), the
+    parts' Futures, and what came back of each shard (by fragment), and when."""
 
     def __init__(self, number, layout):
         self.number, self.layout = number, layout
-        per_fragment = layout.per_fragment
-        self.values = np.zeros(layout.count * per_fragment, dtype=np.float32)
-        self.result = np.zeros_like(self.values)
+        self.values = None   # until the first contribution
+        self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32)
         self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
@@ -34,7 +34,12 @@ class Round:
     def contribute(self, start, values, future, whole):
         """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)
         that it completes."""
-        self.values[start:start + len(values)] = values
+        if self.values is None and start == 0 and len(values) == self.layout.floats:
+            self.values = values   # a whole round: read where it is, not copied
+        else:
+            if self.values is None:
+                self.values = np.zeros(self.layout.floats, dtype=np.float32)
+            self.values[start:start + len(values)] = values
         self.parts.append([start, start + len(values), future])
         self.ready[whole] = True
         self.progress_at = time.monotonic()
@@ -49,16 +54,19 @@ class Round:
              for _address, packets, rate in streams], default=0.0)
         self.progress_at = time.monotonic()
 
-    def packets(self, indices, bit, path):
+    def packets(self, indices, bit, path, out=None):
         """(the fragments of `indices` given already, their datagrams from the worker
-        with `bit`, built by the data path `path`)."""
+        with `bit`, built by the data path `path`, in `out` if the path builds in a
+        buffer and it is large enough)."""
         layout = self.layout
         indices = np.asarray(indices, dtype=np.int64)
         blocks = layout.block_of[indices]
         given = self.ready[blocks]
+        if not given.any():
+            return [], path.pack([])
         return indices[given].tolist(), path.fragments(
             layout.id, self.number, layout.count, indices[given], bit, self.values,
-            blocks[given] * layout.per_fragment, layout.per_fragment, layout.floats)
+            blocks[given] * layout.per_fragment, layout.per_fragment, layout.floats, out)
 
     def place(self, index, values):
         if not self.have[index]:

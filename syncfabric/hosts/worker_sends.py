@@ -27,6 +27,8 @@ class WorkerSends:
         # how many workers send to each summing node: they share its receive buffer
         self.senders_to = Counter((leg.address, leg.port) for legs in layout.legs.values()
                                   for leg in legs)
+        self.legs, self.leg_numbers = layout.legs.get(name, []), layout.leg_numbers(name)
+        self.scratch = {}   # leg number -> the buffer its first passes are built in
 
     def window(self, leg):
         """How many of a leg's fragments may be in flight (sent, their sum not back): the
@@ -39,18 +41,20 @@ class WorkerSends:
         """Send the fragments of blocks `whole` of round `current` from start_at (see
         FabricWorker.allreduce_async); those of a shard in this host (own: {shard index:
         ShardNode}) are added there. idle(seconds): what the I/O thread does meanwhile."""
-        legs = {}
-        for block in whole:
-            index = int(self.layout.wire_of[block])
-            shard = self.layout.shard_of[index]
-            if shard in own:   # this worker's part of its own shard, added in its host
-                _given, packets = current.packets([index], self.bit, self.path)
-                own[shard].add_local(current.number, index, packets[0])
-            else:
-                legs.setdefault(self.layout.leg_of(self.name, index), []).append(index)
-        streams = [((leg.address, leg.port), current.packets(indices, self.bit, self.path)[1],
-                    leg.rate_mbps * self.rate_fraction) for leg, indices in legs.items()]
-        flights = [(np.array(indices), self.window(leg)) for leg, indices in legs.items()]
+        layout = self.layout
+        indices = layout.wire_of[np.asarray(whole, dtype=np.int64)]
+        numbers = self.leg_numbers[indices]
+        for index in indices[numbers < 0]:   # this worker's part of its own shard, added here
+            _given, packets = current.packets([index], self.bit, self.path)
+            own[layout.shard_of[index]].add_local(current.number, int(index), packets[0])
+        streams, flights = [], []
+        for number in np.unique(numbers[numbers >= 0]):
+            leg, mine = self.legs[number], indices[numbers == number]
+            scratch = self.scratch.get(number)
+            _given, packets = current.packets(mine, self.bit, self.path, scratch)
+            self.scratch[number] = getattr(packets, "buffer", None)   # the native path's
+            streams.append(((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction))
+            flights.append((mine, self.window(leg)))
 
         def window(stream, sent):   # the sums of a stream's fragments come back
             indices, size = flights[stream]

@@ -95,8 +95,8 @@ class FabricReducer:
     def reduce(self, bucket):
         buffer, sums = bucket.buffer(), None
         if buffer.dtype in WIRE_DTYPES:
-            # no copy: the worker copies the values in before the bucket's Future can end,
-            # and DDP leaves the bucket alone until it ends
+            # no copy: the worker reads the values (or copies them in) until the bucket's
+            # Future ends, and DDP leaves the bucket alone until it ends
             values = buffer.detach().to(torch.float32).numpy()
             sums = self.worker.reduce_part(self.offset, values)
             self.offset += len(values)

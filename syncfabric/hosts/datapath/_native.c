@@ -436,12 +436,14 @@ static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uin
 }
 
 /* sum_fragments(buffer, offsets, lengths, sources, first, n, job, count, per_fragment,
- *               floats, sender_addresses, sender_masks, expected, rounds, status, completed)
+ *               floats, held_first, held_last, sender_addresses, sender_masks, expected,
+ *               rounds, status, completed)
  *   -> (stop, completed pairs, [bytes received per round])
  * A summing node's rule (python.py: PythonDatapath.sum_fragments) for datagrams 0..n-1:
  * a fragment of the job from a sender allowed its workers, for a kept round
- * (rounds: [(number, sums float32, have uint64)]), of exactly its fragment's length, is
- * added unless a worker in it was counted already or is not expected. status[i] (int8,
+ * (rounds: [(number, sums float32, have uint64)]; sums holds fragments held_first..
+ * held_last-1), of exactly its fragment's length, is added unless a worker in it was
+ * counted already or is not expected, or it is not a fragment held. status[i] (int8,
  * out) says what became of it: ADDED, COMPLETED (its fragment now holds every expected
  * worker; (round, fragment) appended to `completed`, int64 pairs), DROPPED, REPEATED (its
  * fragment was complete already). It stops at datagram `stop` (n: none) that it leaves to
@@ -449,16 +451,21 @@ static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uin
  * forget the oldest). */
 static PyObject *sum_fragments(PyObject *self, PyObject *args)
 {
-    Py_ssize_t first, n, per_fragment, floats;
+    Py_ssize_t first, n, per_fragment, floats, held_first, held_last;
     unsigned int job, count;
     PyObject *buffer_object, *offsets_object, *lengths_object, *sources_object,
         *addresses_object, *masks_object, *expected_object, *rounds_object, *status_object,
         *completed_object;
-    if (!PyArg_ParseTuple(args, "OOOOnnIInnOOOOOO", &buffer_object, &offsets_object,
+    if (!PyArg_ParseTuple(args, "OOOOnnIInnnnOOOOOO", &buffer_object, &offsets_object,
                           &lengths_object, &sources_object, &first, &n, &job, &count, &per_fragment,
-                          &floats, &addresses_object, &masks_object, &expected_object,
+                          &floats, &held_first, &held_last, &addresses_object, &masks_object,
+                          &expected_object,
                           &rounds_object, &status_object, &completed_object))
         return NULL;
+    if (held_first < 0 || held_last < held_first || held_last > count) {
+        PyErr_SetString(PyExc_ValueError, "the fragments held lie outside the job's");
+        return NULL;
+    }
     PyObject *rounds_list = PySequence_Fast(rounds_object, "rounds must be a sequence");
     if (rounds_list == NULL)
         return NULL;
@@ -478,7 +485,8 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
         if (!PyArg_ParseTuple(entry, "IOO", &number, &sums, &have))
             goto done;
         round_of[ready_rounds].number = number;
-        if (get_buffer(sums, &round_of[ready_rounds].sums, 1, 4, floats, "sums") < 0)
+        if (get_buffer(sums, &round_of[ready_rounds].sums, 1, 4,
+                       (held_last - held_first) * per_fragment, "sums") < 0)
             goto done;
         if (get_buffer(have, &round_of[ready_rounds].have, 1, 8, count, "have") < 0) {
             PyBuffer_Release(&round_of[ready_rounds].sums);
@@ -566,11 +574,12 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
             continue;
         }
         round->received += size + 42;   /* FRAME_OVERHEAD: Ethernet, IP, UDP */
-        if ((mask & have[index]) || (mask & ~expected[index])) {
+        if ((mask & have[index]) || (mask & ~expected[index]) || index < held_first
+            || index >= held_last) {
             status[i] = ADDED;   /* counted already, or not ours: no change, as in Python */
             continue;
         }
-        add_big_endian((float *)round->sums.buf + (Py_ssize_t)index * per_fragment,
+        add_big_endian((float *)round->sums.buf + (Py_ssize_t)(index - held_first) * per_fragment,
                        packet + HEADER_BYTES, carried);
         have[index] |= mask;
         if (have[index] == expected[index]) {

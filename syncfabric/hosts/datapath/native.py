@@ -99,7 +99,8 @@ class NativeDatapath:
         kept = list(node.rounds.items())
         stop, completed, received = _native.sum_fragments(
             batch.buffer, batch.offsets, batch.lengths, batch.sources, first, batch.count,
-            layout.id, layout.count, layout.per_fragment, layout.floats, node.sender_addresses,
+            layout.id, layout.count, layout.per_fragment, layout.floats, *node.fragments,
+            node.sender_addresses,
             node.sender_masks, node.expected, [(n, s.sums, s.have) for n, s in kept],
             batch.status, batch.completed)
         for (_number, sums), added in zip(kept, received):
@@ -128,13 +129,15 @@ class NativeDatapath:
                 current.placed()
 
     def fragments(self, job, number, count, indices, masks, values, starts, per_fragment,
-                  floats):
-        """PythonDatapath.fragments, built in C into one buffer."""
+                  floats, out=None):
+        """PythonDatapath.fragments, built in C into one buffer (`out`, if large enough:
+        a new one costs a page fault per 4 KB)."""
         indices = np.ascontiguousarray(indices, dtype=np.uint32)
         size = len(indices)
         masks = np.ascontiguousarray(np.broadcast_to(np.asarray(masks, dtype=np.uint64), size))
         starts = np.ascontiguousarray(starts, dtype=np.int64)
-        buffer = bytearray(size * (24 + 4 * per_fragment))
+        needed = size * (24 + 4 * per_fragment)
+        buffer = out if out is not None and len(out) >= needed else bytearray(needed)
         offsets, lengths = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
         _native.build_fragments(buffer, offsets, lengths, job, number, count, indices, masks,
                                 np.ascontiguousarray(values, dtype=np.float32), starts,

@@ -69,10 +69,11 @@ class PythonDatapath:
             returned.datagram(batch.packet(i), batch.source(i)[0])
 
     def fragments(self, job, number, count, indices, masks, values, starts, per_fragment,
-                  floats):
+                  floats, out=None):
         """Datagram i: fragment indices[i] of `count` for the workers in masks[i] (or in
         `masks`, one for all), carrying values[starts[i]:][:per_fragment] (fewer at the
-        end of `floats`)."""
+        end of `floats`). `out`: a buffer to build them in, where a path builds in one
+        (not this one)."""
         masks = np.broadcast_to(np.asarray(masks, dtype=np.uint64), len(indices))
         return [fragment_datagram(job, number, int(index), count, int(mask), values, int(start),
                                   per_fragment, floats)
