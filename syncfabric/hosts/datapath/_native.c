@@ -72,8 +72,16 @@ static inline void store_be64(unsigned char *p, uint64_t v)
     memcpy(p, &v, 8);
 }
 
+/* The byte-order loops below are built for AVX2 and for any x86-64 (or for the machine
+ * alone elsewhere); the loader picks the one this CPU runs (an ifunc). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BYTE_ORDER_LOOP __attribute__((target_clones("avx2", "default")))
+#else
+#define BYTE_ORDER_LOOP
+#endif
+
 /* sums[i] += big-endian float32 payload[i]: the loop gcc vectorises at -O3. */
-static void add_big_endian(float *restrict sums, const unsigned char *restrict payload, Py_ssize_t n)
+BYTE_ORDER_LOOP static void add_big_endian(float *restrict sums, const unsigned char *restrict payload, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t bits;
@@ -86,7 +94,7 @@ static void add_big_endian(float *restrict sums, const unsigned char *restrict p
 }
 
 /* out[i] = float32 values[i] in big-endian byte order. */
-static void copy_big_endian(unsigned char *restrict out, const float *restrict values, Py_ssize_t n)
+BYTE_ORDER_LOOP static void copy_big_endian(unsigned char *restrict out, const float *restrict values, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t bits;
@@ -97,7 +105,7 @@ static void copy_big_endian(unsigned char *restrict out, const float *restrict v
 }
 
 /* values[i] = big-endian float32 payload[i]. */
-static void load_big_endian(float *restrict values, const unsigned char *restrict payload, Py_ssize_t n)
+BYTE_ORDER_LOOP static void load_big_endian(float *restrict values, const unsigned char *restrict payload, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t bits;
