@@ -26,14 +26,10 @@ from experiments.cli import ArgumentParser
 ROLES = ("worker", "shard", "gloo")
 
 
-def round_values(floats, number, rank):
-    """Worker `rank`'s values in round `number`: whole numbers, so every sum is exact."""
-    return ((np.arange(floats, dtype=np.int64) + number) % 1000 + rank).astype(np.float32)
-
-
-def round_total(floats, number, workers):
-    return ((np.arange(floats, dtype=np.int64) + number) % 1000 * workers
-            + workers * (workers - 1) // 2).astype(np.float32)
+def base_values(floats, rank):
+    """Worker `rank`'s values in round 0: whole numbers, so every sum is exact; round n's
+    are these plus n."""
+    return (np.arange(floats, dtype=np.int64) % 1000 + rank).astype(np.float32)
 
 
 def answer(message):
@@ -41,16 +37,20 @@ def answer(message):
 
 
 def run_rounds(floats, rank, workers, rounds, reduce):
-    """Round after round on "go": reduce(values) -> the sum, timed and checked."""
-    values = round_values(floats, 1, rank)
+    """Round after round on "go": reduce(values) -> the sum (it may be `values`, summed in
+    place), timed and checked. Each round's values are made before its "go", in place."""
+    base = base_values(floats, rank)
+    base_total = sum(base_values(floats, k) for k in range(workers))
+    values = base + np.float32(1)
     answer({"ready": True})
     for number in range(1, rounds + 1):
         assert sys.stdin.readline().strip() == "go"
         cpu, start = time.process_time(), time.time()
         total = reduce(values)
         end, cpu = time.time(), time.process_time() - cpu
-        exact = bool(np.array_equal(total, round_total(floats, number, workers)))
-        values = round_values(floats, number + 1, rank)   # the next round's, before saying so
+        total -= np.float32(workers * number)   # every round's sum is base_total's plus this
+        exact = bool(np.array_equal(total, base_total))
+        np.add(base, np.float32(number + 1), out=values)   # the next round's, before saying so
         answer({"round": number, "start": start, "end": end, "cpu_s": cpu, "exact": exact})
 
 
@@ -98,12 +98,10 @@ def gloo(args):
     floats = args.floats
     dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
                             world_size=args.world)
-    tensor = torch.zeros(floats, dtype=torch.float32)
 
-    def reduce(values):
-        tensor.copy_(torch.from_numpy(values))   # the caller's values stay as they were
-        dist.all_reduce(tensor)
-        return tensor.numpy()
+    def reduce(values):   # in place, as DDP's buckets are reduced
+        dist.all_reduce(torch.from_numpy(values))
+        return values
     try:
         run_rounds(floats, args.rank, args.world, args.rounds, reduce)
     finally:
