@@ -1,15 +1,19 @@
 """Benchmark: the host software's own ceiling, which a real fabric meets before ours. Each
 role of a job runs alone on one core, on loopback with no shaping, fed by a generator
-on the other core, with 1472- and 8972-byte datagrams; iperf 2 sends UDP datagrams of
-the same size beside it in the same run, the kernel's reference.
+on the other core, with 1472- and 8972-byte datagrams, on each data path (the native
+one with GSO/GRO off and on); iperf 2 sends UDP datagrams of the same size beside it in
+the same run, the kernel's reference.
 
     python -m experiments.host_bench --out results/host_bench.csv
 
 Roles (syncfabric/hosts): sender, a worker's fragments built and paced out
-(fragment_packet, send_streams); receiver, a worker's round taking its sums back
-(FabricWorker); aggregator and shard, the summing nodes (job_roles), the shard also
-returning each sum by multicast. It runs in a network namespace of its own (root), where
-loopback carries multicast. Run it with nothing else on the machine.
+(Round.packets, send_streams); receiver, a worker's round taking its sums back
+(ReturnedSums); aggregator and shard, the summing nodes (job_roles), the shard also
+returning each sum by multicast. The generator is the native data path's sender, so
+that it is not the limit: each row also gives its rate alone, feeding nobody. A row
+gives the role's datagrams per second and the CPU microseconds it spent on each. It runs
+in a network namespace of its own (root), where loopback carries multicast. Run it with
+nothing else on the machine.
 """
 
 import argparse
@@ -18,7 +22,6 @@ import multiprocessing
 import os
 import re
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -27,23 +30,26 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from experiments import plots
+from experiments import host_plots
 from experiments.cli import ArgumentParser, write_csv
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round
-from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.datapath import datapath
+from syncfabric.hosts.gradient_wire import HEADER
 from syncfabric.hosts.job_layout import JobLayout
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.pacing import send_streams
 from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
-COLUMNS = ["role", "datagram_bytes", "datagrams_per_s", "gbit_s", "iperf_datagrams_per_s"]
+COLUMNS = ["role", "datapath", "gso", "datagram_bytes", "datagrams_per_s", "gbit_s",
+           "cpu_us_per_datagram", "generator_datagrams_per_s", "iperf_datagrams_per_s"]
 ROLES = ("sender", "receiver", "aggregator", "shard")
+PATHS = (("python", "off"), ("native", "off"), ("native", "on"))
 SIZES = (1472, 8972)
 NAMESPACE = "sfbench-host"
-ADDRESS = {"w1": "127.0.0.11", "w2": "127.0.0.12", "agg": "127.0.0.21", "ps": "127.0.0.31"}
+ADDRESS = {"w1": "127.0.0.11", "w2": "127.0.0.12", "agg": "127.0.0.21", "ps": "127.0.0.31",
+           "sink": "127.0.0.41"}
 GROUP, PORT, FRAGMENTS = "239.9.9.9", 29500, 256
 ROLE_CPU, LOAD_CPU = 0, 1
-ROUND_FIELD = struct.Struct("!I")   # a fragment header's round number, at offset 4
 
 
 def job(datagram_bytes, aggregated, senders=("w1", "w2")):
@@ -64,129 +70,149 @@ def job(datagram_bytes, aggregated, senders=("w1", "w2")):
             if aggregated else []}
 
 
-def flood(streams, seconds):
-    """The generator, on the other core: round after round, fragment i of every stream
-    ((templates, source, destination): fragment datagrams, their round number written
-    in place, sent from `source`) before fragment i + 1, for `seconds`."""
-    os.sched_setaffinity(0, {LOAD_CPU})
-    senders = []
-    for templates, source, destination in streams:
+class CountingPath:
+    """A data path that counts the datagrams it takes (receive) and sends."""
+
+    def __init__(self, path):
+        self.path, self.taken, self.sent = path, 0, 0
+
+    def receive(self, sock):
+        batch = self.path.receive(sock)
+        self.taken += batch.count
+        return batch
+
+    def send(self, *arguments):
+        sent = self.path.send(*arguments)
+        self.sent += sent
+        return sent
+
+    def __getattr__(self, name):
+        return getattr(self.path, name)
+
+
+def pass_of(layout, number, mask, path, out=None):
+    """Round `number`'s whole pass of fragments, carrying `mask`, built by `path`."""
+    current = Round(number, layout)
+    current.contribute(0, np.ones(layout.floats, dtype=np.float32), None,
+                       np.arange(layout.count))
+    return current.packets(np.arange(layout.count), mask, path, out)[1]
+
+
+def send_rounds(streams, seconds, path, counting=None, cycle=None):
+    """Round after round, the streams' ((layout, mask, source, destination)) passes built
+    and sent at full rate, for `seconds` (round numbers 1..cycle again and again, if
+    given); datagrams per second."""
+    socks = []
+    for _layout, _mask, source, _destination in streams:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind((source, 0))
-        senders.append((sock, [bytearray(t) for t in templates], destination))
-    deadline, number = time.monotonic() + seconds, 0
-    while time.monotonic() < deadline:
+        sock.setblocking(False)
+        socks.append(sock)
+    deadline, number, sent, started = time.perf_counter() + seconds, 0, 0, time.perf_counter()
+    while time.perf_counter() < deadline:
         number += 1
-        for index in range(FRAGMENTS):
-            for sock, packets, destination in senders:
-                ROUND_FIELD.pack_into(packets[index], 4, number)
-                try:
-                    sock.sendto(packets[index], destination)
-                except OSError:
-                    pass
+        for sock, (layout, mask, _source, destination) in zip(socks, streams):
+            packets = pass_of(layout, (number - 1) % cycle + 1 if cycle else number, mask, path)
+            send_streams(sock, [(destination, packets, 1e6)], path=counting or path)
+            sent += len(packets)
+    for sock in socks:
+        sock.close()
+    return sent / (time.perf_counter() - started)
 
 
-def with_generator(streams, seconds, measure):
-    """measure() on this core while the streams flood."""
-    generator = multiprocessing.Process(target=flood, args=(streams, seconds + 2))
+def generate(streams, seconds, gso, rates, cycle=None):
+    """The generator, on the other core: the native path's sender (rates: its rate)."""
+    os.sched_setaffinity(0, {LOAD_CPU})
+    os.environ["SYNCFABRIC_GSO"] = gso
+    rates.put(send_rounds(streams, seconds, datapath("native"), cycle=cycle))
+
+
+def with_generator(streams, seconds, gso, measure, cycle=None):
+    """measure() on this core while the generator floods."""
+    rates = multiprocessing.Queue()
+    generator = multiprocessing.Process(target=generate,
+                                        args=(streams, seconds + 1.5, gso, rates, cycle))
     generator.start()
     time.sleep(0.5)
     try:
         return measure()
     finally:
-        generator.terminate()
         generator.join()
 
 
-def sender(datagram_bytes, seconds):
-    layout = JobLayout(job(datagram_bytes, False))
-    values = np.ones(layout.floats, dtype=np.float32)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind((ADDRESS["w2"], 0))
-    sent, started, number = 0, time.perf_counter(), 0
-    while time.perf_counter() - started < seconds:
-        number += 1
-        packets = [fragment_packet(1, number, i, 2, values, layout.per_fragment)
-                   for i in range(FRAGMENTS)]
-        send_streams(sock, [((ADDRESS["ps"], PORT), packets, 1e6)])
-        sent += len(packets)
-    return sent / (time.perf_counter() - started)
+def generator_alone(streams, seconds, gso):
+    """The generator's datagrams per second feeding nobody (sent to a silent port)."""
+    rates = multiprocessing.Queue()
+    silent = [(layout, mask, source, (ADDRESS["sink"], PORT + 1)) for layout, mask, source, _d in streams]
+    generator = multiprocessing.Process(target=generate, args=(silent, seconds, gso, rates))
+    generator.start()
+    generator.join()
+    return rates.get()
 
 
-def taken_per_second(take, sock, seconds, flush=lambda: None):
-    """How many datagrams take() handled per second, as the counting socket it reads saw."""
-    started = time.perf_counter()
+def taken(take, counting, seconds, flush=lambda: None):
+    """(datagrams per second take() handled, CPU microseconds each)."""
+    cpu, started = time.process_time(), time.perf_counter()
     while time.perf_counter() - started < seconds:
         take()
         flush()
-    return sock.counted / (time.perf_counter() - started)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return counting.taken / elapsed, cpu / max(1, counting.taken) * 1e6
 
 
-class CountingSocket:
-    """A socket whose recvfrom counts what it returns (the roles read through it)."""
-
-    def __init__(self, sock):
-        self.sock, self.counted = sock, 0
-
-    def recvfrom(self, size):
-        answer = self.sock.recvfrom(size)
-        self.counted += 1
-        return answer
-
-    def __getattr__(self, name):
-        return getattr(self.sock, name)
+def role_streams(role, datagram_bytes):
+    """(the role's layout, the generator's streams feeding it)."""
+    if role == "receiver":
+        layout = JobLayout(job(datagram_bytes, False, senders=("w2",)))
+        return layout, [(layout, layout.everyone, ADDRESS["ps"], (GROUP, PORT))]
+    here = ADDRESS["agg" if role == "aggregator" else "ps"]
+    layout = JobLayout(job(datagram_bytes, role == "aggregator"))
+    return layout, [(layout, bit, ADDRESS[w], (here, PORT)) for w, bit in (("w1", 1), ("w2", 2))]
 
 
-def summing(role, datagram_bytes, seconds):
-    """Fragments an aggregator or a shard's host takes per second from two workers,
-    every round fresh (the shard also returns each sum by multicast)."""
-    aggregated = role == "aggregator"
-    layout = JobLayout(job(datagram_bytes, aggregated))
-    here = ADDRESS["agg" if aggregated else "ps"]
-    sock = CountingSocket(receiving_socket(here, PORT, reuse=False))
-    node = (AggregatorNode(layout, layout.aggregations[0], sock) if aggregated
-            else ShardNode(layout, layout.shards[0], sock))
-    values = np.ones(layout.floats, dtype=np.float32)
-    streams = [([fragment_packet(1, 0, i, bit, values, layout.per_fragment)
-                 for i in range(FRAGMENTS)], ADDRESS[w], (here, PORT))
-               for w, bit in (("w1", 1), ("w2", 2))]
+def measure(role, datagram_bytes, path, seconds):
+    """(datagrams/s, CPU us each, the generator's datagrams/s alone) of `role` on path."""
+    os.sched_setaffinity(0, {ROLE_CPU})
+    counting = CountingPath(path)
+    layout, streams = role_streams(role, datagram_bytes)
+    gso = "on" if path.gso else "off"
+    if role == "sender":
+        cpu = time.process_time()
+        rate = send_rounds([(layout, 2, ADDRESS["w2"], (ADDRESS["sink"], PORT))], seconds, path,
+                           counting)
+        return rate, (time.process_time() - cpu) / max(1, counting.sent) * 1e6, None
+    alone = generator_alone(streams, seconds, gso)
+    cycle = None
+    if role == "receiver":   # the sums of rounds 1..KEEP again and again, reopened when done
+        sock = receiving_socket(GROUP, PORT, [GROUP], ADDRESS["w1"])
+        node = ReturnedSums(layout, layout.shards[0], sock, OpenRounds(layout), counting)
+        flush, cycle = node.rounds.reopen, OpenRounds.KEEP
+    else:
+        sock = receiving_socket(streams[0][3][0], PORT, reuse=False)
+        node = (AggregatorNode(layout, layout.aggregations[0], sock, counting) if role == "aggregator"
+                else ShardNode(layout, layout.shards[0], sock, path=counting))
+        flush = node.sums_out.send_due
     try:
-        return with_generator(streams, seconds,
-                              lambda: taken_per_second(node.take, sock, seconds, node.sums_out.send_due))
+        return (*with_generator(streams, seconds, gso,
+                                lambda: taken(node.take, counting, seconds, flush), cycle), alone)
     finally:
         sock.close()
 
 
-class OpenRounds:
-    """Every round open, as a worker would hold it (the newest KEEP of them)."""
+class OpenRounds(dict):
+    """Rounds 1..KEEP open, as a worker holds its rounds in flight; one whose sums all
+    came back is opened anew (the generator sends those rounds again and again)."""
     KEEP = 8
 
     def __init__(self, layout):
-        self.layout, self.rounds = layout, {}
+        super().__init__()
+        self.layout = layout
+        self.reopen()
 
-    def get(self, number):
-        if number not in self.rounds:
-            self.rounds[number] = Round(number, self.layout)
-            for old in sorted(self.rounds)[:-self.KEEP]:
-                del self.rounds[old]
-        return self.rounds[number]
-
-
-def receiver(datagram_bytes, seconds):
-    """Sums a worker takes back per second from its shard's tree (ReturnedSums, as
-    FabricWorker reads them), every round fresh."""
-    layout = JobLayout(job(datagram_bytes, False, senders=("w2",)))
-    shard = layout.shards[0]
-    sock = CountingSocket(receiving_socket(GROUP, PORT, [GROUP], ADDRESS["w1"]))
-    returned = ReturnedSums(layout, shard, sock, OpenRounds(layout))
-    values = np.ones(layout.floats, dtype=np.float32)
-    templates = [fragment_packet(1, 0, i, layout.everyone, values, layout.per_fragment)
-                 for i in range(FRAGMENTS)]
-    try:
-        return with_generator([(templates, ADDRESS["ps"], (GROUP, PORT))], seconds,
-                              lambda: taken_per_second(returned.take, sock, seconds))
-    finally:
-        sock.close()
+    def reopen(self):
+        for number in range(1, self.KEEP + 1):
+            if number not in self or self[number].have.all():
+                self[number] = Round(number, self.layout)
 
 
 def iperf_rate(datagram_bytes, seconds):
@@ -205,15 +231,6 @@ def iperf_rate(datagram_bytes, seconds):
     return (total - lost) / seconds
 
 
-def measure(role, datagram_bytes, seconds):
-    os.sched_setaffinity(0, {ROLE_CPU})
-    if role == "sender":
-        return sender(datagram_bytes, seconds)
-    if role == "receiver":
-        return receiver(datagram_bytes, seconds)
-    return summing(role, datagram_bytes, seconds)
-
-
 def inside(args):
     """The measurements, in the benchmark's namespace."""
     for command in ("ip link set lo up multicast on", "ip route add 224.0.0.0/4 dev lo"):
@@ -221,11 +238,15 @@ def inside(args):
     rows = []
     for size in tqdm(SIZES, desc="datagram sizes"):
         reference = iperf_rate(size, args.seconds)
-        for role in ROLES:
-            rate = measure(role, size, args.seconds)
-            rows.append({"role": role, "datagram_bytes": size, "datagrams_per_s": round(rate),
-                         "gbit_s": round(rate * size * 8 / 1e9, 3),
-                         "iperf_datagrams_per_s": round(reference)})
+        for name, gso in PATHS:
+            os.environ["SYNCFABRIC_GSO"] = gso
+            for role in ROLES:
+                rate, cpu_us, alone = measure(role, size, datapath(name), args.seconds)
+                rows.append({"role": role, "datapath": name, "gso": gso, "datagram_bytes": size,
+                             "datagrams_per_s": round(rate), "gbit_s": round(rate * size * 8 / 1e9, 3),
+                             "cpu_us_per_datagram": round(cpu_us, 2),
+                             "generator_datagrams_per_s": "" if alone is None else round(alone),
+                             "iperf_datagrams_per_s": round(reference)})
     return rows
 
 
@@ -255,10 +276,14 @@ def main(argv=None):
     rows = json.loads(run.stdout.splitlines()[-1])
     write_csv(rows, args.out, COLUMNS)
     for row in rows:
-        print("%-10s %5d B: %8d datagrams/s (%.2f Gbit/s), %.2f of iperf's %d"
-              % (row["role"], row["datagram_bytes"], row["datagrams_per_s"], row["gbit_s"],
-                 row["datagrams_per_s"] / row["iperf_datagrams_per_s"], row["iperf_datagrams_per_s"]))
-    print("CSV: %s  figure: %s" % (args.out, plots.plot_host_bench(args.out)))
+        print("%-10s %-6s gso %-3s %5d B: %8d datagrams/s (%.2f Gbit/s) %5.2f us each, %.2f of "
+              "iperf's %d%s" % (row["role"], row["datapath"], row["gso"], row["datagram_bytes"],
+                               row["datagrams_per_s"], row["gbit_s"], row["cpu_us_per_datagram"],
+                               row["datagrams_per_s"] / row["iperf_datagrams_per_s"],
+                               row["iperf_datagrams_per_s"],
+                               "" if row["generator_datagrams_per_s"] == "" else
+                               "; generator alone %d" % row["generator_datagrams_per_s"]))
+    print("CSV: %s  figure: %s" % (args.out, host_plots.plot_host_bench(args.out)))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.job_roles import ShardNode, control_message, next_due, wait_until_served
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.worker_rounds import ResultArrays, ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -113,6 +113,7 @@ class FabricWorker:
             self.selector.register(node.sock, selectors.EVENT_READ,
                                    lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
+        self.results = ResultArrays(layout.count * layout.per_fragment)
         for shard in layout.shards:
             if shard.host != name:
                 returned = ReturnedSums(layout, shard, receiving_socket(
@@ -216,7 +217,8 @@ class FabricWorker:
         if self.failure is not None:
             future.set_exception(self.failure)
             return
-        current = self.rounds.get(number) or self.rounds.setdefault(number, Round(number, self.layout))
+        current = self.rounds.get(number) or self.rounds.setdefault(
+            number, Round(number, self.layout, self.results.take()))
         current.contribute(start, values, future, whole)
         self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
                               start_at, self._between_sends)

@@ -72,14 +72,18 @@ def fragment_packet(job, number, index, mask, values, per_fragment=None):
 
 class FragmentSums:
     """Per fragment of `fragments` (first, last: every fragment by default): the running
-    float32 sum and the mask of workers in it. A node holds only its own fragments' sums."""
+    float32 sum and the mask of workers in it. A node holds only its own fragments' sums.
+    A fragment's first datagram is copied in, not added: `sums` may be an older round's
+    array, used again without clearing it (a fresh one costs its pages' clearing)."""
 
-    def __init__(self, job, number, floats, expected, per_fragment=None, fragments=None):
+    def __init__(self, job, number, floats, expected, per_fragment=None, fragments=None,
+                 sums=None):
         per_fragment = per_fragment or floats_per_fragment()
         self.job, self.number, self.floats, self.per_fragment = job, number, floats, per_fragment
         self.count = fragment_count(floats, per_fragment)
         self.first, self.last = fragments or (0, self.count)
-        self.sums = np.zeros((self.last - self.first) * per_fragment, dtype=np.float32)
+        size = (self.last - self.first) * per_fragment
+        self.sums = np.zeros(size, dtype=np.float32) if sums is None else sums[:size]
         self.have = np.zeros(self.count, dtype=np.uint64)
         self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
         self.received_bytes = 0
@@ -100,7 +104,10 @@ class FragmentSums:
             return None   # a worker already counted (late or repeated copy), or not ours
         values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
         start = self.start_of(index)
-        self.sums[start:start + len(values)] += values
+        if have:
+            self.sums[start:start + len(values)] += values
+        else:
+            self.sums[start:start + len(values)] = values
         self.have[index] = have | mask
         return index if have | mask == int(self.expected[index]) else None
 

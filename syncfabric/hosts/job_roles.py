@@ -14,8 +14,8 @@ addresses are known before any fragment leaves.
 
 A datagram counts only if its job is this job, its sender may carry the workers it
 names (the job's layout: a worker only itself, an aggregator only its workers), and its
-round is one still kept (the KEPT_ROUNDS newest): fragments from a host outside the job
-never change a sum.
+round is one still kept (the KEPT_ROUNDS newest, fewer for a large shard: KEPT_BYTES):
+fragments from a host outside the job never change a sum.
 """
 
 import json
@@ -34,7 +34,9 @@ from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
 CONTROL_MAGIC = b"SFJC"
-KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once)
+KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once),
+KEPT_BYTES = 512 * 2 ** 20   # or as many as fit in this many bytes of sums,
+FEWEST_KEPT_ROUNDS = 4       # but never fewer
 HELLO_S = 0.05     # a worker waiting for its summing nodes says hello this often
 
 
@@ -54,7 +56,7 @@ def control_message(packet):
 
 
 class SummingNode:
-    """One summing node of a job, on one socket: its rounds' sums, newest KEPT_ROUNDS, and
+    """One summing node of a job, on one socket: its newest rounds' sums (`kept` of them), and
     `sums_out`, which sends them on paced (a meter at the stream's rate polices the leg).
     Its datagrams come through the host's data path (datapath/): batches, summed there
     where it can, the rest by this node's own rule (datagram)."""
@@ -69,6 +71,9 @@ class SummingNode:
         summed = np.flatnonzero(self.expected)   # the fragments this node sums: only
         self.fragments = (int(summed[0]), int(summed[-1]) + 1) if len(summed) else (0, 0)
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
+        round_bytes = 4 * layout.per_fragment * (self.fragments[1] - self.fragments[0])
+        self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
+        self.spare = []   # the sums array of the round last forgotten, to use again
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path)
@@ -89,16 +94,18 @@ class SummingNode:
                                            layout.per_fragment, len(sums.total()))
 
     def sums(self, number):
-        """The round's sums (made on its first datagram); None for a round too old."""
+        """The round's sums (made on its first datagram, in the array of the round it
+        makes the node forget); None for a round too old."""
         if number in self.rounds:
             return self.rounds[number]
-        if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= KEPT_ROUNDS:
+        if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= self.kept:
             return None
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
-                                           self.layout.per_fragment, self.fragments)
+                                           self.layout.per_fragment, self.fragments,
+                                           self.spare.pop() if self.spare else None)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
-        while len(self.rounds) > KEPT_ROUNDS:
-            self.rounds.popitem(last=False)
+        while len(self.rounds) > self.kept:
+            self.spare = [self.rounds.popitem(last=False)[1].sums]
         return self.rounds.get(number)
 
     def take(self):

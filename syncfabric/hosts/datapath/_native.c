@@ -587,8 +587,11 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
             status[i] = ADDED;   /* counted already, or not ours: no change, as in Python */
             continue;
         }
-        add_big_endian((float *)round->sums.buf + (Py_ssize_t)(index - held_first) * per_fragment,
-                       packet + HEADER_BYTES, carried);
+        float *sums = (float *)round->sums.buf + (Py_ssize_t)(index - held_first) * per_fragment;
+        if (have[index])
+            add_big_endian(sums, packet + HEADER_BYTES, carried);
+        else   /* the first is copied: the array may hold an older round's sums */
+            load_big_endian(sums, packet + HEADER_BYTES, carried);
         have[index] |= mask;
         if (have[index] == expected[index]) {
             status[i] = COMPLETED;
