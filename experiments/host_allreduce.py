@@ -209,3 +209,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+

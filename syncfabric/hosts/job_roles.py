@@ -35,7 +35,7 @@ from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 LOG = logging.getLogger("syncfabric.hosts")
 CONTROL_MAGIC = b"SFJC"
 KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once),
-KEPT_BYTES = 512 * 2 ** 20   # or as many as fit in this many bytes of sums,
+KEPT_BYTES = 128 * 2 ** 20   # or as many as fit in this many bytes of sums (arrays used again),
 FEWEST_KEPT_ROUNDS = 4       # but never fewer
 HELLO_S = 0.05     # a worker waiting for its summing nodes says hello this often
 
