@@ -209,4 +209,3 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
-
