@@ -28,6 +28,7 @@ class Round:
         self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
+        self.returned = self.checked = 0   # fragments back; when parts were last looked at
         self.sent = False   # every fragment of this worker's went out (repairs may start)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
@@ -76,10 +77,11 @@ class Round:
             start = int(self.layout.block_of[index]) * self.layout.per_fragment
             self.result[start:start + len(values)] = values
             self.have[index] = True
-            self.placed()
+            self.placed(1)
 
-    def placed(self):
-        """Sums came back (place, or the data path placing a batch itself)."""
+    def placed(self, count):
+        """`count` sums came back (place, or the data path placing a batch itself)."""
+        self.returned += count
         self.progress_at = time.monotonic()
 
     def repair_requests(self, name, now):
@@ -93,12 +95,17 @@ class Round:
                  (shard.address, shard.port)) for shard, need in needs if need]
 
     def summed_parts(self):
-        """The parts whose every fragment is back, taken out of the round."""
+        """The parts whose every fragment is back, taken out of the round (looked at only
+        when more came back; a whole round's part is whole when every fragment is)."""
         per_fragment, done = self.layout.per_fragment, []
+        if self.returned == self.checked:
+            return done
+        self.checked = self.returned
         for part in list(self.parts):
             start, stop, _future = part
             blocks = slice(start // per_fragment, (stop - 1) // per_fragment + 1)
-            if self.have[self.layout.wire_of[blocks]].all():
+            if self.returned == self.layout.count if stop - start == self.layout.floats \
+                    else self.have[self.layout.wire_of[blocks]].all():
                 self.parts.remove(part)
                 done.append(part)
         return done

@@ -54,11 +54,11 @@ class WorkerSends:
             _given, packets = current.packets(mine, self.bit, self.path, scratch)
             self.scratch[number] = getattr(packets, "buffer", None)   # the native path's
             streams.append(((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction))
-            flights.append((mine, self.window(leg)))
+            flights.append((leg, self.window(leg)))
 
-        def window(stream, sent):   # the sums of a stream's fragments come back
-            indices, size = flights[stream]
-            return size - sent + int(np.count_nonzero(current.have[indices[:sent]]))
+        def window(stream, sent):   # the sums of a leg's fragments come back once it sent them
+            leg, size = flights[stream]
+            return size - sent + int(np.count_nonzero(current.have[leg.first:leg.last]))
         started = perf_counter_at(start_at)
         send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path, window)
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)

@@ -16,7 +16,7 @@ from syncfabric.hosts.datapath.python import Summed
 
 LOG = logging.getLogger("syncfabric.hosts")
 SLOT_BYTES = 65536      # a datagram, or a GRO super-datagram, at most
-SLOTS = 32              # datagrams one receive takes at most (2 MB of buffer per thread)
+SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still in cache when summed
 MOST_SEGMENTS = 64      # segments of one GRO super-datagram at most (the kernel's limit)
 UDP_GRO = 104           # Linux's socket option (Python 3.11 has no constant)
 GSO_ERRORS = (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.EMSGSIZE)
@@ -126,7 +126,7 @@ class NativeDatapath:
             [(n, r.result, r.have) for n, r in rounds])
         for (_number, current), count in zip(rounds, placed):
             if count:
-                current.placed()
+                current.placed(count)
 
     def fragments(self, job, number, count, indices, masks, values, starts, per_fragment,
                   floats, out=None):
