@@ -187,6 +187,9 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.workers < 2 or args.shards < 1 or min(args.sizes) <= 0:
         parser.error("needs --rounds >= 2, --workers >= 2, --shards >= 1 and positive sizes")
+    if "colocated" in args.placements and not 2 <= args.shards <= args.workers:
+        parser.error("shards colocated in the workers' hosts are 2 to --workers of them "
+                     "(--shards %d): change --shards, or --placements dedicated" % args.shards)
     return args
 
 

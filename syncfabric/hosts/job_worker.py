@@ -98,7 +98,8 @@ def run(args):
     for result in timed:
         expected = sum(whole_gradient(args.seed, i, result["round"], floats)
                        for i in range(len(workers)))
-        results.append(dict(result, exact=digest(totals[result["round"]]) == digest(expected)))
+        results.append(dict(result, exact=digest(totals[result["round"]]) == digest(expected),
+                            datapath=worker.path.name))
         print(json.dumps(results[-1]), flush=True)
     return results
 

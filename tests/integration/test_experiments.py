@@ -252,3 +252,26 @@ def test_soak_finds_no_violation_in_30_seconds(tmp_path):
     table = rows(out)
     assert len(table) == summary["steps"] and all(r["violations"] == "0" for r in table)
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.integration
+def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp_path):
+    """Namespaces on veth and on loopback, no fabric: every row exact, no receive buffer
+    overflowed, a ratio to Gloo's time in each of ours, and no namespace left."""
+    require_root()
+    out = tmp_path / "host.csv"
+    answer = run("host_allreduce", "--workers", "2", "--shards", "2", "--sizes", "1",
+                 "--rounds", "3", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    ours = [(r["network"], r["placement"], r["datapath"], r["gso"]) for r in table
+            if r["datapath"] != "gloo"]
+    assert ours == [(network, placement, path, gso) for network in ("veth", "loopback")
+                    for placement in ("dedicated", "colocated")
+                    for path, gso in (("python", "off"), ("native", "off"), ("native", "on"))]
+    assert [r["network"] for r in table if r["datapath"] == "gloo"] == ["veth", "loopback"]
+    assert all(r["exact"] == "True" and r["rcvbuf_errors"] == "0" for r in table)
+    assert all(float(r["ratio_to_gloo"]) > 0 for r in table if r["datapath"] != "gloo")
+    assert out.with_suffix(".png").stat().st_size > 0
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "sfns-ha-" not in namespaces

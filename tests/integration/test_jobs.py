@@ -1,5 +1,6 @@
 """Jobs for real on a 2x2 Mininet fabric under ryu-manager: the aggregator daemons serve
-one job and then another, whole-number sums come back exact, a host outside the job
+one job and then another, whole-number sums come back exact (workers on either data
+path, daemons on the native one), a host outside the job
 changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
 that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
 nothing). A DDP run goes on through a controller killed and restarted, its lease kept;
@@ -73,6 +74,20 @@ def test_rounds_through_the_daemons_are_exact_and_a_second_job_uses_the_same_dae
         assert {w: [r["exact"] for r in lines] for w, lines in results.items()} == \
             {w: [True] * 3 for w in WORKERS}
     assert all(daemon.poll() is None for daemon in daemons.values())
+    assert bed.leftovers() == {}
+
+
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_rounds_on_either_data_path_are_exact_and_leave_nothing(bed, daemons, path, monkeypatch):
+    """The workers on `path`, the daemons on the native one (with python, a mixed job);
+    OVS's userspace datapath refuses GSO (offloads off), so the native path sends without."""
+    monkeypatch.setenv("SYNCFABRIC_DATAPATH", path)
+    job = post_job(bed, placement="dedicated", shards=1)
+    try:
+        results = run_job(bed, job, rounds=3, in_flight=2)
+    finally:
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    assert {(r["exact"], r["datapath"]) for lines in results.values() for r in lines} == {(True, path)}
     assert bed.leftovers() == {}
 
 
