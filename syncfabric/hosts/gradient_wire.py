@@ -83,7 +83,9 @@ class FragmentSums:
         self.count = fragment_count(floats, per_fragment)
         self.first, self.last = fragments or (0, self.count)
         size = (self.last - self.first) * per_fragment
-        self.sums = np.zeros(size, dtype=np.float32) if sums is None else sums[:size]
+        self.sums = np.zeros(size, dtype=np.float32) if sums is None else sums
+        if len(self.sums) != size:
+            raise ValueError("sums for %d floats, not %d" % (len(self.sums), size))
         self.have = np.zeros(self.count, dtype=np.uint64)
         self.expected = np.asarray(expected, dtype=np.uint64)   # mask per fragment
         self.received_bytes = 0

@@ -73,7 +73,6 @@ class SummingNode:
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
         round_bytes = 4 * layout.per_fragment * (self.fragments[1] - self.fragments[0])
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
-        self.spare = []   # the sums array of the round last forgotten, to use again
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path)
@@ -98,15 +97,15 @@ class SummingNode:
         makes the node forget); None for a round too old."""
         if number in self.rounds:
             return self.rounds[number]
-        if self.rounds and number < next(iter(self.rounds)) and len(self.rounds) >= self.kept:
-            return None
+        spare = None
+        if len(self.rounds) >= self.kept:   # full: the oldest makes room, or this is older
+            if number < next(iter(self.rounds)):
+                return None
+            spare = self.rounds.popitem(last=False)[1].sums
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
-                                           self.layout.per_fragment, self.fragments,
-                                           self.spare.pop() if self.spare else None)
+                                           self.layout.per_fragment, self.fragments, spare)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
-        while len(self.rounds) > self.kept:
-            self.spare = [self.rounds.popitem(last=False)[1].sums]
-        return self.rounds.get(number)
+        return self.rounds[number]
 
     def take(self):
         """Take every datagram waiting on the node's socket, a batch at a time."""

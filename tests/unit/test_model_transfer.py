@@ -1,4 +1,5 @@
 import hashlib
+import time
 
 from syncfabric.hosts import pacing
 from syncfabric.hosts.datapath import datapath
@@ -91,3 +92,28 @@ def test_a_sender_awake_sends_what_falls_due_within_ahead_s_and_keeps_its_rate()
                             ahead_s, path=PYTHON_PATH)
         assert len(sock.times) == 20 and len(wakeups) <= most_wakeups
         assert sock.times[-1] - sock.times[0] >= 19 * interval_s - ahead_s
+
+
+def test_a_window_holds_a_stream_to_what_came_back_then_sends_on_if_stalled(monkeypatch):
+    """At most 5 in flight: each idle() brings 5 sums back; with nothing coming back the
+    stream waits WINDOW_STALL_S and then sends on (repairs mend what was lost)."""
+    class Recording:
+        def __init__(self):
+            self.in_flight = []
+
+        def sendto(self, _packet, _flags, _address):
+            self.in_flight.append(len(self.in_flight) - returned[0])
+
+    returned = [0]
+
+    def idle(_seconds):
+        returned[0] += 5
+    sock = Recording()
+    pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(100)] * 23, 1e6)], idle, path=PYTHON_PATH,
+                        window=lambda _stream, sent: 5 - sent + min(returned[0], sent))
+    assert len(sock.in_flight) == 23 and max(sock.in_flight) < 5
+    monkeypatch.setattr(pacing, "WINDOW_STALL_S", 0.02)
+    sock, started = Recording(), time.perf_counter()
+    pacing.send_streams(sock, [(("10.0.0.2", 9), [bytes(100)] * 3, 1e6)], path=PYTHON_PATH,
+                        window=lambda _stream, _sent: 0)
+    assert len(sock.in_flight) == 3 and time.perf_counter() - started >= 0.02
