@@ -90,29 +90,41 @@ class CountingPath:
         return getattr(self.path, name)
 
 
-def pass_of(layout, number, mask, path, out=None):
-    """Round `number`'s whole pass of fragments, carrying `mask`, built by `path`."""
-    current = Round(number, layout)
-    current.contribute(0, np.ones(layout.floats, dtype=np.float32), None,
-                       np.arange(layout.count))
-    return current.packets(np.arange(layout.count), mask, path, out)[1]
+class Passes:
+    """A worker's whole passes of fragments (carrying `mask`), built by `path` as a
+    worker builds them: in the buffer of its last pass."""
+
+    def __init__(self, layout, mask, path):
+        self.layout, self.mask, self.path = layout, mask, path
+        self.values = np.ones(layout.floats, dtype=np.float32)
+        self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32)
+        self.buffer = None
+
+    def build(self, number):
+        current = Round(number, self.layout, self.result)
+        everything = np.arange(self.layout.count)
+        current.contribute(0, self.values, None, everything)
+        packets = current.packets(everything, self.mask, self.path, self.buffer)[1]
+        self.buffer = getattr(packets, "buffer", None)
+        return packets
 
 
 def send_rounds(streams, seconds, path, counting=None, cycle=None):
     """Round after round, the streams' ((layout, mask, source, destination)) passes built
     and sent at full rate, for `seconds` (round numbers 1..cycle again and again, if
     given); datagrams per second."""
-    socks = []
-    for _layout, _mask, source, _destination in streams:
+    socks, passes = [], []
+    for layout, mask, source, _destination in streams:
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind((source, 0))
         sock.setblocking(False)
         socks.append(sock)
+        passes.append(Passes(layout, mask, path))
     deadline, number, sent, started = time.perf_counter() + seconds, 0, 0, time.perf_counter()
     while time.perf_counter() < deadline:
         number += 1
-        for sock, (layout, mask, _source, destination) in zip(socks, streams):
-            packets = pass_of(layout, (number - 1) % cycle + 1 if cycle else number, mask, path)
+        for sock, made, (_layout, _mask, _source, destination) in zip(socks, passes, streams):
+            packets = made.build((number - 1) % cycle + 1 if cycle else number)
             send_streams(sock, [(destination, packets, 1e6)], path=counting or path)
             sent += len(packets)
     for sock in socks:
@@ -140,13 +152,22 @@ def with_generator(streams, seconds, gso, measure, cycle=None):
         generator.join()
 
 
+def sink(address=ADDRESS["sink"]):
+    """A socket nobody reads (its datagrams dropped once its buffer is full), for what
+    is sent to feed nobody: a port without one costs the kernel an ICMP error each."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((address, PORT))
+    return sock
+
+
 def generator_alone(streams, seconds, gso):
-    """The generator's datagrams per second feeding nobody (sent to a silent port)."""
+    """The generator's datagrams per second feeding nobody (sent to the sink)."""
     rates = multiprocessing.Queue()
-    silent = [(layout, mask, source, (ADDRESS["sink"], PORT + 1)) for layout, mask, source, _d in streams]
-    generator = multiprocessing.Process(target=generate, args=(silent, seconds, gso, rates))
-    generator.start()
-    generator.join()
+    unread = [(layout, mask, source, (ADDRESS["sink"], PORT)) for layout, mask, source, _d in streams]
+    with sink():
+        generator = multiprocessing.Process(target=generate, args=(unread, seconds, gso, rates))
+        generator.start()
+        generator.join()
     return rates.get()
 
 
@@ -178,8 +199,9 @@ def measure(role, datagram_bytes, path, seconds):
     gso = "on" if path.gso else "off"
     if role == "sender":
         cpu = time.process_time()
-        rate = send_rounds([(layout, 2, ADDRESS["w2"], (ADDRESS["sink"], PORT))], seconds, path,
-                           counting)
+        with sink():
+            rate = send_rounds([(layout, 2, ADDRESS["w2"], (ADDRESS["sink"], PORT))], seconds,
+                               path, counting)
         return rate, (time.process_time() - cpu) / max(1, counting.sent) * 1e6, None
     alone = generator_alone(streams, seconds, gso)
     cycle = None
@@ -187,16 +209,19 @@ def measure(role, datagram_bytes, path, seconds):
         sock = receiving_socket(GROUP, PORT, [GROUP], ADDRESS["w1"])
         node = ReturnedSums(layout, layout.shards[0], sock, OpenRounds(layout), counting)
         flush, cycle = node.rounds.reopen, OpenRounds.KEEP
-    else:
+    else:   # the aggregator's sums go on to the shard's host, here a sink
         sock = receiving_socket(streams[0][3][0], PORT, reuse=False)
         node = (AggregatorNode(layout, layout.aggregations[0], sock, counting) if role == "aggregator"
                 else ShardNode(layout, layout.shards[0], sock, path=counting))
         flush = node.sums_out.send_due
+    onward = sink(ADDRESS["ps"]) if role == "aggregator" else None
     try:
         return (*with_generator(streams, seconds, gso,
                                 lambda: taken(node.take, counting, seconds, flush), cycle), alone)
     finally:
         sock.close()
+        if onward is not None:
+            onward.close()
 
 
 class OpenRounds(dict):
