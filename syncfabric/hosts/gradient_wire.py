@@ -101,10 +101,16 @@ class FragmentSums:
         if job != self.job or number != self.number or not self.fits(index, packet):
             return None
         self.received_bytes += len(packet) + FRAME_OVERHEAD
+        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size)
+        return self.add_values(index, mask, values)
+
+    def add_values(self, index, mask, values):
+        """Add fragment `index`'s float32 `values` from the workers in `mask` (a datagram's,
+        or this host's own worker's without the network); returns the fragment if it just
+        became complete."""
         have = int(self.have[index])
         if mask & have or mask & ~int(self.expected[index]) or not self.first <= index < self.last:
             return None   # a worker already counted (late or repeated copy), or not ours
-        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size).astype(np.float32)
         start = self.start_of(index)
         if have:
             self.sums[start:start + len(values)] += values

@@ -154,11 +154,14 @@ class SummingNode:
         if complete is not None:
             self.completed(number, complete)
 
-    def add_local(self, number, index, packet):
-        """A fragment of this host's own worker, added without the network."""
-        complete = self.sums(number).add(packet)
-        if complete is not None:
-            self.completed(number, complete)
+    def add_local(self, number, indices, values, starts, mask):
+        """Fragments `indices` of this host's own worker (`mask`), values[starts[i]:] each,
+        added without the network."""
+        sums, per_fragment, floats = self.sums(number), self.layout.per_fragment, self.layout.floats
+        for index, start in zip(indices.tolist(), starts.tolist()):
+            complete = sums.add_values(index, mask, values[start:min(start + per_fragment, floats)])
+            if complete is not None:
+                self.completed(number, complete)
 
     def completed(self, number, index):
         raise NotImplementedError

@@ -31,10 +31,11 @@ class WorkerSends:
         self.scratch = {}   # leg number -> the buffer its first passes are built in
 
     def window(self, leg):
-        """How many of a leg's fragments may be in flight (sent, their sum not back): the
-        summing node's receive buffer shared by the workers that send to it."""
+        """How many of a leg's fragments may be in flight (sent, their sum not back): half
+        the summing node's receive buffer (the kernel counts a datagram's buffers, more
+        than its bytes), shared by the workers that send to it."""
         datagram = HEADER.size + 4 * self.layout.per_fragment
-        return max(BATCH, RECEIVE_BUFFER_BYTES // self.senders_to[leg.address, leg.port]
+        return max(BATCH, RECEIVE_BUFFER_BYTES // 2 // self.senders_to[leg.address, leg.port]
                    // datagram)
 
     def first_pass(self, current, whole, own, start_at, idle):
@@ -44,9 +45,11 @@ class WorkerSends:
         layout = self.layout
         indices = layout.wire_of[np.asarray(whole, dtype=np.int64)]
         numbers = self.leg_numbers[indices]
-        for index in indices[numbers < 0]:   # this worker's part of its own shard, added here
-            _given, packets = current.packets([index], self.bit, self.path)
-            own[layout.shard_of[index]].add_local(current.number, int(index), packets[0])
+        local = indices[numbers < 0]   # this worker's part of its own shards, added here
+        for shard in np.unique(layout.shard_of[local]):
+            mine = local[layout.shard_of[local] == shard]
+            own[shard].add_local(current.number, mine, current.values,
+                                 layout.block_of[mine] * layout.per_fragment, self.bit)
         streams, flights = [], []
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
