@@ -221,3 +221,16 @@ def test_a_workers_result_array_is_used_again_only_once_nothing_holds_it():
     first = id(held.base)
     del held
     assert id(arrays.take()) == first and arrays.take() is not second
+
+
+def test_the_native_calls_refuse_arrays_too_small_or_datagrams_outside_their_buffer():
+    from syncfabric.hosts.datapath import _native
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    small = np.zeros(8, dtype=np.int64)
+    with pytest.raises(ValueError, match="offsets holds 64 bytes, 512 needed"):
+        _native.recv_batch(sock.fileno(), bytearray(65536), 65536, small, small,
+                           np.zeros(8, np.uint32), np.zeros(8, np.uint16))
+    offsets, lengths = np.array([0, 90], dtype=np.int64), np.array([10, 20], dtype=np.int64)
+    with pytest.raises(ValueError, match="a datagram lies outside the buffer"):
+        _native.send_batch(sock.fileno(), b"x" * 100, offsets, lengths, 0, 2, 0x7F000001, 9, False)
+    sock.close()

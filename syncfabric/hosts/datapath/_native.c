@@ -46,6 +46,43 @@ static int get_buffer(PyObject *object, Py_buffer *view, int writable, Py_ssize_
     return 0;
 }
 
+/* The buffers a call holds, released together (release_held). */
+typedef struct {
+    Py_buffer view[12];
+    int count;
+} Held;
+
+/* `object`'s buffer (get_buffer's), held as the next of `held`; NULL with an error set. */
+static Py_buffer *hold(Held *held, PyObject *object, int writable, Py_ssize_t itemsize,
+                       Py_ssize_t items, const char *name)
+{
+    Py_buffer *view = &held->view[held->count];
+    if (get_buffer(object, view, writable, itemsize, items, name) < 0)
+        return NULL;
+    held->count++;
+    return view;
+}
+
+static void release_held(Held *held)
+{
+    while (held->count > 0)
+        PyBuffer_Release(&held->view[--held->count]);
+}
+
+/* 0 if datagrams first..stop-1 (offsets[i], lengths[i], int64) lie in `buffer`; -1 with
+ * an error set if one does not. */
+static int datagrams_in(const Py_buffer *buffer, const Py_buffer *offsets,
+                        const Py_buffer *lengths, Py_ssize_t first, Py_ssize_t stop)
+{
+    const int64_t *offset = offsets->buf, *length = lengths->buf;
+    for (Py_ssize_t i = first; i < stop; i++)
+        if (offset[i] < 0 || length[i] < 0 || offset[i] + length[i] > buffer->len) {
+            PyErr_SetString(PyExc_ValueError, "a datagram lies outside the buffer");
+            return -1;
+        }
+    return 0;
+}
+
 static inline uint32_t load_be32(const unsigned char *p)
 {
     uint32_t v;
@@ -132,29 +169,27 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iOnOOOO", &fd, &buffer_object, &slot_bytes, &offsets_object,
                           &lengths_object, &sources_object, &ports_object))
         return NULL;
-    Py_buffer buffer, offsets, lengths, sources, ports;
-    if (get_buffer(buffer_object, &buffer, 1, 1, slot_bytes, "buffer") < 0)
+    Held held = {.count = 0};
+    Py_buffer *buffer, *offsets, *lengths, *sources, *ports;
+    if (!(buffer = hold(&held, buffer_object, 1, 1, slot_bytes, "buffer"))
+        || !(offsets = hold(&held, offsets_object, 1, 8, GSO_MAX_SEGMENTS, "offsets"))
+        || !(lengths = hold(&held, lengths_object, 1, 8, offsets->len / 8, "lengths"))
+        || !(sources = hold(&held, sources_object, 1, 4, offsets->len / 8, "sources"))
+        || !(ports = hold(&held, ports_object, 1, 2, offsets->len / 8, "ports"))) {
+        release_held(&held);
         return NULL;
-    if (get_buffer(offsets_object, &offsets, 1, 8, 1, "offsets") < 0)
-        goto release_buffer;
-    Py_ssize_t capacity = offsets.len / 8;
-    if (get_buffer(lengths_object, &lengths, 1, 8, capacity, "lengths") < 0)
-        goto release_offsets;
-    if (get_buffer(sources_object, &sources, 1, 4, capacity, "sources") < 0)
-        goto release_lengths;
-    if (get_buffer(ports_object, &ports, 1, 2, capacity, "ports") < 0)
-        goto release_sources;
-
-    Py_ssize_t slots = buffer.len / slot_bytes;
+    }
+    Py_ssize_t capacity = offsets->len / 8;
+    Py_ssize_t slots = buffer->len / slot_bytes;
     if (slots > MAX_MESSAGES)
         slots = MAX_MESSAGES;
     struct mmsghdr messages[MAX_MESSAGES];
     struct iovec iovecs[MAX_MESSAGES];
     struct sockaddr_in addresses[MAX_MESSAGES];
     char controls[MAX_MESSAGES][CMSG_SPACE(sizeof(int))];
-    int64_t *offset = offsets.buf, *length = lengths.buf;
-    uint32_t *source = sources.buf;
-    uint16_t *port = ports.buf;
+    int64_t *offset = offsets->buf, *length = lengths->buf;
+    uint32_t *source = sources->buf;
+    uint16_t *port = ports->buf;
     Py_ssize_t segments = 0;
     int error = 0;
 
@@ -163,14 +198,10 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
     Py_ssize_t batch = capacity / GSO_MAX_SEGMENTS;
     if (batch > slots)
         batch = slots;
-    if (batch < 1) {
-        PyErr_SetString(PyExc_ValueError, "the segment arrays hold fewer than 64 entries");
-        goto release_ports;
-    }
     Py_BEGIN_ALLOW_THREADS
     memset(messages, 0, sizeof(struct mmsghdr) * batch);
     for (Py_ssize_t i = 0; i < batch; i++) {
-        iovecs[i].iov_base = (char *)buffer.buf + i * slot_bytes;
+        iovecs[i].iov_base = (char *)buffer->buf + i * slot_bytes;
         iovecs[i].iov_len = slot_bytes;
         messages[i].msg_hdr.msg_iov = &iovecs[i];
         messages[i].msg_hdr.msg_iovlen = 1;
@@ -195,46 +226,24 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
                 if (gso_size > 0)
                     segment = gso_size;
             }
-        if (segment == 0) {   /* an empty datagram: one empty segment */
-            offset[segments] = i * slot_bytes;
-            length[segments] = 0;
-            source[segments] = ntohl(addresses[i].sin_addr.s_addr);
-            port[segments] = ntohs(addresses[i].sin_port);
-            segments++;
-            continue;
-        }
-        for (Py_ssize_t at = 0; at < size && segments < capacity; at += segment) {
+        Py_ssize_t at = 0;
+        do {   /* an empty datagram is one empty segment */
             offset[segments] = i * slot_bytes + at;
             length[segments] = size - at < segment ? size - at : segment;
             source[segments] = ntohl(addresses[i].sin_addr.s_addr);
             port[segments] = ntohs(addresses[i].sin_port);
             segments++;
-        }
+            at += segment;
+        } while (at < size && segments < capacity);
     }
     Py_END_ALLOW_THREADS
 
-    PyBuffer_Release(&ports);
-    PyBuffer_Release(&sources);
-    PyBuffer_Release(&lengths);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&buffer);
+    release_held(&held);
     if (error) {
         errno = error;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     return PyLong_FromSsize_t(segments);
-
-release_ports:
-    PyBuffer_Release(&ports);
-release_sources:
-    PyBuffer_Release(&sources);
-release_lengths:
-    PyBuffer_Release(&lengths);
-release_offsets:
-    PyBuffer_Release(&offsets);
-release_buffer:
-    PyBuffer_Release(&buffer);
-    return NULL;
 }
 
 /* --- sending ------------------------------------------------------------------------ */
@@ -255,27 +264,16 @@ static PyObject *send_batch(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iOOOnnIip", &fd, &buffer_object, &offsets_object,
                           &lengths_object, &first, &stop, &address, &destination_port, &gso))
         return NULL;
-    Py_buffer buffer, offsets, lengths;
-    if (get_buffer(buffer_object, &buffer, 0, 1, 0, "buffer") < 0)
-        return NULL;
-    if (get_buffer(offsets_object, &offsets, 0, 8, stop, "offsets") < 0) {
-        PyBuffer_Release(&buffer);
-        return NULL;
-    }
-    if (get_buffer(lengths_object, &lengths, 0, 8, stop, "lengths") < 0) {
-        PyBuffer_Release(&offsets);
-        PyBuffer_Release(&buffer);
+    Held held = {.count = 0};
+    Py_buffer *buffer, *offsets, *lengths;
+    if (!(buffer = hold(&held, buffer_object, 0, 1, 0, "buffer"))
+        || !(offsets = hold(&held, offsets_object, 0, 8, stop, "offsets"))
+        || !(lengths = hold(&held, lengths_object, 0, 8, stop, "lengths"))
+        || datagrams_in(buffer, offsets, lengths, first, stop) < 0) {
+        release_held(&held);
         return NULL;
     }
-    const int64_t *offset = offsets.buf, *length = lengths.buf;
-    for (Py_ssize_t i = first; i < stop; i++)
-        if (offset[i] < 0 || length[i] < 0 || offset[i] + length[i] > buffer.len) {
-            PyBuffer_Release(&lengths);
-            PyBuffer_Release(&offsets);
-            PyBuffer_Release(&buffer);
-            PyErr_SetString(PyExc_ValueError, "a datagram lies outside the buffer");
-            return NULL;
-        }
+    const int64_t *offset = offsets->buf, *length = lengths->buf;
 
     struct sockaddr_in to;
     memset(&to, 0, sizeof(to));
@@ -310,7 +308,7 @@ static PyObject *send_batch(PyObject *self, PyObject *args)
             header->msg_iov = &iovecs[vectors];
             header->msg_iovlen = run;
             for (Py_ssize_t k = 0; k < run; k++) {
-                iovecs[vectors].iov_base = (char *)buffer.buf + offset[next + k];
+                iovecs[vectors].iov_base = (char *)buffer->buf + offset[next + k];
                 iovecs[vectors].iov_len = length[next + k];
                 vectors++;
             }
@@ -341,9 +339,7 @@ static PyObject *send_batch(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
 
-    PyBuffer_Release(&lengths);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&buffer);
+    release_held(&held);
     if (error) {
         errno = error;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -368,35 +364,31 @@ static PyObject *build_fragments(PyObject *self, PyObject *args)
                           &lengths_object, &job, &number, &count, &indices_object,
                           &masks_object, &values_object, &starts_object, &per_fragment, &floats))
         return NULL;
-    Py_buffer buffer, offsets, lengths, indices, masks, values, starts;
-    if (get_buffer(indices_object, &indices, 0, 4, 0, "indices") < 0)
-        return NULL;
-    Py_ssize_t n = indices.len / 4;
+    Held held = {.count = 0};
+    Py_buffer *buffer, *offsets, *lengths, *indices, *masks, *values, *starts;
     PyObject *result = NULL;
-    if (get_buffer(masks_object, &masks, 0, 8, n, "masks") < 0)
-        goto release_indices;
-    if (get_buffer(starts_object, &starts, 0, 8, n, "starts") < 0)
-        goto release_masks;
-    if (get_buffer(values_object, &values, 0, 4, floats, "values") < 0)
-        goto release_starts;
-    if (get_buffer(offsets_object, &offsets, 1, 8, n, "offsets") < 0)
-        goto release_values;
-    if (get_buffer(lengths_object, &lengths, 1, 8, n, "lengths") < 0)
-        goto release_offsets;
-    if (get_buffer(buffer_object, &buffer, 1, HEADER_BYTES + 4 * per_fragment, n, "buffer") < 0)
-        goto release_lengths;
-    const uint32_t *index = indices.buf;
-    const uint64_t *mask = masks.buf;
-    const int64_t *start = starts.buf;
+    if (!(indices = hold(&held, indices_object, 0, 4, 0, "indices")))
+        return NULL;
+    Py_ssize_t n = indices->len / 4;
+    if (!(masks = hold(&held, masks_object, 0, 8, n, "masks"))
+        || !(starts = hold(&held, starts_object, 0, 8, n, "starts"))
+        || !(values = hold(&held, values_object, 0, 4, floats, "values"))
+        || !(offsets = hold(&held, offsets_object, 1, 8, n, "offsets"))
+        || !(lengths = hold(&held, lengths_object, 1, 8, n, "lengths"))
+        || !(buffer = hold(&held, buffer_object, 1, HEADER_BYTES + 4 * per_fragment, n, "buffer")))
+        goto done;
+    const uint32_t *index = indices->buf;
+    const uint64_t *mask = masks->buf;
+    const int64_t *start = starts->buf;
     for (Py_ssize_t i = 0; i < n; i++)
         if (start[i] < 0 || start[i] >= floats) {
             PyErr_Format(PyExc_ValueError, "fragment %u starts at float %lld, outside 0..%zd",
                          index[i], (long long)start[i], floats - 1);
-            goto release_all;
+            goto done;
         }
-    int64_t *offset = offsets.buf, *length = lengths.buf;
-    unsigned char *out = buffer.buf;
-    const float *value = values.buf;
+    int64_t *offset = offsets->buf, *length = lengths->buf;
+    unsigned char *out = buffer->buf;
+    const float *value = values->buf;
     Py_BEGIN_ALLOW_THREADS
     int64_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -413,29 +405,95 @@ static PyObject *build_fragments(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(n);
-release_all:
-    PyBuffer_Release(&buffer);
-release_lengths:
-    PyBuffer_Release(&lengths);
-release_offsets:
-    PyBuffer_Release(&offsets);
-release_values:
-    PyBuffer_Release(&values);
-release_starts:
-    PyBuffer_Release(&starts);
-release_masks:
-    PyBuffer_Release(&masks);
-release_indices:
-    PyBuffer_Release(&indices);
+done:
+    release_held(&held);
     return result;
 }
 
-/* One kept round of a summing node: its number, float32 sums and uint64 masks held. */
+/* One round of a call, held: its number, its float32 array (a summing node's sums, a
+ * worker's result) and its have array (uint64 masks, or bools), and what the call
+ * counted in it (bytes received, or sums placed). */
 typedef struct {
     uint32_t number;
     Py_buffer sums, have;
     int64_t received;
 } KeptRound;
+
+/* A call's rounds, [(number, float32 array, have array)], held as buffers. */
+typedef struct {
+    PyObject *list;
+    KeptRound *round;
+    Py_ssize_t count, ready;   /* rounds given; rounds whose buffers are held */
+} Rounds;
+
+/* Hold `object`'s rounds: each float32 array of at least `floats`, each have array of
+ * `fragments` items of `have_itemsize` bytes. -1 with an error set (release_rounds
+ * still releases what was held). */
+static int hold_rounds(PyObject *object, Rounds *rounds, Py_ssize_t floats,
+                       Py_ssize_t have_itemsize, Py_ssize_t fragments)
+{
+    rounds->ready = rounds->count = 0;
+    rounds->round = NULL;
+    rounds->list = PySequence_Fast(object, "rounds must be a sequence");
+    if (rounds->list == NULL)
+        return -1;
+    rounds->count = PySequence_Fast_GET_SIZE(rounds->list);
+    rounds->round = PyMem_Calloc(rounds->count ? rounds->count : 1, sizeof(KeptRound));
+    if (rounds->round == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (; rounds->ready < rounds->count; rounds->ready++) {
+        KeptRound *round = &rounds->round[rounds->ready];
+        PyObject *entry = PySequence_Fast_GET_ITEM(rounds->list, rounds->ready), *values, *have;
+        unsigned int number;
+        if (!PyArg_ParseTuple(entry, "IOO", &number, &values, &have))
+            return -1;
+        round->number = number;
+        if (get_buffer(values, &round->sums, 1, 4, floats, "a round's floats") < 0)
+            return -1;
+        if (get_buffer(have, &round->have, 1, have_itemsize, fragments, "have") < 0) {
+            PyBuffer_Release(&round->sums);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_rounds(Rounds *rounds)
+{
+    for (Py_ssize_t r = 0; r < rounds->ready; r++) {
+        PyBuffer_Release(&rounds->round[r].sums);
+        PyBuffer_Release(&rounds->round[r].have);
+    }
+    PyMem_Free(rounds->round);
+    Py_XDECREF(rounds->list);
+}
+
+/* Hold a received batch (buffer, offsets, lengths, sources: receive's, n datagrams) in
+ * `held` (its first four buffers), and check every datagram lies in the buffer. */
+static int hold_batch(Held *held, PyObject *buffer, PyObject *offsets, PyObject *lengths,
+                      PyObject *sources, Py_ssize_t n)
+{
+    Py_buffer *data, *offset, *length;
+    if (!(data = hold(held, buffer, 0, 1, 0, "buffer"))
+        || !(offset = hold(held, offsets, 0, 8, n, "offsets"))
+        || !(length = hold(held, lengths, 0, 8, n, "lengths"))
+        || !hold(held, sources, 0, 4, n, "sources"))
+        return -1;
+    return datagrams_in(data, offset, length, 0, n);
+}
+
+/* [each round's `received`]: what a call counted per round. */
+static PyObject *received_per_round(Rounds *rounds)
+{
+    PyObject *list = PyList_New(rounds->count);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t r = 0; r < rounds->count; r++)
+        PyList_SET_ITEM(list, r, PyLong_FromLongLong(rounds->round[r].received));
+    return list;
+}
 
 static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uint32_t index)
 {
@@ -474,69 +532,31 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "the fragments held lie outside the job's");
         return NULL;
     }
-    PyObject *rounds_list = PySequence_Fast(rounds_object, "rounds must be a sequence");
-    if (rounds_list == NULL)
-        return NULL;
-    Py_ssize_t kept = PySequence_Fast_GET_SIZE(rounds_list);
-    KeptRound *round_of = PyMem_Calloc(kept ? kept : 1, sizeof(KeptRound));
-    Py_buffer views[9];
-    int held = 0;
+    Rounds rounds;
+    Held held = {.count = 0};
+    Py_buffer *addresses, *masks, *expecteds, *statuses, *completions;
     PyObject *result = NULL;
-    Py_ssize_t ready_rounds = 0;
-    if (round_of == NULL) {
-        PyErr_NoMemory();
+    if (hold_rounds(rounds_object, &rounds, (held_last - held_first) * per_fragment, 8, count) < 0
+        || hold_batch(&held, buffer_object, offsets_object, lengths_object, sources_object, n) < 0
+        || !(addresses = hold(&held, addresses_object, 0, 4, 0, "sender addresses"))
+        || !(masks = hold(&held, masks_object, 0, 8, addresses->len / 4, "sender masks"))
+        || !(expecteds = hold(&held, expected_object, 0, 8, count, "expected"))
+        || !(statuses = hold(&held, status_object, 1, 1, n, "status"))
+        || !(completions = hold(&held, completed_object, 1, 16, n, "completed")))
         goto done;
-    }
-    for (; ready_rounds < kept; ready_rounds++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(rounds_list, ready_rounds), *sums, *have;
-        unsigned int number;
-        if (!PyArg_ParseTuple(entry, "IOO", &number, &sums, &have))
-            goto done;
-        round_of[ready_rounds].number = number;
-        if (get_buffer(sums, &round_of[ready_rounds].sums, 1, 4,
-                       (held_last - held_first) * per_fragment, "sums") < 0)
-            goto done;
-        if (get_buffer(have, &round_of[ready_rounds].have, 1, 8, count, "have") < 0) {
-            PyBuffer_Release(&round_of[ready_rounds].sums);
-            goto done;
-        }
-    }
-    if (get_buffer(buffer_object, &views[held], 0, 1, 0, "buffer") < 0) goto done;
-    held++;
-    if (get_buffer(offsets_object, &views[held], 0, 8, n, "offsets") < 0) goto done;
-    held++;
-    if (get_buffer(lengths_object, &views[held], 0, 8, n, "lengths") < 0) goto done;
-    held++;
-    if (get_buffer(sources_object, &views[held], 0, 4, n, "sources") < 0) goto done;
-    held++;
-    if (get_buffer(addresses_object, &views[held], 0, 4, 0, "sender addresses") < 0) goto done;
-    held++;
-    Py_ssize_t senders = views[4].len / 4;
-    if (get_buffer(masks_object, &views[held], 0, 8, senders, "sender masks") < 0) goto done;
-    held++;
-    if (get_buffer(expected_object, &views[held], 0, 8, count, "expected") < 0) goto done;
-    held++;
-    if (get_buffer(status_object, &views[held], 1, 1, n, "status") < 0) goto done;
-    held++;
-    if (get_buffer(completed_object, &views[held], 1, 16, n, "completed") < 0) goto done;
-    held++;
 
-    const unsigned char *data = views[0].buf;
-    const int64_t *offset = views[1].buf, *length = views[2].buf;
-    const uint32_t *source = views[3].buf, *sender_address = views[4].buf;
-    const uint64_t *sender_mask = views[5].buf, *expected = views[6].buf;
-    int8_t *status = views[7].buf;
-    int64_t *completed = views[8].buf;
+    const unsigned char *data = held.view[0].buf;
+    const int64_t *offset = held.view[1].buf, *length = held.view[2].buf;
+    const uint32_t *source = held.view[3].buf, *sender_address = addresses->buf;
+    const uint64_t *sender_mask = masks->buf, *expected = expecteds->buf;
+    Py_ssize_t senders = addresses->len / 4;
+    int8_t *status = statuses->buf;
+    int64_t *completed = completions->buf;
     Py_ssize_t complete_count = 0, stop = n;
     if (first < 0 || first > n) {
         PyErr_SetString(PyExc_ValueError, "first lies outside the batch");
         goto done;
     }
-    for (Py_ssize_t i = first; i < n; i++)
-        if (offset[i] < 0 || length[i] < 0 || offset[i] + length[i] > views[0].len) {
-            PyErr_SetString(PyExc_ValueError, "a datagram lies outside the buffer");
-            goto done;
-        }
 
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = first; i < n; i++) {
@@ -563,9 +583,9 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
             continue;
         }
         KeptRound *round = NULL;
-        for (Py_ssize_t r = 0; r < kept; r++)
-            if (round_of[r].number == number)
-                round = &round_of[r];
+        for (Py_ssize_t r = 0; r < rounds.count; r++)
+            if (rounds.round[r].number == number)
+                round = &rounds.round[r];
         if (round == NULL) {
             status[i] = TO_PYTHON;   /* a round to open, or one too old: the node decides */
             stop = i;
@@ -604,21 +624,13 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
 
-    PyObject *received = PyList_New(kept);
+    PyObject *received = received_per_round(&rounds);
     if (received == NULL)
         goto done;
-    for (Py_ssize_t r = 0; r < kept; r++)
-        PyList_SET_ITEM(received, r, PyLong_FromLongLong(round_of[r].received));
     result = Py_BuildValue("nnN", stop, complete_count, received);
 done:
-    while (held > 0)
-        PyBuffer_Release(&views[--held]);
-    for (Py_ssize_t r = 0; r < ready_rounds; r++) {
-        PyBuffer_Release(&round_of[r].sums);
-        PyBuffer_Release(&round_of[r].have);
-    }
-    PyMem_Free(round_of);
-    Py_DECREF(rounds_list);
+    release_held(&held);
+    release_rounds(&rounds);
     return result;
 }
 
@@ -641,50 +653,17 @@ static PyObject *place_sums(PyObject *self, PyObject *args)
                           &first, &last, &count, &per_fragment, &floats, &block_of_object,
                           &rounds_object))
         return NULL;
-    PyObject *rounds_list = PySequence_Fast(rounds_object, "rounds must be a sequence");
-    if (rounds_list == NULL)
-        return NULL;
-    Py_ssize_t kept = PySequence_Fast_GET_SIZE(rounds_list);
-    KeptRound *round_of = PyMem_Calloc(kept ? kept : 1, sizeof(KeptRound));
-    Py_buffer views[5];
-    int held = 0;
+    Rounds rounds;
+    Held held = {.count = 0};
+    Py_buffer *blocks;
     PyObject *result = NULL;
-    Py_ssize_t ready_rounds = 0;
-    if (round_of == NULL) {
-        PyErr_NoMemory();
+    if (hold_rounds(rounds_object, &rounds, count * per_fragment, 1, count) < 0
+        || hold_batch(&held, buffer_object, offsets_object, lengths_object, sources_object, n) < 0
+        || !(blocks = hold(&held, block_of_object, 0, 8, count, "block_of")))
         goto done;
-    }
-    for (; ready_rounds < kept; ready_rounds++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(rounds_list, ready_rounds), *sums, *have;
-        unsigned int number;
-        if (!PyArg_ParseTuple(entry, "IOO", &number, &sums, &have))
-            goto done;
-        round_of[ready_rounds].number = number;
-        if (get_buffer(sums, &round_of[ready_rounds].sums, 1, 4, count * per_fragment, "result") < 0)
-            goto done;
-        if (get_buffer(have, &round_of[ready_rounds].have, 1, 1, count, "have") < 0) {
-            PyBuffer_Release(&round_of[ready_rounds].sums);
-            goto done;
-        }
-    }
-    if (get_buffer(buffer_object, &views[held], 0, 1, 0, "buffer") < 0) goto done;
-    held++;
-    if (get_buffer(offsets_object, &views[held], 0, 8, n, "offsets") < 0) goto done;
-    held++;
-    if (get_buffer(lengths_object, &views[held], 0, 8, n, "lengths") < 0) goto done;
-    held++;
-    if (get_buffer(sources_object, &views[held], 0, 4, n, "sources") < 0) goto done;
-    held++;
-    if (get_buffer(block_of_object, &views[held], 0, 8, count, "block_of") < 0) goto done;
-    held++;
-    const unsigned char *data = views[0].buf;
-    const int64_t *offset = views[1].buf, *length = views[2].buf, *block_of = views[4].buf;
-    const uint32_t *source = views[3].buf;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (offset[i] < 0 || length[i] < 0 || offset[i] + length[i] > views[0].len) {
-            PyErr_SetString(PyExc_ValueError, "a datagram lies outside the buffer");
-            goto done;
-        }
+    const unsigned char *data = held.view[0].buf;
+    const int64_t *offset = held.view[1].buf, *length = held.view[2].buf, *block_of = blocks->buf;
+    const uint32_t *source = held.view[3].buf;
     for (Py_ssize_t b = 0; b < count; b++)
         if (block_of[b] < 0 || block_of[b] >= count) {
             PyErr_SetString(PyExc_ValueError, "block_of names a block outside the job");
@@ -702,32 +681,23 @@ static PyObject *place_sums(PyObject *self, PyObject *args)
             continue;
         if (length[i] - HEADER_BYTES != 4 * carried_floats(floats, per_fragment, index))
             continue;
-        for (Py_ssize_t r = 0; r < kept; r++) {
-            uint8_t *have = round_of[r].have.buf;
-            if (round_of[r].number != number || have[index])
+        for (Py_ssize_t r = 0; r < rounds.count; r++) {
+            KeptRound *round = &rounds.round[r];
+            uint8_t *have = round->have.buf;
+            if (round->number != number || have[index])
                 continue;
-            load_big_endian((float *)round_of[r].sums.buf + block_of[index] * per_fragment,
+            load_big_endian((float *)round->sums.buf + block_of[index] * per_fragment,
                             packet + HEADER_BYTES, (length[i] - HEADER_BYTES) / 4);
             have[index] = 1;
-            round_of[r].received++;
+            round->received++;
         }
     }
     Py_END_ALLOW_THREADS
 
-    result = PyList_New(kept);
-    if (result == NULL)
-        goto done;
-    for (Py_ssize_t r = 0; r < kept; r++)
-        PyList_SET_ITEM(result, r, PyLong_FromLongLong(round_of[r].received));
+    result = received_per_round(&rounds);
 done:
-    while (held > 0)
-        PyBuffer_Release(&views[--held]);
-    for (Py_ssize_t r = 0; r < ready_rounds; r++) {
-        PyBuffer_Release(&round_of[r].sums);
-        PyBuffer_Release(&round_of[r].have);
-    }
-    PyMem_Free(round_of);
-    Py_DECREF(rounds_list);
+    release_held(&held);
+    release_rounds(&rounds);
     return result;
 }
 
