@@ -30,6 +30,7 @@ class Round:
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
         self.returned = self.checked = 0   # fragments back; when parts were last looked at
         self.sent = False   # every fragment of this worker's went out (repairs may start)
+        self.sent_on_leg = {}   # leg number -> fragments its first passes sent (WorkerSends)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,

@@ -57,13 +57,15 @@ class WorkerSends:
             _given, packets = current.packets(mine, self.bit, self.path, scratch)
             self.scratch[number] = getattr(packets, "buffer", None)   # the native path's
             streams.append(((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction))
-            flights.append((leg, self.window(leg)))
+            flights.append((number, leg, self.window(leg), current.sent_on_leg.get(number, 0)))
 
-        def window(stream, sent):   # the sums of a leg's fragments come back once it sent them
-            leg, size = flights[stream]
-            return size - sent + int(np.count_nonzero(current.have[leg.first:leg.last]))
+        def window(stream, sent):   # a leg's sums come back once it sent their fragments
+            _number, leg, size, before = flights[stream]   # `before`: sent by earlier pieces
+            return size - before - sent + int(np.count_nonzero(current.have[leg.first:leg.last]))
         started = perf_counter_at(start_at)
         send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path, window)
+        for (number, _leg, _size, before), (_address, packets, _rate) in zip(flights, streams):
+            current.sent_on_leg[number] = before + len(packets)
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)
 
     def send_again(self, current, indices):
