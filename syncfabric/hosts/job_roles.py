@@ -79,18 +79,17 @@ class SummingNode:
 
     def _sum_packets(self, items):
         """(the (round, fragment)s still kept, the datagrams of their sums)."""
-        wanted = [(number, index) for number, index in items if number in self.rounds]
-        rounds = {number for number, _index in wanted}
-        if len(rounds) > 1:   # rare: sums of several rounds due at once, built one by one
-            built = [self._sum_packets([item])[1] for item in wanted]
-            return wanted, self.path.pack([packets[0] for packets in built])
-        if not wanted:
-            return wanted, self.path.pack([])
-        indices = np.array([index for _number, index in wanted], dtype=np.int64)
-        sums, layout = self.rounds[rounds.pop()], self.layout
-        return wanted, self.path.fragments(layout.id, sums.number, layout.count, indices,
-                                           sums.have[indices], sums.sums, sums.start_of(indices),
-                                           layout.per_fragment, len(sums.total()))
+        return packets_by_round(items, self._round_sum_packets, self.path)
+
+    def _round_sum_packets(self, number, indices):
+        """(indices, the datagrams of their sums) of round `number`; None once forgotten."""
+        sums, layout = self.rounds.get(number), self.layout
+        if sums is None:
+            return None
+        indices = np.array(indices, dtype=np.int64)
+        return indices.tolist(), self.path.fragments(
+            layout.id, number, layout.count, indices, sums.have[indices], sums.sums,
+            sums.start_of(indices), layout.per_fragment, len(sums.total()))
 
     def sums(self, number):
         """The round's sums (made on its first datagram, in the array of the round it
@@ -283,6 +282,24 @@ class PacedSender:
             self.due += wire_bytes * 8 / (rate * 1e6)
             if unsent:
                 return
+
+
+def packets_by_round(items, build, path):
+    """(the keys kept, their datagrams) for (round, fragment) keys, each round's built at
+    once: build(number, indices) -> (the indices built, their datagrams), or None for a
+    round no longer wanted. A run of keys is of one round but for rare moments."""
+    numbers = sorted({number for number, _index in items})
+    kept, packets = [], []
+    for number in numbers:
+        built = build(number, [index for n, index in items if n == number])
+        if built is None:
+            continue
+        indices, datagrams = built
+        kept += [(number, index) for index in indices]
+        if len(numbers) == 1:
+            return kept, datagrams
+        packets += [datagrams[k] for k in range(len(datagrams))]
+    return kept, path.pack(packets)
 
 
 def next_due(senders):

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 
 from syncfabric.hosts.gradient_wire import HEADER
-from syncfabric.hosts.job_roles import PacedSender
+from syncfabric.hosts.job_roles import PacedSender, packets_by_round
 from syncfabric.hosts.pacing import BATCH, SEND_AHEAD_S, perf_counter_at, send_streams
 from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES
 
@@ -79,16 +79,10 @@ class WorkerSends:
 
     def _resent_packets(self, items):
         """(the (round, fragment)s still in flight, their datagrams, sent again)."""
-        wanted = [(number, index) for number, index in items if number in self.rounds]
-        rounds = {number for number, _index in wanted}
-        if len(rounds) != 1:   # none, or rarely several rounds at once: one by one
-            kept, packets = [], []
-            for item in wanted:
-                given, built = self._resent_packets([item])
-                kept += given
-                packets += [built[i] for i in range(len(built))]
-            return kept, self.path.pack(packets)
-        number = rounds.pop()
-        given, packets = self.rounds[number].packets(
-            np.array([index for _number, index in wanted]), self.bit, self.path)
-        return [(number, index) for index in given], packets
+        return packets_by_round(items, self._round_packets, self.path)
+
+    def _round_packets(self, number, indices):
+        """(the fragments of `indices` given, their datagrams) of round `number` if it is
+        still in flight."""
+        current = self.rounds.get(number)
+        return None if current is None else current.packets(indices, self.bit, self.path)

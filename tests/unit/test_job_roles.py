@@ -12,7 +12,7 @@ import pytest
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode,
+from syncfabric.hosts.job_roles import (AggregatorNode, PacedSender, ShardNode, packets_by_round,
                                         control_message, control_packet, next_due)
 from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import datagrams, receiving_socket
@@ -249,3 +249,14 @@ def test_the_next_datagram_due_is_the_soonest_of_the_senders_none_if_none_queued
     busy.send_due()   # one sent, the next due in about 4 ms (8.3 ms less SEND_AHEAD_S)
     due = next_due(iter([idle, busy]))
     assert due > 0 and due == pytest.approx(busy.wait(), abs=0.001)
+
+
+def test_keys_of_several_rounds_are_built_a_round_at_once_and_forgotten_rounds_skipped():
+    calls = []
+
+    def build(number, indices):
+        calls.append((number, indices))
+        return None if number == 2 else (indices, [b"%d:%d" % (number, i) for i in indices])
+    kept, packets = packets_by_round([(3, 5), (1, 7), (2, 0), (3, 6)], build, datapath("python"))
+    assert calls == [(1, [7]), (2, [0]), (3, [5, 6])]
+    assert kept == [(1, 7), (3, 5), (3, 6)] and packets == [b"1:7", b"3:5", b"3:6"]
