@@ -3,19 +3,24 @@ jobs it does not work in: it serves every job the controller assigns to this hos
 keeps running between jobs.
 
     python -m syncfabric.aggregator --controller http://10.0.0.254:8080 [--name agg-spine1]
+        [--cores 2]
 
 A thread asks the controller for the jobs (GET /jobs) every POLL_S; the daemon opens a
 socket on this host's address and the job's port for every part it has in a job (a
-shard, an aggregation: job_roles), and closes them when the job is gone. While the
+shard, an aggregation: job_roles), and closes them when the job is gone. With --cores
+N, each part runs on N cores: N sockets on its port, one per serving loop (one thread
+each, serving_loop), each summing its share of the fragments (core_split). While the
 controller is away (or restoring its jobs after a restart), it serves the jobs it had:
 the switches keep their flows, so the rounds go on. Without
 --name, the host is the fabric's host whose address is this machine's.
 """
 
+import argparse
 import errno
+import functools
 import logging
+import os
 import queue
-import selectors
 import signal
 import socket
 import sys
@@ -23,43 +28,48 @@ import threading
 
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.core_split import CoreShare, core_sockets
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode, next_due
-from syncfabric.hosts.receivers import Wakeup, receiving_socket
+from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.serving_loop import ServingLoop
 
 LOG = logging.getLogger("syncfabric.aggregator")
 POLL_S = 0.5
 
 
 class JobDaemon:
-    def __init__(self, client, name, poll_s=POLL_S):
+    def __init__(self, client, name, poll_s=POLL_S, cores=1):
         self.client, self.name, self.poll_s = client, name, poll_s
-        self.served = {}   # job id -> (generation, [nodes])
-        self.selector = selectors.DefaultSelector()
-        self.reports = queue.Queue()
-        self.wakeup = Wakeup()   # new reports are in, or stop() was called
-        self.selector.register(self.wakeup.sock, selectors.EVENT_READ, None)
+        self.served = {}   # job id -> (generation, [[a part's node per core], ...])
+        self.loops = [ServingLoop(core, cores) for core in range(cores)]
+        self.reports = queue.Queue()   # GET /jobs answers, and None once stop() was called
         self.stopping = threading.Event()
 
     def serve(self):
-        """Serve until stop(); the jobs are read by a thread of their own, so a slow
-        controller never holds up the data plane."""
+        """Serve until stop(): the serving loops take the datagrams; this thread follows
+        the jobs, which a thread of their own reads, so a slow controller never holds up
+        the data plane."""
         reader = threading.Thread(target=self._read_jobs, name="syncfabric-jobs", daemon=True)
         reader.start()
-        LOG.info("%s: serving the jobs of %s", self.name, self.client.base_url)
+        for loop in self.loops:
+            loop.start()
+        LOG.info("%s: serving the jobs of %s on %d core(s)", self.name, self.client.base_url,
+                 len(self.loops))
         try:
             while not self.stopping.is_set():
-                self._pump()
+                reports = self.reports.get()
+                if reports is not None:
+                    self.follow(reports)
         finally:
             self.stopping.set()
             for job_id in list(self.served):
                 self._drop(job_id)
-            self.selector.close()
-            self.wakeup.close()
+            for loop in self.loops:
+                loop.stop()
 
     def stop(self):
         self.stopping.set()
-        self.wakeup.wake()
+        self.reports.put(None)
 
     def _read_jobs(self):
         unanswered = False   # the controller away or restarting: the jobs served go on
@@ -69,7 +79,6 @@ class JobDaemon:
                 answer, etag = self.client.get_changed("/jobs", etag)
                 if answer is not None:
                     self.reports.put(answer["jobs"])
-                    self.wakeup.wake()
             except (OSError, ControllerHttpError) as error:
                 if not unanswered:
                     LOG.warning("%s: cannot read the jobs (%s); serving those it had, asking "
@@ -82,21 +91,6 @@ class JobDaemon:
                     LOG.info("%s: reading the jobs again", self.name)
                 unanswered = False
             self.stopping.wait(self.poll_s)
-
-    def _pump(self):
-        nodes = [node for _generation, parts in self.served.values() for node in parts]
-        for key, _events in self.selector.select(next_due(n.sums_out for n in nodes)):
-            if key.data is None:
-                self._woken()
-            else:
-                key.data.take()
-        for node in nodes:
-            node.sums_out.send_due()
-
-    def _woken(self):
-        self.wakeup.clear()
-        while not self.reports.empty():
-            self.follow(self.reports.get())
 
     def follow(self, reports):
         """Serve the jobs in `reports` that have a part in this host; stop serving the
@@ -118,33 +112,44 @@ class JobDaemon:
                 self._serve_job(layout)
 
     def _serve_job(self, layout):
-        address = layout.addresses[self.name]
-        nodes = []
+        address, cores = layout.addresses[self.name], len(self.loops)
+        parts = []   # each part's node per core
         try:
             for shard in layout.shards_of(self.name):
-                nodes.append(ShardNode(layout, shard, receiving_socket(address, shard.port,
-                                                                       reuse=False)))
+                parts.append(self._part(core_sockets(address, shard.port, cores),
+                                        functools.partial(ShardNode, layout, shard)))
             for aggregation in layout.aggregations_of(self.name):
-                nodes.append(AggregatorNode(layout, aggregation,
-                                            receiving_socket(address, aggregation.port, reuse=False)))
+                parts.append(self._part(core_sockets(address, aggregation.port, cores),
+                                        functools.partial(AggregatorNode, layout, aggregation)))
         except OSError as error:
-            for node in nodes:
+            for node in (node for part in parts for node in part):
                 node.sock.close()
             LOG.error("%s: job %d cannot be served: %s", self.name, layout.id, error)
             return
-        for node in nodes:
-            self.selector.register(node.sock, selectors.EVENT_READ, node)
-        self.served[layout.id] = (layout.generation, nodes)
+        for loop in self.loops:
+            loop.serve([part[loop.core] for part in parts])
+        self.served[layout.id] = (layout.generation, parts)
         LOG.info("%s: serving job %d (generation %d): %s", self.name, layout.id, layout.generation,
-                 ", ".join(describe(node) for node in nodes))
+                 ", ".join(describe(part[0]) for part in parts))
+
+    def _part(self, sockets, node):
+        """A part's node on each core: node(sock, share=...) with core c's socket, each
+        handing what reaches it of another core's share to that core's loop."""
+        part = []
+
+        def handoff(core, packet, source):
+            self.loops[core].call(part[core].datagram, packet, source)
+        cores = len(sockets)
+        part += [node(sock, share=CoreShare(core, cores, handoff))
+                 for core, sock in enumerate(sockets)]
+        return part
 
     def _drop(self, job_id):
-        _generation, nodes = self.served.pop(job_id)
-        for node in nodes:
-            self.selector.unregister(node.sock)
-            node.sock.close()
+        _generation, parts = self.served.pop(job_id)
+        for loop in self.loops:
+            loop.forget([part[loop.core] for part in parts])
         LOG.info("%s: job %d no longer served here (%d datagrams dropped as not the job's)",
-                 self.name, job_id, sum(node.dropped for node in nodes))
+                 self.name, job_id, sum(node.dropped for part in parts for node in part))
 
 
 def describe(node):
@@ -180,14 +185,26 @@ def parse_args(argv):
                                        "the host whose address this machine has)")
     parser.add_argument("--poll-s", type=float, default=POLL_S,
                         help="how often to read the jobs (default %(default)s)")
+    parser.add_argument("--cores", type=positive_cores, default=1,
+                        help="run each part on this many cores, each summing its share of "
+                             "the fragments on a socket of its own (default %(default)s; at "
+                             "most the CPUs this process may use)")
     return parser.parse_args(argv)
+
+
+def positive_cores(text):
+    usable = len(os.sched_getaffinity(0))
+    if not text.isdigit() or not 1 <= int(text) <= usable:
+        raise argparse.ArgumentTypeError("%s: give a whole number of cores from 1 to %d (the "
+                                         "CPUs this process may use)" % (text, usable))
+    return int(text)
 
 
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     client = ControllerClient(args.controller, retry_s=30.0)
-    daemon = JobDaemon(client, args.name or this_host(client), args.poll_s)
+    daemon = JobDaemon(client, args.name or this_host(client), args.poll_s, args.cores)
     signal.signal(signal.SIGTERM, lambda _signal, _frame: daemon.stop())
     try:
         daemon.serve()

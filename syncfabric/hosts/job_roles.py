@@ -16,6 +16,10 @@ A datagram counts only if its job is this job, its sender may carry the workers 
 names (the job's layout: a worker only itself, an aggregator only its workers), and its
 round is one still kept (the KEPT_ROUNDS newest, fewer for a large shard: KEPT_BYTES):
 fragments from a host outside the job never change a sum.
+
+A daemon may run a node on several cores (core_split): then one node object per core
+sums that core's share, and passes on what reaches it of another's (a fragment, or a
+repair request, which each core answers for its own fragments).
 """
 
 import json
@@ -26,6 +30,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
+from syncfabric.hosts.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
 from syncfabric.hosts.job_layout import JobError
@@ -59,10 +64,13 @@ class SummingNode:
     """One summing node of a job, on one socket: its newest rounds' sums (`kept` of them), and
     `sums_out`, which sends them on paced (a meter at the stream's rate polices the leg).
     Its datagrams come through the host's data path (datapath/): batches, summed there
-    where it can, the rest by this node's own rule (datagram)."""
+    where it can, the rest by this node's own rule (datagram). share: the core's share
+    of the fragments it sums (core_split.CoreShare; all of them by default)."""
 
-    def __init__(self, layout, sock, expected, senders, path=None):
-        self.layout, self.sock, self.path = layout, sock, path or datapath()
+    def __init__(self, layout, sock, expected, senders, path=None, share=WHOLE):
+        self.layout, self.sock, self.path, self.share = layout, sock, path or datapath(), share
+        if share.cores > 1:
+            expected = core_expected(expected, share.core, share.cores)
         self.expected, self.senders = expected, senders   # per fragment; {address: mask}
         # the senders as the native data path reads them: IPv4 addresses and their masks
         self.sender_addresses = np.array([int.from_bytes(socket.inet_aton(a), "big")
@@ -71,7 +79,7 @@ class SummingNode:
         summed = np.flatnonzero(self.expected)   # the fragments this node sums: only
         self.fragments = (int(summed[0]), int(summed[-1]) + 1) if len(summed) else (0, 0)
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
-        round_bytes = 4 * layout.per_fragment * (self.fragments[1] - self.fragments[0])
+        round_bytes = 4 * layout.per_fragment * len(summed)   # the pages a round touches
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
@@ -107,11 +115,13 @@ class SummingNode:
         return self.rounds[number]
 
     def take(self):
-        """Take every datagram waiting on the node's socket, a batch at a time."""
+        """Take every datagram waiting on the node's socket, a batch at a time; how many."""
+        taken = 0
         while True:
             batch = self.path.receive(self.sock)
             if not batch.count:
-                return
+                return taken
+            taken += batch.count
             first = 0
             while first < batch.count:
                 summed = self.path.sum_fragments(batch, self, first)
@@ -129,20 +139,25 @@ class SummingNode:
         address = source[0]
         message = control_message(packet)
         if message is None:
-            self.fragment(packet, address)
+            self.fragment(packet, source)
         elif message.get("job") == self.layout.id and address in self.layout.addresses.values():
             self.control(message, source)
+            self.share_control(message, packet, source)
         else:
             self.dropped += 1
 
-    def fragment(self, packet, address):
+    def fragment(self, packet, source):
         if len(packet) < HEADER.size:
             self.dropped += 1
             return
         job, number, index, count, mask = HEADER.unpack_from(packet)
-        allowed = self.senders.get(address, 0)
-        sums = self.sums(number) if job == self.layout.id and count == self.layout.count \
-            and index < count and mask and not mask & ~allowed else None
+        allowed = self.senders.get(source[0], 0)
+        ours = job == self.layout.id and count == self.layout.count and index < count \
+            and mask and not mask & ~allowed
+        if ours and not self.expected[index]:   # not summed here: its core's, or no node's
+            self._hand_off(core_of(index, self.share.cores), packet, source)
+            return
+        sums = self.sums(number) if ours else None
         if sums is None or not sums.fits(index, packet):
             self.dropped += 1
             return
@@ -152,6 +167,19 @@ class SummingNode:
         complete = sums.add(packet)
         if complete is not None:
             self.completed(number, complete)
+
+    def _hand_off(self, core, packet, source):
+        if core == self.share.core or self.share.handoff is None:
+            self.dropped += 1
+        else:
+            self.share.handoff(core, packet, source)
+
+    def share_control(self, message, packet, source):
+        """Core 0 passes a repair request on to the node's other cores (the kernel
+        steers every control message to core 0), which answer for their own fragments."""
+        if self.share.core == 0 and "need" in message:
+            for core in range(1, self.share.cores):
+                self._hand_off(core, packet, source)
 
     def add_local(self, number, indices, values, starts, mask):
         """Fragments `indices` of this host's own worker (`mask`), values[starts[i]:] each,
@@ -181,14 +209,16 @@ class ShardNode(SummingNode):
     rate) as soon as it is complete, and answers repair requests. on_sum(round, index,
     values): a worker in this host takes its own shard's sums without the network."""
 
-    def __init__(self, layout, shard, sock, on_sum=None, path=None):
+    def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
-                         path)
+                         path, share)
         self.shard, self.on_sum = shard, on_sum
 
     def _return(self, items):
-        """Queue (round, fragment) sums for the shard's tree, at its rate."""
-        self.sums_out.push(items, (self.shard.group, self.shard.port), self.shard.return_mbps)
+        """Queue (round, fragment) sums for the shard's tree, at this core's share of
+        its rate."""
+        self.sums_out.push(items, (self.shard.group, self.shard.port),
+                           self.shard.return_mbps / self.share.cores)
 
     def completed(self, number, index):
         self._return([(number, index)])
@@ -205,7 +235,8 @@ class ShardNode(SummingNode):
         sums = self.sums(number) if isinstance(number, int) else None
         if sums is None:
             return
-        need = [i for i in expand(message.get("need", [])) if self.shard.first <= i < self.shard.last]
+        need = [i for i in expand(message.get("need", []))
+                if self.shard.first <= i < self.shard.last and self.expected[i]]
         complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
         self._return([(number, i) for i in complete])
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
@@ -222,11 +253,12 @@ class AggregatorNode(SummingNode):
     after a stall left in a burst that the leg's meter cut, and every worker's repeat
     sent the aggregate again: at 16 workers, 10-30x the first pass in repairs."""
 
-    def __init__(self, layout, aggregation, sock, path=None):
+    def __init__(self, layout, aggregation, sock, path=None, share=WHOLE):
         super().__init__(layout, sock, layout.aggregation_expected(aggregation),
-                         layout.aggregation_senders(aggregation), path)
+                         layout.aggregation_senders(aggregation), path, share)
         shard = layout.shards[aggregation.shard]
-        self.destination, self.rate_mbps = (shard.address, shard.port), aggregation.rate_mbps
+        self.destination = (shard.address, shard.port)
+        self.rate_mbps = aggregation.rate_mbps / share.cores   # this core's share
 
     def completed(self, number, index):
         self.sums_out.push([(number, index)], self.destination, self.rate_mbps)

@@ -37,15 +37,19 @@ def warn_buffer_capped():
                 "or run as root, if bursts are lost)")
 
 
-def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True):
+def receiving_socket(bind_ip, port, groups=(), data_ip=None, reuse=True, share_port=False):
     """A non-blocking UDP socket bound to bind_ip:port with a large receive buffer, a
     member of every multicast group in `groups` on the data_ip interface, read through
     the host's data path (which may have the kernel coalesce its datagrams: GRO).
+    share_port: one of several sockets of this process on the port (SO_REUSEPORT; the
+    cores of one summing node: core_split).
     Non-blocking: epoll may call a UDP socket readable and then drop the datagram
     (select(2), BUGS); a blocking recv would then hang the round."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     if reuse:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if share_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     set_receive_buffer(sock)
     sock.bind((bind_ip, port))
     for group in groups:

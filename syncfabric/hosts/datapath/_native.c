@@ -24,6 +24,7 @@
 #define MAX_MESSAGES 64          /* per recvmmsg / sendmmsg call */
 #define GSO_MAX_SEGMENTS 64      /* the kernel's UDP_MAX_SEGMENTS on older kernels */
 #define UDP_MAX_PAYLOAD 65507
+#define BLOCK_FRAGMENTS 64       /* core_split.BLOCK_FRAGMENTS: no GSO run spans two blocks */
 static const char CONTROL_MAGIC[4] = {'S', 'F', 'J', 'C'};
 
 enum status { ADDED = 0, COMPLETED = 1, DROPPED = 2, REPEATED = 3, TO_PYTHON = 4 };
@@ -248,10 +249,23 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
 
 /* --- sending ------------------------------------------------------------------------ */
 
+/* Whether datagrams i and j carry fragments of one block (core_split.py); datagrams
+ * too short to carry an index count as of one block. */
+static inline int same_block(const unsigned char *data, const int64_t *offset,
+                             const int64_t *length, Py_ssize_t i, Py_ssize_t j)
+{
+    if (length[i] < 12 || length[j] < 12)
+        return 1;
+    return load_be32(data + offset[i] + 8) / BLOCK_FRAGMENTS
+        == load_be32(data + offset[j] + 8) / BLOCK_FRAGMENTS;
+}
+
 /* send_batch(fd, buffer, offsets, lengths, first, stop, address, port, gso) -> sent
  * Sends datagrams first..stop-1 (buffer[offsets[i]:][:lengths[i]]) to IPv4 address:port
  * (host order), MSG_CONFIRM as the Python path does. With gso, runs of datagrams of one
- * length (the last of a run may be shorter) go as one UDP_SEGMENT send each, up to 64 KB.
+ * length (the last of a run may be shorter) go as one UDP_SEGMENT send each, up to 64 KB,
+ * and never across two blocks of BLOCK_FRAGMENTS fragments (the index at bytes 8..11):
+ * a summing node split over cores (core_split.py) takes a whole run on one core.
  * Returns how many left; fewer than asked when the socket's buffer filled (EAGAIN).
  * OSError when the first send fails otherwise (EIO: the device cannot segment). */
 static PyObject *send_batch(PyObject *self, PyObject *args)
@@ -298,7 +312,8 @@ static PyObject *send_batch(PyObject *self, PyObject *args)
                 while (next + run < stop && run < GSO_MAX_SEGMENTS
                        && bytes + length[next + run] <= UDP_MAX_PAYLOAD
                        && length[next + run] <= length[next]
-                       && length[next + run - 1] == length[next]) {
+                       && length[next + run - 1] == length[next]
+                       && same_block(buffer->buf, offset, length, next, next + run)) {
                     bytes += length[next + run];
                     run++;
                 }
@@ -513,8 +528,8 @@ static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uin
  * out) says what became of it: ADDED, COMPLETED (its fragment now holds every expected
  * worker; (round, fragment) appended to `completed`, int64 pairs), DROPPED, REPEATED (its
  * fragment was complete already). It stops at datagram `stop` (n: none) that it leaves to
- * the node, in order: a control message, or a round not kept (the node may open it, and
- * forget the oldest). */
+ * the node, in order: a control message, a fragment it does not sum (another core's:
+ * core_split.py), or a round not kept (the node may open it, and forget the oldest). */
 static PyObject *sum_fragments(PyObject *self, PyObject *args)
 {
     Py_ssize_t first, n, per_fragment, floats, held_first, held_last;
@@ -581,6 +596,11 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
             || (mask & ~allowed)) {
             status[i] = DROPPED;
             continue;
+        }
+        if (expected[index] == 0) {   /* not summed here: another core's, or no node's */
+            status[i] = TO_PYTHON;
+            stop = i;
+            break;
         }
         KeptRound *round = NULL;
         for (Py_ssize_t r = 0; r < rounds.count; r++)
