@@ -9,10 +9,16 @@ W workers and P summing nodes (dedicated: hosts of their own, running the aggreg
 daemon; colocated: in the workers) in network namespaces joined by veth pairs through a
 Linux bridge, or all on loopback (experiments/host_network.py). The job comes from the
 controller's planner with links declared at 100 Gbit/s (experiments/host_jobs.py). Every
-sum is checked exactly. A row per network, placement, data path, GSO/GRO and size:
-round_s is the median of rounds 2..R (each from the last host's start to the last
+sum is checked exactly. A row per network, placement, data path, GSO/GRO, cores and
+size: round_s is the median of rounds 2..R (each from the last host's start to the last
 host's end), cpu_s every process's CPU in a round, rcvbuf_errors the kernel's count of
-datagrams dropped for a full receive buffer over the whole run. Root; run it alone.
+datagrams dropped for a full receive buffer over the whole run.
+
+--cores 1,2 runs each dedicated shard host's daemon on 1 and on 2 cores (its --cores):
+shard_cpu_us_per_datagram is what the shard hosts spend on each datagram they take, and
+core_shares how their datagrams split over the cores (core_split.py). On 2 CPUs the
+workers need them too: this measures the split's cost, not a speed-up. Root; run it
+alone.
 """
 
 import json
@@ -30,8 +36,9 @@ from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import NETWORKS, HostNetwork
 
-COLUMNS = ["network", "placement", "datapath", "gso", "size_mb", "round_s", "algbw_gbit_s",
-           "cpu_s", "rcvbuf_errors", "ratio_to_gloo", "exact"]
+COLUMNS = ["network", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
+           "algbw_gbit_s", "cpu_s", "rcvbuf_errors", "ratio_to_gloo", "exact",
+           "shard_cpu_us_per_datagram", "core_shares"]
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
 GLOO_PORT = 29650
@@ -79,29 +86,53 @@ class Hosts:
 
 
 def measure(network, environment, workers, servers, rounds, start_ranks):
-    """Start the hosts (start_ranks(hosts)), run `rounds` rounds in step; (median round
-    of 2..R, CPU seconds per round, receive-buffer errors, every round exact)."""
+    """Start the hosts (start_ranks(hosts)), run `rounds` rounds in step; {round_s: the
+    median round of 2..R, cpu_s: CPU seconds per round, rcvbuf_errors, exact: every round
+    exact, servers: the shard hosts' ServerCounts over rounds 2..R}."""
     hosts = Hosts(network, environment)
     errors_before = network.rcvbuf_errors()
     try:
         start_ranks(hosts)
         for name in workers:
             assert hosts.read(name) == {"ready": True}
-        times, cpu, exact, server_cpu = [], [], True, None
+        times, cpu, exact, before = [], [], True, None
         for number in range(1, rounds + 1):
             if number == 2:
-                server_cpu = sum(a["cpu_s"] for a in hosts.ask(servers, "cpu"))
+                before = ServerCounts(hosts.ask(servers, "cpu"))
             answers = hosts.ask(workers, "go")
             exact = exact and all(a["exact"] for a in answers)
             if number >= 2:
                 times.append(max(a["end"] for a in answers) - max(a["start"] for a in answers))
                 cpu.append(sum(a["cpu_s"] for a in answers))
-        if servers:
-            server_cpu = sum(a["cpu_s"] for a in hosts.ask(servers, "cpu")) - server_cpu
-        cpu_per_round = statistics.mean(cpu) + (server_cpu or 0.0) / max(1, rounds - 1)
+        used = ServerCounts(hosts.ask(servers, "cpu")).since(before)
     finally:
         hosts.close()
-    return statistics.median(times), cpu_per_round, network.rcvbuf_errors() - errors_before, exact
+    return {"round_s": statistics.median(times),
+            "cpu_s": statistics.mean(cpu) + used.cpu_s / max(1, rounds - 1),
+            "rcvbuf_errors": network.rcvbuf_errors() - errors_before, "exact": exact,
+            "servers": used}
+
+
+class ServerCounts:
+    """The shard hosts' CPU seconds and datagrams taken per core (of each core index,
+    summed over the hosts), from their answers to "cpu"."""
+
+    def __init__(self, answers, cpu_s=None, datagrams=None):
+        self.cpu_s = sum(a["cpu_s"] for a in answers) if cpu_s is None else cpu_s
+        self.datagrams = datagrams if datagrams is not None else \
+            [sum(column) for column in zip(*(a["datagrams"] for a in answers))]
+
+    def since(self, before):
+        return ServerCounts([], self.cpu_s - before.cpu_s,
+                            [now - then for now, then in zip(self.datagrams, before.datagrams)])
+
+    def us_per_datagram(self):
+        return round(self.cpu_s / sum(self.datagrams) * 1e6, 3) if sum(self.datagrams) else ""
+
+    def shares(self):
+        """Each core's part of the datagrams, e.g. "0.51/0.49"; "" without shard hosts."""
+        total = sum(self.datagrams)
+        return "/".join("%.3f" % (n / total) for n in self.datagrams) if total else ""
 
 
 def gloo_row(network, args, size_mb, environment):
@@ -115,35 +146,43 @@ def gloo_row(network, args, size_mb, environment):
                                str(len(workers)), "--master", master, "--rounds", str(args.rounds)])
     env = dict(environment, GLOO_SOCKET_IFNAME=network.interface)
     result = measure(network, env, workers, [], args.rounds, start)
-    return row(network, "-", "gloo", "-", size_mb, *result)
+    return row(network, "-", "gloo", "-", "-", size_mb, result)
 
 
-def our_row(network, args, size_mb, placement, datapath, gso, job_path, environment):
+def our_row(network, args, size_mb, variant, job_path, environment):
+    placement, datapath, gso, cores = variant
     workers, servers = host_names(args.workers, args.shards, placement)
 
     def start(hosts):
         for name in servers:
-            hosts.start(name, ["shard", "--job", str(job_path), "--name", name])
+            hosts.start(name, ["shard", "--job", str(job_path), "--name", name,
+                               "--cores", str(cores)])
         for name in workers:
             hosts.start(name, ["worker", "--job", str(job_path), "--name", name,
                                "--rounds", str(args.rounds)])
     env = dict(environment, SYNCFABRIC_DATAPATH=datapath, SYNCFABRIC_GSO=gso)
-    return row(network, placement, datapath, gso, size_mb,
-               *measure(network, env, workers, servers, args.rounds, start))
+    return row(network, placement, datapath, gso, cores, size_mb,
+               measure(network, env, workers, servers, args.rounds, start))
 
 
-def row(network, placement, datapath, gso, size_mb, round_s, cpu_s, rcvbuf_errors, exact):
+def row(network, placement, datapath, gso, cores, size_mb, measured):
+    round_s = measured["round_s"]
     return {"network": network.kind, "placement": placement, "datapath": datapath, "gso": gso,
-            "size_mb": size_mb, "round_s": round(round_s, 5),
+            "cores": cores, "size_mb": size_mb, "round_s": round(round_s, 5),
             "algbw_gbit_s": round(size_mb * 2 ** 20 * 8 / round_s / 1e9, 3),
-            "cpu_s": round(cpu_s, 5), "rcvbuf_errors": rcvbuf_errors, "exact": exact}
+            "cpu_s": round(measured["cpu_s"], 5), "rcvbuf_errors": measured["rcvbuf_errors"],
+            "exact": measured["exact"],
+            "shard_cpu_us_per_datagram": measured["servers"].us_per_datagram(),
+            "core_shares": measured["servers"].shares()}
 
 
 def variants(args):
-    """(placement, data path, gso) of our rows: GSO/GRO only on the native path."""
-    return [(placement, datapath, gso) for placement in args.placements
+    """(placement, data path, gso, cores) of our rows: GSO/GRO only on the native path,
+    more than one core only for dedicated shard hosts (the daemon's)."""
+    return [(placement, datapath, gso, cores) for placement in args.placements
             for datapath in args.datapaths
-            for gso in (("off", "on") if datapath == "native" else ("off",))]
+            for gso in (("off", "on") if datapath == "native" else ("off",))
+            for cores in (args.cores if placement == "dedicated" else [1])]
 
 
 def run(args):
@@ -158,14 +197,15 @@ def run(args):
                     gloo = gloo_row(network, args, size_mb, environment)
                     rows.append(gloo)
                     bar.update()
-                    for placement, datapath, gso in variants(args):
+                    for variant in variants(args):
+                        placement = variant[0]
                         job_path = Path(folder) / ("%s-%s-%g.json" % (kind, placement, size_mb))
                         ours_workers, ours_servers = host_names(args.workers, args.shards, placement)
                         job = plan_job({n: network.addresses[n] for n in ours_workers + ours_servers},
                                        ours_workers, int(size_mb * 2 ** 20), placement, args.shards)
                         job_path.write_text(json.dumps(job))
-                        rows.append(our_row(network, args, size_mb, placement, datapath, gso,
-                                            job_path, environment))
+                        rows.append(our_row(network, args, size_mb, variant, job_path,
+                                            environment))
                         bar.update()
                     for ours in rows[-1 - len(variants(args)):]:
                         ours["ratio_to_gloo"] = round(gloo["round_s"] / ours["round_s"], 3)
@@ -183,14 +223,33 @@ def parse_args(argv):
     parser.add_argument("--networks", type=comma_list(str, NETWORKS), default=list(NETWORKS))
     parser.add_argument("--placements", type=comma_list(str, PLACEMENTS), default=list(PLACEMENTS))
     parser.add_argument("--datapaths", type=comma_list(str, DATAPATHS), default=list(DATAPATHS))
+    parser.add_argument("--cores", type=comma_list(int), default=[1],
+                        help="cores of each dedicated shard host's daemon, e.g. 1,2 "
+                             "(default 1)")
     parser.add_argument("--out", type=Path, default=Path("results/host_allreduce.csv"))
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.workers < 2 or args.shards < 1 or min(args.sizes) <= 0:
         parser.error("needs --rounds >= 2, --workers >= 2, --shards >= 1 and positive sizes")
+    if not all(1 <= cores <= len(os.sched_getaffinity(0)) for cores in args.cores):
+        parser.error("--cores: from 1 to %d, the CPUs here" % len(os.sched_getaffinity(0)))
     if "colocated" in args.placements and not 2 <= args.shards <= args.workers:
         parser.error("shards colocated in the workers' hosts are 2 to --workers of them "
                      "(--shards %d): change --shards, or --placements dedicated" % args.shards)
     return args
+
+
+def summary(r):
+    """A row as one line of the benchmark's output."""
+    line = "%-8s %-9s %-6s gso %-3s cores %-2s %6g MB: %8.4f s %7.3f Gbit/s cpu %7.4f s  " \
+           "rcvbuf errors %d" % (r["network"], r["placement"], r["datapath"], r["gso"], r["cores"],
+                                 r["size_mb"], r["round_s"], r["algbw_gbit_s"], r["cpu_s"],
+                                 r["rcvbuf_errors"])
+    if r["shard_cpu_us_per_datagram"] != "":
+        line += "  shards %.2f us/datagram, cores %s" % (r["shard_cpu_us_per_datagram"],
+                                                         r["core_shares"])
+    if r["datapath"] != "gloo":
+        line += "  %.2fx Gloo's speed" % r["ratio_to_gloo"]
+    return line + ("" if r["exact"] else "  NOT EXACT")
 
 
 def main(argv=None):
@@ -200,11 +259,7 @@ def main(argv=None):
     rows = run(args)
     write_csv(rows, args.out, COLUMNS)
     for r in rows:
-        print("%-8s %-9s %-6s gso %-3s %6g MB: %8.4f s %7.3f Gbit/s cpu %7.4f s  rcvbuf errors %d"
-              "  %s%s" % (r["network"], r["placement"], r["datapath"], r["gso"], r["size_mb"],
-                          r["round_s"], r["algbw_gbit_s"], r["cpu_s"], r["rcvbuf_errors"],
-                          "" if r["datapath"] == "gloo" else "%.2fx Gloo's speed" % r["ratio_to_gloo"],
-                          "" if r["exact"] else "  NOT EXACT"))
+        print(summary(r))
     print("CSV: %s  figure: %s" % (args.out, host_plots.plot_host_allreduce(args.out)))
     if not all(r["exact"] for r in rows):
         sys.exit("error: a sum was not exact")

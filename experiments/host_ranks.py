@@ -6,7 +6,8 @@ starts them in the hosts' namespaces and drives them by lines on stdin:
     go     a worker or rank runs its next round; it answers with one JSON line
            {"round", "start", "end", "cpu_s", "exact"} (time.time() at its start and
            end, its process's CPU seconds in the round, whether every float was exact)
-    cpu    a shard's host answers {"cpu_s": its process's CPU seconds so far}
+    cpu    a shard's host answers {"cpu_s": its process's CPU seconds so far, "datagrams":
+           how many each core's serving loop took so far}
     stop   a shard's host stops
 
     python -m experiments.host_ranks worker --job job.json --name w1 --rounds 5
@@ -78,12 +79,13 @@ class GivenJobs:
 
 def shard(args):
     from syncfabric.hosts.job_daemon import JobDaemon
-    daemon = JobDaemon(GivenJobs(json.loads(args.job.read_text())), args.name)
+    daemon = JobDaemon(GivenJobs(json.loads(args.job.read_text())), args.name, cores=args.cores)
 
     def commands():
         for line in sys.stdin:
             if line.strip() == "cpu":
-                answer({"cpu_s": time.process_time()})
+                answer({"cpu_s": time.process_time(),
+                        "datagrams": [loop.datagrams for loop in daemon.loops]})
             elif line.strip() == "stop":
                 break
         daemon.stop()
@@ -116,6 +118,7 @@ def parse_args(argv):
                         help="the job's JSON (worker, shard)")
     parser.add_argument("--name", help="this host's name in the job (worker, shard)")
     parser.add_argument("--rounds", type=int, default=5, help="worker, gloo")
+    parser.add_argument("--cores", type=int, default=1, help="shard: the daemon's --cores")
     parser.add_argument("--floats", type=int, help="gloo: float32s in the buffer")
     parser.add_argument("--rank", type=int, help="gloo")
     parser.add_argument("--world", type=int, help="gloo")

@@ -257,21 +257,27 @@ def test_soak_finds_no_violation_in_30_seconds(tmp_path):
 @pytest.mark.integration
 def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp_path):
     """Namespaces on veth and on loopback, no fabric: every row exact, no receive buffer
-    overflowed, a ratio to Gloo's time in each of ours, and no namespace left."""
+    overflowed, a ratio to Gloo's time in each of ours, dedicated shard hosts on one
+    and on two cores (each core taking a share), and no namespace left."""
     require_root()
     out = tmp_path / "host.csv"
     answer = run("host_allreduce", "--workers", "2", "--shards", "2", "--sizes", "1",
-                 "--rounds", "3", "--out", str(out))
+                 "--rounds", "3", "--cores", "1,2", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
-    ours = [(r["network"], r["placement"], r["datapath"], r["gso"]) for r in table
+    ours = [(r["network"], r["placement"], r["datapath"], r["gso"], r["cores"]) for r in table
             if r["datapath"] != "gloo"]
-    assert ours == [(network, placement, path, gso) for network in ("veth", "loopback")
+    assert ours == [(network, placement, path, gso, cores) for network in ("veth", "loopback")
                     for placement in ("dedicated", "colocated")
-                    for path, gso in (("python", "off"), ("native", "off"), ("native", "on"))]
+                    for path, gso in (("python", "off"), ("native", "off"), ("native", "on"))
+                    for cores in (("1", "2") if placement == "dedicated" else ("1",))]
     assert [r["network"] for r in table if r["datapath"] == "gloo"] == ["veth", "loopback"]
     assert all(r["exact"] == "True" and r["rcvbuf_errors"] == "0" for r in table)
     assert all(float(r["ratio_to_gloo"]) > 0 for r in table if r["datapath"] != "gloo")
+    for r in (r for r in table if r["placement"] == "dedicated"):
+        shares = [float(share) for share in r["core_shares"].split("/")]
+        assert len(shares) == int(r["cores"]) and min(shares) > 0.2, r
+        assert float(r["shard_cpu_us_per_datagram"]) > 0
     assert out.with_suffix(".png").stat().st_size > 0
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "sfns-ha-" not in namespaces
