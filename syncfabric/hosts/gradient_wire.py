@@ -70,19 +70,33 @@ def fragment_packet(job, number, index, mask, values, per_fragment=None):
         values[start:start + per_fragment].astype(">f4").tobytes()
 
 
+class HeldFragments:
+    """The fragments a node sums (`indices`, in order) and where each one's sums lie in
+    its array: the i-th held fragment in slot i (slot[index]: -1 for one not held), so
+    the array holds only these, however they are spread (a core's blocks: core_split).
+    `floats`: the array's floats that carry sums (the job's last fragment may be short)."""
+
+    def __init__(self, indices, count, per_fragment, floats):
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.slot = np.full(count, -1, dtype=np.int64)
+        self.slot[self.indices] = np.arange(len(self.indices))
+        self.size = len(self.indices) * per_fragment
+        self.floats = self.size if not len(self.indices) else \
+            self.size - per_fragment + min(per_fragment, floats - int(self.indices[-1]) * per_fragment)
+
+
 class FragmentSums:
-    """Per fragment of `fragments` (first, last: every fragment by default): the running
-    float32 sum and the mask of workers in it. A node holds only its own fragments' sums.
+    """Per fragment held (HeldFragments; every fragment by default): the running float32
+    sum and the mask of workers in it. A node holds only its own fragments' sums.
     A fragment's first datagram is copied in, not added: `sums` may be an older round's
     array, used again without clearing it (a fresh one costs its pages' clearing)."""
 
-    def __init__(self, job, number, floats, expected, per_fragment=None, fragments=None,
-                 sums=None):
+    def __init__(self, job, number, floats, expected, per_fragment=None, held=None, sums=None):
         per_fragment = per_fragment or floats_per_fragment()
         self.job, self.number, self.floats, self.per_fragment = job, number, floats, per_fragment
         self.count = fragment_count(floats, per_fragment)
-        self.first, self.last = fragments or (0, self.count)
-        size = (self.last - self.first) * per_fragment
+        self.held = held or HeldFragments(np.arange(self.count), self.count, per_fragment, floats)
+        size = self.held.size
         self.sums = np.zeros(size, dtype=np.float32) if sums is None else sums
         if len(self.sums) != size:
             raise ValueError("sums for %d floats, not %d" % (len(self.sums), size))
@@ -109,7 +123,7 @@ class FragmentSums:
         or this host's own worker's without the network); returns the fragment if it just
         became complete."""
         have = int(self.have[index])
-        if mask & have or mask & ~int(self.expected[index]) or not self.first <= index < self.last:
+        if mask & have or mask & ~int(self.expected[index]) or self.held.slot[index] < 0:
             return None   # a worker already counted (late or repeated copy), or not ours
         start = self.start_of(index)
         if have:
@@ -121,7 +135,7 @@ class FragmentSums:
 
     def start_of(self, index):
         """Where fragment `index`'s sums begin in `sums` (an array of indices too)."""
-        return (index - self.first) * self.per_fragment
+        return self.held.slot[index] * self.per_fragment
 
     def values_of(self, index):
         """Fragment `index`'s sums."""
@@ -139,5 +153,5 @@ class FragmentSums:
             self.values_of(index).astype(">f4").tobytes()
 
     def total(self):
-        """The sums of fragments first..last-1."""
-        return self.sums[:self.floats - self.first * self.per_fragment]
+        """The sums of the fragments held, in order (all of them: the model's sum)."""
+        return self.sums[:self.held.floats]

@@ -32,7 +32,7 @@ import numpy as np
 
 from syncfabric.hosts.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import HEADER, FragmentSums
+from syncfabric.hosts.gradient_wire import HEADER, FragmentSums, HeldFragments
 from syncfabric.hosts.job_layout import JobError
 from syncfabric.hosts.pacing import BATCH, CONFIRM, SEND_AHEAD_S
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
@@ -76,10 +76,11 @@ class SummingNode:
         self.sender_addresses = np.array([int.from_bytes(socket.inet_aton(a), "big")
                                           for a in senders], dtype=np.uint32)
         self.sender_masks = np.array(list(senders.values()), dtype=np.uint64)
-        summed = np.flatnonzero(self.expected)   # the fragments this node sums: only
-        self.fragments = (int(summed[0]), int(summed[-1]) + 1) if len(summed) else (0, 0)
+        # the fragments this node sums: only their sums are held
+        self.held = HeldFragments(np.flatnonzero(self.expected), layout.count,
+                                  layout.per_fragment, layout.floats)
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
-        round_bytes = 4 * layout.per_fragment * len(summed)   # the pages a round touches
+        round_bytes = 4 * self.held.size
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
@@ -110,17 +111,16 @@ class SummingNode:
                 return None
             spare = self.rounds.popitem(last=False)[1].sums
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
-                                           self.layout.per_fragment, self.fragments, spare)
+                                           self.layout.per_fragment, self.held, spare)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
         return self.rounds[number]
 
     def take(self):
-        """Take every datagram waiting on the node's socket, a batch at a time; how many."""
+        """Take the datagrams waiting on the node's socket, a batch at a time until one
+        finds it empty; how many."""
         taken = 0
         while True:
             batch = self.path.receive(self.sock)
-            if not batch.count:
-                return taken
             taken += batch.count
             first = 0
             while first < batch.count:
@@ -133,6 +133,8 @@ class SummingNode:
                 if summed.stop < batch.count:   # the data path left it to this node
                     self.datagram(batch.packet(summed.stop), batch.source(summed.stop))
                 first = summed.stop + 1
+            if not batch.filled:   # it found the socket empty: the selector says when not
+                return taken
 
     def datagram(self, packet, source):
         """One datagram from `source` (address, port): a fragment or a control message."""

@@ -177,11 +177,13 @@ class ReturnedSums:
         self.path = path or datapath()
 
     def take(self):
+        """Place the sums waiting on the socket, a batch at a time until one finds it
+        empty."""
         while True:
             batch = self.path.receive(self.sock)
-            if not batch.count:
-                return
             self.path.place_sums(batch, self)
+            if not batch.filled:
+                return
 
     def datagram(self, packet, address):
         """One datagram from `address`: placed if it is a whole sum of this shard."""

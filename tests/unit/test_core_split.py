@@ -142,8 +142,19 @@ def test_a_fragment_that_reaches_the_wrong_core_is_summed_by_its_own(core_nodes)
     assert sums == {5: 0b11, 70: 0b11}
     assert (nodes[0].rounds[1].have[[5, 70]] == [0b11, 0]).all()
     assert (nodes[1].rounds[1].have[[5, 70]] == [0, 0b11]).all()
+    assert nodes[1].rounds[1].values_of(70).tolist() == [2.0] * PER_FRAGMENT
     for sock in workers:
         sock.close()
+
+
+def test_a_core_holds_the_sums_of_its_own_blocks_only(core_nodes):
+    """Its share's pages alone: two cores' arrays interleaved block by block would each
+    touch (and the kernel clear) every huge page of the shard."""
+    _layout, nodes, _returned = core_nodes
+    sizes = [len(node.sums(1).sums) for node in nodes]
+    assert sizes == [172 * PER_FRAGMENT, 128 * PER_FRAGMENT]
+    assert nodes[1].sums(1).start_of(np.array([64, 127, 192])).tolist() == \
+        [0, 63 * PER_FRAGMENT, 64 * PER_FRAGMENT]
 
 
 def test_each_core_answers_a_repair_request_for_its_own_fragments(core_nodes):

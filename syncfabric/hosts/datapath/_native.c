@@ -155,9 +155,10 @@ BYTE_ORDER_LOOP static void load_big_endian(float *restrict values, const unsign
 
 /* --- receiving ---------------------------------------------------------------------- */
 
-/* recv_batch(fd, buffer, slot_bytes, offsets, lengths, sources, ports) -> segments
+/* recv_batch(fd, buffer, slot_bytes, offsets, lengths, sources, ports) -> (segments, filled)
  * Takes what waits on non-blocking socket fd, up to one datagram (or GRO super-datagram)
- * per slot of `buffer`, without waiting. A super-datagram is cut back into its segments
+ * per slot of `buffer`, without waiting; filled: every slot took one, so more may wait
+ * (else the socket was empty: a caller need not ask again until it is readable). A super-datagram is cut back into its segments
  * (UDP_GRO's control message gives their size). Segment i is buffer[offsets[i]:][:lengths[i]]
  * from IPv4 sources[i] (host order) and ports[i]; offsets, lengths (int64), sources (uint32)
  * and ports (uint16) hold 64 entries (the most segments of one datagram) per slot taken.
@@ -192,7 +193,7 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
     uint32_t *source = sources->buf;
     uint16_t *port = ports->buf;
     Py_ssize_t segments = 0;
-    int error = 0;
+    int error = 0, got = 0;
 
     /* a GRO super-datagram is cut into at most GSO_MAX_SEGMENTS segments: take no more
      * datagrams than the segment arrays hold if every one were cut so */
@@ -211,7 +212,7 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
         messages[i].msg_hdr.msg_control = controls[i];
         messages[i].msg_hdr.msg_controllen = sizeof(controls[i]);
     }
-    int got = recvmmsg(fd, messages, (unsigned int)batch, MSG_DONTWAIT, NULL);
+    got = recvmmsg(fd, messages, (unsigned int)batch, MSG_DONTWAIT, NULL);
     if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         error = errno;
     for (int i = 0; i < got; i++) {
@@ -244,7 +245,7 @@ static PyObject *recv_batch(PyObject *self, PyObject *args)
         errno = error;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    return PyLong_FromSsize_t(segments);
+    return Py_BuildValue("nO", segments, got == batch ? Py_True : Py_False);
 }
 
 /* --- sending ------------------------------------------------------------------------ */
@@ -517,13 +518,14 @@ static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uin
 }
 
 /* sum_fragments(buffer, offsets, lengths, sources, first, n, job, count, per_fragment,
- *               floats, held_first, held_last, sender_addresses, sender_masks, expected,
+ *               floats, held_floats, slots, sender_addresses, sender_masks, expected,
  *               rounds, status, completed)
  *   -> (stop, completed pairs, [bytes received per round])
  * A summing node's rule (python.py: PythonDatapath.sum_fragments) for datagrams 0..n-1:
  * a fragment of the job from a sender allowed its workers, for a kept round
- * (rounds: [(number, sums float32, have uint64)]; sums holds fragments held_first..
- * held_last-1), of exactly its fragment's length, is added unless a worker in it was
+ * (rounds: [(number, sums float32 of held_floats, have uint64)]; fragment i's sums at
+ * slots[i] * per_fragment, none where slots[i] < 0: gradient_wire.HeldFragments), of
+ * exactly its fragment's length, is added unless a worker in it was
  * counted already or is not expected, or it is not a fragment held. status[i] (int8,
  * out) says what became of it: ADDED, COMPLETED (its fragment now holds every expected
  * worker; (round, fragment) appended to `completed`, int64 pairs), DROPPED, REPEATED (its
@@ -532,27 +534,28 @@ static Py_ssize_t carried_floats(Py_ssize_t floats, Py_ssize_t per_fragment, uin
  * core_split.py), or a round not kept (the node may open it, and forget the oldest). */
 static PyObject *sum_fragments(PyObject *self, PyObject *args)
 {
-    Py_ssize_t first, n, per_fragment, floats, held_first, held_last;
+    Py_ssize_t first, n, per_fragment, floats, held_floats;
     unsigned int job, count;
     PyObject *buffer_object, *offsets_object, *lengths_object, *sources_object,
-        *addresses_object, *masks_object, *expected_object, *rounds_object, *status_object,
-        *completed_object;
-    if (!PyArg_ParseTuple(args, "OOOOnnIInnnnOOOOOO", &buffer_object, &offsets_object,
+        *slots_object, *addresses_object, *masks_object, *expected_object, *rounds_object,
+        *status_object, *completed_object;
+    if (!PyArg_ParseTuple(args, "OOOOnnIInnnOOOOOOO", &buffer_object, &offsets_object,
                           &lengths_object, &sources_object, &first, &n, &job, &count, &per_fragment,
-                          &floats, &held_first, &held_last, &addresses_object, &masks_object,
+                          &floats, &held_floats, &slots_object, &addresses_object, &masks_object,
                           &expected_object,
                           &rounds_object, &status_object, &completed_object))
         return NULL;
-    if (held_first < 0 || held_last < held_first || held_last > count) {
-        PyErr_SetString(PyExc_ValueError, "the fragments held lie outside the job's");
+    if (held_floats < 0 || per_fragment < 1) {
+        PyErr_SetString(PyExc_ValueError, "no array holds a negative number of floats");
         return NULL;
     }
     Rounds rounds;
     Held held = {.count = 0};
-    Py_buffer *addresses, *masks, *expecteds, *statuses, *completions;
+    Py_buffer *slot_view, *addresses, *masks, *expecteds, *statuses, *completions;
     PyObject *result = NULL;
-    if (hold_rounds(rounds_object, &rounds, (held_last - held_first) * per_fragment, 8, count) < 0
+    if (hold_rounds(rounds_object, &rounds, held_floats, 8, count) < 0
         || hold_batch(&held, buffer_object, offsets_object, lengths_object, sources_object, n) < 0
+        || !(slot_view = hold(&held, slots_object, 0, 8, count, "slots"))
         || !(addresses = hold(&held, addresses_object, 0, 4, 0, "sender addresses"))
         || !(masks = hold(&held, masks_object, 0, 8, addresses->len / 4, "sender masks"))
         || !(expecteds = hold(&held, expected_object, 0, 8, count, "expected"))
@@ -564,6 +567,8 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
     const int64_t *offset = held.view[1].buf, *length = held.view[2].buf;
     const uint32_t *source = held.view[3].buf, *sender_address = addresses->buf;
     const uint64_t *sender_mask = masks->buf, *expected = expecteds->buf;
+    const int64_t *slot = slot_view->buf;
+    const Py_ssize_t slots_held = held_floats / per_fragment;
     Py_ssize_t senders = addresses->len / 4;
     int8_t *status = statuses->buf;
     int64_t *completed = completions->buf;
@@ -622,12 +627,12 @@ static PyObject *sum_fragments(PyObject *self, PyObject *args)
             continue;
         }
         round->received += size + 42;   /* FRAME_OVERHEAD: Ethernet, IP, UDP */
-        if ((mask & have[index]) || (mask & ~expected[index]) || index < held_first
-            || index >= held_last) {
+        if ((mask & have[index]) || (mask & ~expected[index]) || slot[index] < 0
+            || slot[index] >= slots_held) {
             status[i] = ADDED;   /* counted already, or not ours: no change, as in Python */
             continue;
         }
-        float *sums = (float *)round->sums.buf + (Py_ssize_t)(index - held_first) * per_fragment;
+        float *sums = (float *)round->sums.buf + (Py_ssize_t)slot[index] * per_fragment;
         if (have[index])
             add_big_endian(sums, packet + HEADER_BYTES, carried);
         else   /* the first is copied: the array may hold an older round's sums */

@@ -25,7 +25,8 @@ ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON = range(5)   # _native.c's enum s
 
 class NativeBatch:
     """A thread's receive buffers: datagram i is buffer[offsets[i]:][:lengths[i]], from
-    sources[i] (IPv4, host order) and ports[i]; count of them hold a round's datagrams."""
+    sources[i] (IPv4, host order) and ports[i]; count of them hold a round's datagrams.
+    filled: the receive took all it could, so more may wait."""
 
     def __init__(self):
         self.buffer = bytearray(SLOT_BYTES * SLOTS)
@@ -37,6 +38,7 @@ class NativeBatch:
         self.status = np.zeros(capacity, dtype=np.int8)
         self.completed = np.zeros(2 * capacity, dtype=np.int64)
         self.count = 0
+        self.filled = False
 
     def packet(self, i):
         start = int(self.offsets[i])
@@ -87,7 +89,7 @@ class NativeDatapath:
         """The datagrams waiting on non-blocking `sock` (up to SLOTS, GRO's cut apart),
         in this thread's buffers: valid until this thread's next receive."""
         batch = self._batch()
-        batch.count = _native.recv_batch(sock.fileno(), batch.buffer, SLOT_BYTES, batch.offsets,
+        batch.count, batch.filled = _native.recv_batch(sock.fileno(), batch.buffer, SLOT_BYTES, batch.offsets,
                                          batch.lengths, batch.sources, batch.ports)
         return batch
 
@@ -99,7 +101,8 @@ class NativeDatapath:
         kept = list(node.rounds.items())
         stop, completed, received = _native.sum_fragments(
             batch.buffer, batch.offsets, batch.lengths, batch.sources, first, batch.count,
-            layout.id, layout.count, layout.per_fragment, layout.floats, *node.fragments,
+            layout.id, layout.count, layout.per_fragment, layout.floats, node.held.size,
+            node.held.slot,
             node.sender_addresses,
             node.sender_masks, node.expected, [(n, s.sums, s.have) for n, s in kept],
             batch.status, batch.completed)

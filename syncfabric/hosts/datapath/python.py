@@ -26,11 +26,13 @@ class Summed:
 
 
 class PythonBatch:
-    """Datagrams taken one recvfrom each: packet(i) and source(i), (address, port)."""
+    """Datagrams taken one recvfrom each: packet(i) and source(i), (address, port).
+    filled: the receive took all it could, so more may wait."""
 
     def __init__(self, received):
         self.received = received
         self.count = len(received)
+        self.filled = self.count == BATCH
 
     def packet(self, i):
         return self.received[i][0]
