@@ -51,11 +51,14 @@ def plot_host_allreduce(csv_path):
         axes.set_xticklabels(["%g MiB" % size for size in sizes])
         axes.set_ylabel("algorithm bandwidth (Gbit/s)")
         axes.set_title("all-reduce on %s, the CPU the limit" % network)
-        axes.legend(fontsize="x-small")
+    # one legend, right of the panels: inside either, it hides bars
+    all_axes[0][-1].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(figure, csv_path)
 
 
 def label(row):
     if row["datapath"] == "gloo":
         return "gloo"
-    return "%s %s%s" % (row["placement"], row["datapath"], " gso" if row["gso"] == "on" else "")
+    cores = " %s cores" % row["cores"] if row.get("cores", "1") not in ("1", "-") else ""
+    return "%s %s%s%s" % (row["placement"], row["datapath"], " gso" if row["gso"] == "on" else "",
+                          cores)

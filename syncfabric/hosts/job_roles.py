@@ -80,7 +80,7 @@ class SummingNode:
         self.held = HeldFragments(np.flatnonzero(self.expected), layout.count,
                                   layout.per_fragment, layout.floats)
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
-        round_bytes = 4 * self.held.size
+        round_bytes = 4 * self.held.size * share.cores   # the part's: its cores share KEPT_BYTES
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
