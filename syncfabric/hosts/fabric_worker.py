@@ -67,8 +67,14 @@ class FabricJob:
 
     @classmethod
     def attach(cls, controller, job_id):
+        """The job `job_id` (a whole number, or its text as a command line gives it)."""
+        try:
+            number = int(job_id)
+        except (TypeError, ValueError):
+            raise JobError("a job's id is a whole number (POST /jobs answers it), not %r"
+                           % (job_id,)) from None
         client = ControllerClient(controller)
-        return cls(client, client.get("/jobs/%d" % job_id), False)
+        return cls(client, client.get("/jobs/%d" % number), False)
 
     @property
     def id(self):

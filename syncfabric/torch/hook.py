@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
-                                           open_worker, release_at_end, wire_floats)
+                                           open_worker, release_at_end, where_gradients_are,
+                                           wire_floats)
 
 LOG = logging.getLogger("syncfabric.torch")
 
@@ -40,9 +41,11 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
     job_options: POST /jobs's shards, placement, aggregation, mtu (by default
     SYNCFABRIC_MTU's, or 1500) and ttl_s (by default LEASE_S, renewed by rank 0 while
     the model trains, so a job left behind by a crash or an absent controller goes). Raises
-    FabricHookError, on every rank alike, for what cannot go through the fabric."""
+    FabricHookError, on every rank alike, for what cannot go through the fabric (a model
+    on a GPU, a group that is not Gloo's, a dtype the wire lacks, hosts it cannot use)."""
     group = process_group if process_group is not None else model.process_group
     try:
+        where_gradients_are(model, group)
         floats = wire_floats(model, fallback)
         if floats == 0:
             raise FabricHookError("the model has no float32, float16 or bfloat16 gradient")

@@ -61,6 +61,26 @@ def local_host(client, host):
     return hosts[address]
 
 
+def where_gradients_are(model, group):
+    """FabricHookError unless the hook can take the model's buckets: parameters in host
+    memory (the fabric's data path reads and writes them there), and a Gloo process
+    group (the ranks agree over it, and a bucket that falls back is reduced over it;
+    NCCL's collectives take only CUDA tensors). Checked at registration, rather than
+    failing in the first backward."""
+    backend = dist.get_backend(group)
+    if backend != dist.Backend.GLOO:
+        raise FabricHookError("the process group's backend is %s: the hook runs beside a Gloo "
+                              "group (init_process_group(\"gloo\"), or pass process_group= a "
+                              "Gloo group); pass fallback=True to leave every bucket to %s"
+                              % (backend, backend))
+    devices = sorted({str(parameter.device) for parameter in model.module.parameters()
+                      if parameter.requires_grad and parameter.device.type != "cpu"})
+    if devices:
+        raise FabricHookError("the model's parameters are on %s: the fabric sums gradients in "
+                              "host memory; train on the CPU, or pass fallback=True to leave "
+                              "every bucket to the process group" % ", ".join(devices))
+
+
 def wire_floats(model, fallback):
     """float32 values a step's gradients take on the wire (float16 and bfloat16 go as
     float32); other dtypes are an error, or (fallback) reduced by the process group."""

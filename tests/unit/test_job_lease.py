@@ -8,6 +8,7 @@ import time
 import pytest
 
 from syncfabric.hosts.fabric_worker import FabricJob
+from syncfabric.hosts.job_layout import JobError
 from syncfabric.hosts.job_lease import LEASE_S
 from tests.harness.loopback_jobs import StubController
 
@@ -61,3 +62,11 @@ def test_a_job_gets_a_lease_unless_asked_for_none(stub):
     assert FabricJob.attach(stub.url, leased.id).lease is None   # only the owner keeps it
     leased.release()
     unleased.release()
+
+
+def test_a_job_is_attached_to_by_its_id_as_a_number_or_as_text(stub):
+    job = created(stub, ttl_s=None)
+    assert FabricJob.attach(stub.url, str(job.id)).id == FabricJob.attach(stub.url, job.id).id == job.id
+    with pytest.raises(JobError, match="a job's id is a whole number .* not 'three'"):
+        FabricJob.attach(stub.url, "three")
+    job.release()

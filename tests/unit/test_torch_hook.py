@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.job_lease import LEASE_S
-from syncfabric.torch.registration import hosts_problem
+from syncfabric.torch import registration
+from syncfabric.torch.registration import FabricHookError, hosts_problem, where_gradients_are
 from tests.harness.loopback_jobs import StubController, address, run_ranks
 
 WORKERS = ["w1", "w2", "w3"]
@@ -111,6 +112,29 @@ def test_a_rank_that_cannot_open_its_worker_fails_every_rank_and_the_job_is_rele
     answers = run_ranks(2, fabric(stub, hosts=WORKERS[:2]))
     assert all("job 1 cannot run on these hosts: rank 1 (w2)" in a["error"] for a in answers)
     assert stub.deleted == [1] and stub.jobs == {}
+
+
+class Wrapped:
+    """What the checks read of a DistributedDataParallel model: .module."""
+
+    def __init__(self, module):
+        self.module = module
+
+
+def test_a_model_off_the_cpu_or_a_group_not_gloos_is_refused_at_registration(monkeypatch):
+    """Before any job, with what to do next; not a TypeError in the first backward."""
+    import torch
+    monkeypatch.setattr(registration.dist, "get_backend", lambda group: group)
+    cpu, meta = Wrapped(torch.nn.Linear(4, 2)), Wrapped(torch.nn.Linear(4, 2, device="meta"))
+    where_gradients_are(cpu, "gloo")
+    with pytest.raises(FabricHookError, match="backend is nccl: .*Gloo group.*fallback=True"):
+        where_gradients_are(cpu, "nccl")
+    with pytest.raises(FabricHookError, match="parameters are on meta: .*host memory.*fallback=True"):
+        where_gradients_are(meta, "gloo")
+    from syncfabric.torch.hook import fabric_hook   # which checks first, asking nobody
+    with pytest.raises(FabricHookError, match="backend is nccl"):
+        fabric_hook(cpu, "http://127.0.0.1:9", process_group="nccl")
+    assert fabric_hook(meta, "http://127.0.0.1:9", fallback=True, process_group="gloo") is None
 
 
 def test_more_ranks_than_the_wire_format_carries():
