@@ -32,7 +32,9 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg setup.py Makefile syncfabric/hosts/datapath/_native.c | apt
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[test]'
+	# torch first, exactly the CPU build the experiments measure: nothing then pulls another
+	$(PYTHON) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[controller,torch,test]'
 	# only syncfabric is a package to install; the checkout's root goes on the venv's path so
 	# that ryu-manager finds apps.x_controller and python -m finds experiments from anywhere
 	echo "$(CURDIR)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/syncfabric-checkout.pth"
