@@ -2,13 +2,18 @@
 and who may change what.
 
 - Listening: unless ryu-manager is given --wsapi-host, the REST API listens on
-  loopback only (Ryu's own default is every interface). The testbed passes
+  loopback only (Ryu's own default is every interface). Beyond loopback it
+  refuses to start without a token (check_listening). The testbed passes
   --wsapi-host 0.0.0.0 so that programs in Mininet hosts reach it over the
   management network, and it sets a token.
-- Token: with SYNCFABRIC_REST_TOKEN in ryu-manager's environment (or
-  `rest_token = ...` in a ryu-manager --config-file), every request that
-  changes state (POST, PUT, DELETE) must carry `Authorization: Bearer TOKEN`,
-  else 401. GETs stay open where the API listens.
+- Token: SYNCFABRIC_REST_TOKEN in ryu-manager's environment, or
+  SYNCFABRIC_REST_TOKEN_FILE naming a file that holds it, or `rest_token = ...`
+  in a ryu-manager --config-file (Ryu parses its command line before it loads
+  apps, so no flag of ours). With a token, every request that changes state
+  (POST, PUT, DELETE) must carry `Authorization: Bearer TOKEN`, else 401, and so
+  must every GET from beyond loopback; SYNCFABRIC_REST_OPEN_READS=1 opens
+  /metrics, /openapi.json and /ui to anyone who reaches the API (a Prometheus
+  server, a browser). GETs from loopback stay open.
 - Ownership: what a POST creates (a tree, round or plan) belongs to the
   release key the POST carried in `X-Release-Key` (or, without one, a new key
   the answer returns as `release_key`); its DELETE must carry that key, else
@@ -19,10 +24,12 @@ and who may change what.
 
 import functools
 import hmac
+import ipaddress
 import json
 import os
 import secrets
 import time
+from pathlib import Path
 
 from ryu import cfg
 from ryu.app.wsgi import ControllerBase, Response, route
@@ -31,6 +38,9 @@ from syncfabric.errors import (Conflict, InstallFailed, InvalidRequest, NotFound
                                ServiceError)
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
+TOKEN_FILE_ENV = "SYNCFABRIC_REST_TOKEN_FILE"
+OPEN_READS_ENV = "SYNCFABRIC_REST_OPEN_READS"
+OPEN_READ_PATHS = ("/metrics", "/openapi.json", "/ui")   # what OPEN_READS opens
 METRICS_KEY = "metrics"
 STATUS_OF = {InvalidRequest: 400, NotFound: 404, Conflict: 409, InstallFailed: 500, NotReady: 503}
 STATE_CHANGING = ("POST", "PUT", "DELETE")
@@ -68,17 +78,76 @@ def read_json_body(request):
 
 
 def configured_token():
-    return os.environ.get(TOKEN_ENV) or cfg.CONF.rest_token
+    """The token from the environment, the file it names, or the config file; None."""
+    path = os.environ.get(TOKEN_FILE_ENV)
+    return os.environ.get(TOKEN_ENV) or (token_in_file(path) if path else None) \
+        or cfg.CONF.rest_token
+
+
+@functools.lru_cache(maxsize=4)
+def token_in_file(path):
+    """The token a file holds (read once), SystemExit saying why if it holds none."""
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as error:
+        raise SystemExit("syncfabric: %s names %s, which cannot be read: %s"
+                         % (TOKEN_FILE_ENV, path, error)) from None
+    if not token:
+        raise SystemExit("syncfabric: %s names %s, which is empty" % (TOKEN_FILE_ENV, path))
+    return token
+
+
+def is_loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def check_listening():
+    """SystemExit, before anything listens, if the REST API would be reachable beyond
+    loopback without a token: anyone who reached it could create jobs until the
+    fabric is full, and read every job."""
+    host = cfg.CONF.wsapi_host
+    if not is_loopback(host) and not configured_token():
+        raise SystemExit(
+            "syncfabric: the REST API would listen on %s without a token. Set %s (or %s, a "
+            "file holding it, or rest_token in a ryu-manager --config-file) and give the "
+            "token to the hosts in the same variable, or leave --wsapi-host out to listen on "
+            "loopback only (docs/controller.md)" % (host, TOKEN_ENV, TOKEN_FILE_ENV))
 
 
 def check_token(request):
-    """RequestError(401) unless a state-changing request carries the configured token."""
+    """RequestError(401) unless a request that needs the configured token carries it:
+    every state-changing one, and a read from beyond loopback (but the operator's
+    OPEN_READ_PATHS where OPEN_READS_ENV opens them)."""
     token = configured_token()
-    if not token or request.method not in STATE_CHANGING:
+    if not token or not needs_token(request):
         return
     given = request.headers.get("Authorization", "")
     if not hmac.compare_digest(given.encode(), ("Bearer " + token).encode()):
-        raise RequestError(401, "this request changes state: send Authorization: Bearer <token>")
+        raise RequestError(401, "this request %s: send Authorization: Bearer <token> (the "
+                                "controller's %s)" % (
+                                    "changes state" if request.method in STATE_CHANGING
+                                    else "reads from beyond loopback", TOKEN_ENV))
+
+
+def token_refusal(request):
+    """The 401 response for a request without the token it needs; None if it may go on."""
+    try:
+        check_token(request)
+    except RequestError as error:
+        return json_response({"error": str(error)}, status=error.status)
+    return None
+
+
+def needs_token(request):
+    if request.method in STATE_CHANGING:
+        return True
+    if is_loopback(request.remote_addr or ""):
+        return False
+    opened = os.environ.get(OPEN_READS_ENV, "") not in ("", "0", "false", "no")
+    return not (opened and request.path.startswith(OPEN_READ_PATHS))
 
 
 def release_key_of(request):
@@ -96,10 +165,9 @@ def check_release_key(request, key, what):
 
 
 def answer(request, handler):
-    """Check the token, run handler() -> (body, status); a refusal becomes its JSON error
-    response, with the status of its kind."""
+    """Run handler() -> (body, status); a refusal becomes its JSON error response, with
+    the status of its kind."""
     try:
-        check_token(request)
         body, status = handler()
     except RequestError as error:
         return json_response(dict(error.details, error=str(error)), status=error.status)
@@ -119,14 +187,15 @@ class RestApi(ControllerBase):
 
 
 def counted_route(name, path, methods):
-    """Ryu's @route, with every answer counted in syncfabric_rest_requests_total by the
-    route's template (not the concrete path: ids would make a series each)."""
+    """Ryu's @route, with the token checked (check_token: every route goes through here)
+    and every answer counted in syncfabric_rest_requests_total by the route's template
+    (not the concrete path: ids would make a series each)."""
     def decorate(handler):
         @functools.wraps(handler)
         def counted(self, req, **kwargs):
             status = 500
             try:
-                response = handler(self, req, **kwargs)
+                response = token_refusal(req) or handler(self, req, **kwargs)
                 status = response.status_int
                 return response
             finally:

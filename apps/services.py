@@ -11,6 +11,7 @@ from ryu import cfg
 from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
+from apps.rest_json import check_listening
 from syncfabric.openflow.installer import CONFIRM_TIMEOUT_S, Installer
 from syncfabric.operator.metrics import Metrics
 from syncfabric.services.fabric import Fabric
@@ -48,6 +49,7 @@ def local_repair():
 
 class Services:
     def __init__(self, store=None, confirm_timeout_s=CONFIRM_TIMEOUT_S):
+        check_listening()   # before any app registers a route
         self.store = store = state_files() if store is None else store
         self.metrics = Metrics()
         self.installer = Installer(self.metrics, confirm_timeout_s, hub.Event, hub.sleep)

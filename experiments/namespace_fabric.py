@@ -17,6 +17,7 @@ and a running Open vSwitch (`make ovs`).
 import argparse
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import urllib.error
 from experiments.defaults import JOB_START_S
 from experiments.traffic.jobs import run_job, served_job
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 
 MANAGEMENT_BRIDGE, MANAGEMENT_PREFIX = "sfns-mgmt", "172.31.254"
 MANAGEMENT_IP = MANAGEMENT_PREFIX + ".1"
@@ -64,7 +65,11 @@ class NamespaceFabric:
     def __init__(self, description, of_port, rest_port):
         self.description, self.of_port, self.rest_port = description, of_port, rest_port
         self.controller, self.processes = None, []
-        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, timeout_s=60)
+        # the API listens beyond loopback (the hosts reach it on the management network):
+        # a fresh token, in the environment of the programs started in the hosts too
+        self.token = secrets.token_urlsafe(16)
+        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, timeout_s=60,
+                                       token=self.token)
         self.management_url = "http://%s:%d" % (MANAGEMENT_IP, rest_port)
 
     def namespace(self, host):
@@ -126,7 +131,8 @@ class NamespaceFabric:
             [ryu if os.path.exists(ryu) else "ryu-manager", "--ofp-listen-host", "127.0.0.1",
              "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-host", "0.0.0.0",
              "--wsapi-port", str(self.rest_port), "apps.job_controller"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env=dict(os.environ, **{TOKEN_ENV: self.token}))
         self._wait(lambda: self.client.get("/fabric/topology") is not None, "the REST API")
         self.client.put("/fabric/topology", self.description)
         self._wait(lambda: all(s["synced"] for s in self.client.get("/fabric/topology")["switches"]),
@@ -146,6 +152,8 @@ class NamespaceFabric:
         sys.exit("error: waited %d s for %s" % (timeout_s, what))
 
     def popen(self, host, command, **arguments):
+        """`command` in `host`'s namespace, with the controller's token in its environment."""
+        arguments["env"] = dict(arguments.get("env") or os.environ, **{TOKEN_ENV: self.token})
         process = subprocess.Popen(["ip", "netns", "exec", self.namespace(host), *command],
                                    **arguments)
         self.processes.append(process)

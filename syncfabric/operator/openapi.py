@@ -227,8 +227,8 @@ SCHEMAS = {
 
 ERRORS = {
     400: "malformed JSON, or a request the fabric cannot serve as asked",
-    401: "a token is configured and the request changes state without "
-         "`Authorization: Bearer <token>`",
+    401: "a token is configured and the request changes state, or reads from beyond "
+         "loopback, without `Authorization: Bearer <token>`",
     403: "the thing was created by another client: send its release key in X-Release-Key",
     404: "an unknown host, tree, round, plan or job",
     409: "no capacity left, or busy (released or being installed meanwhile)",
@@ -372,8 +372,8 @@ def description():
         "info": {"title": "syncfabric controller", "version": "0.1.0",
                  "description": "Path-aware multicast trees with reserved bandwidth, SELMCAST "
                                 "rounds, in-network aggregation plans and streaming-round "
-                                "jobs on an OpenFlow fabric. GETs are open; with a token configured "
-                                "(SYNCFABRIC_REST_TOKEN), POST, PUT and DELETE need it."},
+                                "jobs on an OpenFlow fabric. With a token (SYNCFABRIC_REST_TOKEN), "
+                                "POST, PUT, DELETE and reads from beyond loopback need it."},
         "servers": [{"url": "/"}],
         "paths": paths,
         "components": {"schemas": SCHEMAS, "securitySchemes": {

@@ -73,14 +73,15 @@ class InProcessController:
 
     # --- REST -------------------------------------------------------------------
 
-    def request(self, method, path, body=None, headers=None):
-        """(status, JSON answer) of one REST request."""
-        response = self.response(method, path, body, headers)
+    def request(self, method, path, body=None, headers=None, remote_addr="127.0.0.1"):
+        """(status, JSON answer) of one REST request (from loopback unless remote_addr)."""
+        response = self.response(method, path, body, headers, remote_addr)
         return response.status_int, json.loads(response.body or b"null")
 
-    def response(self, method, path, body=None, headers=None):
+    def response(self, method, path, body=None, headers=None, remote_addr="127.0.0.1"):
         """The WebOb response to one REST request, once the controller settled."""
-        request = Request.blank(path, method=method, headers=headers or {})
+        request = Request.blank(path, method=method, headers=headers or {},
+                                remote_addr=remote_addr)
         if body is not None:
             request.body = body if isinstance(body, bytes) else json.dumps(body).encode()
         response = request.get_response(self.wsgi)

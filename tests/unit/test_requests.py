@@ -80,7 +80,7 @@ def test_state_changes_need_the_token_and_release_needs_the_owner_key(controller
         code, answer = controller.request(method, path, body,
                                           headers={"Authorization": "Bearer wrong"})
         assert code == 401 and "Authorization: Bearer" in answer["error"]
-    assert controller.request("GET", "/multicast/trees")[0] == 200   # GETs stay open
+    assert controller.request("GET", "/multicast/trees")[0] == 200   # GETs stay open on loopback
     token = {"Authorization": "Bearer sesame"}
     code, tree = post(controller, "/multicast/trees", TREE, **token)
     assert code == 201
@@ -90,6 +90,40 @@ def test_state_changes_need_the_token_and_release_needs_the_owner_key(controller
         assert code in (401, 403) and listed(controller)["trees"]
     code, _ = controller.request("DELETE", path, headers=dict(token, **release_key(tree)))
     assert code == 200 and empty(controller)
+
+
+@pytest.mark.parametrize("path", ["/multicast/trees", "/fabric/topology", "/fabric/links", "/jobs",
+                                  "/ina/plans", "/selmcast/rounds", "/metrics", "/openapi.json",
+                                  "/ui"])
+def test_reads_from_beyond_loopback_need_the_token(controller, monkeypatch, path):
+    """Every GET route, the operator's too, unless SYNCFABRIC_REST_OPEN_READS opens
+    those three; a daemon's conditional GET /jobs as well."""
+    monkeypatch.setenv("SYNCFABRIC_REST_TOKEN", "sesame")
+    outside = "10.0.0.7"
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"If-None-Match": "*"}):
+        response = controller.response("GET", path, headers=headers, remote_addr=outside)
+        assert response.status_int == 401 and b"reads from beyond loopback" in response.body
+    token = {"Authorization": "Bearer sesame"}
+    assert controller.response("GET", path, headers=token, remote_addr=outside).status_int == 200
+    monkeypatch.setenv("SYNCFABRIC_REST_OPEN_READS", "1")
+    opened = controller.response("GET", path, remote_addr=outside).status_int
+    assert opened == (200 if path in ("/metrics", "/openapi.json", "/ui") else 401)
+
+
+def test_a_token_file_is_read_and_listening_beyond_loopback_needs_a_token(monkeypatch, tmp_path):
+    from ryu import cfg
+    from apps import rest_json
+    monkeypatch.setattr(cfg.CONF, "wsapi_host", "0.0.0.0", raising=False)
+    with pytest.raises(SystemExit, match="listen on 0.0.0.0 without a token. Set SYNCFABRIC_REST_TOKEN"):
+        rest_json.check_listening()
+    secret = tmp_path / "token"
+    secret.write_text("sesame\n")
+    monkeypatch.setenv("SYNCFABRIC_REST_TOKEN_FILE", str(secret))
+    rest_json.check_listening()
+    assert rest_json.configured_token() == "sesame"
+    monkeypatch.setenv("SYNCFABRIC_REST_TOKEN_FILE", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit, match="cannot be read"):
+        rest_json.configured_token()
 
 
 def test_of_concurrent_deletes_exactly_one_wins_and_nothing_is_left(controller):
