@@ -35,6 +35,9 @@ COUNTERS = {
     "reconciliations": ("syncfabric_reconciliations", "switches (re)synced after connecting: "
                         "cleared, then given the fabric flows and every live tree and plan",
                         ["switch"]),
+    "unknown_switches": ("syncfabric_unknown_switch_connections", "connections of switches "
+                         "whose datapath id the fabric description lacks: they get no flows",
+                         []),
 }
 HISTOGRAMS = {
     "install_seconds": ("syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow "

@@ -41,6 +41,7 @@ class Fabric:
         self._readings = {}             # dpid -> Reading
         self._seen = set()              # dpids connected since the fabric was loaded
         self._gone_at = {}              # dpid -> when it last disconnected
+        self._strangers = set()         # dpids not in the description, logged once
         self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
 
     # --- what the other services use --------------------------------------------
@@ -115,7 +116,12 @@ class Fabric:
             return None
         switch = self.view.switch_by_dpid.get(datapath.id)
         if switch is None:
-            LOG.warning("dpid %#x is not in the fabric description; leaving it alone", datapath.id)
+            self.metrics.unknown_switches.inc()
+            if datapath.id not in self._strangers:   # once: a switch may reconnect forever
+                self._strangers.add(datapath.id)
+                LOG.warning("dpid %#x is not in the fabric description: it gets no flows "
+                            "(logged once; counted in syncfabric_unknown_switch_connections_total)",
+                            datapath.id)
             return None
         self.links.switch_connected(switch)
         LOG.info("%s (dpid %#x) connected: reading its flows, groups and meters", switch,

@@ -1,10 +1,17 @@
 """The fabric service in-process on fake switches: switches sync, reconnect with only
-the difference, and a restarted controller restores what it had."""
+the difference, a restarted controller restores what it had, and a switch the
+description lacks gets nothing."""
 
+import logging
+from types import SimpleNamespace
+
+from ryu.controller import ofp_event
+from ryu.controller.handler import CONFIG_DISPATCHER
 from ryu.lib import hub
 
 from syncfabric.openflow import builders as of
 from tests.harness.fake_controller import InProcessController, description
+from tests.harness.fake_openflow import FakeDatapath
 from tests.harness.in_process import (NOTHING_LISTED, PLAN, TREE, changes_sent, delivered, empty,
                                       listed, post, release_key)
 
@@ -19,6 +26,22 @@ def test_every_switch_syncs_and_a_tree_reaches_its_receivers_then_leaves_nothing
                                         headers={"X-Release-Key": tree["release_key"]})
     assert status == 200 and answer["released"]["id"] == tree["id"]
     assert empty(controller)
+
+
+def test_a_switch_the_description_lacks_gets_nothing_logged_once_counted_each_time(
+        controller, caplog):
+    stranger = FakeDatapath(0xBAD5EED, controller.network)
+    with caplog.at_level(logging.WARNING):
+        for _connection in range(3):
+            controller._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=stranger)),
+                              CONFIG_DISPATCHER)
+            controller.settle()
+    assert stranger.sent == [] and not stranger.table.flows
+    assert caplog.text.count("dpid 0xbad5eed is not in the fabric description") == 1
+    registry = controller.services.metrics.registry
+    assert registry.get_sample_value("syncfabric_unknown_switch_connections_total") == 3
+    assert b"syncfabric_unknown_switch_connections_total 3.0" in \
+        controller.response("GET", "/metrics").body
 
 
 def test_a_reconnecting_switch_gets_the_live_trees_and_plans_back(controller):
