@@ -41,7 +41,7 @@ class Fabric:
         self._readings = {}             # dpid -> Reading
         self._seen = set()              # dpids connected since the fabric was loaded
         self._gone_at = {}              # dpid -> when it last disconnected
-        self._strangers = set()         # dpids not in the description, logged once
+        self.strangers = Strangers(metrics)   # switches the description lacks
         self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
 
     # --- what the other services use --------------------------------------------
@@ -116,12 +116,7 @@ class Fabric:
             return None
         switch = self.view.switch_by_dpid.get(datapath.id)
         if switch is None:
-            self.metrics.unknown_switches.inc()
-            if datapath.id not in self._strangers:   # once: a switch may reconnect forever
-                self._strangers.add(datapath.id)
-                LOG.warning("dpid %#x is not in the fabric description: it gets no flows "
-                            "(logged once; counted in syncfabric_unknown_switch_connections_total)",
-                            datapath.id)
+            self.strangers.connected(datapath.id)
             return None
         self.links.switch_connected(switch)
         LOG.info("%s (dpid %#x) connected: reading its flows, groups and meters", switch,
@@ -233,6 +228,23 @@ class Fabric:
         """Every directed link's capacity, reservations, rate and utilization."""
         return [] if self.view is None else link_report(self.view, self.rates,
                                                         self.ledger.reserved_mbps)
+
+
+class Strangers:
+    """Switches that connect with a datapath id the fabric description lacks: they get
+    nothing. Each connection is counted (syncfabric_unknown_switch_connections_total);
+    the first of each dpid is logged, as such a switch may reconnect forever."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+        self.logged = set()   # dpids
+
+    def connected(self, dpid):
+        self.metrics.unknown_switches.inc()
+        if dpid not in self.logged:
+            self.logged.add(dpid)
+            LOG.warning("dpid %#x is not in the fabric description: it gets no flows (logged "
+                        "once; counted in syncfabric_unknown_switch_connections_total)", dpid)
 
 
 def log_reconciliation(switch, datapath, held, messages):
