@@ -12,6 +12,7 @@ from ryu.app.wsgi import WSGIApplication
 from ryu.lib import hub
 
 from apps.rest_json import check_listening
+from apps.rest_tls import serve_tls_if_configured
 from syncfabric.openflow.installer import CONFIRM_TIMEOUT_S, Installer
 from syncfabric.operator.metrics import Metrics
 from syncfabric.services.fabric import Fabric
@@ -50,6 +51,7 @@ def local_repair():
 class Services:
     def __init__(self, store=None, confirm_timeout_s=CONFIRM_TIMEOUT_S):
         check_listening()   # before any app registers a route
+        serve_tls_if_configured()
         self.store = store = state_files() if store is None else store
         self.metrics = Metrics()
         self.installer = Installer(self.metrics, confirm_timeout_s, hub.Event, hub.sleep)

@@ -2,18 +2,21 @@
 
 It sends the token in SYNCFABRIC_REST_TOKEN (if set) with every request, and
 one release key of its own with every POST and DELETE, so whatever it creates
-only it may release (apps/rest_json.py). With retry_s, a refused connection (the
-request never reached a controller, e.g. one that is restarting) is tried
-again for up to retry_s seconds."""
+only it may release (apps/rest_json.py). An https:// controller is verified
+against the CA certificate in the file SYNCFABRIC_CA names (else the system's
+CAs). With retry_s, a refused connection (the request never reached a
+controller, e.g. one that is restarting) is tried again for up to retry_s seconds."""
 
 import json
 import os
 import secrets
+import ssl
 import time
 import urllib.error
 import urllib.request
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
+CA_ENV = "SYNCFABRIC_CA"
 RESTART_GRACE_S = 30.0   # retry_s for a job that rides out a controller restart
 
 
@@ -27,6 +30,12 @@ class ControllerHttpError(RuntimeError):
         self.body = body
 
 
+def verifying_context():
+    """TLS that verifies the controller's certificate and name: against SYNCFABRIC_CA's
+    file if set (a deployment's own CA), else the system's CAs."""
+    return ssl.create_default_context(cafile=os.environ.get(CA_ENV) or None)
+
+
 class ControllerClient:
     def __init__(self, base_url, timeout_s=10.0, token=None, retry_s=0.0):
         self.base_url = base_url.rstrip("/")
@@ -34,6 +43,7 @@ class ControllerClient:
         self.retry_s = retry_s
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.release_key = secrets.token_urlsafe(16)
+        self.tls = verifying_context() if self.base_url.startswith("https://") else None
 
     def request(self, method, path, body=None, raw_body=None):
         """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
@@ -71,7 +81,8 @@ class ControllerClient:
     def _send(self, request):
         """(the decoded JSON answer, its ETag or None)."""
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+            with urllib.request.urlopen(request, timeout=self.timeout_s,
+                                        context=self.tls) as answer:
                 return json.loads(answer.read() or b"null"), answer.headers.get("ETag")
         except urllib.error.HTTPError as error:
             payload = error.read()
