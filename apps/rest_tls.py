@@ -13,6 +13,7 @@ import eventlet
 from ryu.app import wsgi
 
 CERT_ENV, KEY_ENV = "SYNCFABRIC_REST_CERT", "SYNCFABRIC_REST_KEY"
+PLAIN_START_SERVICE = wsgi.start_service   # Ryu's, before serve_tls_if_configured
 
 
 def tls_files():
@@ -35,15 +36,13 @@ def serve_tls_if_configured():
     """Have ryu-manager's REST server (wsgi.start_service, called once the apps are
     loaded) listen with TLS, when tls_files() says so."""
     files = tls_files()
-    plain = wsgi.start_service
-    if files is None or getattr(plain, "serves_tls", False):
+    if files is None or wsgi.start_service is not PLAIN_START_SERVICE:   # none, or done
         return
 
     def start_service(app_manager):
-        server = plain(app_manager)
+        server = PLAIN_START_SERVICE(app_manager)
         if server is not None:
             server.server = eventlet.wrap_ssl(server.server, certfile=files[0],
                                               keyfile=files[1], server_side=True)
         return server
-    start_service.serves_tls = True
     wsgi.start_service = start_service
