@@ -35,7 +35,11 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
     def list_all(self, req, **_kwargs):
         """GET /jobs with a weak ETag (services.jobs.listing_tag); sent back in
         If-None-Match, 304 without a body while it holds. Every aggregator daemon polls
-        this twice a second, and a 16-shard job's report is 32 KB to make and to parse."""
+        this twice a second, and a 16-shard job's report is 32 KB to make and to parse;
+        with ?host= it says it is alive (services/job_daemons.py)."""
+        host = req.GET.get("host")   # an aggregator daemon names its host as it polls
+        if host:
+            self.service.daemons.heard_from(host, time.monotonic())
         etag = listing_tag(self.service.jobs)
         if req.headers.get("If-None-Match") == etag:
             response = Response(status=304)

@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import threading
+from urllib.parse import quote
 
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
@@ -76,7 +77,8 @@ class JobDaemon:
         etag = None   # of the last answer: while no job changed, the controller says 304
         while not self.stopping.is_set():
             try:
-                answer, etag = self.client.get_changed("/jobs", etag)
+                # naming this host says it is alive: a job it serves is released if it stops
+                answer, etag = self.client.get_changed("/jobs?host=%s" % quote(self.name), etag)
                 if answer is not None:
                     self.reports.put(answer["jobs"])
             except (OSError, ControllerHttpError) as error:

@@ -18,14 +18,14 @@ so a job whose owner died, or could not DELETE it while the controller was away,
 import hashlib
 import itertools
 import logging
-from dataclasses import dataclass, field
-from typing import Optional
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError, crosses
 from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
+from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
+from syncfabric.services.job_records import Job, job_record, restored_job
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
 from syncfabric.services.trees import TreeSpec
@@ -34,21 +34,6 @@ LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
-
-
-@dataclass
-class Job:
-    """A job admitted (or being admitted): its request, the planner's round, its parts."""
-    id: int
-    request: dict
-    round: Optional[round_planner.RoundPlan] = None
-    tree_ids: list = field(default_factory=list)
-    plan_id: Optional[int] = None
-    expires_at: Optional[float] = None
-    generation: int = 1
-    parts_seen: object = None   # the parts' paths and revisions the generation stands for
-    installed: bool = False
-    book: object = None         # the ledger its trees are booked in
 
 
 def parse_job_request(body):
@@ -101,6 +86,7 @@ class Jobs:
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
         self.jobs = {}             # job id -> Job
         self.release_keys = {}     # job id -> the key that may DELETE it
+        self.daemons = DaemonWatch()   # which daemons poll; why jobs were released
         # after a restart: the jobs saved, until their parts are back (until then the jobs
         # are not answered for: a daemon told "no jobs" would drop the ones it serves)
         self.saved = (store.load(STATE_NAME) or {}).get("jobs") or None
@@ -112,7 +98,8 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_hosts(book.view, request["workers"])
-        job = Job(next(self._ids), request, book=book, expires_at=expiry(request["ttl_s"], now))
+        job = Job(next(self._ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
+                  admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
             job.round = planned_round(book, request, self.fabric.down_links, self.metrics,
@@ -127,7 +114,7 @@ class Jobs:
                                             job.round.gradients)["id"]
             self._still_wanted(job)
         except (ServiceError, PlacementError) as error:
-            self._release_parts(job, now)
+            release_parts(job, self.trees, self.plans, now)
             if self.jobs.pop(job.id, None) is not None:
                 self.release_keys.pop(job.id, None)
             raise refusal(error, book, request, self.fabric.down_links) from None
@@ -165,7 +152,7 @@ class Jobs:
             report = self.report(job, now) if job.installed else {"id": job.id}
         except NotFound:   # a part is gone already (nothing fit around a fault)
             report = {"id": job.id, "generation": job.generation}
-        self._release_parts(job, now)
+        release_parts(job, self.trees, self.plans, now)
         self.remember(now)
         LOG.info("job %d released", job.id)
         return report
@@ -187,7 +174,8 @@ class Jobs:
         try:
             job = self.jobs[int(job_id)]
         except (ValueError, TypeError, KeyError):
-            raise NotFound("no job with id %r" % (job_id,)) from None
+            raise NotFound("no job with id %r" % (job_id,),
+                           **self.daemons.why_released(job_id)) from None
         if installed and not job.installed:
             raise NotFound("job %r is still being admitted" % (job_id,))
         return job
@@ -198,18 +186,6 @@ class Jobs:
         if self.jobs.get(job.id) is not job:
             raise Conflict("job %d was released while being admitted; nothing is left of it"
                            % job.id)
-
-    def _release_parts(self, job, now):
-        """Release the job's plan and trees; those of a ledger the fabric replaced went
-        with it (and their ids may name other trees now)."""
-        if job.plan_id is not None:
-            try:
-                self.plans.release(job.plan_id, now)
-            except NotFound:
-                pass
-        if job.book is None or job.book is self.trees.book:
-            for tree_id in job.tree_ids:
-                self.trees.release_if_booked(tree_id, now)
 
     # --- what a job is told -----------------------------------------------------
 
@@ -229,13 +205,18 @@ class Jobs:
         for job in [j for j in self.jobs.values() if j.installed]:
             if job.expires_at is not None and job.expires_at <= now:
                 LOG.info("job %d: lease expired", job.id)
-                self._drop(job, now, "lease")
+                self._drop(job, now, "lease", "its lease ran out")
                 continue
             try:
                 parts = self._parts(job, now)
             except NotFound:
                 LOG.warning("job %d lost a part (nothing fits around a fault): released", job.id)
-                self._drop(job, now, "reroute")
+                self._drop(job, now, "reroute", "it lost a part: nothing fit around a fault")
+                continue
+            silent = self.daemons.silent(job, daemon_hosts(job, self.plans, now), now)
+            if silent is not None:
+                LOG.warning("job %d: the daemon on %s stopped answering: released", job.id, silent)
+                self._drop(job, now, "daemon", "daemon on %s stopped answering" % silent)
                 continue
             if parts != job.parts_seen and settled(job, self.trees, self.plans,
                                                    self.fabric.down_links):
@@ -243,10 +224,11 @@ class Jobs:
                 self.remember(now)
                 LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
 
-    def _drop(self, job, now, cause):
+    def _drop(self, job, now, cause, reason):
         if self.jobs.get(job.id) is job:
             self.release(job.id, now)
             self.metrics.releases.labels("jobs", cause).inc()
+            self.daemons.released(job.id, reason, now)
 
     def _parts(self, job, now):
         """The paths and revisions of the job's parts (NotFound if one is gone)."""
@@ -289,8 +271,8 @@ class Jobs:
                 LOG.error("saved job %s not restored (%s): releasing what is left of it",
                           record.get("id"), error)
                 self.jobs.pop(record.get("id"), None)
-                self._release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
-                                        plan_id=record.get("plan")), now)
+                release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
+                                  plan_id=record.get("plan")), self.trees, self.plans, now)
         self.remember(now)
 
 
@@ -312,6 +294,19 @@ def planned_round(book, request, down_links, metrics, offload):
         return offload(round_planner.plan_job, book.view, request["workers"],
                        gradient_mbit(request), request["placement"], shards,
                        request["aggregation"], reserved)
+
+
+def release_parts(job, trees, plans, now):
+    """Release the job's plan and trees; those of a ledger the fabric replaced went
+    with it (and their ids may name other trees now)."""
+    if job.plan_id is not None:
+        try:
+            plans.release(job.plan_id, now)
+        except NotFound:
+            pass
+    if job.book is None or job.book is trees.book:
+        for tree_id in job.tree_ids:
+            trees.release_if_booked(tree_id, now)
 
 
 def log_admitted(job):
@@ -355,24 +350,6 @@ def refusal(error, book, request, down_links):
     return Conflict("%s (the workers' tightest link is %s->%s, %.3f Mbit/s free)"
                     % (error, *link, free), bottleneck="%s->%s" % link, max_rate_mbps=free,
                     **error.details)
-
-
-def job_record(job, release_key, now):
-    """What a state file keeps of a job: its lease as seconds left at `now`."""
-    return {"id": job.id, "request": job.request, "trees": job.tree_ids, "plan": job.plan_id,
-            "generation": job.generation, "release_key": release_key,
-            "pss": job.round.pss, "return_mbps": job.round.return_mbps,
-            "predicted_s": job.round.predicted_s, "bound_s": job.round.bound_s,
-            "expires_in_s": None if job.expires_at is None else job.expires_at - now}
-
-
-def restored_job(record, now):
-    ttl = record["expires_in_s"]
-    return Job(int(record["id"]), record["request"],
-               round_planner.RoundPlan(list(record["pss"]), record["return_mbps"], [], None,
-                                       record["predicted_s"], record["bound_s"]),
-               list(record["trees"]), int(record["plan"]), None if ttl is None else now + ttl,
-               int(record["generation"]), installed=True)
 
 
 def check_hosts(view, workers):

@@ -9,6 +9,7 @@ from ryu.lib import hub
 
 from apps import job_controller
 from syncfabric.openflow import builders as of
+from syncfabric.services.jobs import release_parts
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
                                       stream_paths)
@@ -233,7 +234,29 @@ def test_the_lease_releases_the_whole_job(controller):
     controller.services.jobs.follow(time.monotonic() + 31)
     controller.settle()
     assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert controller.request("GET", "/jobs/%d" % job["id"])[1]["released"] == "its lease ran out"
     assert b'syncfabric_releases_total{cause="lease",resource="jobs"} 1.0' in \
+        controller.services.metrics.exposition()
+
+
+def test_a_job_whose_daemon_stops_polling_is_released_and_says_why(controller):
+    """Its shard's host polled GET /jobs?host=, then fell silent for the lease time;
+    a daemon that never polled is left to the workers' hello."""
+    _, job = post(controller, "/jobs", dict(JOB, placement="dedicated", shards=1, ttl_s=None))
+    shard_host = job["shards"][0]["host"]
+    assert shard_host not in JOB["workers"]
+    jobs, path = controller.services.jobs, "/jobs/%d" % job["id"]
+    jobs.follow(time.monotonic() + 60)   # no daemon has polled yet: nothing is said
+    assert controller.request("GET", path)[0] == 200
+    assert controller.request("GET", "/jobs?host=%s" % shard_host)[0] == 200
+    jobs.follow(time.monotonic() + 20)   # silent for less than 30 s
+    assert controller.request("GET", path)[0] == 200
+    jobs.follow(time.monotonic() + 31)
+    controller.settle()
+    code, answer = controller.request("GET", path)
+    assert code == 404 and answer["released"] == "daemon on %s stopped answering" % shard_host
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert b'syncfabric_releases_total{cause="daemon",resource="jobs"} 1.0' in \
         controller.services.metrics.exposition()
 
 
@@ -315,7 +338,8 @@ def test_undoing_a_job_of_a_replaced_fabric_leaves_the_new_fabrics_trees_alone(c
                                                     "bandwidth_mbps": 1})
     assert tree["id"] in old.tree_ids
     # what an admission that straddled the reload does when it finds itself released
-    controller.services.jobs._release_parts(old, time.monotonic())
+    services = controller.services
+    release_parts(old, services.trees, services.plans, time.monotonic())
     controller.settle()
     assert [t["id"] for t in listed(controller)["trees"]] == [tree["id"]]
 
