@@ -1,6 +1,7 @@
 """Jobs on one machine's loopback addresses (127.0.0.x are all this host's), with no
 fabric: a controller stand-in that answers the job API with a job whose shards are in
-the workers (no daemon needed), and DDP ranks started as processes on it."""
+the workers (no daemon needed), DDP ranks started as processes on it, and a check that
+two workers' rounds are exact."""
 
 import json
 import os
@@ -8,7 +9,10 @@ import socket
 import subprocess
 import sys
 import threading
+from concurrent.futures import wait
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
 
 FRAGMENT_BYTES = 1448
 RATE_MBPS = 400.0
@@ -108,6 +112,17 @@ class StubController:
             def log_message(self, *_args):
                 pass
         return Handler
+
+
+def assert_exact_rounds(pair, floats, rounds=3):
+    """`rounds` all-reduces of two workers' whole numbers (exact in any order), every
+    sum checked."""
+    values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(2)]
+    for _round in range(rounds):
+        futures = [w.allreduce_async(v) for w, v in zip(pair, values)]
+        wait(futures, timeout=20)
+        for future in futures:
+            assert np.array_equal(future.result(), values[0] + values[1])
 
 
 def free_port():

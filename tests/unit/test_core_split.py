@@ -8,7 +8,6 @@ taking its share."""
 import socket
 import threading
 import time
-from concurrent.futures import wait
 
 import numpy as np
 import pytest
@@ -21,7 +20,8 @@ from syncfabric.hosts.job_daemon import JobDaemon
 from syncfabric.hosts.job_layout import JobLayout
 from syncfabric.hosts.job_roles import ShardNode, control_message, control_packet
 from syncfabric.hosts.receivers import datagrams, receiving_socket
-from tests.harness.loopback_jobs import FRAGMENT_BYTES, address
+from experiments.host_ranks import GivenJobs
+from tests.harness.loopback_jobs import FRAGMENT_BYTES, address, assert_exact_rounds
 
 PS = "127.0.0.31"
 PER_FRAGMENT = FRAGMENT_BYTES // 4
@@ -185,32 +185,17 @@ def datagrams_from(sock):
             return found
 
 
-class GivenJob:
-    """The controller's client as the daemon reads it (get_changed), answering one job."""
-
-    def __init__(self, report):
-        self.report, self.base_url = report, "(the test's job)"
-
-    def get_changed(self, _path, etag):
-        return (None, "1") if etag == "1" else ({"jobs": [self.report]}, "1")
-
-
 def test_a_daemon_on_two_cores_serves_exact_rounds_each_core_its_share(each_datapath):
     floats = FRAGMENTS * PER_FRAGMENT - 7
     report = dedicated_job(6, ["w1", "w2"], floats, 29930)
-    daemon = JobDaemon(GivenJob(report), "ps", cores=2)
+    daemon = JobDaemon(GivenJobs(report), "ps", cores=2)
     serving = threading.Thread(target=daemon.serve, daemon=True)
     serving.start()
     pair = [FabricWorker(report, name) for name in ("w1", "w2")]
     try:
         for worker in pair:
             worker.wait_served(timeout_s=10.0)
-        values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(2)]
-        for _round in range(3):
-            futures = [w.allreduce_async(v) for w, v in zip(pair, values)]
-            wait(futures, timeout=20)
-            for future in futures:
-                assert np.array_equal(future.result(), values[0] + values[1])
+        assert_exact_rounds(pair, floats)
         taken = [loop.datagrams for loop in daemon.loops]
         assert taken[0] >= 3 * 2 * 172 and taken[1] >= 3 * 2 * 128   # each its blocks' share
         assert all(loop.cpu_s() > 0 for loop in daemon.loops)

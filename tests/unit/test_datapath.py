@@ -9,7 +9,6 @@ import select
 import socket
 import sys
 import time
-from concurrent.futures import wait
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from syncfabric.hosts.job_layout import JobLayout
 from syncfabric.hosts.job_roles import ShardNode, control_packet
 from syncfabric.hosts.receivers import receiving_socket
 from syncfabric.hosts.worker_rounds import ResultArrays
-from tests.harness.loopback_jobs import loopback_job
+from tests.harness.loopback_jobs import assert_exact_rounds, loopback_job
 from tests.unit.test_job_roles import ADDRESS, PORT, report, sender
 
 PATHS = {"python": PythonDatapath(), "native": NativeDatapath(gso=False),
@@ -154,12 +153,7 @@ def test_a_job_of_native_and_python_workers_is_exact(first, second):
     job = loopback_job(93, ["w1", "w2"], floats * 4, 29760)
     pair = [FabricWorker(job, "w1", path=PATHS[first]), FabricWorker(job, "w2", path=PATHS[second])]
     try:
-        values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(2)]
-        for _round in range(3):
-            futures = [w.allreduce_async(v) for w, v in zip(pair, values)]
-            wait(futures, timeout=20)
-            for future in futures:
-                assert np.array_equal(future.result(), values[0] + values[1])
+        assert_exact_rounds(pair, floats)
     finally:
         for worker in pair:
             worker.close()
