@@ -3,7 +3,7 @@ one job and then another, whole-number sums come back exact (workers on either d
 path, daemons on the native one), a host outside the job
 changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
 that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
-nothing). A DDP run goes on through a controller killed and restarted, its lease kept;
+nothing), and has its job released once it has been silent for the job's lease time. A DDP run goes on through a controller killed and restarted, its lease kept;
 one whose controller is away at its end (longer than the hosts keep a neighbour
 without ARP, which the controller answers) trains on and leaves nothing once the
 controller is back; one whose shard has no daemon fails at registration, naming the
@@ -21,6 +21,7 @@ from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_daemons, run_job, start_workers, worker_lines
 from experiments.testbed import wait_until
 from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.services.job_daemons import SILENT_S
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration
@@ -244,6 +245,27 @@ def test_a_ddp_run_whose_daemon_dies_fails_on_every_rank_and_leaves_nothing(bed,
     message = str(failed.value)   # every rank failed, the round naming the dead daemon's host
     assert all("%s: " % worker in message for worker in WORKERS) and "h4 (shard 0's host)" in message
     assert bed.client.get("/jobs") == {"jobs": []}   # released as the ranks ended
+    assert bed.leftovers() == {}
+
+
+def test_a_job_whose_daemon_stops_polling_is_released_in_its_lease_time_saying_why(bed, daemons):
+    # after the tests above: a fresh daemon in h4, polling, then killed; the job has no
+    # lease, so the controller waits job_daemons.SILENT_S for it
+    with job_daemons(bed, ["h4"]) as mine:
+        job = post_job(bed, placement="dedicated", shards=1, aggregation=False)
+        time.sleep(2.0)   # it polls every 0.5 s
+        mine["h4"].kill()
+        killed = time.monotonic()
+
+        def released():
+            try:
+                bed.client.get("/jobs/%d" % job["id"])
+            except ControllerHttpError as error:
+                return error.status == 404 and error.body.get("released")
+            return False
+        wait_until(released, SILENT_S + 10, "the job of a silent daemon to be released")
+    assert time.monotonic() - killed < SILENT_S + 5
+    assert released() == "daemon on h4 stopped answering"
     assert bed.leftovers() == {}
 
 
