@@ -137,7 +137,7 @@ def token_refusal(request):
     try:
         check_token(request)
     except RequestError as error:
-        return json_response({"error": str(error)}, status=error.status)
+        return error_response(error, error.status)
     return None
 
 
@@ -170,10 +170,15 @@ def answer(request, handler):
     try:
         body, status = handler()
     except RequestError as error:
-        return json_response(dict(error.details, error=str(error)), status=error.status)
+        return error_response(error, error.status)
     except ServiceError as error:
-        return json_response(dict(error.details, error=str(error)), status=STATUS_OF[type(error)])
+        return error_response(error, STATUS_OF[type(error)])
     return json_response(body, status)
+
+
+def error_response(error, status):
+    """A refusal (RequestError, ServiceError) as its JSON answer: its message and details."""
+    return json_response(dict(error.details, error=str(error)), status=status)
 
 
 class RestApi(ControllerBase):

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -98,13 +99,13 @@ def measure(network, environment, workers, servers, rounds, start_ranks):
         times, cpu, exact, before = [], [], True, None
         for number in range(1, rounds + 1):
             if number == 2:
-                before = ServerCounts(hosts.ask(servers, "cpu"))
+                before = ServerCounts.of(hosts.ask(servers, "cpu"))
             answers = hosts.ask(workers, "go")
             exact = exact and all(a["exact"] for a in answers)
             if number >= 2:
                 times.append(max(a["end"] for a in answers) - max(a["start"] for a in answers))
                 cpu.append(sum(a["cpu_s"] for a in answers))
-        used = ServerCounts(hosts.ask(servers, "cpu")).since(before)
+        used = ServerCounts.of(hosts.ask(servers, "cpu")).since(before)
     finally:
         hosts.close()
     return {"round_s": statistics.median(times),
@@ -113,17 +114,21 @@ def measure(network, environment, workers, servers, rounds, start_ranks):
             "servers": used}
 
 
+@dataclass
 class ServerCounts:
     """The shard hosts' CPU seconds and datagrams taken per core (of each core index,
-    summed over the hosts), from their answers to "cpu"."""
+    summed over the hosts)."""
+    cpu_s: float
+    datagrams: list
 
-    def __init__(self, answers, cpu_s=None, datagrams=None):
-        self.cpu_s = sum(a["cpu_s"] for a in answers) if cpu_s is None else cpu_s
-        self.datagrams = datagrams if datagrams is not None else \
-            [sum(column) for column in zip(*(a["datagrams"] for a in answers))]
+    @classmethod
+    def of(cls, answers):
+        """From the shard hosts' answers to "cpu"."""
+        return cls(sum(a["cpu_s"] for a in answers),
+                   [sum(column) for column in zip(*(a["datagrams"] for a in answers))])
 
     def since(self, before):
-        return ServerCounts([], self.cpu_s - before.cpu_s,
+        return ServerCounts(self.cpu_s - before.cpu_s,
                             [now - then for now, then in zip(self.datagrams, before.datagrams)])
 
     def us_per_datagram(self):
