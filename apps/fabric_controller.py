@@ -94,7 +94,7 @@ class FabricController(app_manager.RyuApp):
         """A reply to a switch's reading; once all are in, reconcile it (or read again)."""
         datapath = msg.datapath
         more = bool(msg.flags & datapath.ofproto.OFPMPF_REPLY_MORE)
-        if not self.fabric.contents_part(datapath, kind, msg.body, more):
+        if not self.fabric.contents_part(datapath, kind, msg.body, more, msg.xid):
             return
         messages = self.fabric.reconcile(datapath)
         if messages is None:

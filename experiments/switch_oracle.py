@@ -44,12 +44,12 @@ def switch_state(switch):
             meters[meter] = int(re.search(r"rate=(\d+)", line).group(1))
     flows = set()
     for line in ofctl_lines("dump-flows", "--no-stats", switch,
-                            "cookie=%#x/%#x" % (MULTICAST_COOKIE_BASE, APP_COOKIE_MASK)):
+                            "table=1,cookie=%#x/%#x" % (MULTICAST_COOKIE_BASE, APP_COOKIE_MASK)):
         flows.add((field(r"cookie=(0x[0-9a-f]+)", line, 16) & ~APP_COOKIE_MASK,
                    field(r"in_port=(\d+)", line, 10), field(r"nw_dst=([\d.]+)", line)))
     steering = set()
     for line in ofctl_lines("dump-flows", "--no-stats", switch,
-                            "cookie=%#x/%#x" % (STEERING_COOKIE_BASE, APP_COOKIE_MASK)):
+                            "table=1,cookie=%#x/%#x" % (STEERING_COOKIE_BASE, APP_COOKIE_MASK)):
         steering.add((field(r"cookie=(0x[0-9a-f]+)", line, 16) & ~APP_COOKIE_MASK,
                       field(r"nw_src=([\d.]+)", line), field(r"nw_dst=([\d.]+)", line),
                       field(r"tp_dst=(\d+)", line, 10), field(r"output:(\d+)", line, 10)))

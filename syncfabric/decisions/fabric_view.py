@@ -187,6 +187,11 @@ class FabricView:
         return sorted(self.graph.edges[switch, host]["port"]
                       for host in self.graph.successors(switch) if self.is_host(host))
 
+    def fabric_ports(self, switch):
+        """Ports of `switch` that face other switches."""
+        return sorted(self.graph.edges[switch, n]["port"] for n in self.graph.successors(switch)
+                      if self.graph.edges[switch, n]["kind"] == "fabric")
+
     def out_port(self, node, neighbour):
         return self.graph.edges[node, neighbour]["port"]
 

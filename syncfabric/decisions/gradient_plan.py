@@ -230,18 +230,24 @@ def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_
 class SteeringShare:
     """One switch's share of an INA plan: flows {(src ip, dst ip, UDP port): (out port,
     index of the stream policed there, or None)} and the rates of the streams that
-    start there {stream index: Mbit/s} (the builders name their meters)."""
+    start there {stream index: Mbit/s} (the builders name their meters); and its
+    admission (plan_admission): the members' datagrams it admits, {(in port, src ip,
+    dst ip, UDP port)}, and the destinations it closes to everyone else, {(dst ip,
+    UDP port)}."""
     flows: dict = field(default_factory=dict)
     meters: dict = field(default_factory=dict)
+    admits: frozenset = frozenset()
+    closed: frozenset = frozenset()
 
 
 NO_SHARE = SteeringShare()
 
 
-def steering_shares(view, streams, ports):
+def steering_shares(view, streams, ports, admission=None):
     """{switch: SteeringShare}: every stream (GradientPlan.streams()) gets a flow on each
     switch of its path, matching its source, destination and its PS's UDP port, and is
-    held to its rate on its first switch."""
+    held to its rate on its first switch. `admission`: {switch: (admits, closed)} of
+    the plan (plan_admission.admission), added to the switches' shares."""
     flows, meters = defaultdict(dict), defaultdict(dict)
     for index, (source, destination, path, rate, ps) in enumerate(streams):
         key = (view.ip(source), view.ip(destination), ports[ps])
@@ -249,7 +255,10 @@ def steering_shares(view, streams, ports):
             if hop == 0:
                 meters[switch][index] = rate
             flows[switch][key] = (view.out_port(switch, next_node), index if hop == 0 else None)
-    return {switch: SteeringShare(flows[switch], meters.get(switch, {})) for switch in flows}
+    admission = admission or {}
+    return {switch: SteeringShare(flows.get(switch, {}), meters.get(switch, {}),
+                                  *admission.get(switch, (frozenset(), frozenset())))
+            for switch in set(flows) | set(admission)}
 
 
 def crosses(result, down_links):

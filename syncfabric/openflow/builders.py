@@ -4,6 +4,11 @@ Every function takes the datapath (for its ofproto and parser) and returns
 message objects without sending them, so the app stays a thin sender and the
 messages can be inspected in tests. Each app owns a cookie, so one app can
 replace its own flows without touching another's.
+
+Every switch has two tables. Table 0 admits: what arrives on a host-facing port
+for a plan's UDP port is passed on only from that plan's members (their port and
+address), and dropped otherwise; everything else passes. Table 1 forwards: routes,
+trees and steering.
 """
 
 import functools
@@ -18,6 +23,14 @@ STEERING_METER_BASE = 0x0010_0000            # + plan id * METERS_PER_PLAN + leg
 METERS_PER_PLAN = 0x1000
 FAILOVER_GROUP_BASE = 0x4000_0000            # + tree id * FAILOVER_GROUPS_PER_TREE + uplink index
 FAILOVER_GROUPS_PER_TREE = 0x100
+
+TABLE_ADMISSION = 0
+TABLE_FORWARDING = 1
+
+PRIORITY_FROM_SWITCH = 30   # table 0: what another switch sends is never looked at
+PRIORITY_MEMBER = 20        # table 0: a member's datagrams to its plan's UDP ports
+PRIORITY_NOT_MEMBER = 10    # table 0: anything else to those ports is dropped
+PRIORITY_PASS = 0           # table 0: everything else goes on to forwarding
 
 PRIORITY_MULTICAST = 400
 PRIORITY_STEERING = 350
@@ -35,12 +48,69 @@ MIN_BURST_KBITS = 300  # four jumbo frames: a bucket smaller than one frame pass
 
 
 def flow_add(datapath, cookie, priority, match, actions, meter_id=None):
+    """A forwarding flow (table 1)."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     instructions = [parser.OFPInstructionActions(ofproto.OFPIT_APPLY_ACTIONS, actions)]
     if meter_id is not None:
         instructions.insert(0, parser.OFPInstructionMeter(meter_id))
-    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, priority=priority, match=match,
+    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, table_id=TABLE_FORWARDING,
+                             priority=priority, match=match, instructions=instructions,
+                             command=ofproto.OFPFC_ADD)
+
+
+def admission_flow(datapath, cookie, priority, match_fields, admit):
+    """An admission flow (table 0): `admit` passes what it matches on to forwarding,
+    else it is dropped (and counted in the flow's packet count)."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    instructions = [parser.OFPInstructionGotoTable(TABLE_FORWARDING)] if admit else []
+    return parser.OFPFlowMod(datapath=datapath, cookie=cookie, table_id=TABLE_ADMISSION,
+                             priority=priority, match=parser.OFPMatch(**match_fields),
                              instructions=instructions, command=ofproto.OFPFC_ADD)
+
+
+def admission_passes(datapath, fabric_ports):
+    """Table 0's flows of the fabric: what arrives from another switch, and what no
+    plan's admission concerns, goes on to forwarding."""
+    return ([admission_flow(datapath, FABRIC_COOKIE, PRIORITY_FROM_SWITCH, {"in_port": port},
+                            admit=True) for port in fabric_ports]
+            + [admission_flow(datapath, FABRIC_COOKIE, PRIORITY_PASS, {}, admit=True)])
+
+
+def member_match(admit):
+    """Table 0's match of a member's datagrams: (in port, src ip, dst ip, UDP port)."""
+    in_port, src_ip, dst_ip, udp_port = admit
+    return {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP,
+            "ipv4_src": src_ip, "ipv4_dst": dst_ip, "udp_dst": udp_port}
+
+
+def closed_match(destination):
+    """Table 0's match of everything to a plan's destination: (dst ip, UDP port)."""
+    dst_ip, udp_port = destination
+    return {"eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP, "ipv4_dst": dst_ip,
+            "udp_dst": udp_port}
+
+
+def admission_changes(datapath, cookie, old, new):
+    """(make, then_break) of a plan's admission on one switch, from share `old` to
+    share `new` (gradient_plan.SteeringShare): members are admitted before anything is
+    closed to others, and closed destinations open before their members' flows go."""
+    make = [admission_flow(datapath, cookie, PRIORITY_MEMBER, member_match(admit), admit=True)
+            for admit in sorted(new.admits - old.admits)]
+    make += [admission_flow(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
+                            admit=False) for destination in sorted(new.closed - old.closed)]
+    then_break = [flow_removal(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
+                               TABLE_ADMISSION) for destination in sorted(old.closed - new.closed)]
+    then_break += [flow_removal(datapath, cookie, PRIORITY_MEMBER, member_match(admit),
+                                TABLE_ADMISSION) for admit in sorted(old.admits - new.admits)]
+    return make, then_break
+
+
+def admission_drop_requests(datapath):
+    """Ask a switch for table 0's flows of every plan, whose drops the metrics count."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowStatsRequest(datapath, 0, TABLE_ADMISSION, ofproto.OFPP_ANY,
+                                      ofproto.OFPG_ANY, STEERING_COOKIE_BASE, APP_COOKIE_MASK,
+                                      parser.OFPMatch())
 
 
 def delete_flows(datapath, cookie):
@@ -51,11 +121,12 @@ def delete_flows(datapath, cookie):
                              out_port=ofproto.OFPP_ANY, out_group=ofproto.OFPG_ANY)
 
 
-def flow_removal(datapath, cookie, priority, match_fields):
+def flow_removal(datapath, cookie, priority, match_fields, table_id=TABLE_FORWARDING):
     """Delete the one flow with this cookie, priority and exact match."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     return parser.OFPFlowMod(datapath=datapath, cookie=cookie, cookie_mask=ALL_COOKIE_BITS,
-                             priority=priority, match=parser.OFPMatch(**match_fields),
+                             table_id=table_id, priority=priority,
+                             match=parser.OFPMatch(**match_fields),
                              command=ofproto.OFPFC_DELETE_STRICT, out_port=ofproto.OFPP_ANY,
                              out_group=ofproto.OFPG_ANY)
 
@@ -85,9 +156,11 @@ def route_flow(datapath, rule):
                     [parser.OFPActionOutput(rule.out_port)])
 
 
-def fabric_flow_adds(datapath, host_ports, rules):
-    """The fabric's flows of one switch: ARP trapping on host ports, and the routes."""
-    return ([arp_to_controller(datapath, port) for port in host_ports]
+def fabric_flow_adds(datapath, host_ports, rules, fabric_ports=()):
+    """The fabric's flows of one switch: admission's passes, ARP trapping on host
+    ports, and the routes."""
+    return (admission_passes(datapath, fabric_ports)
+            + [arp_to_controller(datapath, port) for port in host_ports]
             + [route_flow(datapath, rule) for rule in rules])
 
 
@@ -246,7 +319,8 @@ def steering_changes(datapath, plan_id, old, new):
     named by the plan and the stream's index. make adds the new meters, sets the new rates of kept
     ones and adds or overwrites flows (an ADD with a flow's match and priority replaces
     it in place); then_break, once every switch confirmed make, deletes the flows and
-    meters only `old` had. From NO_SHARE, make installs a share."""
+    meters only `old` had. From NO_SHARE, make installs a share. The share's admission
+    (admission_changes) is made after its flows, and broken first."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     meter_id = functools.partial(steering_meter_id, plan_id)
     make = [meter_add(datapath, meter_id(stream), rate) for stream, rate in new.meters.items()
@@ -264,7 +338,9 @@ def steering_changes(datapath, plan_id, old, new):
     then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
                                       meter_id=meter_id(stream))
                    for stream in old.meters if stream not in new.meters]
-    return make, then_break
+    admission_make, admission_break = admission_changes(datapath, steering_cookie(plan_id),
+                                                        old, new)
+    return make + admission_make, admission_break + then_break
 
 
 def steering_removal(datapath, plan_id, streams):

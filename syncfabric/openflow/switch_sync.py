@@ -18,7 +18,7 @@ GROUP_AND_METER_COMMANDS = ("add", "modify", "delete")            # by OFPGC_ / 
 
 @dataclass
 class Contents:
-    """A switch's flows {(priority, match): (cookie, instructions)}, groups {id: (type,
+    """A switch's flows {(table, priority, match): (cookie, instructions)}, groups {id: (type,
     buckets)} and meters {id: (flags, bands)}, in comparable form."""
     flows: dict = field(default_factory=dict)
     groups: dict = field(default_factory=dict)
@@ -34,9 +34,16 @@ def actions_key(actions):
                   getattr(a, "group_id", None)) for a in actions)
 
 
+def instruction_key(instruction):
+    if hasattr(instruction, "meter_id"):
+        return ("meter", instruction.meter_id)
+    if hasattr(instruction, "table_id"):
+        return ("goto", instruction.table_id)
+    return ("actions", instruction.type, actions_key(instruction.actions))
+
+
 def instructions_key(instructions):
-    return tuple(sorted(("meter", i.meter_id) if hasattr(i, "meter_id")
-                        else ("actions", i.type, actions_key(i.actions)) for i in instructions))
+    return tuple(sorted(instruction_key(i) for i in instructions))
 
 
 def buckets_key(buckets):
@@ -61,7 +68,7 @@ def wanted_contents(messages):
     for message in messages:
         name = type(message).__name__
         if name == "OFPFlowMod":
-            key = ("flow", message.priority, match_key(message.match))
+            key = ("flow", message.table_id, message.priority, match_key(message.match))
             contents.flows[key[1:]] = (message.cookie, instructions_key(message.instructions))
         elif name == "OFPGroupMod":
             key = ("group", message.group_id)
@@ -78,7 +85,7 @@ def wanted_contents(messages):
 def held_contents(flow_stats, group_descs, meter_configs):
     """Contents of a switch from its replies (the bodies' entries)."""
     return Contents(
-        {(s.priority, match_key(s.match)): (s.cookie, instructions_key(s.instructions))
+        {(s.table_id, s.priority, match_key(s.match)): (s.cookie, instructions_key(s.instructions))
          for s in flow_stats},
         {d.group_id: (d.type, buckets_key(d.buckets)) for d in group_descs},
         {c.meter_id: (c.flags, bands_key(c.bands)) for c in meter_configs})
@@ -111,9 +118,10 @@ def difference(datapath, wanted_messages, held):
                                                buckets=mod.buckets))
     messages += [senders[("flow", *key)] for key, flow in sorted(wanted.flows.items(), key=str)
                  if held.flows.get(key) != flow]
-    messages += [of.flow_removal(datapath, cookie, priority, dict(match))
-                 for (priority, match), (cookie, _instructions) in sorted(held.flows.items(), key=str)
-                 if (priority, match) not in wanted.flows]
+    messages += [of.flow_removal(datapath, cookie, priority, dict(match), table)
+                 for (table, priority, match), (cookie, _instructions)
+                 in sorted(held.flows.items(), key=str)
+                 if (table, priority, match) not in wanted.flows]
     messages += [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=group_id)
                  for group_id in sorted(set(held.groups) - set(wanted.groups),
                                         key=lambda group_id: (not chains(held.groups[group_id]),
@@ -139,12 +147,16 @@ REPLY_KINDS = ("flows", "groups", "meters")
 class Reading:
     """A switch being read: the replies' entries so far, and how many messages the
     installer had sent it when the requests went out (if that changed by the end, what
-    was read may be stale)."""
+    was read may be stale). `xids`: its requests' (other flow stats, such as the
+    admission drop counts, are not part of it)."""
 
-    def __init__(self, sent_mark):
-        self.sent_mark = sent_mark
+    def __init__(self, sent_mark, xids):
+        self.sent_mark, self.xids = sent_mark, frozenset(xids)
         self.entries = {kind: [] for kind in REPLY_KINDS}
         self.complete = set()
+
+    def answered_by(self, xid):
+        return xid in self.xids
 
     def add(self, kind, entries, more):
         """A reply (part): kind in REPLY_KINDS; True once every reply is complete."""

@@ -35,6 +35,9 @@ COUNTERS = {
     "reconciliations": ("syncfabric_reconciliations", "switches (re)synced after connecting: "
                         "cleared, then given the fabric flows and every live tree and plan",
                         ["switch"]),
+    "admission_drops": ("syncfabric_admission_drops", "datagrams a switch dropped because they "
+                        "went to an INA plan's (a job's) UDP port from a host that is not a "
+                        "member of it, or with an address not its own", ["switch"]),
     "unknown_switches": ("syncfabric_unknown_switch_connections", "connections of switches "
                          "whose datapath id the fabric description lacks: they get no flows",
                          []),

@@ -125,14 +125,18 @@ class Fabric:
 
     def read(self, datapath):
         """The requests that read a switch (again)."""
-        self._readings[datapath.id] = Reading(self.installer.sent_to(datapath.id))
-        return of.contents_requests(datapath)
+        requests = of.contents_requests(datapath)
+        self._readings[datapath.id] = Reading(self.installer.sent_to(datapath.id),
+                                              map(datapath.set_xid, requests))
+        return requests
 
-    def contents_part(self, datapath, kind, entries, more):
+    def contents_part(self, datapath, kind, entries, more, xid):
         """A reply (part) to read(): its kind (flows, groups or meters), its body's entries,
-        and whether more parts follow. True once every reply of the reading is complete."""
+        whether more parts follow, and the xid it answers. True once every reply of the
+        reading is complete."""
         reading = self._readings.get(datapath.id)
-        if reading is None or self._datapaths.get(datapath.id) is not datapath:
+        if reading is None or self._datapaths.get(datapath.id) is not datapath \
+                or not reading.answered_by(xid):
             return False
         return reading.add(kind, entries, more)
 
@@ -148,7 +152,7 @@ class Fabric:
             LOG.info("%s: sent messages while it was read; reading it again", switch)
             return None
         routes = self.links.reconciled_routes(switch)
-        wanted = of.fabric_flow_adds(datapath, self.view.host_ports(switch), routes)
+        wanted = fabric_flows(self.view, switch, datapath, routes)
         for provider in self._share_providers:
             share = provider(switch, datapath)
             if share is None:
@@ -245,6 +249,13 @@ class Strangers:
             self.logged.add(dpid)
             LOG.warning("dpid %#x is not in the fabric description: it gets no flows (logged "
                         "once; counted in syncfabric_unknown_switch_connections_total)", dpid)
+
+
+def fabric_flows(view, switch, datapath, routes):
+    """The fabric's own flows on a switch: admission's passes (from its fabric ports, and
+    for what no plan closes), ARP trapping on its host ports, and its routes."""
+    return of.fabric_flow_adds(datapath, view.host_ports(switch), routes,
+                               view.fabric_ports(switch))
 
 
 def log_reconciliation(switch, datapath, held, messages):

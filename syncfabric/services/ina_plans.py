@@ -18,10 +18,10 @@ import networkx as nx
 
 from syncfabric.decisions import ina_placement, ina_problem, inart_placement
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.gradient_plan import (NO_SHARE, GradientPlan, PlacementError, crosses,
-                                                steering_shares)
+from syncfabric.decisions.gradient_plan import NO_SHARE, GradientPlan, PlacementError, crosses
 from syncfabric.decisions.ina_problem import GRID, InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
+from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 from syncfabric.openflow import builders as of
@@ -173,18 +173,19 @@ class InaPlans:
                            theta_mbps=result.f)
         return result
 
-    def shares(self, view, live):
-        """{switch: SteeringShare} of the plan as it is now."""
-        return steering_shares(view, live.result.streams(), live.report["ports"])
-
     def _install(self, view, live):
-        shares = self.shares(view, live)
-        datapaths = self.fabric.datapaths_of(list(shares))   # NotReady before anything is sent
+        """Install the plan where its streams go (every switch there connected, else
+        NotReady before anything is sent) and its admission on every switch connected
+        (one that is not gets it when it syncs)."""
+        shares = plan_shares(view, live.request, live.result, live.report["ports"])
+        connected = {switch: self.fabric.datapath_of(switch) for switch in shares}
+        datapaths = dict(self.fabric.datapaths_of(steering_switches(shares)),
+                         **{s: dp for s, dp in connected.items() if dp is not None})
         live.shares = shares
         try:
             self.installer.install({datapaths[switch]: of.steering_changes(
                 datapaths[switch], live.id, NO_SHARE, share)[0]
-                for switch, share in shares.items()})
+                for switch, share in shares.items() if switch in datapaths})
         except InstallFailed as failure:
             self.remove_from_switches(view, live)
             LOG.error("plan %d not installed (%s); rolled back", live.id, failure)
@@ -293,7 +294,7 @@ def restored_plan(record, view, book):
                     record["report"], book, installed=True)
     check_hosts(view, live.request["workers"], live.request["pss"], live.request["aggregators"])
     book.hold_if_free(live.hold_key, live.result.loads())
-    live.shares = steering_shares(view, live.result.streams(), live.report["ports"])
+    live.shares = plan_shares(view, live.request, live.result, live.report["ports"])
     return live
 
 

@@ -13,8 +13,8 @@ import logging
 from collections import defaultdict
 
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.gradient_plan import (NO_SHARE, PlacementError, crosses, moved_paths,
-                                                steering_shares)
+from syncfabric.decisions.gradient_plan import NO_SHARE, PlacementError, crosses, moved_paths
+from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 from syncfabric.openflow import builders as of
@@ -52,7 +52,7 @@ def _move(plans, live, down_links, now):
     """The plan moved or planned again, installed and confirmed; returns what only the
     old plan had, to remove (None if it did not move)."""
     book, view = live.book, live.book.view
-    away = sorted(s for s in live.shares if not plans.fabric.is_synced(s))
+    away = [s for s in steering_switches(live.shares) if not plans.fabric.is_synced(s)]
     graph = available_graph(view, book.reserved_without(live.hold_key), down_links)
     try:
         result = live.result.with_stream_paths(moved_paths(graph, live.result.streams(), down_links))
@@ -63,7 +63,7 @@ def _move(plans, live, down_links, now):
         # unless that switch only just disconnected. Switches keep forwarding without a
         # controller, so one that reconnects with its tables costs the job nothing,
         # while planning again restarts its round
-        returning = {s: plans.fabric.away_for(s, now) for s in live.shares}
+        returning = {s: plans.fabric.away_for(s, now) for s in steering_switches(live.shares)}
         recent = {s: age for s, age in returning.items() if age is not None
                   and age < RECONNECT_GRACE_S}
         if recent:
@@ -95,7 +95,7 @@ def _switch_over(plans, view, live, result, outcome, now):
     """Install the moved plan beside the old state and confirm it; returns what only
     the old one had, to remove after a drain (None if it did not move)."""
     old_shares = live.shares
-    new_shares = steering_shares(view, result.streams(), live.report["ports"])
+    new_shares = plan_shares(view, live.request, result, live.report["ports"])
     changes = {}
     for switch in set(old_shares) | set(new_shares):
         datapath = plans.fabric.datapath_of(switch)

@@ -94,9 +94,12 @@ class InProcessController:
         self.fabric_app.send_event(self.fabric_app.name, event, dispatcher)
 
     def _reply(self, message):
-        """A switch's multipart reply, as Ryu's connection thread delivers it."""
+        """A switch's multipart reply, as Ryu's connection thread delivers it: to every
+        app that handles it."""
         event_class = getattr(ofp_event, "Event" + type(message).__name__)
-        self._event(event_class(message), MAIN_DISPATCHER)
+        for app in list(app_manager.SERVICE_BRICKS.values()):
+            if event_class in app.event_handlers:
+                app.send_event(app.name, event_class(message), MAIN_DISPATCHER)
 
     def connect(self, switch, keep_table=False, settle=True):
         """A switch of the fabric connects (again): a fresh FakeDatapath, with an empty

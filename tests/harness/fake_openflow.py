@@ -4,6 +4,7 @@ on anything it does not model, a datapath that records what it is sent and answe
 barriers (or rejects messages, or stays silent), and walks of packets through a fabric."""
 
 import itertools
+from collections import Counter, namedtuple
 
 from ryu.lib import hub
 from ryu.ofproto import ofproto_v1_3
@@ -25,11 +26,16 @@ class SwitchRefusal(Exception):
         self.type, self.code = type_, code
 
 
+FakeFlow = namedtuple("FakeFlow", "priority cookie match instructions table_id")
+
+
 class FakeFlowTable:
-    """Flows, groups and meters of one switch, changed by the apps' real messages."""
+    """Flows (of every OpenFlow table), groups and meters of one switch, changed by the
+    apps' real messages; packets looked up count on the flows they hit."""
 
     def __init__(self):
-        self.flows = []  # (priority, cookie, match dict, instructions)
+        self.flows = []  # FakeFlow
+        self.packets = Counter()   # (table, priority, sorted match) -> packets that hit it
         self.groups = {}  # group id -> (type, [OFPBucket])
         self.meters = {}  # meter id -> (flags, bands)
         self.down_ports = set()   # ports whose link is down: FAST_FAILOVER skips them
@@ -47,8 +53,10 @@ class FakeFlowTable:
         if message.command == ofproto.OFPFC_ADD:
             self._check_references(ofproto, message.instructions)
             match = dict(message.match.items())
-            self.flows = [f for f in self.flows if (f[0], f[2]) != (message.priority, match)]
-            self.flows.append((message.priority, message.cookie, match, message.instructions))
+            self.flows = [f for f in self.flows if (f.table_id, f.priority, f.match)
+                          != (message.table_id, message.priority, match)]
+            self.flows.append(FakeFlow(message.priority, message.cookie, match,
+                                       message.instructions, message.table_id))
         elif message.command == ofproto.OFPFC_DELETE:
             assert message.table_id == ofproto.OFPTT_ALL and message.out_port == ofproto.OFPP_ANY \
                 and message.out_group == ofproto.OFPG_ANY and not dict(message.match.items()), \
@@ -57,7 +65,8 @@ class FakeFlowTable:
         elif message.command == ofproto.OFPFC_DELETE_STRICT:
             match = dict(message.match.items())
             self.flows = [f for f in self.flows if not (
-                self._cookie_hit(f, message) and (f[0], f[2]) == (message.priority, match))]
+                self._cookie_hit(f, message) and (f.table_id, f.priority, f.match)
+                == (message.table_id, message.priority, match))]
         else:
             raise AssertionError("the fake table does not model FlowMod command %r"
                                  % message.command)
@@ -123,27 +132,35 @@ class FakeFlowTable:
 
     def state(self):
         """Everything the table holds, comparable across tables."""
-        return {"flows": sorted((p, c, sorted(m.items())) for p, c, m, _ in self.flows),
+        return {"flows": sorted((f.priority, f.cookie, sorted(f.match.items()), f.table_id)
+                                for f in self.flows),
                 "groups": sorted(self.groups), "meters": sorted(self.meters)}
 
-    def lookup(self, packet):
-        """Output ports for the packet: the highest-priority matching flow's outputs,
-        following group buckets (every meter it names must exist): every bucket of an
-        ALL group, the first live one (its watch port up) of a FAST_FAILOVER group, and
-        groups that buckets send to. Like OVS, a group may send to one that does not
-        exist (OVS accepts it): that bucket sends nothing."""
-        hits = [f for f in self.flows if all(packet.get(k) == v for k, v in f[2].items())]
+    def lookup(self, packet, table_id=0):
+        """Output ports for the packet: from table 0, the highest-priority matching
+        flow's outputs, or those of the table it goes to; following group buckets
+        (every meter it names must exist): every bucket of an ALL group, the first live
+        one (its watch port up) of a FAST_FAILOVER group, and groups that buckets send
+        to. Like OVS, a group may send to one that does not exist (OVS accepts it):
+        that bucket sends nothing. No flow matching: dropped, as OVS does."""
+        hits = [f for f in self.flows if f.table_id == table_id
+                and all(packet.get(k) == v for k, v in f.match.items())]
         if not hits:
             return []
-        top = max(hit[0] for hit in hits)
-        winners = [hit for hit in hits if hit[0] == top]
+        top = max(hit.priority for hit in hits)
+        winners = [hit for hit in hits if hit.priority == top]
         assert len(winners) == 1, "overlapping flows at one priority: %r" % winners
+        winner = winners[0]
+        self.packets[winner.table_id, winner.priority, tuple(sorted(winner.match.items()))] += 1
         ports = []
-        for instruction in winners[0][3]:
+        for instruction in winner.instructions:
             if hasattr(instruction, "meter_id"):
                 assert instruction.meter_id in self.meters, "missing meter %d" % instruction.meter_id
-                continue
-            ports += self._outputs(instruction.actions)
+            elif hasattr(instruction, "table_id"):
+                assert instruction.table_id > table_id, "a goto must go forward"
+                ports += self.lookup(packet, instruction.table_id)
+            else:
+                ports += self._outputs(instruction.actions)
         return ports
 
     def _outputs(self, actions):
@@ -161,17 +178,20 @@ class FakeFlowTable:
 
 
 def flow_stats_reply(datapath, request):
-    """The table's flows whose cookie the request selects (in every table: the fake has one)."""
-    parser = datapath.ofproto_parser
-    assert request.table_id == datapath.ofproto.OFPTT_ALL and not dict(request.match.items()), \
-        "the fake table answers flow stats by cookie only"
+    """The flows whose cookie the request selects, in its table or all, with the
+    packets that hit them."""
+    parser, table = datapath.ofproto_parser, datapath.table
+    assert not dict(request.match.items()), "the fake table answers flow stats by cookie only"
     return parser.OFPFlowStatsReply(datapath, flags=0, body=[
-        parser.OFPFlowStats(table_id=0, duration_sec=0, duration_nsec=0, priority=priority,
-                            idle_timeout=0, hard_timeout=0, flags=0, cookie=cookie,
-                            packet_count=0, byte_count=0, match=parser.OFPMatch(**match),
-                            instructions=instructions)
-        for priority, cookie, match, instructions in datapath.table.flows
-        if cookie & request.cookie_mask == request.cookie & request.cookie_mask])
+        parser.OFPFlowStats(table_id=f.table_id, duration_sec=0, duration_nsec=0,
+                            priority=f.priority, idle_timeout=0, hard_timeout=0, flags=0,
+                            cookie=f.cookie, byte_count=0, match=parser.OFPMatch(**f.match),
+                            packet_count=table.packets[f.table_id, f.priority,
+                                                       tuple(sorted(f.match.items()))],
+                            instructions=f.instructions)
+        for f in table.flows
+        if f.cookie & request.cookie_mask == request.cookie & request.cookie_mask
+        and request.table_id in (datapath.ofproto.OFPTT_ALL, f.table_id)])
 
 
 def group_desc_reply(datapath, _request):

@@ -30,7 +30,7 @@ def post_plan(bed, **fields):
 def steering_packets(switch):
     """{(src ip, dst ip): packets} of the steering flows on `switch`."""
     output = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch,
-                             "cookie=0x5346000300000000/0xffffffff00000000"],
+                             "table=1,cookie=0x5346000300000000/0xffffffff00000000"],
                             capture_output=True, text=True, check=True).stdout
     counts = {}
     for line in output.splitlines():

@@ -44,7 +44,7 @@ EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserv
             "syncfabric_releases", "syncfabric_install_confirm_seconds", "syncfabric_reroutes",
             "syncfabric_reroute_seconds", "syncfabric_reconciliations",
             "syncfabric_planning_seconds", "syncfabric_rest_requests",
-            "syncfabric_unknown_switch_connections"}
+            "syncfabric_unknown_switch_connections", "syncfabric_admission_drops"}
 
 
 def scrape(bed, families=None):
