@@ -3,6 +3,8 @@ daemon (python -m syncfabric.aggregator) on every aggregator host and every host
 hold a PS shard, and each worker a process calling the library (job_worker)."""
 
 import json
+import os
+import select
 import subprocess
 import sys
 import time
@@ -23,10 +25,13 @@ WORKER_PROGRAM = "syncfabric.hosts.job_worker"
 @contextmanager
 def job_daemons(bed, hosts):
     """The daemon running in each of `hosts` (by name) while the block runs; yields
-    {host: Popen}. Afterwards each is stopped (SIGTERM) and its log kept in .log."""
+    {host: Popen}. Afterwards each is stopped (SIGTERM) and its log kept in .log
+    (with what output_so_far read of it before)."""
     daemons = {host: bed.popen(host, DAEMON + ["--controller", bed.management_url, "--name", host],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                for host in hosts}
+    for daemon in daemons.values():
+        daemon.read_so_far = ""
     try:
         yield daemons
     finally:
@@ -34,10 +39,25 @@ def job_daemons(bed, hosts):
             daemon.terminate()
         for daemon in daemons.values():
             try:
-                daemon.log = daemon.communicate(timeout=10)[0]
+                rest = daemon.communicate(timeout=10)[0]
             except subprocess.TimeoutExpired:
                 daemon.kill()
-                daemon.log = daemon.communicate()[0]
+                rest = daemon.communicate()[0]
+            daemon.log = daemon.read_so_far + rest
+
+
+def output_so_far(daemon, quiet_s=1.0):
+    """What a running daemon (of job_daemons) printed that was not read yet: read until
+    it has printed nothing for quiet_s (e.g. after SIGUSR1, its counts)."""
+    read = b""
+    while select.select([daemon.stdout], [], [], quiet_s)[0]:
+        chunk = os.read(daemon.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        read += chunk
+    text = read.decode(errors="replace")
+    daemon.read_so_far += text
+    return text
 
 
 def start_program(bed, job, program, arguments, start_at=None, own=None):

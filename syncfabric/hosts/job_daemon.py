@@ -12,7 +12,8 @@ N, each part runs on N cores: N sockets on its port, one per serving loop (one t
 each, serving_loop), each summing its share of the fragments (core_split). While the
 controller is away (or restoring its jobs after a restart), it serves the jobs it had:
 the switches keep their flows, so the rounds go on. Without
---name, the host is the fabric's host whose address is this machine's.
+--name, the host is the fabric's host whose address is this machine's. SIGUSR1 logs
+each job's counts so far: datagrams taken, and dropped as not the job's.
 """
 
 import argparse
@@ -150,8 +151,20 @@ class JobDaemon:
         _generation, parts = self.served.pop(job_id)
         for loop in self.loops:
             loop.forget([part[loop.core] for part in parts])
-        LOG.info("%s: job %d no longer served here (%d datagrams dropped as not the job's)",
-                 self.name, job_id, sum(node.dropped for part in parts for node in part))
+        LOG.info("%s: job %d no longer served here (%s)", self.name, job_id, counts(parts))
+
+    def log_counts(self):
+        """Log every served job's counts so far (SIGUSR1), read while the loops run."""
+        for job_id, (generation, parts) in sorted(self.served.items()):
+            LOG.info("%s: job %d (generation %d): %s", self.name, job_id, generation,
+                     counts(parts))
+
+
+def counts(parts):
+    """A job's datagram counts on this host, over its parts and cores, in words."""
+    nodes = [node for part in parts for node in part]
+    return "%d datagrams taken, %d dropped as not the job's" % (
+        sum(node.taken for node in nodes), sum(node.dropped for node in nodes))
 
 
 def describe(node):
@@ -208,6 +221,7 @@ def main(argv=None):
     client = ControllerClient(args.controller, retry_s=30.0)
     daemon = JobDaemon(client, args.name or this_host(client), args.poll_s, args.cores)
     signal.signal(signal.SIGTERM, lambda _signal, _frame: daemon.stop())
+    signal.signal(signal.SIGUSR1, lambda _signal, _frame: daemon.log_counts())
     try:
         daemon.serve()
     except KeyboardInterrupt:

@@ -82,6 +82,7 @@ class SummingNode:
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
         round_bytes = 4 * self.held.size * share.cores   # the part's: its cores share KEPT_BYTES
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
+        self.taken = 0                # datagrams taken from the socket
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path)
@@ -122,6 +123,7 @@ class SummingNode:
         while True:
             batch = self.path.receive(self.sock)
             taken += batch.count
+            self.taken += batch.count
             first = 0
             while first < batch.count:
                 summed = self.path.sum_fragments(batch, self, first)

@@ -9,18 +9,24 @@ without ARP, which the controller answers) trains on and leaves nothing once the
 controller is back; one whose shard has no daemon fails at registration, naming the
 host."""
 
+import re
+import signal
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from contextlib import contextmanager
 
 import pytest
 
 from experiments import api_fuzz
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import job_daemons, run_job, start_workers, worker_lines
+from experiments.traffic.jobs import (job_daemons, output_so_far, program_lines, run_job,
+                                     start_workers, worker_lines)
 from experiments.testbed import wait_until
 from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.openflow import builders as of
 from syncfabric.services.job_daemons import SILENT_S
 from tests.harness.testbeds import running_testbed
 
@@ -46,6 +52,27 @@ while time.monotonic() < deadline:
                             + b"\\x47\\x00\\x00\\x00" * floats, (ip, int(port)))
     time.sleep(0.25)
 """
+
+SPOOF = """
+import socket, struct, sys, time
+job, count, source, total, rate = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
+                                   int(sys.argv[4]), float(sys.argv[5]))
+targets = [(t.split(":")[0], int(t.split(":")[1])) for t in sys.argv[6:]]
+sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)   # IP_HDRINCL
+header = struct.Struct("!IIIIQ")
+started = time.monotonic()
+for n in range(total):
+    ip, port = targets[n % len(targets)]
+    payload = header.pack(job, 1 + n % 20, n % count, count, 1)   # a fragment of h1's
+    payload += b"\x47" * (1472 - len(payload))
+    udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
+    packet = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), n & 0xFFFF, 0, 64, 17, 0,
+                         socket.inet_aton(source), socket.inet_aton(ip)) + udp
+    sock.sendto(packet, (ip, 0))
+    time.sleep(max(0.0, started + (n + 1) / rate - time.monotonic()))
+print(total)
+"""
+SPOOFED, SPOOF_RATE = 20_000, 1_000.0   # 1472-byte datagrams at 11.8 Mbit/s, on 20 Mbit/s links
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +133,50 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
         injector.wait()
         bed.client.request("DELETE", "/jobs/%d" % job["id"])
     assert all(r["exact"] for lines in results.values() for r in lines)
+    assert bed.leftovers() == {}
+
+
+def admission_drops(switch, job):
+    """Packets the switch's table 0 dropped on the way to the job's plan."""
+    lines = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, "table=0,cookie=%#x/-1"
+                            % of.steering_cookie(job["plan"])], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    return sum(int(re.search(r"n_packets=(\d+)", line).group(1)) for line in lines
+               if "priority=%d" % of.PRIORITY_NOT_MEMBER in line)
+
+
+def test_a_flood_with_a_members_address_from_outside_the_job_reaches_no_daemon(bed, daemons):
+    job = post_job(bed, placement="colocated")
+    assert "h4" not in job["workers"] and job["aggregators"]
+    targets = ["%s:%d" % (a["address"], a["port"]) for a in job["aggregators"]]
+    workers = start_workers(bed, job, rounds=30, start_at=time.time() + 1.0, every_s=1.0)
+    flood = bed.popen("h4", [sys.executable, "-c", SPOOF, str(job["id"]), str(job["fragments"]),
+                             job["addresses"]["h1"], str(SPOOFED),
+                             str(SPOOF_RATE), *targets], stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True)
+    try:
+        assert flood.communicate(timeout=SPOOFED / SPOOF_RATE + 30)[0].strip() == str(SPOOFED)
+        counted = {}
+        for name in {a["host"] for a in job["aggregators"]}:   # their counts while they serve
+            daemons[name].send_signal(signal.SIGUSR1)
+            counted[name] = re.findall(r"job %d \(generation \d+\): (\d+) datagrams taken, (\d+) "
+                                       "dropped" % job["id"], output_so_far(daemons[name]))
+        lines = program_lines(workers, job, timeout_s=60)
+        (leaf,) = [h["switch"] for h in bed.client.get("/fabric/topology")["hosts"]
+                   if h["name"] == "h4"]
+        dropped_at_leaf = admission_drops(leaf, job)
+        time.sleep(2.5)   # the controller reads the switches' drop counts every 2 s
+        with urllib.request.urlopen(bed.client.base_url + "/metrics", timeout=10) as answer:
+            metrics = answer.read().decode()
+    finally:
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    assert all(r["exact"] for printed in lines.values() for r in printed[:-1])
+    assert all(len(found) == 1 and found[0][1] == "0" and int(found[0][0]) > 0
+               for found in counted.values()), counted   # each took the job's, no other
+    assert dropped_at_leaf == SPOOFED
+    counted_at_leaf = re.search(r'syncfabric_admission_drops_total\{switch="%s"\} ([\d.e+]+)'
+                                % leaf, metrics)
+    assert counted_at_leaf and float(counted_at_leaf.group(1)) >= SPOOFED
     assert bed.leftovers() == {}
 
 
