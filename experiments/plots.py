@@ -470,6 +470,25 @@ def plot_job_setup(csv_path):
     return save(figure, csv_path)
 
 
+def plot_admission_flood(csv_path):
+    """Each round's time, clean and beside a flood from outside the job, with medians."""
+    rows = read_rows(csv_path)
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    for mode, colour in (("clean", "tab:blue"), ("flood", "tab:red")):
+        times = [float(r["comm_s"]) for r in rows if r["mode"] == mode]
+        axes.plot(range(1, len(times) + 1), times, "o-", color=colour, ms=3, label=mode)
+        if times:
+            axes.axhline(statistics.median(times), color=colour, ls="--", alpha=0.6)
+    axes.set_xlabel("round")
+    axes.set_ylabel("round time (s)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    flood = next((r for r in rows if r["mode"] == "flood"), rows[0])
+    axes.set_title("A job's rounds at %s Mbit/s beside %s datagrams/s from outside it"
+                   % (rows[0]["link_mbps"], flood["flood_pps"]))
+    return save(figure, csv_path)
+
+
 # which figure each experiment's CSV gets, by the experiment's name
 PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_balance,
             "selmcast_selection": plot_selmcast_selection, "selmcast": plot_selmcast,
@@ -480,7 +499,8 @@ PLOTTERS = {"ps_distribution": plot_ps_distribution, "load_balance": plot_load_b
             "sim.ps_multicast": plot_sim_ps_multicast, "sim.selmcast": plot_sim_selmcast,
             "sim.ina": plot_sim_ina, "sim.emulation_check": plot_emulation_check,
             "job_setup": plot_job_setup, "host_bench": host_plots.plot_host_bench,
-            "host_allreduce": host_plots.plot_host_allreduce, "ddp": plot_ddp}
+            "host_allreduce": host_plots.plot_host_allreduce, "ddp": plot_ddp,
+            "admission_flood": plot_admission_flood}
 
 
 def main(argv=None):

@@ -281,3 +281,22 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
     assert out.with_suffix(".png").stat().st_size > 0
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "sfns-ha-" not in namespaces
+
+
+@pytest.mark.integration
+def test_admission_flood_measures_both_modes_and_the_switches_drop_every_spoofed_datagram(
+        tmp_path):
+    require_root()
+    out = tmp_path / "flood.csv"
+    answer = run("admission_flood", *SMALL, "--rounds", "2", "--model-bytes", "200000",
+                 "--flood-pps", "400", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert [(r["mode"], r["round"]) for r in table] == [
+        ("clean", "1"), ("clean", "2"), ("flood", "1"), ("flood", "2")]
+    assert all(r["verified"] == "True" for r in table)
+    flooded = table[-1]
+    assert int(flooded["flood_sent"]) > 0
+    assert float(flooded["admission_drops"]) == int(flooded["flood_sent"])
+    assert "flood / clean:" in answer.stdout and out.with_suffix(".png").stat().st_size > 0
+    assert "switches hold no tree or plan state" in answer.stdout

@@ -1,7 +1,8 @@
 """Jobs for real on a 2x2 Mininet fabric under ryu-manager: the aggregator daemons serve
 one job and then another, whole-number sums come back exact (workers on either data
 path, daemons on the native one), a host outside the job
-changes no sum, DDP trains through fabric_hook with every rank identical, and a daemon
+changes no sum, and its flood with a member's address reaches no daemon (the switch
+drops and counts every datagram), DDP trains through fabric_hook with every rank identical, and a daemon
 that dies fails the round within 5 s, naming its host (every DDP rank too, leaving
 nothing), and has its job released once it has been silent for the job's lease time. A DDP run goes on through a controller killed and restarted, its lease kept;
 one whose controller is away at its end (longer than the hosts keep a neighbour
@@ -53,25 +54,6 @@ while time.monotonic() < deadline:
     time.sleep(0.25)
 """
 
-SPOOF = """
-import socket, struct, sys, time
-job, count, source, total, rate = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
-                                   int(sys.argv[4]), float(sys.argv[5]))
-targets = [(t.split(":")[0], int(t.split(":")[1])) for t in sys.argv[6:]]
-sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)   # IP_HDRINCL
-header = struct.Struct("!IIIIQ")
-started = time.monotonic()
-for n in range(total):
-    ip, port = targets[n % len(targets)]
-    payload = header.pack(job, 1 + n % 20, n % count, count, 1)   # a fragment of h1's
-    payload += b"\x47" * (1472 - len(payload))
-    udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
-    packet = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), n & 0xFFFF, 0, 64, 17, 0,
-                         socket.inet_aton(source), socket.inet_aton(ip)) + udp
-    sock.sendto(packet, (ip, 0))
-    time.sleep(max(0.0, started + (n + 1) / rate - time.monotonic()))
-print(total)
-"""
 SPOOFED, SPOOF_RATE = 20_000, 1_000.0   # 1472-byte datagrams at 11.8 Mbit/s, on 20 Mbit/s links
 
 
@@ -150,9 +132,10 @@ def test_a_flood_with_a_members_address_from_outside_the_job_reaches_no_daemon(b
     assert "h4" not in job["workers"] and job["aggregators"]
     targets = ["%s:%d" % (a["address"], a["port"]) for a in job["aggregators"]]
     workers = start_workers(bed, job, rounds=30, start_at=time.time() + 1.0, every_s=1.0)
-    flood = bed.popen("h4", [sys.executable, "-c", SPOOF, str(job["id"]), str(job["fragments"]),
-                             job["addresses"]["h1"], str(SPOOFED),
-                             str(SPOOF_RATE), *targets], stdout=subprocess.PIPE,
+    flood = bed.popen("h4", [sys.executable, "-m", "experiments.traffic.spoof", "--source",
+                             job["addresses"]["h1"], "--job", str(job["id"]), "--fragments",
+                             str(job["fragments"]), "--pps", str(SPOOF_RATE), "--count",
+                             str(SPOOFED), *targets], stdout=subprocess.PIPE,
                       stderr=subprocess.STDOUT, text=True)
     try:
         assert flood.communicate(timeout=SPOOFED / SPOOF_RATE + 30)[0].strip() == str(SPOOFED)
