@@ -1,5 +1,6 @@
-"""Where the REST API listens, for real (apps/rest_json.py); who may change what is tested
-in-process, in tests/unit/test_requests.py."""
+"""Where the controller listens, for real: the REST API (apps/rest_json.py), and the
+OpenFlow channel over TLS with Open vSwitch (docs/deploy.md). Who may change what is
+tested in-process, in tests/unit/test_requests.py."""
 
 import os
 import socket
@@ -59,19 +60,21 @@ def test_beyond_loopback_without_a_token_the_controller_does_not_start():
     assert listening.strip() == ""
 
 
-def certificates(folder):
-    """A CA, and a certificate it signed for 127.0.0.1 with its key: (ca, cert, key)."""
-    ca, ca_key = folder / "ca.pem", folder / "ca.key"
-    cert, key, request = folder / "server.pem", folder / "server.key", folder / "server.csr"
+def certificates(folder, name="server", ca_name="ca"):
+    """A CA (made once per folder and ca_name), and a certificate it signed for
+    127.0.0.1 with its key: (ca, cert, key)."""
+    ca, ca_key = folder / ("%s.pem" % ca_name), folder / ("%s.key" % ca_name)
+    cert, key, request = (folder / ("%s.%s" % (name, kind)) for kind in ("pem", "key", "csr"))
     names = folder / "names.cnf"
     names.write_text("subjectAltName = IP:127.0.0.1\n")
-    for command in (
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-             "/CN=syncfabric test CA", "-keyout", ca_key, "-out", ca],
+    commands = [] if ca.exists() else [
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=syncfabric test %s" % ca_name, "-keyout", ca_key, "-out", ca]]
+    for command in commands + [
             ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
              "-keyout", key, "-out", request],
             ["openssl", "x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key,
-             "-CAcreateserial", "-days", "1", "-extfile", names, "-out", cert]):
+             "-CAcreateserial", "-days", "1", "-extfile", names, "-out", cert]]:
         subprocess.run([str(part) for part in command], check=True, capture_output=True)
     return ca, cert, key
 
@@ -102,3 +105,108 @@ def test_the_api_over_tls_is_verified_against_the_deployments_ca(tmp_path, monke
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+TLS_SWITCHES = {"tlsspine1": 0x71, "tlsspine2": 0x72, "tlsleaf1": 0x81, "tlsleaf2": 0x82}
+
+
+def tls_fabric():
+    """The 2x2 fabric of TLS_SWITCHES, each leaf's port 1 and 2 patched to spine1's and
+    spine2's port 1 and 2: (its description, the ovs-vsctl commands that build it)."""
+    links, commands = [], []
+    for name, dpid in TLS_SWITCHES.items():
+        commands.append(["add-br", name, "--", "set", "bridge", name, "datapath_type=netdev",
+                         "protocols=OpenFlow13", "fail_mode=secure",
+                         "other-config:datapath-id=%016x" % dpid])
+    for leaf_port, spine in enumerate(["tlsspine1", "tlsspine2"], start=1):
+        for spine_port, leaf in enumerate(["tlsleaf1", "tlsleaf2"], start=1):
+            for here, there, port in ((leaf, spine, leaf_port), (spine, leaf, spine_port)):
+                commands.append(["add-port", here, "p-%s-%s" % (here[3:], there[3:]), "--", "set",
+                                 "interface", "p-%s-%s" % (here[3:], there[3:]), "type=patch",
+                                 "options:peer=p-%s-%s" % (there[3:], here[3:]),
+                                 "ofport_request=%d" % port])
+            links.append({"a": leaf, "a_port": leaf_port, "b": spine, "b_port": spine_port,
+                          "capacity_mbps": 100})
+    description = {"switches": [{"name": n, "dpid": d, "role": "spine" if "spine" in n else "leaf"}
+                                for n, d in TLS_SWITCHES.items()],
+                   "links": links, "hosts": []}
+    return description, commands
+
+
+def hello_after_handshake(port, context):
+    """Connect to the controller's OpenFlow port over TLS: its OFPT_HELLO's first bytes,
+    or None if it refused (the handshake failed, or it closed without a word)."""
+    import ssl
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:
+        try:
+            with context.wrap_socket(plain) as channel:
+                return channel.recv(8) or None
+        except (ssl.SSLError, ConnectionError, socket.timeout):
+            return None
+
+
+def plain_hello(port):
+    """The first bytes the OpenFlow port sends a client without TLS in 2 s (b"" if none)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as plain:
+        try:
+            return plain.recv(8)
+        except socket.timeout:
+            return b""
+
+
+def test_openflow_over_tls_connects_every_switch_and_refuses_one_without_the_cas_certificate(
+        tmp_path):
+    import ssl
+    require_root()
+    ca, controller_cert, controller_key = certificates(tmp_path, "controller")
+    _ca, switch_cert, switch_key = certificates(tmp_path, "switch")
+    _other_ca, rogue_cert, rogue_key = certificates(tmp_path, "rogue", ca_name="other-ca")
+    of_port, port = OF_PORT + 400, REST_PORT + 400
+    description, commands = tls_fabric()
+    process = subprocess.Popen([ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
+                                "--ofp-ssl-listen-port", str(of_port), "--ctl-privkey",
+                                str(controller_key), "--ctl-cert", str(controller_cert),
+                                "--ca-certs", str(ca), "--wsapi-port", str(port),
+                                "apps.fabric_controller"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = ControllerClient("http://127.0.0.1:%d" % port)
+    try:
+        subprocess.run(["ovs-vsctl", "set-ssl", str(switch_key), str(switch_cert), str(ca)],
+                       check=True)
+        for command in commands:
+            subprocess.run(["ovs-vsctl", *command], check=True)
+        wait_until(lambda: answers(client), 20, "the REST API")
+        client.put("/fabric/topology", description)
+        for name in TLS_SWITCHES:
+            subprocess.run(["ovs-vsctl", "set-controller", name, "ssl:127.0.0.1:%d" % of_port],
+                           check=True)
+
+        def synced():
+            switches = client.get("/fabric/topology")["switches"]
+            return all(s["connected"] and s["synced"] for s in switches)
+        wait_until(synced, 30, "every switch to connect over TLS and sync")
+        for cert, key, trusted in ((switch_cert, switch_key, ca), (rogue_cert, rogue_key, ca),
+                                   (None, None, ca)):
+            context = ssl.create_default_context(cafile=str(trusted))
+            context.check_hostname = False
+            if cert is not None:
+                context.load_cert_chain(str(cert), str(key))
+            hello = hello_after_handshake(of_port, context)
+            if cert is switch_cert:   # the CA's certificate: the controller says hello
+                assert hello is not None and hello[0] == 4 and hello[1] == 0, hello
+            else:
+                assert hello is None, "a client without the CA's certificate got %r" % hello
+        assert plain_hello(of_port) == b""   # nor does it speak OpenFlow without TLS
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        for name in TLS_SWITCHES:
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", name], check=False)
+        subprocess.run(["ovs-vsctl", "del-ssl"], check=False)
+
+
+def answers(client):
+    try:
+        return client.get("/fabric/topology") is not None
+    except OSError:
+        return False
