@@ -3,14 +3,18 @@ OpenFlow channel over TLS with Open vSwitch (docs/deploy.md). Who may change wha
 tested in-process, in tests/unit/test_requests.py."""
 
 import os
+import re
 import socket
 import subprocess
 import time
+import urllib.request
+from collections import Counter
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from experiments.testbed import ryu_manager_command, wait_until
-from syncfabric.hosts.controller_client import ControllerClient
+from experiments.testbed import DEFAULT_APPS, ryu_manager_command, wait_until
+from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from tests.harness.testbeds import require_root
 
 pytestmark = pytest.mark.integration
@@ -210,3 +214,65 @@ def answers(client):
         return client.get("/fabric/topology") is not None
     except OSError:
         return False
+
+
+ABUSE_REQUESTS = 1000
+
+
+def state_changing_routes(spec):
+    """[(method, path, body)]: every POST, PUT and DELETE the published description has,
+    with ids filled in and the request body its example gives (or an empty object)."""
+    routes = []
+    for template, operations in sorted(spec["paths"].items()):
+        path = re.sub(r"\{[^}]+\}", "1", template)
+        for method in ("post", "put", "delete"):
+            if method in operations:
+                content = operations[method].get("requestBody", {}).get("content", {})
+                example = content.get("application/json", {}).get("example", {})
+                routes.append((method.upper(), path, example))
+    return routes
+
+
+def what_it_holds(client):
+    """Everything a state-changing request could change, as the API reports it."""
+    return {path: client.get(path) for path in ("/fabric/topology", "/fabric/links",
+                                                "/multicast/trees", "/selmcast/rounds",
+                                                "/ina/plans", "/jobs")}
+
+
+def test_a_thousand_requests_without_the_token_are_refused_and_change_nothing():
+    require_root()
+    of_port, port = OF_PORT + 500, REST_PORT + 500
+    environment = dict(os.environ, SYNCFABRIC_REST_TOKEN="sesame")
+    process = subprocess.Popen([ryu_manager_command(), "--ofp-tcp-listen-port", str(of_port),
+                                "--wsapi-port", str(port), *DEFAULT_APPS],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
+    owner = ControllerClient("http://127.0.0.1:%d" % port, token="sesame")
+    try:
+        wait_until(lambda: answers(owner), 20, "the REST API")
+        owner.put("/fabric/topology", tls_fabric()[0])
+        before = what_it_holds(owner)
+        routes = state_changing_routes(owner.get("/openapi.json"))
+        assert {method for method, _path, _body in routes} == {"POST", "PUT", "DELETE"}
+        statuses = Counter()
+        for n in range(ABUSE_REQUESTS):   # without a token, or with a wrong one
+            method, path, body = routes[n % len(routes)]
+            stranger = ControllerClient("http://127.0.0.1:%d" % port,
+                                        token="" if n % 2 else "open-sesame")
+            try:
+                stranger.request(method, path, body)
+                statuses[method, path, 200] += 1
+            except ControllerHttpError as error:
+                statuses[method, path, error.status] += 1
+        assert {status for _method, _path, status in statuses} == {401}, statuses
+        assert len(statuses) == len(routes)   # every route was tried
+        assert what_it_holds(owner) == before
+        with urllib.request.urlopen(owner.base_url + "/metrics", timeout=10) as answer:
+            samples = [sample for family in text_string_to_metric_families(answer.read().decode())
+                       for sample in family.samples]
+        assert sum(s.value for s in samples if s.name == "syncfabric_rest_requests_total"
+                   and s.labels["status"] == "401") == ABUSE_REQUESTS
+        assert not [s for s in samples if s.name == "syncfabric_admissions_total"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
