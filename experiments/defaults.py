@@ -20,3 +20,8 @@ JOB_START_S = 5.0
 # Gloo's ranks leave a barrier together (back to back, each round started when the worker's last
 # sum came back, and the workers' starts drifted 30-80 ms apart at 32 workers)
 ROUNDS_APART = 3.0
+
+# hosts that are network namespaces (namespace_fabric, deploy_check): their names' prefix, and
+# the Linux bridge of their management network, which `make leftovers` removes after a dead run
+NAMESPACE_PREFIX = "sfns-"
+NAMESPACE_MANAGEMENT_BRIDGE, NAMESPACE_MANAGEMENT_PREFIX = "sfns-mgmt", "172.31.254"

@@ -25,15 +25,16 @@ import tempfile
 import time
 
 from experiments import deploy_guide as guide
-from experiments.namespace_fabric import (MANAGEMENT_BRIDGE, MANAGEMENT_PREFIX, NAMESPACE_PREFIX,
-                                          namespace_leftovers, remove_namespace_leftovers)
+from experiments.defaults import (NAMESPACE_MANAGEMENT_BRIDGE, NAMESPACE_MANAGEMENT_PREFIX,
+                                 NAMESPACE_PREFIX)
+from experiments.namespace_fabric import namespace_leftovers, remove_namespace_leftovers
 from experiments.switch_oracle import leftovers as switch_leftovers
 from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import PlatformError, leftovers as bridge_leftovers
 from mininet_topos.platform_net import remove_leftovers
 from syncfabric.hosts.cli import ArgumentParser
 
-CONTROLLER_IP = MANAGEMENT_PREFIX + ".1"
+CONTROLLER_IP = NAMESPACE_MANAGEMENT_PREFIX + ".1"
 LINK_MBPS = 50
 WAIT_S = 60
 
@@ -103,18 +104,20 @@ class Deployment:
         for template in (guide.CONF_FOLDER, guide.TOKEN, guide.CA, guide.CONTROLLER_REQUEST,
                          guide.CONTROLLER_NAME, guide.CONTROLLER_CERT):
             self.run(template)
+        bridge = NAMESPACE_MANAGEMENT_BRIDGE   # the management network
         self.setup("ip link add %s type bridge && ip addr add %s/24 dev %s && ip link set %s up"
-                   % (MANAGEMENT_BRIDGE, CONTROLLER_IP, MANAGEMENT_BRIDGE, MANAGEMENT_BRIDGE))
+                   % (bridge, CONTROLLER_IP, bridge, bridge))
         log = open(os.path.join(self.folder, "controller.log"), "w")
         self.controller_process = self.start(guide.CONTROLLER, log=log)
         answered = "-o /dev/null -w '%%{http_code}' https://%s:8080/fabric/topology" % CONTROLLER_IP
         self.wait(lambda: self.curl_json(answered) == 200, "the controller's REST API")
 
     def switches(self):
+        userspace = guide.BRIDGE.replace("set bridge BRIDGE ",
+                                         "set bridge BRIDGE datapath_type=netdev ")
         for switch in self.description["switches"]:
-            bridge = guide.BRIDGE.replace("set bridge BRIDGE ", "set bridge BRIDGE datapath_type=netdev ")
             self.commands_run.add(guide.BRIDGE)
-            self.run(bridge, BRIDGE=switch["name"], DPID="%016x" % switch["dpid"])
+            self.run(userspace, BRIDGE=switch["name"], DPID="%016x" % switch["dpid"])
         for link in self.description["links"]:
             ends = [(link["a"], link["a_port"]), (link["b"], link["b_port"])]
             self.setup("ip link add %s-eth%d type veth peer name %s-eth%d" % (*ends[0], *ends[1]))
@@ -129,24 +132,30 @@ class Deployment:
     def hosts(self):
         self.run(guide.RECEIVE_BUFFERS)   # a host-wide setting: the namespaces share it
         for number, host in enumerate(self.description["hosts"], 2):
-            name, namespace = host["name"], NAMESPACE_PREFIX + host["name"]
-            iface, switch_end = "%s-eth0" % name, "%s-eth%d" % (host["switch"], host["port"])
-            self.setup("ip netns add %s && ip netns exec %s ip link set lo up" % (namespace, namespace))
-            self.setup("ip link add %s type veth peer name %s && ip link set %s netns %s"
-                       % (iface, switch_end, iface, namespace))
+            name, iface = host["name"], "%s-eth0" % host["name"]
+            switch_end = "%s-eth%d" % (host["switch"], host["port"])
+            self.plug_in(host, iface, switch_end, number)
             self.attach(host["switch"], switch_end, host["port"])
-            inside = "ip netns exec %s " % namespace
-            self.setup(inside + "ip link set %s address %s && " % (iface, host["mac"]) + inside
-                       + "ip addr add %s/8 dev %s && " % (host["ip"], iface) + inside
-                       + "ip link set %s up" % iface)
             self.run(guide.OFFLOADS, host=name, PORT=iface)
             self.run(guide.MULTICAST_ROUTE, host=name, IFACE=iface)
-            self.setup("ip link add mg-%s type veth peer name %s-mgmt && ip link set %s-mgmt netns %s"
-                       " && ip link set mg-%s master %s up && " % (name, name, name, namespace, name,
-                                                                   MANAGEMENT_BRIDGE)
-                       + inside + "ip addr add %s.%d/24 dev %s-mgmt && " % (MANAGEMENT_PREFIX,
-                                                                            number, name)
-                       + inside + "ip link set %s-mgmt up" % name)
+
+    def plug_in(self, host, iface, switch_end, number):
+        """A namespace for the host: its data-plane veth (its address and MAC from the
+        description) and a veth to the management network, numbered `number` there."""
+        name, namespace = host["name"], NAMESPACE_PREFIX + host["name"]
+        inside = "ip netns exec %s " % namespace
+        self.setup("ip netns add %s && %sip link set lo up" % (namespace, inside))
+        self.setup("ip link add %s type veth peer name %s && ip link set %s netns %s"
+                   % (iface, switch_end, iface, namespace))
+        self.setup(inside + "ip link set %s address %s" % (iface, host["mac"]))
+        self.setup(inside + "ip addr add %s/8 dev %s" % (host["ip"], iface))
+        self.setup(inside + "ip link set %s up" % iface)
+        self.setup("ip link add mg-%s type veth peer name %s-mgmt && ip link set %s-mgmt netns %s"
+                   % (name, name, name, namespace))
+        self.setup("ip link set mg-%s master %s up" % (name, NAMESPACE_MANAGEMENT_BRIDGE))
+        self.setup(inside + "ip addr add %s.%d/24 dev %s-mgmt"
+                   % (NAMESPACE_MANAGEMENT_PREFIX, number, name))
+        self.setup(inside + "ip link set %s-mgmt up" % name)
 
     def describe(self):
         with open(os.path.join(self.paths["/etc/syncfabric"], "fabric.json"), "w") as handle:

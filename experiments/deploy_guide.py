@@ -24,9 +24,9 @@ CA = ("openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj /CN=syncfabric-
 CONTROLLER_REQUEST = ("openssl req -newkey rsa:2048 -nodes -subj /CN=CONTROLLER "
                       "-keyout /etc/syncfabric/controller.key -out /etc/syncfabric/controller.csr")
 CONTROLLER_NAME = "echo subjectAltName=IP:CONTROLLER > /etc/syncfabric/controller.ext"
-CONTROLLER_CERT = ("openssl x509 -req -in /etc/syncfabric/controller.csr -CA /etc/syncfabric/ca.pem "
-                   "-CAkey /etc/syncfabric/ca.key -CAcreateserial -days 365 "
-                   "-extfile /etc/syncfabric/controller.ext -out /etc/syncfabric/controller.pem")
+CONTROLLER_CERT = ("openssl x509 -req -in /etc/syncfabric/controller.csr "
+                   "-CA /etc/syncfabric/ca.pem -CAkey /etc/syncfabric/ca.key "
+                   "-CAcreateserial -days 365 -extfile /etc/syncfabric/controller.ext -out /etc/syncfabric/controller.pem")
 CONTROLLER = ("SYNCFABRIC_REST_TOKEN_FILE=/etc/syncfabric/rest-token "
               "SYNCFABRIC_REST_CERT=/etc/syncfabric/controller.pem "
               "SYNCFABRIC_REST_KEY=/etc/syncfabric/controller.key "
@@ -42,7 +42,8 @@ DESCRIPTION = (CURL + " -X PUT --data @/etc/syncfabric/fabric.json "
                "https://CONTROLLER:8080/fabric/topology")
 MULTICAST_ROUTE = "ip route add 224.0.0.0/4 dev IFACE"
 RECEIVE_BUFFERS = "sysctl -w net.core.rmem_max=16777216"
-DAEMON_TOKEN = 'echo "SYNCFABRIC_REST_TOKEN=$(cat /etc/syncfabric/rest-token)" > /etc/syncfabric/env'
+DAEMON_TOKEN = ('echo "SYNCFABRIC_REST_TOKEN=$(cat /etc/syncfabric/rest-token)" '
+                '> /etc/syncfabric/env')
 DAEMON = ("/opt/syncfabric/venv/bin/python -m syncfabric.aggregator "
           "--controller https://CONTROLLER:8080 --cores 2")
 JOB = (CURL + """ -X POST --data '{"workers": ["h1", "h2", "h3", "h4"], "model_bytes": 4000000}' """

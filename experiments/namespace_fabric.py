@@ -24,14 +24,13 @@ import sys
 import time
 import urllib.error
 
-from experiments.defaults import JOB_START_S
+from experiments.defaults import (JOB_START_S, NAMESPACE_MANAGEMENT_BRIDGE,
+                                 NAMESPACE_MANAGEMENT_PREFIX, NAMESPACE_PREFIX)
 from experiments.traffic.jobs import run_job, served_job
 from syncfabric.hosts.cli import ArgumentParser
 from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 
-MANAGEMENT_BRIDGE, MANAGEMENT_PREFIX = "sfns-mgmt", "172.31.254"
-MANAGEMENT_IP = MANAGEMENT_PREFIX + ".1"
-NAMESPACE_PREFIX = "sfns-"
+MANAGEMENT_IP = NAMESPACE_MANAGEMENT_PREFIX + ".1"
 OFFLOADS = "tx off rx off tso off gso off gro off"
 
 
@@ -77,8 +76,9 @@ class NamespaceFabric:
 
     def build(self):
         self._check_free()
+        bridge = NAMESPACE_MANAGEMENT_BRIDGE
         run("ip link add %s type bridge && ip addr add %s/24 dev %s && ip link set %s up"
-            % (MANAGEMENT_BRIDGE, MANAGEMENT_IP, MANAGEMENT_BRIDGE, MANAGEMENT_BRIDGE))
+            % (bridge, MANAGEMENT_IP, bridge, bridge))
         for switch in self.description["switches"]:
             run("ovs-vsctl add-br %s -- set bridge %s datapath_type=netdev protocols=OpenFlow13 "
                 "fail_mode=secure other-config:datapath-id=%016x -- set-controller %s tcp:127.0.0.1:%d"
@@ -92,9 +92,9 @@ class NamespaceFabric:
         bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
                                  check=True).stdout.split()
         taken = [s["name"] for s in self.description["switches"] if s["name"] in bridges]
-        if taken or os.path.exists("/sys/class/net/" + MANAGEMENT_BRIDGE):
+        if taken or os.path.exists("/sys/class/net/" + NAMESPACE_MANAGEMENT_BRIDGE):
             sys.exit("error: bridges %s are in use (another fabric, or one left behind: "
-                     "`make leftovers`)" % ", ".join(taken or [MANAGEMENT_BRIDGE]))
+                     "`make leftovers`)" % ", ".join(taken or [NAMESPACE_MANAGEMENT_BRIDGE]))
 
     def _veth(self, a, a_port, b, b_port):
         ends = ("%s-eth%d" % (a, a_port), "%s-eth%d" % (b, b_port))
@@ -121,8 +121,9 @@ class NamespaceFabric:
         run(inside + "ip route add 224.0.0.0/4 dev %s" % host_end)
         run("ip link add mg-%s type veth peer name %s-mgmt" % (name, name))
         run("ip link set %s-mgmt netns %s" % (name, namespace))
-        run("ip link set mg-%s master %s up" % (name, MANAGEMENT_BRIDGE))
-        run(inside + "ip addr add %s.%d/24 dev %s-mgmt" % (MANAGEMENT_PREFIX, number, name))
+        run("ip link set mg-%s master %s up" % (name, NAMESPACE_MANAGEMENT_BRIDGE))
+        run(inside + "ip addr add %s.%d/24 dev %s-mgmt"
+            % (NAMESPACE_MANAGEMENT_PREFIX, number, name))
         run(inside + "ip link set %s-mgmt up" % name)
 
     def start_controller(self, log):
@@ -174,7 +175,7 @@ class NamespaceFabric:
         for link in self.description["links"]:
             subprocess.run(["ip", "link", "delete", "%s-eth%d" % (link["a"], link["a_port"])],
                            capture_output=True)
-        subprocess.run(["ip", "link", "delete", MANAGEMENT_BRIDGE], capture_output=True)
+        subprocess.run(["ip", "link", "delete", NAMESPACE_MANAGEMENT_BRIDGE], capture_output=True)
 
 
 def namespace_leftovers():
@@ -182,12 +183,14 @@ def namespace_leftovers():
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return ([line.split()[0] for line in namespaces.splitlines()
              if line.startswith(NAMESPACE_PREFIX)]
-            + [MANAGEMENT_BRIDGE] * os.path.exists("/sys/class/net/" + MANAGEMENT_BRIDGE))
+            + [NAMESPACE_MANAGEMENT_BRIDGE]
+            * os.path.exists("/sys/class/net/" + NAMESPACE_MANAGEMENT_BRIDGE))
 
 
 def remove_namespace_leftovers(names):
     for name in names:
-        command = ["ip", "link", "delete"] if name == MANAGEMENT_BRIDGE else ["ip", "netns", "delete"]
+        command = (["ip", "link", "delete"] if name == NAMESPACE_MANAGEMENT_BRIDGE
+                   else ["ip", "netns", "delete"])
         subprocess.run(command + [name], capture_output=True)
 
 

@@ -144,6 +144,33 @@ def summary(messages):
 REPLY_KINDS = ("flows", "groups", "meters")
 
 
+class Readings:
+    """The switches being read, by dpid: a reading starts with its requests (each given
+    its xid), takes the replies to them only, and ends when the switch is reconciled or
+    gone."""
+
+    def __init__(self):
+        self._by_dpid = {}
+
+    def start(self, datapath, sent_mark):
+        """The requests that read the switch; `sent_mark`: the installer's count of
+        messages sent to it so far."""
+        requests = of.contents_requests(datapath)
+        self._by_dpid[datapath.id] = Reading(sent_mark, map(datapath.set_xid, requests))
+        return requests
+
+    def part(self, dpid, kind, entries, more, xid):
+        """A reply (part) to the switch's reading; True once all of it is in."""
+        reading = self._by_dpid.get(dpid)
+        if reading is None or not reading.answered_by(xid):
+            return False
+        return reading.add(kind, entries, more)
+
+    def end(self, dpid):
+        """The switch's reading, no longer waited for (None if it had none)."""
+        return self._by_dpid.pop(dpid, None)
+
+
 class Reading:
     """A switch being read: the replies' entries so far, and how many messages the
     installer had sent it when the requests went out (if that changed by the end, what

@@ -22,7 +22,7 @@ from syncfabric.decisions.link_load import PortRates, link_report, measured_mbps
 from syncfabric.decisions.reservations import ReservationBook
 from syncfabric.errors import NotReady
 from syncfabric.openflow import builders as of
-from syncfabric.openflow.switch_sync import Reading, difference, summary
+from syncfabric.openflow.switch_sync import Readings, difference, summary
 from syncfabric.services.fabric_links import FabricLinks
 
 LOG = logging.getLogger("syncfabric.fabric")
@@ -38,7 +38,7 @@ class Fabric:
         self.rates = PortRates()
         self._datapaths = {}            # dpid -> datapath
         self._synced = set()            # dpids reconciled
-        self._readings = {}             # dpid -> Reading
+        self._readings = Readings()     # the switches being read
         self._seen = set()              # dpids connected since the fabric was loaded
         self._gone_at = {}              # dpid -> when it last disconnected
         self.strangers = Strangers(metrics)   # switches the description lacks
@@ -125,26 +125,21 @@ class Fabric:
 
     def read(self, datapath):
         """The requests that read a switch (again)."""
-        requests = of.contents_requests(datapath)
-        self._readings[datapath.id] = Reading(self.installer.sent_to(datapath.id),
-                                              map(datapath.set_xid, requests))
-        return requests
+        return self._readings.start(datapath, self.installer.sent_to(datapath.id))
 
     def contents_part(self, datapath, kind, entries, more, xid):
         """A reply (part) to read(): its kind (flows, groups or meters), its body's entries,
         whether more parts follow, and the xid it answers. True once every reply of the
         reading is complete."""
-        reading = self._readings.get(datapath.id)
-        if reading is None or self._datapaths.get(datapath.id) is not datapath \
-                or not reading.answered_by(xid):
+        if self._datapaths.get(datapath.id) is not datapath:
             return False
-        return reading.add(kind, entries, more)
+        return self._readings.part(datapath.id, kind, entries, more, xid)
 
     def reconcile(self, datapath):
         """The messages that give a switch that was read completely exactly what the
         fabric and the share providers want there; None if it must be read again
         (something was sent to it meanwhile, or a service has not adopted the fabric)."""
-        reading = self._readings.pop(datapath.id, None)
+        reading = self._readings.end(datapath.id)
         switch = self.view.switch_by_dpid.get(datapath.id) if self.view else None
         if reading is None or switch is None:
             return None
@@ -186,7 +181,7 @@ class Fabric:
         self._gone_at[dpid] = now
         del self._datapaths[dpid]
         self._synced.discard(dpid)
-        self._readings.pop(dpid, None)
+        self._readings.end(dpid)
         self.links.routed.pop(self.view.switch_by_dpid.get(dpid), None)
         self.rates.forget(dpid)
         LOG.info("dpid %#x disconnected", dpid)

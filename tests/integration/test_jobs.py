@@ -120,9 +120,9 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
 
 def admission_drops(switch, job):
     """Packets the switch's table 0 dropped on the way to the job's plan."""
-    lines = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, "table=0,cookie=%#x/-1"
-                            % of.steering_cookie(job["plan"])], capture_output=True, text=True,
-                           check=True).stdout.splitlines()
+    flows = "table=0,cookie=%#x/-1" % of.steering_cookie(job["plan"])
+    lines = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, flows],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
     return sum(int(re.search(r"n_packets=(\d+)", line).group(1)) for line in lines
                if "priority=%d" % of.PRIORITY_NOT_MEMBER in line)
 

@@ -246,7 +246,8 @@ def test_a_thousand_requests_without_the_token_are_refused_and_change_nothing():
     environment = dict(os.environ, SYNCFABRIC_REST_TOKEN="sesame")
     process = subprocess.Popen([ryu_manager_command(), "--ofp-tcp-listen-port", str(of_port),
                                 "--wsapi-port", str(port), *DEFAULT_APPS],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=environment)
     owner = ControllerClient("http://127.0.0.1:%d" % port, token="sesame")
     try:
         wait_until(lambda: answers(owner), 20, "the REST API")

@@ -105,3 +105,19 @@ def test_only_a_trees_source_port_may_send_to_its_group(controller):
         packet = {"eth_type": of.ETH_TYPE_IPV4, "ipv4_src": view.ip("h1"),
                   "ipv4_dst": tree["address"]}
         assert first_switch_outputs(controller, sender, packet) == []
+
+
+def test_a_reading_takes_only_the_replies_to_its_own_requests():
+    """The drop counts are flow stats too: a switch being read must not take them for
+    part of what it holds."""
+    from syncfabric.openflow.switch_sync import Readings
+    from tests.harness.fake_openflow import FakeDatapath
+    datapath = FakeDatapath(7, network=None)
+    readings = Readings()
+    flows, groups, meters = readings.start(datapath, sent_mark=0)
+    foreign = datapath.set_xid(of.admission_drop_requests(datapath))
+    assert not readings.part(7, "flows", ["not held"], False, foreign)
+    assert not readings.part(7, "flows", [], False, flows.xid)
+    assert not readings.part(7, "groups", [], False, groups.xid)
+    assert readings.part(7, "meters", [], False, meters.xid)
+    assert readings.end(7).entries["flows"] == []
