@@ -43,6 +43,7 @@ ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
 
 
+STEERING_MATCHES_KEPT = 8192   # matches built once and shared (steering_match, shared_match)
 METER_BURST_S = 0.1  # explicit: OVS turns burst 0 into a whole second of traffic
 MIN_BURST_KBITS = 300  # four jumbo frames: a bucket smaller than one frame passes none
 
@@ -64,8 +65,16 @@ def admission_flow(datapath, cookie, priority, match_fields, admit):
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     instructions = [parser.OFPInstructionGotoTable(TABLE_FORWARDING)] if admit else []
     return parser.OFPFlowMod(datapath=datapath, cookie=cookie, table_id=TABLE_ADMISSION,
-                             priority=priority, match=parser.OFPMatch(**match_fields),
+                             priority=priority,
+                             match=shared_match(parser, tuple(sorted(match_fields.items()))),
                              instructions=instructions, command=ofproto.OFPFC_ADD)
+
+
+@functools.lru_cache(maxsize=STEERING_MATCHES_KEPT)
+def shared_match(parser, fields):
+    """A match built once for every switch and message that has it (as steering_match):
+    a plan closes the same destinations on every switch."""
+    return parser.OFPMatch(**dict(fields))
 
 
 def admission_passes(datapath, fabric_ports):
@@ -278,9 +287,6 @@ def tree_changes(datapath, tree_id, address, old, new):
 
 def tree_match(in_port, address):
     return {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ipv4_dst": address}
-
-
-STEERING_MATCHES_KEPT = 8192
 
 
 def steering_cookie(plan_id):

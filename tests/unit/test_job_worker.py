@@ -6,7 +6,6 @@ gradients is reported."""
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from syncfabric.hosts import job_worker
