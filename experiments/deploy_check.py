@@ -285,13 +285,17 @@ def main(argv=None):
         deployment.remove()
     left = bridge_leftovers()["bridges"] + namespace_leftovers()
     report(deployment, job, rounds, held, left)
-    if held or left or not all(all(exact) for exact in rounds.values()):
+    skipped = [command for command in guide.RUN if command not in deployment.commands_run]
+    if skipped:
+        print("error: the check skipped the guide's %s" % "; ".join(skipped))
+    if held or left or skipped or not all(all(exact) for exact in rounds.values()):
         sys.exit("error: the guide's deployment did not pass (see above)")
 
 
 def report(deployment, job, rounds, held, left):
-    print("\ndeploy_check: ran %d of the guide's commands; did not run %d:"
-          % (len(deployment.commands_run), len(guide.NOT_RUN)))
+    run = [command for command in guide.RUN if command in deployment.commands_run]
+    print("\ndeploy_check: ran %d of the guide's %d commands; did not run %d:"
+          % (len(run), len(guide.RUN) + len(guide.NOT_RUN), len(guide.NOT_RUN)))
     for command, reason in guide.NOT_RUN.items():
         print("  - %s\n      (%s)" % (command, reason))
     print("job %d on %s: rounds exact: %s" % (job["id"], ", ".join(job["workers"]), rounds))
