@@ -27,7 +27,8 @@ import time
 from experiments import deploy_guide as guide
 from experiments.defaults import (NAMESPACE_MANAGEMENT_BRIDGE, NAMESPACE_MANAGEMENT_PREFIX,
                                  NAMESPACE_PREFIX)
-from experiments.namespace_fabric import namespace_leftovers, remove_namespace_leftovers
+from experiments.namespace_fabric import (namespace_leftovers, remove_namespace_leftovers,
+                                          stop_processes)
 from experiments.switch_oracle import leftovers as switch_leftovers
 from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import PlatformError, leftovers as bridge_leftovers
@@ -222,13 +223,7 @@ class Deployment:
         raise RuntimeError("waited %d s for %s" % (WAIT_S, what))
 
     def remove(self):
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop_processes(reversed(self.processes))
         remove_namespace_leftovers(namespace_leftovers())
         found = bridge_leftovers()
         if found["bridges"] or found["links"]:

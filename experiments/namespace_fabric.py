@@ -161,13 +161,7 @@ class NamespaceFabric:
         return process
 
     def remove(self):
-        for process in [*self.processes, *([self.controller] if self.controller else [])]:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        stop_processes([*self.processes, *([self.controller] if self.controller else [])])
         for host in self.description["hosts"]:
             subprocess.run(["ip", "netns", "delete", self.namespace(host["name"])], capture_output=True)
         for switch in self.description["switches"]:
@@ -176,6 +170,17 @@ class NamespaceFabric:
             subprocess.run(["ip", "link", "delete", "%s-eth%d" % (link["a"], link["a_port"])],
                            capture_output=True)
         subprocess.run(["ip", "link", "delete", NAMESPACE_MANAGEMENT_BRIDGE], capture_output=True)
+
+
+def stop_processes(processes, timeout_s=10):
+    """SIGTERM each process still running, and SIGKILL one that outlives timeout_s."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def namespace_leftovers():
