@@ -1,0 +1,71 @@
+"""Weighted max-min fair rates (decisions/fair_shares.py), checked against the property
+that defines them: every job is at its ceiling, or crosses a full resource on which no
+job has a larger rate per weight (Bertsekas and Gallager's bottleneck condition)."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
+
+TOLERANCE = 1e-6
+
+
+def test_two_jobs_on_one_link_split_it_and_a_third_elsewhere_takes_its_own():
+    capacities = {"spine": 10.0, "other": 10.0}
+    demands = {"a": Demand(1, 100.0, {"spine": 1.0}), "b": Demand(1, 100.0, {"spine": 1.0}),
+               "c": Demand(1, 100.0, {"other": 2.0})}
+    rates, bound_by = fair_rates(capacities, demands)
+    assert rates == pytest.approx({"a": 5.0, "b": 5.0, "c": 5.0})
+    assert bound_by == {"a": "spine", "b": "spine", "c": "other"}
+
+
+def test_weights_divide_a_shared_link_and_a_job_below_its_share_leaves_the_rest():
+    capacities = {"link": 12.0}
+    rates, _ = fair_rates(capacities, {"heavy": Demand(2, 100.0, {"link": 1.0}),
+                                       "light": Demand(1, 100.0, {"link": 1.0})})
+    assert rates == pytest.approx({"heavy": 8.0, "light": 4.0})
+    rates, bound_by = fair_rates(capacities, {"small": Demand(1, 2.0, {"link": 1.0}),
+                                              "big": Demand(1, 100.0, {"link": 1.0})})
+    assert rates == pytest.approx({"small": 2.0, "big": 10.0})
+    assert bound_by == {"small": CEILING, "big": "link"}
+
+
+def test_an_aggregator_is_a_resource_like_a_link():
+    rates, bound_by = fair_rates({"agg": 9.0, "link": 100.0},
+                                 {"a": Demand(1, 50.0, {"agg": 1.0, "link": 1.0}),
+                                  "b": Demand(1, 50.0, {"agg": 0.5, "link": 1.0})})
+    assert rates == pytest.approx({"a": 6.0, "b": 6.0})
+    assert bound_by == {"a": "agg", "b": "agg"}
+
+
+def check_max_min(capacities, demands, rates, bound_by):
+    for resource, capacity in capacities.items():
+        used = sum(rates[j] * d.per_mbps.get(resource, 0.0) for j, d in demands.items())
+        assert used <= capacity * (1 + TOLERANCE) + TOLERANCE
+    for job, demand in demands.items():
+        assert rates[job] <= demand.ceiling * (1 + TOLERANCE)
+        if bound_by[job] == CEILING:
+            assert rates[job] >= demand.ceiling * (1 - TOLERANCE)
+            continue
+        resource = bound_by[job]
+        used = sum(rates[j] * d.per_mbps.get(resource, 0.0) for j, d in demands.items())
+        assert demand.per_mbps[resource] > 0 and used >= capacities[resource] * (1 - TOLERANCE)
+        mine = rates[job] / demand.weight
+        assert all(rates[other] / d.weight <= mine * (1 + TOLERANCE) + TOLERANCE
+                   for other, d in demands.items() if d.per_mbps.get(resource, 0.0) > 0)
+
+
+RESOURCES = ["r0", "r1", "r2"]
+demand = st.builds(Demand, st.integers(1, 4).map(float), st.floats(0.5, 50.0),
+                   st.dictionaries(st.sampled_from(RESOURCES), st.floats(0.1, 3.0), min_size=1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(RESOURCES), st.floats(1.0, 40.0), min_size=1),
+       st.dictionaries(st.sampled_from("abcd"), demand, min_size=1))
+def test_every_job_is_at_its_ceiling_or_has_a_full_bottleneck_where_it_is_largest(
+        capacities, demands):
+    rates, bound_by = fair_rates(capacities, demands)
+    assert set(bound_by) == set(demands)
+    check_max_min(capacities, demands, rates, bound_by)
