@@ -47,7 +47,7 @@ def fair_rates(capacities, demands):
             done = set()
         full = {r for r, room in free.items() if room <= FULL * max(1.0, capacities[r])}
         for job in active:
-            on_full = sorted(r for r in full if demands[job].per_mbps.get(r, 0.0) > 0)
+            on_full = sorted((r for r in full if demands[job].per_mbps.get(r, 0.0) > 0), key=str)
             if job in done or on_full:
                 bound_by[job] = on_full[0] if on_full and job not in done else CEILING
         active -= set(bound_by)

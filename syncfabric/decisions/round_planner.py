@@ -170,7 +170,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             if plan is not None and (best is None or plan.predicted_s < best.predicted_s):
                 best = plan
     if best is None:
-        raise PlacementError("no round fits: %s" % "; ".join(errors[:3]))
+        raise PlacementError("no round fits: %s" % "; ".join(list(dict.fromkeys(errors))[:3]))
     return best
 
 
@@ -195,7 +195,7 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
         if reaches(plan, floor) or (where == DEDICATED and reaches(plan, plan.bound_s)):
             break
     if not rounds:
-        raise PlacementError("; ".join(errors))
+        raise PlacementError("; ".join(dict.fromkeys(errors)))   # each reason once
     return min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
 
 

@@ -50,10 +50,12 @@ SCHEMAS = {
                   "max_feasible_mbps": dict(NUMBER, description="409 of a tree: the most "
                                             "bandwidth a tree to these receivers could get"),
                   "theta_mbps": dict(NUMBER, description="409 of a plan: the rate left"),
-                  "bottleneck": dict(STRING, description="409 of a job: the workers' link "
-                                     "with least left, as tail->head"),
+                  "bottleneck": dict(STRING, description="409 of a job: the link (tail->head) "
+                                     "or aggregator on its way with least left"),
                   "max_rate_mbps": dict(NUMBER, description="409 of a job: what is left on "
                                         "its bottleneck"),
+                  "held_by": dict(array(INTEGER), description="409 of a job: the jobs that "
+                                  "load its bottleneck"),
                   "released": dict(STRING, description="404 of a job released lately: why")},
                  required=["error"]),
 
@@ -189,7 +191,11 @@ SCHEMAS = {
         "ttl_s": TTL,
         "mtu": {"type": "integer", "minimum": model_shards.MIN_MTU, "maximum": model_shards.MAX_MTU,
                 "description": "the hosts' data-plane MTU (default 1500); each fragment fills "
-                               "one datagram of it"}},
+                               "one datagram of it"},
+        "weight": dict(POSITIVE, description="the job's weight in fair sharing (default 1)"),
+        "min_rate_mbps": nullable(dict(POSITIVE, description="the gradient rate below which "
+                                       "the job would rather not run (default: 10% of its "
+                                       "workers' slowest link)"))},
         required=["workers", "model_bytes"], additional=False,
         example={"workers": ["h1", "h2", "h3"], "model_bytes": 1000000}),
     "Job": obj({
@@ -213,7 +219,13 @@ SCHEMAS = {
         "addresses": {"type": "object", "description": "the IP address of every host the job "
                       "uses", "additionalProperties": STRING},
         "trees": array(INTEGER), "plan": INTEGER, "predicted_round_s": NUMBER,
-        "lower_bound_s": NUMBER, "ttl_s": nullable(NUMBER), "expires_in_s": nullable(NUMBER)},
+        "lower_bound_s": NUMBER, "ttl_s": nullable(NUMBER), "expires_in_s": nullable(NUMBER),
+        "rate_mbps": dict(NUMBER, description="the workers' gradient rate the job was given"),
+        "weight": NUMBER, "min_rate_mbps": NUMBER,
+        "fair_share_mbps": dict(NUMBER, description="the rate weighted max-min fairness "
+                                                    "gives it among the jobs installed now"),
+        "bound_by": dict(STRING, description="what bounds its fair share: a link (a->b), an "
+                                             "aggregator, or ceiling (its workers' links)")},
         required=["id", "generation", "workers", "model_bytes", "fragment_bytes", "fragments",
                   "shards", "destinations", "aggregators", "addresses", "predicted_round_s",
                   "lower_bound_s"]),

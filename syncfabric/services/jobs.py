@@ -27,12 +27,15 @@ from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, Serv
 from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
 from syncfabric.services.job_records import Job, job_record, restored_job
 from syncfabric.services.job_reports import gradient_mbit, job_report
+from syncfabric.services.job_refusals import refusal
+from syncfabric.services.job_shares import DEFAULT_WEIGHT, sharing
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
 from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
-REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu"}
+REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
+                  "weight", "min_rate_mbps"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 
 
@@ -40,7 +43,8 @@ def parse_job_request(body):
     """The request with its defaults filled in, or InvalidRequest."""
     check_fields(body, REQUEST_FIELDS, {"workers", "model_bytes"})
     request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
-                    "ttl_s": None, "mtu": DEFAULT_MTU}, **body)
+                    "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
+                    "min_rate_mbps": None}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -56,6 +60,12 @@ def parse_job_request(body):
     if not isinstance(request["aggregation"], bool):
         raise InvalidRequest("aggregation must be true or false")
     check_ttl(request["ttl_s"])
+    if not positive_number(request["weight"]):
+        raise InvalidRequest("weight must be a positive number (a job's share of what it "
+                             "shares grows with it; default 1)")
+    if request["min_rate_mbps"] is not None and not positive_number(request["min_rate_mbps"]):
+        raise InvalidRequest("min_rate_mbps must be a positive number of Mbit/s or null (10% "
+                             "of the workers' slowest link)")
     mtu = request["mtu"]
     if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
         raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
@@ -117,7 +127,7 @@ class Jobs:
             release_parts(job, self.trees, self.plans, now)
             if self.jobs.pop(job.id, None) is not None:
                 self.release_keys.pop(job.id, None)
-            raise refusal(error, book, request, self.fabric.down_links) from None
+            raise refusal(error, book, request, self) from None
         job.installed, job.parts_seen = True, self._parts(job, now)
         self.remember(now)
         log_admitted(job)
@@ -190,7 +200,9 @@ class Jobs:
     # --- what a job is told -----------------------------------------------------
 
     def report(self, job, now):
-        return job_report(job, self.trees, self.plans, now)
+        installed = [j for j in self.jobs.values() if j.installed and j.id != job.id] + [job]
+        shares = sharing(installed, self.trees, self.plans, self.trees.book.view)
+        return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}))
 
     # --- events and timers ------------------------------------------------------
 
@@ -336,20 +348,6 @@ def plan_request(job):
     if not request["aggregation"]:
         body["aggregators"] = []
     return body
-
-
-def refusal(error, book, request, down_links):
-    """The error a job is refused with: one for lack of capacity names the workers'
-    tightest link and its free rate."""
-    if isinstance(error, PlacementError):
-        error = Conflict("the job does not fit: %s" % error)
-    if not isinstance(error, Conflict) or "bottleneck" in error.details:
-        return error
-    link, free = round_planner.bottleneck(book.view, request["workers"],
-                                          without_links(book.view, book.reserved_mbps, down_links))
-    return Conflict("%s (the workers' tightest link is %s->%s, %.3f Mbit/s free)"
-                    % (error, *link, free), bottleneck="%s->%s" % link, max_rate_mbps=free,
-                    **error.details)
 
 
 def check_hosts(view, workers):

@@ -56,7 +56,7 @@ def check_max_min(capacities, demands, rates, bound_by):
                    for other, d in demands.items() if d.per_mbps.get(resource, 0.0) > 0)
 
 
-RESOURCES = ["r0", "r1", "r2"]
+RESOURCES = ["r0", ("leaf1", "spine1"), "agg-spine1"]   # links are pairs, aggregators names
 demand = st.builds(Demand, st.integers(1, 4).map(float), st.floats(0.5, 50.0),
                    st.dictionaries(st.sampled_from(RESOURCES), st.floats(0.1, 3.0), min_size=1))
 

@@ -1,0 +1,54 @@
+"""Why a job is refused (no Ryu): for lack of capacity, the link or aggregator on its way
+with least left, and the jobs that hold it.
+
+"On its way" is where the job would go on an empty fabric: it is planned alone (off
+the event loop, as every plan is), and of the links and aggregators that plan loads, the
+one with least free now is named. A job whose workers' own links are free can so be
+told that the spine links another job holds are what it lacks. If even planning alone
+fails, the workers' own links are all there is to name.
+"""
+
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
+from syncfabric.errors import Conflict
+from syncfabric.services.job_reports import gradient_mbit
+from syncfabric.services.job_shares import holders, resource_name
+
+
+def refusal(error, book, request, jobs):
+    """The error a job is refused with (jobs: the Jobs service). One for lack of capacity
+    names in `bottleneck` the resource on the job's way with least left, in
+    `max_rate_mbps` what is left there, and in `held_by` the jobs that load it."""
+    if isinstance(error, PlacementError):
+        error = Conflict("the job does not fit: %s" % error)
+    if not isinstance(error, Conflict) or "bottleneck" in error.details:
+        return error
+    reserved = without_links(book.view, book.reserved_mbps, jobs.fabric.down_links)
+    resource, free = tightest_on_the_way(book.view, request, reserved, jobs.offload)
+    held_by = holders([j for j in jobs.jobs.values() if j.installed], jobs.trees, jobs.plans,
+                      resource)
+    name = resource_name(resource)
+    return Conflict("%s (the tightest link or aggregator on its way is %s, %.3f Mbit/s free%s)"
+                    % (error, name, free, ", held by job %s" % ", ".join(map(str, held_by))
+                       if held_by else ""), bottleneck=name, max_rate_mbps=free,
+                    held_by=held_by, **error.details)
+
+
+def tightest_on_the_way(view, request, reserved, offload):
+    """(resource, Mbit/s free) of the links and aggregators the job's plan alone loads,
+    the one with least free; the workers' own tightest link if no plan fits even alone."""
+    try:
+        alone = offload(round_planner.plan_job, view, request["workers"], gradient_mbit(request),
+                        request["placement"], None if request["shards"] == "auto"
+                        else request["shards"], request["aggregation"], {})
+    except (PlacementError, InfeasibleTree, ValueError):
+        return round_planner.bottleneck(view, request["workers"], reserved)
+    loaded = set(alone.gradients.loads()) | {edge for tree in alone.trees for edge in tree.edges}
+
+    def free(resource):
+        capacity = (view.aggregators[resource] if view.is_aggregator(resource)
+                    else view.graph.edges[resource]["capacity_mbps"])
+        return capacity - reserved.get(resource, 0.0)
+    tightest = min(sorted(loaded, key=str), key=free)
+    return tightest, free(tightest)

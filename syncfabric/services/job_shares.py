@@ -1,0 +1,85 @@
+"""How the fabric's jobs share it (no Ryu): each job's rate, and the rate weighted max-min
+fairness would give it among the jobs installed now (decisions/fair_shares.py), with the
+link or aggregator that bounds that share.
+
+A job's rate is its workers' gradient rate (its INA plan's theta); its return trees'
+rates are taken to grow and shrink with it, so its loads per Mbit/s are its trees' and
+plan's loads over that rate. Its ceiling is its workers' slowest link: no round of it
+runs faster. Each job reports `rate_mbps`, `weight`, `min_rate_mbps`, `fair_share_mbps`
+and `bound_by` (a directed link "a->b", an aggregator, or "ceiling").
+"""
+
+from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
+from syncfabric.decisions.reservations import ReservationError
+
+DEFAULT_WEIGHT = 1.0
+DEFAULT_MIN_SHARE = 0.1   # of the workers' slowest link, when a job names no min_rate_mbps
+
+
+def line_rate_mbps(view, workers):
+    """The workers' slowest link, either way: a job's rate alone never exceeds it."""
+    return min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
+                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
+               for w in workers)
+
+
+def min_rate_mbps(view, request):
+    """The rate below which the job would rather not run: its own, or 10% of its line rate."""
+    asked = request.get("min_rate_mbps")
+    return asked if asked is not None else DEFAULT_MIN_SHARE * line_rate_mbps(view, request["workers"])
+
+
+def job_demand(job, trees, plans, view):
+    """(rate, Demand) of an installed job, from its plan and trees as they are now; None
+    if its plan is gone (it is being released)."""
+    live = plans.plans.get(job.plan_id)
+    if live is None or live.result.f <= 0:
+        return None
+    rate, loads = live.result.f, dict(live.result.loads())
+    for tree_id in job.tree_ids:
+        try:
+            tree = trees.book.get(tree_id).tree
+        except ReservationError:   # lost around a fault: the job is being released
+            return None
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    return rate, Demand(job.request.get("weight", DEFAULT_WEIGHT),
+                        line_rate_mbps(view, job.request["workers"]),
+                        {resource: load / rate for resource, load in loads.items()})
+
+
+def capacities(view):
+    """{resource: Mbit/s}: every directed link and every aggregator of the fabric."""
+    links = {(tail, head): data["capacity_mbps"] for tail, head, data in view.links()}
+    return dict(links, **view.aggregators)
+
+
+def sharing(jobs, trees, plans, view):
+    """{job id: what its report says of how it shares the fabric} for the jobs installed."""
+    demands, rates = {}, {}
+    for job in jobs:
+        found = job_demand(job, trees, plans, view)
+        if found is not None:
+            rates[job.id], demands[job.id] = found
+    fair, bound_by = fair_rates(capacities(view), demands)
+    return {job.id: {"rate_mbps": rates[job.id], "weight": demands[job.id].weight,
+                     "min_rate_mbps": min_rate_mbps(view, job.request),
+                     "fair_share_mbps": fair[job.id], "bound_by": resource_name(bound_by[job.id])}
+            for job in jobs if job.id in demands}
+
+
+def resource_name(resource):
+    if resource == CEILING or isinstance(resource, str):
+        return resource
+    return "%s->%s" % resource
+
+
+def holders(jobs, trees, plans, resource):
+    """The ids of the installed `jobs` whose trees or plan load `resource` (a link or an
+    aggregator): whom a job refused for lack of it waits for."""
+    found = []
+    for job in jobs:
+        demand = job_demand(job, trees, plans, trees.book.view)
+        if demand is not None and demand[1].per_mbps.get(resource, 0.0) > 0:
+            found.append(job.id)
+    return sorted(found)
