@@ -11,6 +11,8 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
                                generate_latest)
 from prometheus_client.core import GaugeMetricFamily
 
+from syncfabric.services.job_shares import shares_of
+
 BYTES_PER_MBIT = 1e6 / 8
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # OpenFlow batches confirm in milliseconds; planning a 100-worker job takes seconds
@@ -121,3 +123,17 @@ class LiveState:
                 ("syncfabric_ina_plans", "live INA plans", self.services.plans.live_count()),
                 ("syncfabric_jobs", "live streaming-round jobs", self.services.jobs.live_count())):
             yield GaugeMetricFamily(name, documentation, value=count)
+        yield from job_share_gauges(shares_of(self.services.jobs))
+
+
+def job_share_gauges(shares):
+    """Each job's gradient rate and its fair share, from Jobs.shares()."""
+    rate = GaugeMetricFamily("syncfabric_job_rate_bytes_per_second", "a job's workers' gradient "
+                             "rate", labels=["job"])
+    fair = GaugeMetricFamily("syncfabric_job_fair_share_bytes_per_second", "the gradient rate "
+                             "weighted max-min fairness gives a job among the jobs installed now",
+                             labels=["job"])
+    for job_id, share in sorted(shares.items()):
+        rate.add_metric([str(job_id)], share["rate_mbps"] * BYTES_PER_MBIT)
+        fair.add_metric([str(job_id)], share["fair_share_mbps"] * BYTES_PER_MBIT)
+    return [rate, fair]

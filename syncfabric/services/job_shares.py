@@ -68,6 +68,16 @@ def sharing(jobs, trees, plans, view):
             for job in jobs if job.id in demands}
 
 
+def shares_of(jobs, job=None):
+    """sharing() of the Jobs service's installed jobs, and of `job` (one being released is
+    no longer listed); {} before the fabric is loaded."""
+    if jobs.trees.book is None:
+        return {}
+    installed = [j for j in jobs.jobs.values() if j.installed and j is not job]
+    return sharing(installed + ([job] if job else []), jobs.trees, jobs.plans,
+                   jobs.trees.book.view)
+
+
 def resource_name(resource):
     if resource == CEILING or isinstance(resource, str):
         return resource

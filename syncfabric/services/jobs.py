@@ -28,7 +28,7 @@ from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
 from syncfabric.services.job_records import Job, job_record, restored_job
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
-from syncfabric.services.job_shares import DEFAULT_WEIGHT, sharing
+from syncfabric.services.job_shares import DEFAULT_WEIGHT, shares_of
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
 from syncfabric.services.trees import TreeSpec
 
@@ -200,8 +200,7 @@ class Jobs:
     # --- what a job is told -----------------------------------------------------
 
     def report(self, job, now):
-        installed = [j for j in self.jobs.values() if j.installed and j.id != job.id] + [job]
-        shares = sharing(installed, self.trees, self.plans, self.trees.book.view)
+        shares = shares_of(self, job)
         return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}))
 
     # --- events and timers ------------------------------------------------------

@@ -78,3 +78,13 @@ def test_two_jobs_on_one_link_are_each_given_half_of_it_whatever_they_hold_now()
             2: (5.0, pytest.approx(10.0), "leaf1->spine1")}
     first.request["weight"] = 3.0   # a weight of 3 takes three quarters
     assert sharing([first, second], trees, plans, view)[1]["fair_share_mbps"] == pytest.approx(15.0)
+
+
+def test_the_metrics_say_each_jobs_rate_and_fair_share(one_spine):
+    _, job = post(one_spine, "/jobs", dict(COLOCATED, workers=["h1", "h3"]))
+    registry = one_spine.services.metrics.registry
+    labels = {"job": str(job["id"])}
+    assert registry.get_sample_value("syncfabric_job_rate_bytes_per_second", labels) \
+        == pytest.approx(job["rate_mbps"] * 1e6 / 8)
+    assert registry.get_sample_value("syncfabric_job_fair_share_bytes_per_second", labels) \
+        == pytest.approx(job["fair_share_mbps"] * 1e6 / 8)

@@ -244,10 +244,20 @@ function describeItem(kind, item) {
   if (kind === "job") {
     return "job " + item.id + " (generation " + item.generation + "): " + item.workers.length +
       " workers, " + item.shards.length + " shards on " + item.shards.map(s => s.host).join(",") +
-      ", " + item.predicted_round_s.toFixed(3) + " s a round";
+      ", " + item.predicted_round_s.toFixed(3) + " s a round" + shareText(item);
   }
   return "round " + item.id + " (" + item.job + " #" + item.round + "): " +
     item.workers.length + " workers, " + item.trees.length + " trees";
+}
+
+// a job's rate against its fair share among the jobs installed now (absent from a
+// controller older than shares)
+function shareText(job) {
+  if (job.rate_mbps === undefined) {
+    return "";
+  }
+  return ", " + job.rate_mbps.toFixed(2) + " Mbit/s of a fair " +
+    job.fair_share_mbps.toFixed(2) + " (weight " + job.weight + ", bound by " + job.bound_by + ")";
 }
 
 function renderLists() {
