@@ -139,7 +139,9 @@ def send_failures(log_text):
 # --- reading them, and what changed ----------------------------------------------------
 
 def _run(*command):
-    return subprocess.run(command, capture_output=True, text=True).stdout
+    """A counter tool's output as text; bytes that are not UTF-8 (a process's or an
+    interface's name) become U+FFFD, as only the counters are read."""
+    return subprocess.run(command, capture_output=True, text=True, errors="replace").stdout
 
 
 def _log_size():

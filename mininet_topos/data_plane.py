@@ -102,7 +102,10 @@ def ovs_transmit_buffer(ss_text):
 
 
 def _current_transmit_buffer():
-    listing = subprocess.run(["ss", "-0", "-m", "-p", "-n"], capture_output=True, text=True)
+    # -p names every process with a packet socket, in whatever bytes it chose (stress-ng's
+    # workers, for one, are not UTF-8): only OVS's line is read
+    listing = subprocess.run(["ss", "-0", "-m", "-p", "-n"], capture_output=True, text=True,
+                             errors="replace")
     return ovs_transmit_buffer(listing.stdout)
 
 

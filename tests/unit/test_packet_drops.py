@@ -1,6 +1,7 @@
 """Drop attribution by layer, on counter dumps as each layer prints them (taken from a run
 on an 8x8 fabric, cut short), and the fidelity verdict that names the layers."""
 
+import os
 import time
 
 import pytest
@@ -174,3 +175,18 @@ def test_switch_port_queues_fit_in_ovs_transmit_socket_or_shorten_or_fail():
     assert BASELINE.port_queue(160) == 0                          # the kernel's queues, as before
     with pytest.raises(PlatformError, match="needs a larger buffer"):
         DataPlane(ovs_send_buffer=16 << 20).port_queue(160)
+
+
+def test_a_process_name_that_is_not_utf8_in_ss_s_listing_reads_as_the_rest(tmp_path, monkeypatch):
+    """ss -p names every process with a packet socket in the bytes it chose: under a load
+    such as stress-ng's, one that is not UTF-8 killed a fabric's start with a decoding
+    error."""
+    from mininet_topos import data_plane
+    fake_ss = tmp_path / "ss"
+    listing = SS.encode() + b'\np_raw UNCONN 0 0 *:eth1 *  users:(("\x8f\xfe\xff",pid=7,fd=3))\n'
+    fake_ss.write_text("#!/bin/sh\ncat %s\n" % (tmp_path / "listing"))
+    (tmp_path / "listing").write_bytes(listing)
+    fake_ss.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    assert data_plane._current_transmit_buffer() == 16777216
+    assert packet_drops.packet_socket_drops(packet_drops._run("ss", "-0", "-m", "-p", "-n")) == 12
