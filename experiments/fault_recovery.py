@@ -314,11 +314,29 @@ def main(argv=None):
     if fidelity.unfaithful_note(rows):
         print(fidelity.unfaithful_note(rows))
     print("CSV: %s  figure: %s" % (args.out, plot_fault_recovery(args.out)))
-    if not all(row["during_transfer"] for row in rows):
-        print("warning: in some runs the transfer ended before the fault was over; a larger "
-              "--model-mb makes gap_ms cover it")
     if not all(row["verified"] and not row["leftovers"] for row in rows):
         sys.exit("error: a run was not verified or left state on a switch")
+    unhurt = [row for row in rows if not hurt(row)]
+    if unhurt:
+        sys.exit("error: in %d of %d runs the fault hurt no traffic, so nothing was measured: "
+                 "%s. Give a larger --model-mb or a smaller --fail-after-s (the fault comes "
+                 "%.2f s in)" % (len(unhurt), len(rows), "; ".join(
+                     "run %d (%s): %s" % (row["run"], row["repair"], why_unhurt(row))
+                     for row in unhurt), args.fail_after_s))
+
+
+def hurt(row):
+    """Whether the fault met the traffic: the controller repaired what the fault broke,
+    and (a tree's transfer) the transfer was still going when it was over."""
+    return row["repaired"] and (row["traffic"] != "tree" or row["during_transfer"])
+
+
+def why_unhurt(row):
+    if not row["repaired"]:
+        return "the controller repaired nothing"
+    if row["completion_s"] is None:
+        return "the transfer's end was not measured"
+    return "the transfer ended after %.2f s, before the fault was over" % row["completion_s"]
 
 
 if __name__ == "__main__":

@@ -300,3 +300,14 @@ def test_admission_flood_measures_both_modes_and_the_switches_drop_every_spoofed
     assert float(flooded["admission_drops"]) == int(flooded["flood_sent"])
     assert "flood / clean:" in answer.stdout and out.with_suffix(".png").stat().st_size > 0
     assert "switches hold no tree or plan state" in answer.stdout
+
+
+@pytest.mark.integration
+def test_fault_recovery_fails_saying_why_when_its_fault_hurt_no_traffic(tmp_path):
+    """A 0.2 MB model is delivered long before a fault 1.5 s in: nothing is measured."""
+    require_root()
+    answer = run("fault_recovery", *SMALL, "--fault", "link", "--workers", "3", "--runs", "1",
+                 "--model-mb", "0.2", "--fail-after-s", "1.5", "--out", str(tmp_path / "f.csv"))
+    assert answer.returncode == 1
+    assert "the fault hurt no traffic, so nothing was measured" in answer.stderr
+    assert "Give a larger --model-mb" in answer.stderr
