@@ -1,4 +1,4 @@
-"""The REST contract of the in-process controller (all four apps on fake switches): what
+"""The REST contract of the in-process controller (all five apps on fake switches): what
 bad, unknown, unauthorized and concurrent requests get, and that they change nothing."""
 
 import time
