@@ -77,6 +77,19 @@ def test_answers_match_their_schemas(controller):
         conforms(dict(tree, id="one"), "Tree")
 
 
+def test_a_jobs_answers_match_their_schemas_shares_and_refusal_included(controller):
+    status, job = controller.request("POST", "/jobs", {"workers": ["h1", "h3"],
+                                                       "model_bytes": 400_000, "weight": 2})
+    assert status == 201 and conforms(job, "Job") and job["weight"] == 2
+    assert {"rate_mbps", "fair_share_mbps", "min_rate_mbps", "bound_by"} <= set(job)
+    status, listing = controller.request("GET", "/jobs")
+    assert status == 200 and conforms(listing, "JobList")
+    status, refused = controller.request("POST", "/jobs", {"workers": ["h1", "h3"],
+                                                           "model_bytes": 400_000})
+    assert status == 409 and conforms(refused, "Error"), refused   # its hosts' links are taken
+    assert refused["held_by"] == [job["id"]]
+
+
 def scrape(controller):
     """{(name, sorted label items): value} of every sample GET /metrics answers."""
     response = controller.response("GET", "/metrics")
