@@ -179,3 +179,12 @@ class InProcessController:
                     or self.services.installer.pending() or not self.network.quiet())
             quiet = 0 if busy else quiet + 1
             assert time.monotonic() < deadline, "the controller did not settle"
+
+
+def connected(fabric):
+    """A fixture's body: a controller on the description `fabric` with every switch
+    connected, closed after the test."""
+    controller = InProcessController(fabric)
+    controller.connect_all()
+    yield controller
+    controller.close()

@@ -9,7 +9,7 @@ import pytest
 
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.services.job_shares import sharing
-from tests.harness.fake_controller import InProcessController, description
+from tests.harness.fake_controller import connected, description
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 
 COLOCATED = {"model_bytes": 4_000_000, "placement": "colocated", "aggregation": False}
@@ -18,10 +18,7 @@ COLOCATED = {"model_bytes": 4_000_000, "placement": "colocated", "aggregation": 
 @pytest.fixture
 def one_spine():
     """2 leaves under one spine, 2 hosts each: jobs across the leaves share its links."""
-    controller = InProcessController(description(spines=1))
-    controller.connect_all()
-    yield controller
-    controller.close()
+    yield from connected(description(spines=1))
 
 
 def test_a_job_alone_reports_its_rate_as_its_fair_share(one_spine):

@@ -9,7 +9,7 @@ from apps.ina_controller import EventCountDrops
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.plan_admission import admission, plan_destinations, plan_members
 from syncfabric.openflow import builders as of
-from tests.harness.fake_controller import InProcessController, description
+from tests.harness.fake_controller import connected, description
 from tests.harness.fake_openflow import walk
 from tests.harness.in_process import TREE, delivered, empty, post, release_key
 
@@ -19,10 +19,7 @@ PLAN = {"job": "j", "workers": ["h1", "h2", "h4"], "ps": "h5", "gradient_mb": 1}
 @pytest.fixture
 def roomy():
     """2x2 with three hosts on each leaf: h3 and h6 are in no plan."""
-    controller = InProcessController(description(hosts_per_leaf=3))
-    controller.connect_all()
-    yield controller
-    controller.close()
+    yield from connected(description(hosts_per_leaf=3))
 
 
 def udp(view, source_ip, destination, port):
