@@ -65,11 +65,16 @@ def bottleneck(view, workers, reserved_mbps=None):
     return link, free_mbps(view, link, reserved_mbps)
 
 
+def line_rate_mbps(view, workers):
+    """B: the workers' slowest link, either way; no job's rate alone exceeds it."""
+    return min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
+                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
+               for w in workers)
+
+
 def line_rate_s(view, workers, model_mbit):
     """S/B: the model over the slowest worker link, either way; no round is shorter."""
-    return model_mbit / min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
-                                view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
-                            for w in workers)
+    return model_mbit / line_rate_mbps(view, workers)
 
 
 def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):

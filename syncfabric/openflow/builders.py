@@ -43,7 +43,7 @@ ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_ARP = 0x0806
 
 
-STEERING_MATCHES_KEPT = 8192   # matches built once and shared (steering_match, shared_match)
+STEERING_MATCHES_KEPT = 8192   # matches built once and shared (shared_match)
 METER_BURST_S = 0.1  # explicit: OVS turns burst 0 into a whole second of traffic
 MIN_BURST_KBITS = 300  # four jumbo frames: a bucket smaller than one frame passes none
 
@@ -72,8 +72,11 @@ def admission_flow(datapath, cookie, priority, match_fields, admit):
 
 @functools.lru_cache(maxsize=STEERING_MATCHES_KEPT)
 def shared_match(parser, fields):
-    """A match built once for every switch and message that has it (as steering_match):
-    a plan closes the same destinations on every switch."""
+    """The match of `fields` (sorted (name, value) pairs), built once for every switch,
+    plan and message that has it: Ryu takes about 80 us to build one, a job's plan needs
+    hundreds (a stream's on every switch of its path, the destinations it closes on
+    every switch), and messages can share it, since serializing a match leaves it as
+    it is."""
     return parser.OFPMatch(**dict(fields))
 
 
@@ -309,14 +312,12 @@ def steering_flow(datapath, plan_id, key, out_port, meter_id=None):
                     meter_id=meter_id)
 
 
-@functools.lru_cache(maxsize=STEERING_MATCHES_KEPT)
 def steering_match(parser, key):
-    """A stream's match, built once for every switch of its path and every plan that
-    has it: Ryu takes about 80 us to build one and a job's plan needs hundreds; messages
-    can share it, since serializing a match leaves it as it is."""
+    """A stream's match, (src ip, dst ip, UDP port), shared (shared_match)."""
     src_ip, dst_ip, udp_port = key
-    return parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_UDP, ipv4_src=src_ip,
-                           ipv4_dst=dst_ip, udp_dst=udp_port)
+    return shared_match(parser, tuple(sorted({
+        "eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP, "ipv4_src": src_ip,
+        "ipv4_dst": dst_ip, "udp_dst": udp_port}.items())))
 
 
 def steering_changes(datapath, plan_id, old, new):

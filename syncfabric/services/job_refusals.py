@@ -12,7 +12,7 @@ from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.errors import Conflict
-from syncfabric.services.job_reports import gradient_mbit
+from syncfabric.services.job_planning import planned_round
 from syncfabric.services.job_shares import holders, resource_name
 
 
@@ -25,7 +25,7 @@ def refusal(error, book, request, jobs):
     if not isinstance(error, Conflict) or "bottleneck" in error.details:
         return error
     reserved = without_links(book.view, book.reserved_mbps, jobs.fabric.down_links)
-    resource, free = tightest_on_the_way(book.view, request, reserved, jobs.offload)
+    resource, free = tightest_on_the_way(book.view, request, reserved, jobs.metrics, jobs.offload)
     held_by = holders([j for j in jobs.jobs.values() if j.installed], jobs.trees, jobs.plans,
                       resource)
     name = resource_name(resource)
@@ -35,20 +35,18 @@ def refusal(error, book, request, jobs):
                     held_by=held_by, **error.details)
 
 
-def tightest_on_the_way(view, request, reserved, offload):
+def tightest_on_the_way(view, request, reserved, metrics, offload):
     """(resource, Mbit/s free) of the links and aggregators the job's plan alone loads,
     the one with least free; the workers' own tightest link if no plan fits even alone."""
     try:
-        alone = offload(round_planner.plan_job, view, request["workers"], gradient_mbit(request),
-                        request["placement"], None if request["shards"] == "auto"
-                        else request["shards"], request["aggregation"], {})
+        alone = planned_round(view, request, {}, metrics, offload)
     except (PlacementError, InfeasibleTree, ValueError):
         return round_planner.bottleneck(view, request["workers"], reserved)
     loaded = set(alone.gradients.loads()) | {edge for tree in alone.trees for edge in tree.edges}
 
     def free(resource):
-        capacity = (view.aggregators[resource] if view.is_aggregator(resource)
-                    else view.graph.edges[resource]["capacity_mbps"])
-        return capacity - reserved.get(resource, 0.0)
+        if view.is_aggregator(resource):
+            return view.aggregators[resource] - reserved.get(resource, 0.0)
+        return round_planner.free_mbps(view, resource, reserved)
     tightest = min(sorted(loaded, key=str), key=free)
     return tightest, free(tightest)

@@ -10,17 +10,11 @@ and `bound_by` (a directed link "a->b", an aggregator, or "ceiling").
 """
 
 from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
+from syncfabric.decisions.round_planner import line_rate_mbps
 from syncfabric.decisions.reservations import ReservationError
 
 DEFAULT_WEIGHT = 1.0
 DEFAULT_MIN_SHARE = 0.1   # of the workers' slowest link, when a job names no min_rate_mbps
-
-
-def line_rate_mbps(view, workers):
-    """The workers' slowest link, either way: a job's rate alone never exceeds it."""
-    return min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
-                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
-               for w in workers)
 
 
 def min_rate_mbps(view, request):

@@ -25,6 +25,7 @@ from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
 from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
+from syncfabric.services.job_planning import planned_round
 from syncfabric.services.job_records import Job, job_record, restored_job
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
@@ -112,7 +113,8 @@ class Jobs:
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
-            job.round = planned_round(book, request, self.fabric.down_links, self.metrics,
+            reserved = without_links(book.view, dict(book.reserved_mbps), self.fabric.down_links)
+            job.round = planned_round(book.view, request, reserved, self.metrics,
                                       self.offload)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
@@ -295,16 +297,6 @@ def listing_tag(jobs):
     listed = [(job.id, job.generation, job.request["ttl_s"])
               for _id, job in sorted(jobs.items()) if job.installed]
     return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
-
-
-def planned_round(book, request, down_links, metrics, offload):
-    """The round planner's plan on what the ledger leaves free, off the event loop."""
-    reserved = without_links(book.view, dict(book.reserved_mbps), down_links)
-    shards = None if request["shards"] == "auto" else request["shards"]
-    with metrics.planning_seconds.labels("job").time():
-        return offload(round_planner.plan_job, book.view, request["workers"],
-                       gradient_mbit(request), request["placement"], shards,
-                       request["aggregation"], reserved)
 
 
 def release_parts(job, trees, plans, now):
