@@ -5,10 +5,12 @@ plan as one resource.
     ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
 
 REST: POST /jobs, GET /jobs (with an ETag: 304 to If-None-Match while no job changed),
-GET/DELETE /jobs/<id>, PUT /jobs/<id>/lease (its owner renews the lease). Errors: 400
-malformed, invalid or an unknown host, 403 not the job's owner, 404 unknown job, 409
-the job does not fit (with its bottleneck and max_rate_mbps), 503 fabric not ready or
-saved jobs being restored, 500 a switch rejected a part.
+GET/DELETE /jobs/<id> (GET with ?worker=&round=: a worker says where it is, and an
+ETag), PUT /jobs/<id>/lease (its owner renews the lease), GET/PUT /fabric/policy (how
+jobs share the fabric: services/tenants.py). Errors: 400 malformed, invalid or an
+unknown host, 403 not the job's owner, 404 unknown job, 409 the job does not fit (with
+its bottleneck and max_rate_mbps), 503 fabric not ready or saved jobs being restored,
+500 a switch rejected a part.
 """
 
 import time
@@ -22,6 +24,7 @@ from apps.fabric_controller import EventFabricChanged
 from apps.rest_json import (METRICS_KEY, answer, check_release_key, counted_route,
                             read_json_body, resource_api)
 from apps.services import CONTEXT_KEY, contexts, start_timers
+from syncfabric.errors import ServiceError
 from syncfabric.services.jobs import listing_tag
 
 FOLLOW_INTERVAL_S = 0.5
@@ -49,6 +52,37 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
             # not stored: expires_in_s counts down under the same tag
             response.headers.update({"ETag": etag, "Cache-Control": "no-store"})
         return response
+
+    @counted_route("jobs", "/jobs/{item_id}", methods=["GET"])
+    def show(self, req, item_id, **_kwargs):
+        """GET /jobs/<id>: with ?worker=h1&round=N, a worker of the job says which round
+        it began (so the controller knows from which round new rates can hold); with the
+        job's weak ETag in If-None-Match, 304 while its generation and lease hold. Each
+        worker reads its job twice a second."""
+        now = time.monotonic()
+        try:
+            etag = self.service.heard(item_id, req.GET.get("worker"), req.GET.get("round"), now)
+        except ServiceError:   # answered below, as show() says it
+            etag = None
+        if etag is not None and req.headers.get("If-None-Match") == etag:
+            response = Response(status=304)
+        else:
+            response = answer(req, lambda: (self.service.show(item_id, now), 200))
+        if etag is not None and response.status_int in (200, 304):
+            response.headers.update({"ETag": etag, "Cache-Control": "no-store"})
+        return response
+
+    @counted_route("jobs", "/fabric/policy", methods=["GET"])
+    def policy(self, req, **_kwargs):
+        """GET /fabric/policy: how jobs share the fabric, and the policies there are."""
+        return answer(req, lambda: (self.service.tenants.show(), 200))
+
+    @counted_route("jobs", "/fabric/policy", methods=["PUT"])
+    def set_policy(self, req, **_kwargs):
+        """PUT /fabric/policy {"policy": "first-come" | "fair" | "weighted"}: live jobs
+        move to the shares it gives them."""
+        return answer(req, lambda: (self.service.tenants.set_policy(read_json_body(req),
+                                                                    time.monotonic()), 200))
 
     @counted_route("jobs", "/jobs/{item_id}/lease", methods=["PUT"])
     def renew(self, req, item_id, **_kwargs):

@@ -5,6 +5,7 @@ ledger and switches, the trees service's create and release)."""
 
 import os
 import sys
+import time
 
 from eventlet import tpool
 from ryu import cfg
@@ -24,6 +25,7 @@ from syncfabric.services.trees import MulticastTrees
 
 CONTEXT_KEY = "syncfabric"
 GIL_SWITCH_INTERVAL_S = 0.0005
+WAIT_INTERVAL_S = 0.1
 LOCAL_REPAIR_ENV = "SYNCFABRIC_LOCAL_REPAIR"
 if "state_dir" not in cfg.CONF:
     cfg.CONF.register_opt(cfg.StrOpt("state_dir", default=None,
@@ -66,8 +68,20 @@ class Services:
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.rounds = SelmcastRounds(self.fabric, self.trees, store, self.metrics, tpool.execute)
         self.plans = InaPlans(self.fabric, self.installer, store, self.metrics, tpool.execute)
-        self.jobs = Jobs(self.fabric, self.trees, self.plans, store, self.metrics, tpool.execute)
+        self.jobs = Jobs(self.fabric, self.trees, self.plans, store, self.metrics, tpool.execute,
+                         wait_until)
         self.metrics.watch(self)
+
+
+def wait_until(condition, timeout_s):
+    """Whether condition(now) came to hold within timeout_s, asked every WAIT_INTERVAL_S
+    while the hub runs the rest (REST calls, switches)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition(time.monotonic()):
+        if time.monotonic() >= deadline:
+            return False
+        hub.sleep(WAIT_INTERVAL_S)
+    return True
 
 
 def contexts():

@@ -40,6 +40,9 @@ COUNTERS = {
     "admission_drops": ("syncfabric_admission_drops", "datagrams a switch dropped because they "
                         "went to an INA plan's (a job's) UDP port from a host that is not a "
                         "member of it, or with an address not its own", ["switch"]),
+    "replans": ("syncfabric_job_replans", "live jobs whose rates were planned again as other "
+                "jobs came or went (policy fair or weighted), by direction: shrink or grow",
+                ["direction"]),
     "unknown_switches": ("syncfabric_unknown_switch_connections", "connections of switches "
                          "whose datapath id the fabric description lacks: they get no flows",
                          []),
@@ -51,6 +54,9 @@ HISTOGRAMS = {
     "reroute_seconds": ("syncfabric_reroute_seconds", "the controller's share of a reroute's "
                         "gap: from the link change to the moved tree or plan confirmed by its "
                         "switches", ["resource"]),
+    "replan_seconds": ("syncfabric_job_replan_seconds", "a re-plan of live jobs' rates, from "
+                       "its decision to the last meter confirmed (a shrink waits for the jobs' "
+                       "workers to reach the round it takes effect from)", ["direction"]),
     "planning_seconds": ("syncfabric_planning_seconds", "computing a multicast tree, a "
                          "SELMCAST round or an INA plan", ["kind"]),
 }

@@ -46,6 +46,14 @@ ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": INTEGER}
 IF_NONE_MATCH = {"name": "If-None-Match", "in": "header", "required": False, "schema": STRING,
                  "description": "the ETag of the last answer: 304, without a body, while no "
                                 "job changed"}
+JOB_ETAG = dict(IF_NONE_MATCH, description="the ETag of the last answer: 304, without a body, "
+                                          "while the job's generation and lease hold")
+WORKER_ROUND = [
+    {"name": "worker", "in": "query", "required": False, "schema": STRING,
+     "description": "a worker of the job, reading it between rounds (with round)"},
+    {"name": "round", "in": "query", "required": False, "schema": INTEGER,
+     "description": "the round that worker began last: from it the controller sets the "
+                    "effective_round of new rates"}]
 DAEMON_HOST = {"name": "host", "in": "query", "required": False, "schema": STRING,
                "description": "an aggregator daemon's host, polling: a job it serves is "
                               "released once it stops polling for the job's lease time (30 s "
@@ -92,6 +100,9 @@ def job_paths():
             503, "the controller restarted and is restoring its jobs")
     paths["/jobs"]["get"]["responses"]["304"] = {"description": "no job changed since that ETag"}
     paths["/jobs"]["get"]["parameters"] = [IF_NONE_MATCH, DAEMON_HOST]
+    paths["/jobs/{item_id}"]["get"]["parameters"] = [JOB_ETAG] + WORKER_ROUND
+    paths["/jobs/{item_id}"]["get"]["responses"]["304"] = {
+        "description": "the job did not change since that ETag"}
     paths["/jobs/{item_id}"]["get"]["responses"]["404"] = error_response(
         404, "no such job; one released lately says why in `released` (its lease ran out, "
              "it lost a part, or a daemon stopped answering)")
@@ -120,6 +131,17 @@ def fabric_paths():
                     "requestBody": {"required": True,
                                     "content": json_content(ref("FabricDescription"))},
                     "responses": responses(200, ref("Topology"), "adopted", (400, 401))}},
+        "/fabric/policy": {
+            "get": {"operationId": "get_policy", "tags": ["fabric"],
+                    "summary": "how jobs share the fabric",
+                    "responses": responses(200, ref("Policy"), "the policy", ())},
+            "put": {"operationId": "put_policy", "tags": ["fabric"],
+                    "summary": "choose how jobs share the fabric; live jobs move to the "
+                               "shares it gives them",
+                    "security": TOKEN_WHEN_CONFIGURED,
+                    "requestBody": {"required": True,
+                                    "content": json_content(ref("PolicyRequest"))},
+                    "responses": responses(200, ref("Policy"), "adopted", (400, 401))}},
         "/fabric/links": {
             "get": {"operationId": "get_links", "tags": ["fabric"],
                     "summary": "every directed link's capacity, reservations, rate and "

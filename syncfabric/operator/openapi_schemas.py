@@ -5,7 +5,7 @@ they cannot drift apart. openapi.py puts them together with the paths."""
 from syncfabric.decisions import model_shards, multicast_trees, round_planner
 from syncfabric.decisions.fabric_view import HOST_ROLES, MAX_PORT
 from syncfabric.decisions.selection_round import COST_MODELS
-from syncfabric.services import ina_plans, jobs, selmcast_rounds
+from syncfabric.services import ina_plans, jobs, selmcast_rounds, tenants
 
 OPENAPI_VERSION = "3.0.3"
 MAX_DPID = 2 ** 64 - 1
@@ -43,6 +43,11 @@ PORT = {"type": "integer", "minimum": 1, "maximum": MAX_PORT}
 NAMES = array(NAME, uniqueItems=True)
 PATH = array(NAME)
 TTL = nullable(dict(POSITIVE, description="lease in seconds; null or absent: no lease"))
+POLICY = {"type": "string", "enum": list(tenants.POLICIES),
+          "description": "first-come: a job keeps the rate it was admitted with; fair: "
+                         "max-min fair rates among the jobs that share a link or an "
+                         "aggregator, planned again as jobs come and go; weighted: as fair, "
+                         "in proportion to each job's weight"}
 RATIO_MAP = {"type": "object", "additionalProperties": NUMBER}
 
 SCHEMAS = {
@@ -201,7 +206,12 @@ SCHEMAS = {
     "Job": obj({
         "id": INTEGER,
         "generation": dict(INTEGER, description="goes up once the job's trees and plan moved "
-                                                "around a fault; read the job again then"),
+                                                "around a fault, or its rates were planned "
+                                                "again as other jobs came or went; read the "
+                                                "job again then"),
+        "effective_round": dict(INTEGER, description="the round (as its workers number them) "
+                                "from which this generation's rates hold; the rounds before "
+                                "it keep the previous ones"),
         "workers": PATH, "model_bytes": INTEGER, "fragment_bytes": INTEGER, "fragments": INTEGER,
         "placement": STRING, "aggregation": {"type": "boolean"},
         "shards": array(obj({"host": NAME, "address": STRING, "port": INTEGER,
@@ -230,5 +240,9 @@ SCHEMAS = {
                   "shards", "destinations", "aggregators", "addresses", "predicted_round_s",
                   "lower_bound_s"]),
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
+    "PolicyRequest": obj({"policy": POLICY}, required=["policy"], additional=False,
+                         example={"policy": "fair"}),
+    "Policy": obj({"policy": POLICY, "policies": array(STRING)},
+                  required=["policy", "policies"]),
     "JobLease": obj({"ttl_s": TTL}, required=["ttl_s"], additional=False, example={"ttl_s": 30}),
 }

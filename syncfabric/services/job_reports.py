@@ -32,7 +32,7 @@ def job_report(job, trees, plans, now):
                        "released; ask for a new one" % job.id) from None
     placement = placement_of(trees.book.view, list(plan["ports"]), job.request["workers"])
     return dict(round_report(job.request, plan, parts, placement), id=job.id,
-                generation=job.generation, plan=job.plan_id, lower_bound_s=job.round.bound_s,
+                generation=job.generation, effective_round=job.effective_round, plan=job.plan_id, lower_bound_s=job.round.bound_s,
                 ttl_s=job.request["ttl_s"],
                 expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
 

@@ -20,17 +20,18 @@ import itertools
 import logging
 
 from syncfabric.decisions import round_planner
-from syncfabric.decisions.gradient_plan import PlacementError, crosses
+from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
-from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
 from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
-from syncfabric.services.job_planning import planned_round
-from syncfabric.services.job_records import Job, job_record, restored_job
+from syncfabric.services.job_parts import parts_of, release_parts, restore_jobs, settled
+from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
+from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import DEFAULT_WEIGHT, shares_of
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
+from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.jobs")
@@ -91,17 +92,18 @@ def expiry(ttl_s, now):
 
 
 class Jobs:
-    def __init__(self, fabric, trees, plans, store, metrics, offload):
+    def __init__(self, fabric, trees, plans, store, metrics, offload, wait_until):
         self.fabric, self.trees, self.plans, self.metrics = fabric, trees, plans, metrics
         self.store = store
         self.offload = offload     # offload(fn, *args): fn(*args) off the event loop
+        self.tenants = Tenants(self, store, wait_until)   # the policy; re-plans live jobs
         self.jobs = {}             # job id -> Job
         self.release_keys = {}     # job id -> the key that may DELETE it
         self.daemons = DaemonWatch()   # which daemons poll; why jobs were released
         # after a restart: the jobs saved, until their parts are back (until then the jobs
         # are not answered for: a daemon told "no jobs" would drop the ones it serves)
         self.saved = (store.load(STATE_NAME) or {}).get("jobs") or None
-        self._ids = itertools.count(1)
+        self.next_ids = itertools.count(1)
 
     # --- the REST resource ------------------------------------------------------
 
@@ -109,13 +111,11 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_hosts(book.view, request["workers"])
-        job = Job(next(self._ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
+        job = Job(next(self.next_ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
-            reserved = without_links(book.view, dict(book.reserved_mbps), self.fabric.down_links)
-            job.round = planned_round(book.view, request, reserved, self.metrics,
-                                      self.offload)
+            job.round = self.tenants.planned(job, book, now)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
                 [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps,
@@ -129,8 +129,9 @@ class Jobs:
             release_parts(job, self.trees, self.plans, now)
             if self.jobs.pop(job.id, None) is not None:
                 self.release_keys.pop(job.id, None)
+            self.tenants.rebalance(now)   # the jobs moved down for it grow back
             raise refusal(error, book, request, self) from None
-        job.installed, job.parts_seen = True, self._parts(job, now)
+        job.installed, job.parts_seen = True, parts_of(job, self.trees, self.plans, now)
         self.remember(now)
         log_admitted(job)
         return dict(self.report(job, now), release_key=release_key)
@@ -152,6 +153,15 @@ class Jobs:
     def show(self, job_id, now):
         return self.report(self._get(job_id), now)
 
+    def heard(self, job_id, worker, number, now):
+        """A worker of the job says the round it began (query text; services/job_rounds.py);
+        the job's ETag (job_tag), with which it reads the job again only when it changed."""
+        job = self._get(job_id)
+        worker, number = parse_round_report(worker, number)
+        if worker in job.request["workers"]:
+            job.rounds.heard(worker, number, now)
+        return job_tag(job)
+
     def owner_key(self, job_id):
         return self.release_keys.get(self._get(job_id).id)
 
@@ -167,6 +177,7 @@ class Jobs:
         release_parts(job, self.trees, self.plans, now)
         self.remember(now)
         LOG.info("job %d released", job.id)
+        self.tenants.rebalance(now)   # the jobs it shared with grow to their new shares
         return report
 
     def renew(self, job_id, body, now):
@@ -213,7 +224,7 @@ class Jobs:
         whose parts moved and have settled."""
         if self.saved is not None and self.trees.generation == self.plans.generation \
                 == self.fabric.generation:
-            self._restore(self.saved, now)
+            restore_jobs(self, self.saved, now)
             self.saved = None
         for job in [j for j in self.jobs.values() if j.installed]:
             if job.expires_at is not None and job.expires_at <= now:
@@ -221,7 +232,7 @@ class Jobs:
                 self._drop(job, now, "lease", "its lease ran out")
                 continue
             try:
-                parts = self._parts(job, now)
+                parts = parts_of(job, self.trees, self.plans, now)
             except NotFound:
                 LOG.warning("job %d lost a part (nothing fits around a fault): released", job.id)
                 self._drop(job, now, "reroute", "it lost a part: nothing fit around a fault")
@@ -243,11 +254,6 @@ class Jobs:
             self.metrics.releases.labels("jobs", cause).inc()
             self.daemons.released(job.id, reason, now)
 
-    def _parts(self, job, now):
-        """The paths and revisions of the job's parts (NotFound if one is gone)."""
-        return ([self.trees.show(i, now)["edges"] for i in job.tree_ids],
-                self.plans.show(job.plan_id, now)["revision"])
-
     def fabric_changed(self, restored, now):
         """The parts went with the old fabric's ledger; after a restart, the saved jobs
         come back once their parts' services restored them (follow)."""
@@ -268,25 +274,6 @@ class Jobs:
         self.store.save(STATE_NAME, {"jobs": [job_record(self.jobs[i], self.release_keys.get(i), now)
                                               for i in sorted(self.jobs) if self.jobs[i].installed]})
 
-    def _restore(self, records, now):
-        """Take back the saved jobs whose parts all came back; release what is left of the
-        others (nobody else may)."""
-        ids = [r["id"] for r in records if isinstance(r.get("id"), int)]
-        self._ids = itertools.count(max(ids + [next(self._ids) - 1]) + 1)   # never reused
-        for record in records:
-            try:
-                job = restored_job(record, now)
-                job.book = self.trees.book
-                self.jobs[job.id], self.release_keys[job.id] = job, record.get("release_key")
-                job.parts_seen = self._parts(job, now)
-                LOG.info("job %d restored (generation %d)", job.id, job.generation)
-            except (KeyError, TypeError, ValueError, NotFound) as error:
-                LOG.error("saved job %s not restored (%s): releasing what is left of it",
-                          record.get("id"), error)
-                self.jobs.pop(record.get("id"), None)
-                release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
-                                  plan_id=record.get("plan")), self.trees, self.plans, now)
-        self.remember(now)
 
 
 def listing_tag(jobs):
@@ -299,17 +286,11 @@ def listing_tag(jobs):
     return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
 
 
-def release_parts(job, trees, plans, now):
-    """Release the job's plan and trees; those of a ledger the fabric replaced went
-    with it (and their ids may name other trees now)."""
-    if job.plan_id is not None:
-        try:
-            plans.release(job.plan_id, now)
-        except NotFound:
-            pass
-    if job.book is None or job.book is trees.book:
-        for tree_id in job.tree_ids:
-            trees.release_if_booked(tree_id, now)
+def job_tag(job):
+    """A weak ETag of one job's report: it changes when the job's generation rises (its
+    parts moved, or its rates were planned again) or its lease is renewed."""
+    version = (job.id, job.generation, job.effective_round, job.request["ttl_s"])
+    return 'W/"%s"' % hashlib.sha256(repr(version).encode()).hexdigest()[:16]
 
 
 def log_admitted(job):
@@ -317,15 +298,6 @@ def log_admitted(job):
              "%.3f s a round (bound %.3f s)", job.id, len(job.request["workers"]),
              job.request["model_bytes"], ",".join(job.round.pss), job.tree_ids, job.plan_id,
              job.round.predicted_s, job.round.bound_s)
-
-
-def settled(job, trees, plans, down_links):
-    """Whether no part of the job is moving or still crosses a link that is down."""
-    live = plans.plans.get(job.plan_id)
-    edges = [edge for i in job.tree_ids for edge in trees.book.get(i).tree.edges]
-    return (not trees.moving & set(job.tree_ids) and live is not None
-            and not crosses(live.result, down_links)
-            and not any(frozenset(edge) in down_links for edge in edges))
 
 
 def plan_request(job):

@@ -31,6 +31,7 @@ def test_a_job_alone_reports_its_rate_as_its_fair_share(one_spine):
 
 
 def test_a_job_refused_names_the_link_another_job_holds_and_changes_nothing(one_spine):
+    assert one_spine.request("PUT", "/fabric/policy", {"policy": "first-come"})[0] == 200
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=["h1", "h3"]))
     code, answer = post(one_spine, "/jobs", dict(COLOCATED, workers=["h2", "h4"]))
     assert code == 409, answer

@@ -9,7 +9,7 @@ from ryu.lib import hub
 
 from apps import job_controller
 from syncfabric.openflow import builders as of
-from syncfabric.services.jobs import release_parts
+from syncfabric.services.job_parts import release_parts
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
                                       stream_paths)

@@ -78,6 +78,8 @@ def test_answers_match_their_schemas(controller):
 
 
 def test_a_jobs_answers_match_their_schemas_shares_and_refusal_included(controller):
+    status, policy = controller.request("PUT", "/fabric/policy", {"policy": "first-come"})
+    assert status == 200 and conforms(policy, "Policy")
     status, job = controller.request("POST", "/jobs", {"workers": ["h1", "h3"],
                                                        "model_bytes": 400_000, "weight": 2})
     assert status == 201 and conforms(job, "Job") and job["weight"] == 2

@@ -1,0 +1,53 @@
+"""Where a job's workers are in their rounds, as they say when they read their job
+(GET /jobs/<id>?worker=h1&round=N), and the round from which a new generation of its
+rates holds (no Ryu).
+
+Workers number their rounds alike (every worker calls them in the same order), so a
+round number means the same round on every host. When the controller changes a job's
+rates, it names in the job's report the `effective_round`: every host uses the new
+rates from that round on and the old ones before it, so all hosts agree whatever
+moment each reads the report. It is a few rounds past the furthest any worker has
+said, so that no worker has begun it when it reads the report. The old rates'
+meters are tightened only once every worker still reporting has passed it.
+"""
+
+from dataclasses import dataclass, field
+
+EFFECTIVE_MARGIN = 3   # rounds past the furthest reported: workers read their job every
+#                        half second, and several rounds may be in flight
+QUIET_S = 5.0          # a worker not heard from for this long is not running rounds
+
+
+@dataclass
+class RoundReports:
+    """{worker: (round it began last, when it said so)}."""
+    latest: dict = field(default_factory=dict)
+
+    def heard(self, worker, number, now):
+        if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
+            self.latest[worker] = (number, now)
+
+    def running(self, now):
+        """{worker: its round} of the workers heard from within QUIET_S."""
+        return {w: n for w, (n, at) in self.latest.items() if now - at <= QUIET_S}
+
+    def effective_round(self, now):
+        """The round a generation made now takes effect from: EFFECTIVE_MARGIN past the
+        furthest a running worker has reached (0: none runs, so any round)."""
+        running = self.running(now)
+        return max(running.values()) + EFFECTIVE_MARGIN if running else 0
+
+    def passed(self, effective_round, now):
+        """Whether every running worker has begun `effective_round` (so the old rates
+        are no longer used by any of them)."""
+        return all(n >= effective_round for n in self.running(now).values())
+
+
+def parse_round_report(worker, number):
+    """(worker, round) from a GET's query: the round as a whole number, None when the
+    query has no round or it is not one (the report is then just a read)."""
+    try:
+        number = int(number) if number is not None else None
+    except ValueError:
+        number = None
+    return (worker, number) if worker and number is not None else (None, None)

@@ -1,0 +1,272 @@
+"""Many jobs on one fabric (no Ryu): the fabric's admission policy, and the re-planning
+of live jobs' rates as jobs come and go.
+
+Policies (PUT /fabric/policy):
+- `first-come`: a job is planned on what the ledger leaves free and keeps its rate;
+  one that finds too little is refused (409).
+- `fair` (the default): max-min fair rates among the jobs that share a link or an
+  aggregator (decisions/fair_shares.py). A new job is planned on what the others would
+  leave at their minimum rates, admitted at its fair share, and the jobs it shares with
+  are moved down to theirs first. It is refused only if its minimum, or another job's,
+  cannot be met.
+- `weighted`: as fair, each job's share in proportion to its `weight`.
+
+A live job keeps its paths and nodes; only its rates move (services/job_rates.py), so
+its hosts sum nothing differently. A job moved down is booked at its new rates at once
+(a new job is planned on them), its hosts are told (its generation rises once, with
+the round it takes effect from: services/job_rounds.py), and its meters are tightened
+once its workers have reached that round. A job moved up has its meters loosened
+before its hosts are told. When a job goes, the others grow to their new shares.
+"""
+
+import logging
+from dataclasses import replace
+
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.fair_shares import Demand, fair_rates
+from syncfabric.decisions.multicast_trees import without_links
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.errors import Conflict, InstallFailed, InvalidRequest
+from syncfabric.services.job_planning import planned_round
+from syncfabric.services.job_rates import RateChange
+from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
+                                            min_rate_mbps)
+from syncfabric.services.request_fields import check_fields
+
+LOG = logging.getLogger("syncfabric.jobs")
+FIRST_COME, FAIR, WEIGHTED = "first-come", "fair", "weighted"
+POLICIES = (FIRST_COME, FAIR, WEIGHTED)
+STATE_NAME = "policy"
+CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
+SHRINK_WAIT_S = 20.0      # longest a shrink waits for its workers to reach its round
+NEW_JOB = "new"           # the job being admitted, among the demands
+
+
+def parse_policy(body):
+    check_fields(body, {"policy"}, {"policy"})
+    if body["policy"] not in POLICIES:
+        raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
+    return body["policy"]
+
+
+class Tenants:
+    """The jobs service's (jobs) policy and re-planning. wait_until(condition, timeout_s):
+    returns once condition(now) holds or the time is up, letting others run meanwhile."""
+
+    def __init__(self, jobs, store, wait_until):
+        self.jobs, self.store, self.wait_until = jobs, store, wait_until
+        self.policy = (store.load(STATE_NAME) or {}).get("policy", FAIR)
+        self.busy = False      # a re-plan is under way (they run one at a time)
+        self.pending = False   # a job went while one was: grow the others after it
+
+    def show(self):
+        return {"policy": self.policy, "policies": list(POLICIES)}
+
+    def set_policy(self, body, now):
+        self.policy = parse_policy(body)
+        self.store.save(STATE_NAME, {"policy": self.policy})
+        LOG.info("admission policy: %s", self.policy)
+        self.rebalance(now)
+        return self.show()
+
+    # --- admission --------------------------------------------------------------
+
+    def planned(self, job, book, now):
+        """The round of a new job at the rate the policy gives it, after the jobs it
+        shares with were moved down to their shares; Conflict (nothing changed) if its
+        minimum or another job's cannot be met. Under first-come: planned on what is free."""
+        view, request = book.view, job.request
+        reserved = without_links(view, dict(book.reserved_mbps), self.jobs.fabric.down_links)
+        if self.policy == FIRST_COME:
+            return planned_round(view, request, reserved, self.jobs.metrics, self.jobs.offload)
+        self._start()
+        try:
+            live = self.live_demands(job)
+            floor = without_links(view, at_minimum(view, reserved, live, self.jobs.jobs),
+                                  self.jobs.fabric.down_links)
+            tentative = planned_round(view, request, floor, self.jobs.metrics, self.jobs.offload)
+            demands = dict({i: demand for i, (_rate, demand) in live.items()},
+                           **{NEW_JOB: round_demand(view, request, tentative, self.policy)})
+            targets = self.shares(demands)
+            self._check_minimums(view, request, targets, live)
+            self._move({i: targets[i] for i in live}, now, "admission", grow=False)
+            return scaled_round(tentative, min(targets[NEW_JOB], tentative.gradients.f))
+        finally:
+            self._finish(now)
+
+    def _check_minimums(self, view, request, targets, live):
+        """Conflict unless the new job's share and every other job's meet their minimums."""
+        minimum = min_rate_mbps(view, request)
+        if targets[NEW_JOB] < minimum:
+            raise Conflict("under the %s policy this job's share would be %.3f Mbit/s, below "
+                           "its min_rate_mbps %.3f; nothing changed" % (
+                               self.policy, targets[NEW_JOB], minimum),
+                           fair_share_mbps=targets[NEW_JOB], min_rate_mbps=minimum)
+        for job_id in sorted(live):
+            other = min_rate_mbps(view, self.jobs.jobs[job_id].request)
+            if targets[job_id] < other * (1 - CHANGE_TOLERANCE):
+                raise Conflict("admitting this job would push job %d to %.3f Mbit/s, below its "
+                               "min_rate_mbps %.3f; nothing changed" % (job_id, targets[job_id],
+                                                                        other),
+                               held_by=[job_id], fair_share_mbps=targets[NEW_JOB])
+
+    # --- re-planning ------------------------------------------------------------
+
+    def rebalance(self, now):
+        """Move every live job to the rate the policy gives it now (after a job went, or
+        the policy changed); if a re-plan is under way, after it."""
+        if self.policy == FIRST_COME or self.jobs.trees.book is None:
+            return
+        if self.busy:
+            self.pending = True
+            return
+        self.busy = True
+        try:
+            live = self.live_demands()
+            targets = self.shares({i: demand for i, (_rate, demand) in live.items()})
+            self._move(targets, now, "release", grow=True)
+        finally:
+            self._finish(now)
+
+    def _start(self):
+        if not self.wait_until(lambda _now: not self.busy, SHRINK_WAIT_S * 2):
+            raise Conflict("another job's admission is still moving the others; ask again")
+        self.busy = True
+
+    def _finish(self, now):
+        self.busy = False
+        if self.pending:
+            self.pending = False
+            self.rebalance(now)
+
+    def live_demands(self, leaving_out=None):
+        """{job id: (rate, Demand)} of the installed jobs (with weight 1 under fair)."""
+        jobs, found = self.jobs, {}
+        for job in [j for j in jobs.jobs.values() if j.installed and j is not leaving_out]:
+            demand = job_demand(job, jobs.trees, jobs.plans, jobs.trees.book.view)
+            if demand is not None:
+                rate, need = demand
+                found[job.id] = (rate, need if self.policy == WEIGHTED
+                                 else replace(need, weight=DEFAULT_WEIGHT))
+        return found
+
+    def shares(self, demands):
+        """{job: Mbit/s} the policy gives `demands` on what other reservations (trees and
+        plans no job holds) leave of the fabric."""
+        book = self.jobs.trees.book
+        room = capacities(book.view)
+        held = job_loads(self.jobs)
+        for resource, load in book.reserved_mbps.items():
+            if resource in room:
+                room[resource] -= max(0.0, load - held.get(resource, 0.0))
+        for link in self.jobs.fabric.down_links:
+            tail, head = tuple(link)
+            room[tail, head] = room[head, tail] = 0.0
+        return fair_rates(room, demands)[0]
+
+    def _move(self, targets, now, cause, grow):
+        """Move the jobs whose share differs from their rate: down (waiting for their
+        workers), then, if `grow`, up."""
+        changes = {job_id: RateChange(self.jobs.jobs[job_id], self.jobs.trees, self.jobs.plans,
+                                      rate) for job_id, rate in sorted(targets.items())
+                   if job_id in self.jobs.jobs and rate > 0
+                   and abs(rate - self.jobs.plans.plans[self.jobs.jobs[job_id].plan_id].result.f)
+                   > CHANGE_TOLERANCE * rate}
+        shrinking = [c for c in changes.values() if not c.grows]
+        if shrinking:
+            with self.jobs.metrics.replan_seconds.labels("shrink").time():
+                self._shrink(shrinking, now, cause)
+        if grow:
+            for change in [c for c in changes.values() if c.grows]:
+                with self.jobs.metrics.replan_seconds.labels("grow").time():
+                    self._grow(change, now, cause)
+
+    def _shrink(self, changes, now, cause):
+        for change in changes:
+            change.book()
+            change.adopt(now)
+            self._publish(change, now, cause)
+        jobs = [change.job for change in changes]
+        if not self.wait_until(lambda at: all(job.rounds.passed(job.effective_round, at)
+                                              for job in jobs), SHRINK_WAIT_S):
+            LOG.warning("jobs %s: not every worker reached the round of its new rates within "
+                        "%.0f s; tightening the meters now", [j.id for j in jobs], SHRINK_WAIT_S)
+        for change in changes:
+            if self.jobs.jobs.get(change.job.id) is not change.job:
+                continue   # released while its workers were awaited: its meters are gone
+            try:
+                self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
+            except InstallFailed as failure:   # the hosts keep to the lower rate anyway
+                LOG.error("job %d: its lower meters were not confirmed (%s)", change.job.id,
+                          failure)
+
+    def _grow(self, change, now, cause):
+        try:
+            change.book()
+        except ReservationError as error:
+            LOG.info("job %d stays at %.3f Mbit/s: %s", change.job.id, change.old_rate, error)
+            return
+        try:
+            self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
+        except InstallFailed as failure:
+            LOG.error("job %d stays at %.3f Mbit/s: its higher meters were not confirmed "
+                      "(%s)", change.job.id, change.old_rate, failure)
+            change.unbook()
+            return
+        change.adopt(now)
+        self._publish(change, now, cause)
+
+    def _publish(self, change, now, cause):
+        """The job's hosts read its new rates, from its effective round on."""
+        job = change.job
+        job.generation += 1
+        job.effective_round = job.rounds.effective_round(now)
+        self.jobs.remember(now)
+        self.jobs.metrics.replans.labels("grow" if change.grows else "shrink").inc()
+        LOG.info("job %d: %.3f -> %.3f Mbit/s (%s policy, a job's %s); generation %d from "
+                 "round %d", job.id, change.old_rate, change.rate, self.policy, cause,
+                 job.generation, job.effective_round)
+
+
+def round_demand(view, request, planned, policy):
+    """The Demand of a job planned as `planned` (round_planner.RoundPlan)."""
+    rate = planned.gradients.f
+    loads = dict(planned.gradients.loads())
+    for tree in planned.trees:
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    weight = request.get("weight", DEFAULT_WEIGHT) if policy == WEIGHTED else DEFAULT_WEIGHT
+    return Demand(weight, round_planner.line_rate_mbps(view, request["workers"]),
+                  {resource: load / rate for resource, load in loads.items()})
+
+
+def scaled_round(planned, rate):
+    """`planned` (a RoundPlan) with its gradients at `rate` and its trees in proportion."""
+    factor = rate / planned.gradients.f
+    return replace(planned, return_mbps=planned.return_mbps * factor,
+                   trees=[replace(t, bandwidth_mbps=t.bandwidth_mbps * factor)
+                          for t in planned.trees],
+                   gradients=replace(planned.gradients, f=rate),
+                   predicted_s=planned.predicted_s / factor)
+
+
+def job_loads(jobs):
+    """{resource: Mbit/s} the installed jobs' plans and trees hold."""
+    held = {}
+    for job in [j for j in jobs.jobs.values() if j.installed]:
+        demand = job_demand(job, jobs.trees, jobs.plans, jobs.trees.book.view)
+        if demand is not None:
+            rate, need = demand
+            for resource, per_mbps in need.per_mbps.items():
+                held[resource] = held.get(resource, 0.0) + rate * per_mbps
+    return held
+
+
+def at_minimum(view, reserved, live, jobs):
+    """`reserved` with every live job ({id: (rate, Demand)}) at its minimum rate."""
+    floor = dict(reserved)
+    for job_id, (rate, demand) in live.items():
+        give_back = rate - min(rate, min_rate_mbps(view, jobs[job_id].request))
+        for resource, per_mbps in demand.per_mbps.items():
+            floor[resource] = max(0.0, floor.get(resource, 0.0) - give_back * per_mbps)
+    return floor
