@@ -29,6 +29,7 @@ from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.job_roles import ShardNode, control_message, next_due, wait_until_served
+from syncfabric.hosts.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ResultArrays, ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.worker_sends import WorkerSends
@@ -107,6 +108,8 @@ class FabricWorker:
             raise JobError("%s is not a worker of job %d (its workers: %s)"
                            % (name, layout.id, ", ".join(layout.workers)))
         self.name, self.bit, self.rate_fraction = name, layout.bit[name], rate_fraction
+        self.rates = RateSchedule(layout)   # its layouts by round, as its rates move
+        self.begun = 0                      # the round it began last
         data_ip = layout.addresses[name]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((data_ip, 0))
@@ -114,7 +117,8 @@ class FabricWorker:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.sock, selectors.EVENT_READ, self._replies)
         self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
-                              self._own_sum, self.path) for shard in layout.shards_of(name)]
+                              self._own_sum, self.path, rates=self.rates)
+                    for shard in layout.shards_of(name)]
         for node in self.own:
             self.selector.register(node.sock, selectors.EVENT_READ,
                                    lambda node=node: self._shard_traffic(node))
@@ -127,7 +131,8 @@ class FabricWorker:
                 self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
-        self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path)
+        self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path,
+                                 self.rates)
         self.submitted = queue.Queue()
         self.filling = RoundFilling(self.layout)
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
@@ -136,6 +141,9 @@ class FabricWorker:
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()
+        # a job of the controller: its rates may move as other jobs come and go
+        self.follower = (JobFollower(job.client, name, self.rates, lambda: self.begun)
+                         if isinstance(job, FabricJob) else None)
 
     # --- the API ----------------------------------------------------------------
 
@@ -168,6 +176,8 @@ class FabricWorker:
 
     def close(self):
         """Stop, once this host's shards have served the other workers (SHARD_LINGER_S)."""
+        if self.follower is not None:
+            self.follower.stop()
         self.closing_at = time.monotonic()
         self.closing = True
         self.wakeup.wake()
@@ -223,6 +233,7 @@ class FabricWorker:
         if self.failure is not None:
             future.set_exception(self.failure)
             return
+        self.begun = max(self.begun, number)
         current = self.rounds.get(number) or self.rounds.setdefault(
             number, Round(number, self.layout, self.results.take()))
         current.contribute(start, values, future, whole)

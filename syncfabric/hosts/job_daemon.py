@@ -11,7 +11,10 @@ shard, an aggregation: job_roles), and closes them when the job is gone. With --
 N, each part runs on N cores: N sockets on its port, one per serving loop (one thread
 each, serving_loop), each summing its share of the fragments (core_split). While the
 controller is away (or restoring its jobs after a restart), it serves the jobs it had:
-the switches keep their flows, so the rounds go on. Without
+the switches keep their flows, so the rounds go on. A job's new generation that moves
+only its rates (other jobs came or went) keeps its parts and their sums in flight, at
+the new rates from the job's effective round (rate_following); one that moved its
+parts is served anew. Without
 --name, the host is the fabric's host whose address is this machine's. SIGUSR1 logs
 each job's counts so far: datagrams taken, and dropped as not the job's.
 """
@@ -33,16 +36,19 @@ from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpE
 from syncfabric.hosts.core_split import CoreShare, core_sockets
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.rate_following import RateSchedule, same_shape
 from syncfabric.hosts.serving_loop import ServingLoop
 
 LOG = logging.getLogger("syncfabric.aggregator")
 POLL_S = 0.5
+FORGET_WAIT_S = 2.0   # a loop closes a job's sockets between two batches
 
 
 class JobDaemon:
     def __init__(self, client, name, poll_s=POLL_S, cores=1):
         self.client, self.name, self.poll_s = client, name, poll_s
         self.served = {}   # job id -> (generation, [[a part's node per core], ...])
+        self.schedules = {}   # job id -> its layouts by round (rate_following.RateSchedule)
         self.loops = [ServingLoop(core, cores) for core in range(cores)]
         self.reports = queue.Queue()   # GET /jobs answers, and None once stop() was called
         self.stopping = threading.Event()
@@ -107,23 +113,39 @@ class JobDaemon:
                 continue
             if layout.serves(self.name):
                 mine[layout.id] = layout
-        for job_id in [j for j in self.served if j not in mine
-                       or self.served[j][0] != mine[j].generation]:
+        for job_id in [j for j in self.served if j not in mine]:
             self._drop(job_id)
         for job_id, layout in mine.items():
+            if job_id in self.served and self.served[job_id][0] != layout.generation:
+                self._new_generation(layout)
             if job_id not in self.served:
                 self._serve_job(layout)
+
+    def _new_generation(self, layout):
+        """Rates moved (other jobs came or went): the parts go on, at the new rates from
+        the job's effective round; anything else moved: the job is served anew."""
+        schedule = self.schedules[layout.id]
+        if not same_shape(schedule.latest, layout):
+            self._drop(layout.id)
+            return
+        schedule.follow(layout)
+        self.served[layout.id] = (layout.generation, self.served[layout.id][1])
+        LOG.info("%s: job %d generation %d: its new rates from round %d", self.name, layout.id,
+                 layout.generation, layout.effective_round)
 
     def _serve_job(self, layout):
         address, cores = layout.addresses[self.name], len(self.loops)
         parts = []   # each part's node per core
+        schedule = RateSchedule(layout)
         try:
             for shard in layout.shards_of(self.name):
                 parts.append(self._part(core_sockets(address, shard.port, cores),
-                                        functools.partial(ShardNode, layout, shard)))
+                                        functools.partial(ShardNode, layout, shard,
+                                                          rates=schedule)))
             for aggregation in layout.aggregations_of(self.name):
                 parts.append(self._part(core_sockets(address, aggregation.port, cores),
-                                        functools.partial(AggregatorNode, layout, aggregation)))
+                                        functools.partial(AggregatorNode, layout, aggregation,
+                                                          rates=schedule)))
         except OSError as error:
             for node in (node for part in parts for node in part):
                 node.sock.close()
@@ -132,6 +154,7 @@ class JobDaemon:
         for loop in self.loops:
             loop.serve([part[loop.core] for part in parts])
         self.served[layout.id] = (layout.generation, parts)
+        self.schedules[layout.id] = schedule
         LOG.info("%s: serving job %d (generation %d): %s", self.name, layout.id, layout.generation,
                  ", ".join(describe(part[0]) for part in parts))
 
@@ -149,8 +172,10 @@ class JobDaemon:
 
     def _drop(self, job_id):
         _generation, parts = self.served.pop(job_id)
-        for loop in self.loops:
-            loop.forget([part[loop.core] for part in parts])
+        self.schedules.pop(job_id, None)
+        closing = [loop.forget([part[loop.core] for part in parts]) for loop in self.loops]
+        for closed in closing:   # its ports are free again once this returns
+            closed.wait(FORGET_WAIT_S)
         LOG.info("%s: job %d no longer served here (%s)", self.name, job_id, counts(parts))
 
     def log_counts(self):

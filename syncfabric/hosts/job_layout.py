@@ -60,6 +60,7 @@ class JobLayout:
         if report["model_bytes"] % 4:
             raise JobError("a job's model is float32: model_bytes must be a multiple of 4")
         self.id, self.generation = report["id"], report["generation"]
+        self.effective_round = report.get("effective_round", 0)   # its rates hold from it
         self.workers = list(report["workers"])
         if len(self.workers) > MAX_WORKERS:
             raise JobError("at most %d workers (a fragment's worker mask has 64 bits)" % MAX_WORKERS)

@@ -35,6 +35,7 @@ from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums, HeldFragments
 from syncfabric.hosts.job_layout import JobError
 from syncfabric.hosts.pacing import BATCH, CONFIRM, SEND_AHEAD_S
+from syncfabric.hosts.rate_following import RateSchedule
 from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -65,10 +66,12 @@ class SummingNode:
     `sums_out`, which sends them on paced (a meter at the stream's rate polices the leg).
     Its datagrams come through the host's data path (datapath/): batches, summed there
     where it can, the rest by this node's own rule (datagram). share: the core's share
-    of the fragments it sums (core_split.CoreShare; all of them by default)."""
+    of the fragments it sums (core_split.CoreShare; all of them by default). rates: the
+    job's layouts by round (rate_following.RateSchedule), whose rates it sends at."""
 
-    def __init__(self, layout, sock, expected, senders, path=None, share=WHOLE):
+    def __init__(self, layout, sock, expected, senders, path=None, share=WHOLE, rates=None):
         self.layout, self.sock, self.path, self.share = layout, sock, path or datapath(), share
+        self.rates = rates or RateSchedule(layout)
         if share.cores > 1:
             expected = core_expected(expected, share.core, share.cores)
         self.expected, self.senders = expected, senders   # per fragment; {address: mask}
@@ -213,16 +216,18 @@ class ShardNode(SummingNode):
     rate) as soon as it is complete, and answers repair requests. on_sum(round, index,
     values): a worker in this host takes its own shard's sums without the network."""
 
-    def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE):
+    def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE, rates=None):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
-                         path, share)
+                         path, share, rates)
         self.shard, self.on_sum = shard, on_sum
 
     def _return(self, items):
-        """Queue (round, fragment) sums for the shard's tree, at this core's share of
-        its rate."""
-        self.sums_out.push(items, (self.shard.group, self.shard.port),
-                           self.shard.return_mbps / self.share.cores)
+        """Queue (round, fragment) sums of one round for the shard's tree, at this core's
+        share of its rate in that round."""
+        if items:
+            shard = self.rates.at(items[0][0]).shards[self.shard.index]
+            self.sums_out.push(items, (self.shard.group, self.shard.port),
+                               shard.return_mbps / self.share.cores)
 
     def completed(self, number, index):
         self._return([(number, index)])
@@ -257,15 +262,17 @@ class AggregatorNode(SummingNode):
     after a stall left in a burst that the leg's meter cut, and every worker's repeat
     sent the aggregate again: at 16 workers, 10-30x the first pass in repairs."""
 
-    def __init__(self, layout, aggregation, sock, path=None, share=WHOLE):
+    def __init__(self, layout, aggregation, sock, path=None, share=WHOLE, rates=None):
         super().__init__(layout, sock, layout.aggregation_expected(aggregation),
-                         layout.aggregation_senders(aggregation), path, share)
+                         layout.aggregation_senders(aggregation), path, share, rates)
         shard = layout.shards[aggregation.shard]
         self.destination = (shard.address, shard.port)
-        self.rate_mbps = aggregation.rate_mbps / share.cores   # this core's share
+        self.position = layout.aggregations.index(aggregation)
 
     def completed(self, number, index):
-        self.sums_out.push([(number, index)], self.destination, self.rate_mbps)
+        """Queue an aggregate, at this core's share of the aggregation's rate in its round."""
+        rate_mbps = self.rates.at(number).aggregations[self.position].rate_mbps
+        self.sums_out.push([(number, index)], self.destination, rate_mbps / self.share.cores)
 
     def repeated(self, number, index):
         self.completed(number, index)

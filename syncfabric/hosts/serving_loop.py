@@ -42,8 +42,14 @@ class ServingLoop:
         self.call(self._add, nodes)
 
     def forget(self, nodes):
-        """Stop serving `nodes` and close their sockets."""
-        self.call(self._remove, nodes)
+        """Stop serving `nodes` and close their sockets; returns an Event set once they
+        are closed (a job served anew binds its ports again)."""
+        closed = threading.Event()
+        if self.thread.is_alive():
+            self.call(self._remove, nodes, closed)
+        else:   # not started, or ended: no thread selects on them
+            self._remove(nodes, closed)
+        return closed
 
     def stop(self):
         """Forget every node and end the thread; returns once it has ended."""
@@ -96,12 +102,14 @@ class ServingLoop:
             self.selector.register(node.sock, selectors.EVENT_READ, node)
         self.nodes += nodes
 
-    def _remove(self, nodes):
+    def _remove(self, nodes, closed=None):
         for node in nodes:
             if node in self.nodes:
                 self.selector.unregister(node.sock)
                 self.nodes.remove(node)
             node.sock.close()
+        if closed is not None:
+            closed.set()
 
     def _end(self):
         self.stopping = True

@@ -17,10 +17,12 @@ from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES
 
 class WorkerSends:
     """Worker `name`'s sends on `sock`, for its `rounds` in flight ({number: Round}), at
-    rate_fraction of the planned rates, through data path `path`."""
+    rate_fraction of the planned rates of each round (rates: rate_following.RateSchedule),
+    through data path `path`."""
 
-    def __init__(self, layout, name, sock, rounds, rate_fraction, path):
+    def __init__(self, layout, name, sock, rounds, rate_fraction, path, rates):
         self.layout, self.name, self.sock, self.rounds = layout, name, sock, rounds
+        self.rates = rates
         self.bit, self.rate_fraction, self.path = layout.bit[name], rate_fraction, path
         self.outbox = PacedSender(sock, self._resent_packets,
                                   HEADER.size + 4 * layout.per_fragment, path)
@@ -51,12 +53,14 @@ class WorkerSends:
             own[shard].add_local(current.number, mine, current.values,
                                  layout.block_of[mine] * layout.per_fragment, self.bit)
         streams, flights = [], []
+        rates = self.rates.at(current.number).legs.get(self.name, [])
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
             scratch = self.scratch.get(number)
             _given, packets = current.packets(mine, self.bit, self.path, scratch)
             self.scratch[number] = getattr(packets, "buffer", None)   # the native path's
-            streams.append(((leg.address, leg.port), packets, leg.rate_mbps * self.rate_fraction))
+            streams.append(((leg.address, leg.port), packets,
+                            rates[number].rate_mbps * self.rate_fraction))
             flights.append((number, leg, self.window(leg), current.sent_on_leg.get(number, 0)))
 
         def window(stream, sent):   # a leg's sums come back once it sent their fragments
@@ -70,8 +74,9 @@ class WorkerSends:
 
     def send_again(self, current, indices):
         """Queue fragments `indices` of round `current` for their legs, at their rates."""
+        layout = self.rates.at(current.number)
         for index in indices:
-            leg = self.layout.leg_of(self.name, index)
+            leg = layout.leg_of(self.name, index)
             if leg is not None:
                 current.stats["resent"] += 1
                 self.outbox.push([(current.number, index)], (leg.address, leg.port),

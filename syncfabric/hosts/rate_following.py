@@ -1,0 +1,114 @@
+"""How a job's hosts follow new rates between rounds, with no round lost and none summed
+under two plans.
+
+When other jobs come or go, the controller plans a live job's rates again: the same
+shards, aggregators and fragments, every stream's rate scaled (services/tenants.py).
+It raises the job's generation and names the round the new rates hold from
+(`effective_round`). Every host keeps the job's layouts by that round (RateSchedule)
+and paces each datagram by the layout of the round it belongs to, so all hosts change
+rates at the same round whenever each read the report; what they sum is unchanged.
+A generation whose layout differs in more than rates (its parts moved around a fault)
+is not a rate change (same_shape): the daemon serves the job anew, as before.
+
+A worker reads its job twice a second (JobFollower), naming the round it began, so
+the controller knows from which round new rates can hold.
+"""
+
+import logging
+import threading
+
+from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.job_layout import JobError, JobLayout
+
+LOG = logging.getLogger("syncfabric.hosts")
+FOLLOW_POLL_S = 0.5
+KEPT_LAYOUTS = 4   # a schedule keeps this many (rounds in flight use at most two)
+
+
+def shape(layout):
+    """Everything of a layout but its rates: what its hosts sum, where and from whom."""
+    return (layout.id, layout.workers, layout.count, layout.per_fragment,
+            [(s.index, s.host, s.address, s.port, s.first, s.last, s.group)
+             for s in layout.shards],
+            {w: [(leg.shard, leg.host, leg.address, leg.port, leg.first, leg.last)
+                 for leg in legs] for w, legs in layout.legs.items()},
+            [(a.host, a.shard, a.port, a.workers) for a in layout.aggregations])
+
+
+def same_shape(old, new):
+    """Whether `new` differs from `old` in rates only (so it can take effect mid-job)."""
+    return shape(old) == shape(new)
+
+
+class RateSchedule:
+    """A job's layouts by the round they hold from: at(number) is the layout whose
+    effective round is the latest not after `number`."""
+
+    def __init__(self, layout):
+        self.steps = [(0, layout)]   # (effective round, layout), in order
+
+    @property
+    def latest(self):
+        return self.steps[-1][1]
+
+    def follow(self, layout):
+        """Take a new generation of the job's rates, from its effective round on."""
+        first = layout.effective_round
+        steps = [s for s in self.steps if s[0] < first] + [(first, layout)]
+        self.steps = steps[-KEPT_LAYOUTS:]   # replaced whole: readers in other threads
+
+    def at(self, number):
+        chosen = self.steps[0][1]
+        for first, layout in self.steps:
+            if first <= number:
+                chosen = layout
+        return chosen
+
+
+class JobFollower:
+    """A worker's reading of its job (GET /jobs/<id>?worker=&round=, with its ETag) every
+    FOLLOW_POLL_S: a new generation of rates goes into `schedule`. begun(): the round
+    the worker began last."""
+
+    def __init__(self, client, name, schedule, begun):
+        self.client, self.name, self.schedule, self.begun = client, name, schedule, begun
+        self.stopping = threading.Event()
+        self.etag, self.warned = None, None
+        self.thread = threading.Thread(target=self._run, name="syncfabric-follow-%s" % name,
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+
+    def _run(self):
+        while not self.stopping.wait(FOLLOW_POLL_S):
+            try:
+                self.read_once()
+            except (OSError, ControllerHttpError) as error:   # the controller away: go on
+                LOG.debug("worker %s: cannot read its job (%s)", self.name, error)
+            except Exception:   # a bug: say so, and keep the rounds going
+                LOG.exception("worker %s: reading its job failed", self.name)
+
+    def read_once(self):
+        latest = self.schedule.latest
+        report, self.etag = self.client.get_changed(
+            "/jobs/%d?worker=%s&round=%d" % (latest.id, self.name, self.begun()), self.etag)
+        if report is None or report["generation"] == latest.generation:
+            return
+        try:
+            layout = JobLayout(report)
+        except (JobError, KeyError, TypeError) as error:
+            LOG.error("worker %s: job %d's new generation cannot be followed: %s", self.name,
+                      latest.id, error)
+            return
+        if same_shape(latest, layout):
+            self.schedule.follow(layout)
+            LOG.info("worker %s: job %d generation %d: its new rates from round %d", self.name,
+                     layout.id, layout.generation, layout.effective_round)
+        elif self.warned != layout.generation:
+            self.warned = layout.generation
+            LOG.warning("worker %s: job %d's generation %d moved its parts (not only its "
+                        "rates); this worker keeps the layout it has: create it again",
+                        self.name, layout.id, layout.generation)

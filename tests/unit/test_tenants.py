@@ -1,0 +1,128 @@
+"""Many jobs on one fabric (services/tenants.py), through the fake datapath: under the
+fair policy a new job is admitted at its share and the job it shares with moves down
+make-before-break (told first, its meters tightened once its workers reached the
+round its new rates hold from); a release grows it back; a job whose minimum cannot be
+met is refused and changes nothing; weights divide what is shared."""
+
+import pytest
+from ryu.lib import hub
+
+from syncfabric.decisions.multicast_trees import switch_shares
+from syncfabric.decisions.plan_admission import plan_shares
+from syncfabric.openflow import builders as of
+from tests.harness.fake_controller import connected, description
+from tests.harness.in_process import empty, post, release_key
+
+COLOCATED = {"model_bytes": 4_000_000, "placement": "colocated", "aggregation": False}
+FIRST, SECOND = ["h1", "h3"], ["h2", "h4"]   # both cross the one spine
+
+
+@pytest.fixture
+def one_spine():
+    """2 leaves under one spine, 2 hosts each, 20 Mbit/s links."""
+    yield from connected(description(spines=1))
+
+
+def meter_rates(controller):
+    """{(switch, meter id): kbit/s} of every meter on the fake switches."""
+    return {(name, meter_id): bands[0].rate for name, table in controller.tables().items()
+            for meter_id, (_flags, bands) in table.meters.items()}
+
+
+def booked_meters(controller):
+    """{(switch, meter id): kbit/s} the live plans and trees should have on the switches."""
+    services, expected = controller.services, {}
+    view = services.fabric.view
+    for live in services.plans.plans.values():
+        for switch, share in plan_shares(view, live.request, live.result,
+                                         live.report["ports"]).items():
+            for stream, rate in share.meters.items():
+                expected[switch, of.steering_meter_id(live.id, stream)] = of.meter_rate_kbps(rate)
+    for reservation in services.trees.book:
+        for switch, share in switch_shares(view, reservation.tree).items():
+            if share.police_mbps is not None:
+                expected[switch, reservation.tree_id] = of.meter_rate_kbps(share.police_mbps)
+    return expected
+
+
+def job(controller, job_id, **query):
+    path = "/jobs/%d" % job_id + ("?" + "&".join("%s=%s" % kv for kv in query.items())
+                                  if query else "")
+    status, report = controller.request("GET", path)
+    assert status == 200, report
+    return report
+
+
+def test_a_new_job_shrinks_the_other_to_its_share_and_a_release_grows_it_back(one_spine):
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    status, second = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    assert status == 201, second
+    moved = job(one_spine, first["id"])
+    assert moved["generation"] == first["generation"] + 1
+    assert moved["rate_mbps"] == pytest.approx(second["rate_mbps"], rel=0.02)
+    assert moved["rate_mbps"] < 0.6 * first["rate_mbps"]
+    assert moved["fair_share_mbps"] == pytest.approx(moved["rate_mbps"], rel=0.02)
+    assert meter_rates(one_spine) == booked_meters(one_spine)   # the switches hold the new rates
+    assert second["generation"] == 1 and second["effective_round"] == 0
+    one_spine.request("DELETE", "/jobs/%d" % second["id"], headers=release_key(second))
+    grown = job(one_spine, first["id"])
+    assert grown["generation"] == moved["generation"] + 1
+    assert grown["rate_mbps"] == pytest.approx(first["rate_mbps"], rel=0.02)
+    assert meter_rates(one_spine) == booked_meters(one_spine)
+    one_spine.request("DELETE", "/jobs/%d" % first["id"], headers=release_key(first))
+    assert empty(one_spine)
+
+
+def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_spine):
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    for worker in FIRST:
+        job(one_spine, first["id"], worker=worker, round=5)
+    before = meter_rates(one_spine)
+    admission = hub.spawn(post, one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    hub.sleep(0.5)
+    told = job(one_spine, first["id"], worker="h1", round=6)
+    assert told["generation"] == 2 and told["effective_round"] == 5 + 3
+    assert meter_rates(one_spine) == before   # its workers still send at the old rates
+    assert not admission.dead
+    for worker in FIRST:
+        job(one_spine, first["id"], worker=worker, round=8)
+    status, second = admission.wait()
+    assert status == 201, second
+    assert meter_rates(one_spine) == booked_meters(one_spine) != before
+
+
+def test_a_job_whose_minimum_cannot_be_met_gets_409_and_changes_nothing(one_spine):
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    before = (meter_rates(one_spine), dict(one_spine.services.fabric.ledger.reserved_mbps))
+    status, refused = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND, min_rate_mbps=15))
+    assert status == 409 and "below its min_rate_mbps" in refused["error"], refused
+    assert job(one_spine, first["id"])["generation"] == first["generation"]
+    assert (meter_rates(one_spine), dict(one_spine.services.fabric.ledger.reserved_mbps)) == before
+    status, refused = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    assert status == 201   # at its own default minimum it fits
+    _, listing = one_spine.request("GET", "/jobs")
+    assert len(listing["jobs"]) == 2
+
+
+def test_weights_divide_what_the_jobs_share(one_spine):
+    assert one_spine.request("PUT", "/fabric/policy", {"policy": "weighted"})[1]["policy"] == \
+        "weighted"
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST, weight=3))
+    _, second = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    heavy = job(one_spine, first["id"])
+    assert heavy["rate_mbps"] == pytest.approx(3 * second["rate_mbps"], rel=0.03)
+
+
+def test_a_policy_that_is_not_one_gets_400_and_changes_nothing(one_spine):
+    status, answer = one_spine.request("PUT", "/fabric/policy", {"policy": "greedy"})
+    assert status == 400 and "first-come, fair, weighted" in answer["error"]
+    assert one_spine.request("GET", "/fabric/policy")[1]["policy"] == "fair"
+
+
+def test_switching_to_fair_moves_the_live_jobs_to_their_shares(one_spine):
+    one_spine.request("PUT", "/fabric/policy", {"policy": "first-come"})
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    assert post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))[0] == 409
+    one_spine.request("PUT", "/fabric/policy", {"policy": "fair"})
+    assert job(one_spine, first["id"])["rate_mbps"] == pytest.approx(first["rate_mbps"])
+    assert post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))[0] == 201
