@@ -186,7 +186,12 @@ def planned_load_mbps(view, workers, candidates, floats, max_pss, placement):
     """The Mbit/s of flows the round stream_plan plans puts on the fabric: every worker's
     legs, every aggregate, and each shard's return once per receiver, as calibration's
     all-to-all counts its flows (what --bw auto fits to the machine)."""
-    plan = stream_plan(view, workers, candidates, floats, max_pss, placement)
+    return plan_load_mbps(stream_plan(view, workers, candidates, floats, max_pss, placement))
+
+
+def plan_load_mbps(plan):
+    """The Mbit/s of flows a round_planner.RoundPlan puts on the fabric, counted as
+    planned_load_mbps does."""
     returns = sum(tree.bandwidth_mbps * len(tree.receivers) for tree in plan.trees)
     return sum(stream[3] for stream in plan.gradients.streams()) + returns
 

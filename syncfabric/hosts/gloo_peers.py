@@ -14,7 +14,8 @@ Every gradient holds small integers, so any order of summation is exact: the sum
 is checked against the one computed from the seeds, element for element. Each
 rank times the collective from a barrier to its own end; the round's time is the
 slowest rank's. Rank 0 prints one JSON line per round and pattern: `pattern`,
-`round`, `comm_s` (and `reduce_s`, `broadcast_s` for `ps`), `verified`.
+`round`, `comm_s` (and `reduce_s`, `broadcast_s` for `ps`; `started_at`, rank 0's
+time.time() before the barrier, for `allreduce`), `verified`.
 """
 
 import datetime
@@ -71,10 +72,11 @@ def timed(operation, group=None):
 
 def allreduce_round(args, workers_group, expected):
     tensor = torch.from_numpy(gradient(args.seed, args.rank, args.floats))
+    started_at = time.time()
     seconds = timed(lambda: dist.all_reduce(tensor, group=workers_group), workers_group)
     exact = bool(np.array_equal(tensor.numpy(), expected))
     comm_s, verified = slowest(seconds, exact, workers_group)
-    return {"comm_s": comm_s, "verified": verified}
+    return {"comm_s": comm_s, "verified": verified, "started_at": started_at}
 
 
 def ps_round(args, expected):
@@ -122,6 +124,8 @@ def run(args):
     with joined(args):
         workers_group = dist.new_group(list(range(args.workers)))
         expected = expected_sum(args.seed, args.workers, args.floats).astype(np.float32)
+        if args.start_at is not None:
+            time.sleep(max(0.0, args.start_at - time.time()))
         for number in range(1, args.rounds + 1):
             for pattern in args.patterns:
                 if pattern == "allreduce":
@@ -142,6 +146,9 @@ def parse_args(argv):
     parser.add_argument("--patterns", default=",".join(PATTERNS),
                         help="comma list of %s" % ", ".join(PATTERNS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start-at", type=float, default=None, metavar="TIME",
+                        help="begin the first round at this time.time(), once every rank "
+                             "has joined (default: as soon as they have)")
     args = parser.parse_args(argv)
     args.patterns = [p for p in args.patterns.split(",") if p]
     if not args.patterns or set(args.patterns) - set(PATTERNS):

@@ -5,7 +5,6 @@ between its rounds (its workers pace at the new rates from the round the control
 named, no round lost and every sum exact); releasing the second grows the first back.
 Nothing is left on the switches."""
 
-import threading
 import time
 
 import pytest

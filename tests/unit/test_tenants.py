@@ -10,6 +10,7 @@ from ryu.lib import hub
 from syncfabric.decisions.multicast_trees import switch_shares
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.openflow import builders as of
+from syncfabric.services.job_rounds import EFFECTIVE_MARGIN
 from tests.harness.fake_controller import connected, description
 from tests.harness.in_process import empty, post, release_key
 
@@ -81,11 +82,11 @@ def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_
     admission = hub.spawn(post, one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
     hub.sleep(0.5)
     told = job(one_spine, first["id"], worker="h1", round=6)
-    assert told["generation"] == 2 and told["effective_round"] == 5 + 3
+    assert told["generation"] == 2 and told["effective_round"] == 5 + EFFECTIVE_MARGIN
     assert meter_rates(one_spine) == before   # its workers still send at the old rates
     assert not admission.dead
     for worker in FIRST:
-        job(one_spine, first["id"], worker=worker, round=8)
+        job(one_spine, first["id"], worker=worker, round=5 + EFFECTIVE_MARGIN)
     status, second = admission.wait()
     assert status == 201, second
     assert meter_rates(one_spine) == booked_meters(one_spine) != before

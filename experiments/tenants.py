@@ -1,0 +1,223 @@
+"""Many jobs on one fabric, as tenants run them: each job arrives, runs its rounds and
+leaves, while the others run. Each mode runs the same jobs, in the same run:
+- gloo: every job all-reduces with Gloo (what jobs that share a network through TCP
+  run today);
+- fabric-first-come: jobs through the controller (POST /jobs) under the first-come
+  policy; a job refused with 409 falls back to Gloo, as the hook's fallback=True does;
+- fabric-fair: the same under the fair policy: max-min fair rates, live jobs
+  re-planned as jobs come and go (services/tenants.py).
+
+    python -m experiments.tenants --jobs 4 --workers-per-job 8 --arrivals staggered \\
+        --out results/tenants.csv
+
+An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine (their
+daemons serve every job); job k's workers are the k-th host of every leaf (so every
+job spans the fabric), arriving k x --apart seconds after the first (staggered) or
+all at once (together). Each job is a --model-bytes all-reduce of --rounds rounds of
+whole-number gradients, every sum checked. Before the jobs share, each runs
+--solo-rounds alone (solo_round_s). --bw auto fits the rate to every job at once.
+
+The CSV has one row per mode, job and round: `started_s` (since the mode's first job
+arrived), `round_s`, `concurrent_jobs` (jobs running while it ran), `solo_round_s`,
+`share_mbps` and `fair_share_mbps` (the controller's, that round), `generation`,
+`verified` and the fidelity verdict. The summary gives, per mode, Jain's index of the
+jobs' goodput while all run, how far rounds are from what their share predicts, the
+spread of the jobs' round times, the rates after each departure and the mean job
+completion time. The PNG plots each job's round time against time.
+"""
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments import fidelity
+from experiments.allreduce import job_fabric
+from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
+                             finish_emulated_run, fit_auto_rate, progress_printer)
+from experiments.defaults import AGGREGATOR_SHARE
+from experiments.tenant_plots import plot_tenants
+from experiments.tenant_summary import summary
+from experiments.testbed import FabricTestbed
+from experiments.traffic.jobs import job_daemons, job_round_fidelity, plan_load_mbps
+from experiments.traffic.tenant_jobs import Tenant, fabric_rounds, gloo_rounds, run_tenants
+from syncfabric.decisions import round_planner
+from syncfabric.hosts.gradient_wire import wire_mbit
+from syncfabric.hosts.wire import data_mtu
+
+COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "solo_round_s",
+           "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",
+           "fidelity_reason", "ran_as", "predicted_s", "arrived_s", "left_s", "model_mb",
+           "link_mbps"]
+POLICY_OF = {"fabric-first-come": "first-come", "fabric-fair": "fair"}
+MODES = ("gloo",) + tuple(POLICY_OF)
+ARRIVALS = ("staggered", "together")
+PLACEMENTS = (round_planner.IN_NETWORK, round_planner.COLOCATED)
+FIRST_ARRIVAL_S = 1.0   # after the mode's jobs are set up
+GLOO_LOAD_S, GLOO_LOAD_PER_RANK_S = 5.0, 0.8   # torch loads in 1.1 s of one core, of 2
+
+
+def parse_args(argv):
+    parser = ArgumentParser(prog="python -m experiments.tenants",
+                            description=__doc__.split("\n\n")[0])
+    fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
+    parser.add_argument("--jobs", type=int, default=4, help="jobs sharing the fabric")
+    parser.add_argument("--workers-per-job", type=int, default=8, help="workers of each job")
+    parser.add_argument("--arrivals", choices=ARRIVALS, default="staggered",
+                        help="staggered: job k arrives k x --apart after the first; together")
+    parser.add_argument("--apart", type=float, default=10.0,
+                        help="seconds between staggered arrivals (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of each job")
+    parser.add_argument("--solo-rounds", type=int, default=5,
+                        help="rounds of each job alone, before they share (solo_round_s)")
+    parser.add_argument("--placement", choices=PLACEMENTS, default=round_planner.COLOCATED,
+                        help="where each job's shards are summed: the workers' own hosts or "
+                             "the spines' aggregators, which every job shares (not other "
+                             "hosts: they are the other jobs' workers; default %(default)s, "
+                             "the shorter round the planner predicts on the default fabric)")
+    parser.add_argument("--model-bytes", type=int, default=4_000_000,
+                        help="each job's float32 model, bytes (a multiple of 4)")
+    parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
+                        help="comma list of %s" % ", ".join(MODES))
+    parser.add_argument("--out", type=Path, default=Path("results/tenants.csv"),
+                        help="CSV path (the PNG goes beside it)")
+    args = parser.parse_args(argv)
+    hosts = args.leaves * args.hosts_per_leaf
+    if not 2 <= args.workers_per_job <= 64 or args.jobs < 1 \
+            or args.jobs * args.workers_per_job > hosts:
+        parser.error("--jobs x --workers-per-job must fit the %d hosts, with 2 to 64 workers "
+                     "a job" % hosts)
+    if args.rounds < 1 or args.solo_rounds < 1 or args.apart < 0 or args.model_bytes % 4 \
+            or args.model_bytes <= 0:
+        parser.error("--rounds and --solo-rounds must be positive, --apart not negative and "
+                     "--model-bytes a positive multiple of 4")
+    if args.bw is not None:
+        fit_auto_rate(args, lambda: args.jobs * one_job_load(args))
+    return args
+
+
+def one_job_load(args):
+    """Mbit/s of flows one job puts on the fabric at args.bw, planned alone as the
+    controller plans it."""
+    _topo, view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
+    return plan_load_mbps(round_planner.plan_job(view, tenants(args, hosts)[0].workers,
+                                                 wire_mbit(args.model_bytes // 4),
+                                                 args.placement))
+
+
+def tenants(args, hosts):
+    """Job k: the k-th host of every leaf (then the next ones), arriving as --arrivals says."""
+    by_leaf = [hosts[leaf * args.hosts_per_leaf:(leaf + 1) * args.hosts_per_leaf]
+               for leaf in range(args.leaves)]
+    spread = [leaf[i] for i in range(args.hosts_per_leaf) for leaf in by_leaf]
+    apart = args.apart if args.arrivals == "staggered" else 0.0
+    return [Tenant(k, spread[k * args.workers_per_job:(k + 1) * args.workers_per_job], k * apart)
+            for k in range(args.jobs)]
+
+
+def job_request(args, tenant):
+    return {"workers": tenant.workers, "model_bytes": args.model_bytes, "mtu": data_mtu(),
+            "placement": args.placement}
+
+
+def runner(bed, args, mode, rounds):
+    """run_one(tenant, run, arrival) of a mode: `rounds` rounds of the tenant's job. Gloo's
+    ranks are started early and begin at the job's arrival; a fabric job asks the
+    controller at its arrival, then starts its workers (its admission and their start
+    count in its completion time)."""
+    if mode == "gloo":
+        def run_one(tenant, run, arrival):
+            run.rows = gloo_rounds(bed, tenant.workers, args.model_bytes // 4, rounds, arrival)
+    else:
+        def run_one(tenant, run, _arrival):
+            fabric_rounds(bed, job_request(args, tenant), rounds, run)
+    return run_one
+
+
+def first_arrival_s(mode, ranks):
+    """How long after a mode is set up its first job arrives: Gloo's `ranks`, all started
+    at once, have each loaded torch and joined by then."""
+    if mode != "gloo":
+        return FIRST_ARRIVAL_S
+    return GLOO_LOAD_S + GLOO_LOAD_PER_RANK_S * ranks
+
+
+def mode_rows(args, mode, runs, solo, started_at, usage):
+    """The CSV rows of one mode's shared runs."""
+    rows = []
+    spans = [(run.arrived_at, run.left_at) for run in runs]
+    for run in runs:
+        for row in run.rows:
+            ended_at = row["started_at"] + row["round_s"]
+            kept_up = (job_round_fidelity(row, usage.during(row["started_at"], ended_at))
+                       if run.ran_as == "fabric" else
+                       fidelity.verdict(None, None, None, 0, usage.during(row["started_at"],
+                                                                          ended_at)))
+            rows.append(dict(
+                mode=mode, job=run.tenant.index, round=row["round"],
+                started_s=round(row["started_at"] - started_at, 3), round_s=row["round_s"],
+                concurrent_jobs=sum(a < ended_at and row["started_at"] < b for a, b in spans),
+                solo_round_s=solo[run.tenant.index], share_mbps=row.get("share_mbps"),
+                fair_share_mbps=row.get("fair_share_mbps"), generation=row.get("generation"),
+                verified=row["verified"], fidelity_ok=kept_up["fidelity_ok"],
+                fidelity_reason=kept_up["fidelity_reason"], ran_as=run.ran_as,
+                predicted_s=row.get("predicted_s"),
+                arrived_s=round(run.arrived_at - started_at, 3),
+                left_s=round(run.left_at - started_at, 3), model_mb=args.model_bytes / 1e6,
+                link_mbps=args.bw))
+    return rows
+
+
+def run_mode(bed, args, mode, jobs, bar):
+    """Each job alone (its solo rounds), then all of them as --arrivals says."""
+    if mode in POLICY_OF:
+        bed.client.put("/fabric/policy", {"policy": POLICY_OF[mode]})
+    solo = {}
+    for tenant in jobs:
+        bar.set_postfix_str("%s, job %d alone" % (mode, tenant.index))
+        alone = run_tenants([Tenant(tenant.index, tenant.workers, 0.0)],
+                            runner(bed, args, mode, args.solo_rounds),
+                            time.time() + first_arrival_s(mode, len(tenant.workers)),
+                            mode == "gloo")
+        solo[tenant.index] = statistics.median(r["round_s"] for r in alone[0].rows)
+    bar.set_postfix_str("%s, %d jobs" % (mode, len(jobs)))
+    sampling = bed.sampler().start()
+    started_at = time.time() + first_arrival_s(mode, sum(len(job.workers) for job in jobs))
+    runs = run_tenants(jobs, runner(bed, args, mode, args.rounds), started_at, mode == "gloo")
+    usage = sampling.stop()
+    for run in runs:
+        if run.refusal:
+            tqdm.write("%s: job %d refused, ran over Gloo: %s" % (mode, run.tenant.index,
+                                                                  run.refusal), file=sys.stderr)
+    bar.update(1)
+    return mode_rows(args, mode, runs, solo, started_at, usage)
+
+
+def run(args):
+    announce_rate(args)
+    topo, _view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
+    aggregators = [h for h in topo.hosts() if topo.nodeInfo(h).get("role") == "aggregator"]
+    jobs = tenants(args, hosts)
+    rows = []
+    with tqdm(total=len(args.modes), desc="modes", unit="mode", file=sys.stderr) as bar:
+        with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                           progress=progress_printer("tenants")) as bed:
+            with job_daemons(bed, aggregators):
+                for mode in args.modes:
+                    rows += run_mode(bed, args, mode, jobs, bar)
+            bed.client.put("/fabric/policy", {"policy": "fair"})
+            leftovers = bed.leftovers()
+    return rows, leftovers
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    finish_emulated_run(args, run, COLUMNS, plot_tenants, summary,
+                        "groups, meters, multicast or steering flows",
+                        "some round's sum differs from the exact one")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Several jobs on one testbed at once, each arriving at its own time and leaving when
+its rounds are done, as tenants of a shared fabric run them: through the controller
+(POST /jobs, the library in every worker, the daemons already serving the aggregator
+hosts) or through Gloo's all-reduce. A fabric job refused with 409 runs over Gloo
+instead, as the hook's fallback=True does.
+
+Each job's rows are its rounds: when each started (time.time()), how long it took
+(the slowest worker's), whether its sum was exact, and, for a fabric job, the
+generation of its rates in that round and the rate and fair share the controller
+gave it then (read from GET /jobs/<id> while it ran).
+"""
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from experiments.traffic.gloo_peers import run_ranks
+from experiments.traffic.jobs import job_rounds, program_lines, start_workers
+from syncfabric.hosts.controller_client import ControllerHttpError
+
+WATCH_S = 0.25   # how often a fabric job's report is read while it runs
+
+
+@dataclass
+class Tenant:
+    """Job `index`: its workers and when it arrives (seconds after the first)."""
+    index: int
+    workers: list
+    arrives_s: float
+
+
+@dataclass
+class TenantRun:
+    """What one job did: its rounds' rows, when it arrived and left (time.time()), and
+    how it ran ("fabric", or "gloo" also for a fabric job refused and fallen back)."""
+    tenant: Tenant
+    rows: list = field(default_factory=list)
+    arrived_at: float = None
+    left_at: float = None
+    ran_as: str = "gloo"
+    refusal: str = None
+
+
+def gloo_rounds(bed, workers, floats, rounds, start_at=None, seed=0):
+    """Gloo's all-reduce among `workers`, `rounds` rounds back to back from start_at
+    (time.time(); None: once the ranks have joined): rows of round, started_at, round_s,
+    verified."""
+    starting = [] if start_at is None else ["--start-at", repr(start_at)]
+    results = run_ranks(bed, workers, "syncfabric.hosts.gloo_peers",
+                        ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
+                         str(rounds), "--patterns", "allreduce", "--seed", str(seed),
+                         *starting])
+    return [{"round": r["round"], "started_at": r["started_at"], "round_s": r["comm_s"],
+             "verified": r["verified"], "rate_ratio": None, "resent": 0, "sent": 0}
+            for r in results]
+
+
+class ReportWatch:
+    """A fabric job's reports, read every WATCH_S while it runs: [(time.time(), report)]."""
+
+    def __init__(self, client, job_id):
+        self.client, self.job_id, self.seen = client, job_id, []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self):
+        while not self.stopping.wait(WATCH_S):
+            try:
+                self.seen.append((time.time(), self.client.get("/jobs/%d" % self.job_id)))
+            except (OSError, ControllerHttpError):
+                pass
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+
+    def in_round(self, number, ended_at):
+        """(the report of the generation round `number` ran under, the fair share the
+        controller reported last before it ended)."""
+        reports = [report for _at, report in self.seen]
+        held = [r for r in reports if r.get("effective_round", 0) <= number]
+        generation = max(held or reports, key=lambda r: r["generation"])
+        before = [report for at, report in self.seen if at <= ended_at] or reports[:1]
+        return generation, before[-1]["fair_share_mbps"]
+
+
+def fabric_rounds(bed, request, rounds, run):
+    """POST /jobs `request` and run its `rounds` rounds in its workers (job_worker), back
+    to back; fills `run` (TenantRun). Refused (409): its rounds over Gloo instead."""
+    try:
+        job = bed.client.request("POST", "/jobs", request)
+    except ControllerHttpError as error:
+        if error.status != 409:
+            raise
+        run.refusal = str(error)
+        run.rows = gloo_rounds(bed, request["workers"], request["model_bytes"] // 4, rounds)
+        return   # its processes start now: it pays their loading, as a fallback does
+    run.ran_as = "fabric"
+    watch = ReportWatch(bed.client, job["id"])
+    try:
+        lines = program_lines(start_workers(bed, job, rounds), job, timeout_s=60 * rounds)
+    finally:
+        watch.stop()
+        bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    for result in job_rounds({w: printed[:-1] for w, printed in lines.items()}):
+        report, fair = watch.in_round(result["round"], result["ended_at"])
+        run.rows.append(dict(result, round_s=result["comm_s"], verified=result["exact"],
+                             generation=report["generation"], share_mbps=report["rate_mbps"],
+                             fair_share_mbps=fair, predicted_s=report["predicted_round_s"]))
+
+
+def run_tenants(tenants, run_one, started_at, launch_early=False):
+    """Each tenant in a thread of its own: run_one(tenant, run, arrival) fills its
+    TenantRun, called at its arrival (started_at + arrives_s, time.time()) or, with
+    launch_early, at once (a runner that waits for the arrival itself, as Gloo's ranks,
+    which take seconds to load, do). Returns them once all have left; RuntimeError
+    naming the first that failed."""
+    runs = [TenantRun(tenant) for tenant in tenants]
+    failures = []
+
+    def tenant_thread(run):
+        run.arrived_at = started_at + run.tenant.arrives_s
+        if not launch_early:
+            time.sleep(max(0.0, run.arrived_at - time.time()))
+        try:
+            run_one(run.tenant, run, run.arrived_at)
+        except Exception as error:   # reported once every tenant has left
+            failures.append("job %d: %s" % (run.tenant.index, error))
+        run.left_at = time.time()
+    threads = [threading.Thread(target=tenant_thread, args=(run,), daemon=True) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise RuntimeError("; ".join(failures))
+    return runs
