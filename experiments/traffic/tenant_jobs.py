@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_rounds, program_lines, start_workers
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
+                                                ControllerHttpError)
 
 WATCH_S = 0.25   # how often a fabric job's report is read while it runs
 
@@ -88,8 +89,9 @@ class ReportWatch:
 def fabric_rounds(bed, request, rounds, run):
     """POST /jobs `request` and run its `rounds` rounds in its workers (job_worker), back
     to back; fills `run` (TenantRun). Refused (409): its rounds over Gloo instead."""
+    client = ControllerClient(bed.client.base_url, ADMISSION_TIMEOUT_S, bed.client.token)
     try:
-        job = bed.client.request("POST", "/jobs", request)
+        job = client.request("POST", "/jobs", request)
     except ControllerHttpError as error:
         if error.status != 409:
             raise

@@ -18,6 +18,9 @@ import urllib.request
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
 CA_ENV = "SYNCFABRIC_CA"
 RESTART_GRACE_S = 30.0   # retry_s for a job that rides out a controller restart
+ADMISSION_TIMEOUT_S = 60.0   # timeout_s of a client that creates jobs: under the fair
+#                              policy, POST /jobs waits until the jobs it shares with have
+#                              slowed to their new shares (a round of theirs, at most 30 s)
 
 
 class ControllerHttpError(RuntimeError):

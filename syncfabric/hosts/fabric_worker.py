@@ -24,7 +24,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
@@ -62,7 +62,7 @@ class FabricJob:
     def create(cls, controller, workers, model_bytes, **options):
         """POST /jobs; options: shards, placement, aggregation, mtu, ttl_s (default
         LEASE_S; None: no lease, the job stays until DELETEd)."""
-        client = ControllerClient(controller)
+        client = ControllerClient(controller, timeout_s=ADMISSION_TIMEOUT_S)
         return cls(client, client.request("POST", "/jobs", job_request(workers, model_bytes,
                                                                        **options)), True)
 

@@ -13,9 +13,9 @@ meters are tightened only once every worker still reporting has passed it.
 
 from dataclasses import dataclass, field
 
-EFFECTIVE_MARGIN = 2   # rounds past the furthest reported: workers read their job every
-#                        half second (a worker that reads it late paces a round or two at
-#                        the old rates, which its meters still allow until it reports)
+EFFECTIVE_MARGIN = 1   # rounds past the furthest reported: the next to begin. Workers read
+#                        their job every half second; one that reads it late paces a round
+#                        at the old rates, which its meters still allow until it reports
 QUIET_S = 5.0          # a worker not heard from for this long is not running rounds
 
 

@@ -38,7 +38,7 @@ FIRST_COME, FAIR, WEIGHTED = "first-come", "fair", "weighted"
 POLICIES = (FIRST_COME, FAIR, WEIGHTED)
 STATE_NAME = "policy"
 CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
-SHRINK_WAIT_S = 20.0      # longest a shrink waits for its workers to reach its round
+SHRINK_WAIT_S = 30.0      # longest a shrink waits for its workers to reach its round
 NEW_JOB = "new"           # the job being admitted, among the demands
 
 
@@ -57,7 +57,8 @@ class Tenants:
         self.jobs, self.store, self.wait_until = jobs, store, wait_until
         self.policy = (store.load(STATE_NAME) or {}).get("policy", FAIR)
         self.busy = False      # a re-plan is under way (they run one at a time)
-        self.pending = False   # a job went while one was: grow the others after it
+        self.pending = False   # "grow" or "shrink": a job went, or the policy changed, while
+        #                        a re-plan was under way: rebalance after it
 
     def show(self):
         return {"policy": self.policy, "policies": list(POLICIES)}
@@ -66,7 +67,7 @@ class Tenants:
         self.policy = parse_policy(body)
         self.store.save(STATE_NAME, {"policy": self.policy})
         LOG.info("admission policy: %s", self.policy)
-        self.rebalance(now)
+        self.rebalance(now, shrink=True)
         return self.show()
 
     # --- admission --------------------------------------------------------------
@@ -89,7 +90,7 @@ class Tenants:
                            **{NEW_JOB: round_demand(view, request, tentative, self.policy)})
             targets = self.shares(demands)
             self._check_minimums(view, request, targets, live)
-            self._move({i: targets[i] for i in live}, now, "admission", grow=False)
+            self._move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
             return scaled_round(tentative, min(targets[NEW_JOB], tentative.gradients.f))
         finally:
             self._finish(now)
@@ -112,19 +113,23 @@ class Tenants:
 
     # --- re-planning ------------------------------------------------------------
 
-    def rebalance(self, now):
-        """Move every live job to the rate the policy gives it now (after a job went, or
-        the policy changed); if a re-plan is under way, after it."""
+    def rebalance(self, now, shrink=False):
+        """Grow every live job to the rate the policy gives it now (after a job went), and
+        with `shrink` (the policy changed) move down those above it, waiting for their
+        workers; if a re-plan is under way, after it. A release never waits: a job
+        left above its share after one is moved down at the next admission."""
         if self.policy == FIRST_COME or self.jobs.trees.book is None:
             return
         if self.busy:
-            self.pending = True
+            self.pending = self.pending or "grow"
+            if shrink:
+                self.pending = "shrink"
             return
         self.busy = True
         try:
             live = self.live_demands()
             targets = self.shares({i: demand for i, (_rate, demand) in live.items()})
-            self._move(targets, now, "release", grow=True)
+            self._move(targets, now, "policy" if shrink else "release", shrink=shrink, grow=True)
         finally:
             self._finish(now)
 
@@ -136,8 +141,8 @@ class Tenants:
     def _finish(self, now):
         self.busy = False
         if self.pending:
-            self.pending = False
-            self.rebalance(now)
+            shrink, self.pending = self.pending == "shrink", False
+            self.rebalance(now, shrink)
 
     def live_demands(self, leaving_out=None):
         """{job id: (rate, Demand)} of the installed jobs (with weight 1 under fair)."""
@@ -164,16 +169,16 @@ class Tenants:
             room[tail, head] = room[head, tail] = 0.0
         return fair_rates(room, demands)[0]
 
-    def _move(self, targets, now, cause, grow):
-        """Move the jobs whose share differs from their rate: down (waiting for their
-        workers), then, if `grow`, up."""
+    def _move(self, targets, now, cause, shrink, grow):
+        """Move the jobs whose share differs from their rate: if `shrink`, down (waiting
+        for their workers), then, if `grow`, up."""
         changes = {job_id: RateChange(self.jobs.jobs[job_id], self.jobs.trees, self.jobs.plans,
                                       rate) for job_id, rate in sorted(targets.items())
                    if job_id in self.jobs.jobs and rate > 0
                    and abs(rate - self.jobs.plans.plans[self.jobs.jobs[job_id].plan_id].result.f)
                    > CHANGE_TOLERANCE * rate}
         shrinking = [c for c in changes.values() if not c.grows]
-        if shrinking:
+        if shrink and shrinking:
             with self.jobs.metrics.replan_seconds.labels("shrink").time():
                 self._shrink(shrinking, now, cause)
         if grow:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.fabric_worker import ROUND_FAIL_S, FabricJob, FabricWorker, job_request
 from syncfabric.hosts.gradient_wire import MAX_WORKERS
 from syncfabric.hosts.wire import data_mtu
@@ -115,7 +115,7 @@ def hosts_problem(names, world):
 def agree_on_job(controller, host, floats, group, job_options):
     """Every rank's (FabricJob, its host name) for one job of the ranks' hosts in rank
     order; FabricHookError on every rank if any rank, or the controller, says no."""
-    client = ControllerClient(controller)
+    client = ControllerClient(controller, timeout_s=ADMISSION_TIMEOUT_S)
     try:
         mine = local_host(client, host)
     except Exception as error:   # the controller does not answer, or the host is unknown

@@ -150,6 +150,30 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 
 @pytest.mark.integration
+def test_tenants_runs_the_same_jobs_three_ways_every_round_exact(tmp_path):
+    require_root()
+    out = tmp_path / "tenants.csv"
+    answer = run("tenants", "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "20",
+                 "--jobs", "2", "--workers-per-job", "2", "--rounds", "8", "--solo-rounds", "1",
+                 "--apart", "1", "--model-bytes", "400000", *SMALL[-4:], "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert sorted((r["mode"], r["job"], r["round"]) for r in table) == [
+        (mode, job, number) for mode in ("fabric-fair", "fabric-first-come", "gloo")
+        for job in ("0", "1") for number in map(str, range(1, 9))]
+    assert all(r["verified"] == "True" and float(r["round_s"]) > 0
+               and float(r["solo_round_s"]) > 0 for r in table)
+    fair = [r for r in table if r["mode"] == "fabric-fair"]
+    assert all(r["ran_as"] == "fabric" and float(r["share_mbps"]) > 0 for r in fair)
+    # both jobs cross the one spine: the first moves down while the second runs
+    assert {r["generation"] for r in fair if r["job"] == "0"} >= {"1", "2"}
+    assert {r["ran_as"] for r in table if r["mode"] == "fabric-first-come"} == {"fabric", "gloo"}
+    assert out.with_suffix(".png").stat().st_size > 0
+    assert "jain_index" in answer.stdout and "better than gloo's" in answer.stdout
+    assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
+
+
+@pytest.mark.integration
 def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "allreduce.csv"

@@ -1,0 +1,34 @@
+"""What the tenants experiment's summary computes (experiments/tenant_summary.py), on
+rows made by hand: Jain's index, the spread, the rates after a departure and the
+completion times, over faithful rounds only."""
+
+import pytest
+
+from experiments.tenant_summary import comebacks, completion_s, fairness, jain, spread, summary
+
+
+def row(job, number, started_s, round_s, share=None, concurrent=2, faithful=True, left_s=100.0):
+    return {"mode": "fabric-fair", "job": job, "round": number, "started_s": started_s,
+            "round_s": round_s, "concurrent_jobs": concurrent, "share_mbps": share,
+            "fidelity_ok": faithful, "verified": True, "model_mb": 4.0, "arrived_s": 0.0,
+            "left_s": left_s, "predicted_s": round_s}
+
+
+def test_jain_is_one_for_equal_shares_and_one_over_n_for_one_taker():
+    assert jain([3.0, 3.0, 3.0]) == pytest.approx(1.0)
+    assert jain([5.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+
+
+def test_fairness_and_spread_count_faithful_rounds_while_every_job_ran():
+    rows = [row(0, 1, 0.0, 2.0), row(1, 1, 0.0, 4.0), row(1, 2, 4.0, 40.0, faithful=False),
+            row(0, 2, 2.0, 1.0, concurrent=1)]
+    assert fairness(rows) == pytest.approx(jain([4.0 * 8 / 2.0, 4.0 * 8 / 4.0]))
+    assert spread(rows) == pytest.approx(2.0)
+
+
+def test_a_departure_shows_the_rates_before_and_a_second_after():
+    rows = [row(0, 1, 0.0, 2.0, left_s=2.0), row(1, 1, 0.0, 2.0, share=5.0),
+            row(1, 2, 2.5, 1.0, share=5.0), row(1, 3, 3.5, 1.0, share=10.0)]
+    assert comebacks(rows) == [(0, 1, 5.0, 10.0)]
+    assert completion_s(rows) == pytest.approx((2.0 + 4.5) / 2)
+    assert "after job 0 left, job 1 ran at 10.00 Mbit/s (5.00 before)" in summary(rows)
