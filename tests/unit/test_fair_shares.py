@@ -2,6 +2,7 @@
 that defines them: every job is at its ceiling, or crosses a full resource on which no
 job has a larger rate per weight (Bertsekas and Gallager's bottleneck condition)."""
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,3 +70,32 @@ def test_every_job_is_at_its_ceiling_or_has_a_full_bottleneck_where_it_is_larges
     rates, bound_by = fair_rates(capacities, demands)
     assert set(bound_by) == set(demands)
     check_max_min(capacities, demands, rates, bound_by)
+
+
+def lexicographic_max_min(capacities, demands, step):
+    """The weighted max-min fair rates by brute force: of every rate vector on a grid of
+    `step` that fits the capacities and ceilings, the one whose rates per weight, sorted
+    from the smallest, are lexicographically largest."""
+    jobs = sorted(demands)
+    grids = [np.arange(0.0, demands[j].ceiling + step / 2, step) for j in jobs]
+    rates = np.stack(np.meshgrid(*grids, indexing="ij"), -1).reshape(-1, len(jobs))
+    rates = np.minimum(rates, [demands[j].ceiling for j in jobs])
+    for resource, capacity in capacities.items():
+        load = rates @ np.array([demands[j].per_mbps.get(resource, 0.0) for j in jobs])
+        rates = rates[load <= capacity + 1e-9]
+    per_weight = np.sort(rates / np.array([demands[j].weight for j in jobs]), axis=1)
+    best = np.lexsort(per_weight.T[::-1])[-1]
+    return dict(zip(jobs, rates[best]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_small_instances_agree_with_a_brute_force_search(seed):
+    rng = np.random.default_rng(seed)
+    capacities = {resource: float(rng.choice([4.0, 6.0, 9.0])) for resource in ("a", "b", "c")}
+    demands = {job: Demand(float(rng.choice([1.0, 2.0])), float(rng.choice([3.0, 5.0, 8.0])),
+                           {r: float(rng.choice([0.0, 0.5, 1.0, 2.0])) for r in capacities})
+               for job in ("x", "y", "z")}
+    step = 0.05
+    rates, _ = fair_rates(capacities, demands)
+    brute = lexicographic_max_min(capacities, demands, step)
+    assert rates == pytest.approx(brute, abs=4 * step)
