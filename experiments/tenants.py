@@ -177,11 +177,13 @@ def run_mode(bed, args, mode, jobs, bar):
     solo = {}
     for tenant in jobs:
         bar.set_postfix_str("%s, job %d alone" % (mode, tenant.index))
-        alone = run_tenants([Tenant(tenant.index, tenant.workers, 0.0)],
-                            runner(bed, args, mode, args.solo_rounds),
-                            time.time() + first_arrival_s(mode, len(tenant.workers)),
-                            mode == "gloo")
-        solo[tenant.index] = statistics.median(r["round_s"] for r in alone[0].rows)
+        alone, = run_tenants([Tenant(tenant.index, tenant.workers, 0.0)],
+                             runner(bed, args, mode, args.solo_rounds),
+                             time.time() + first_arrival_s(mode, len(tenant.workers)),
+                             mode == "gloo")
+        if alone.failure:
+            raise RuntimeError("%s, alone: %s" % (mode, alone.failure))
+        solo[tenant.index] = statistics.median(r["round_s"] for r in alone.rows)
     bar.set_postfix_str("%s, %d jobs" % (mode, len(jobs)))
     sampling = bed.sampler().start()
     started_at = time.time() + first_arrival_s(mode, sum(len(job.workers) for job in jobs))
@@ -191,6 +193,9 @@ def run_mode(bed, args, mode, jobs, bar):
         if run.refusal:
             tqdm.write("%s: job %d refused, ran over Gloo: %s" % (mode, run.tenant.index,
                                                                   run.refusal), file=sys.stderr)
+        if run.failure:   # the other jobs' rounds are kept; the run fails at its end
+            tqdm.write("%s: %s" % (mode, run.failure), file=sys.stderr)
+            args.failures.append("%s: %s" % (mode, run.failure))
     bar.update(1)
     return mode_rows(args, mode, runs, solo, started_at, usage)
 
@@ -214,9 +219,12 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    args.failures = []   # jobs that failed in the shared runs (their rows are missing)
     finish_emulated_run(args, run, COLUMNS, plot_tenants, summary,
                         "groups, meters, multicast or steering flows",
                         "some round's sum differs from the exact one")
+    if args.failures:
+        sys.exit("error: %s" % "; ".join(args.failures))
 
 
 if __name__ == "__main__":

@@ -32,14 +32,16 @@ class Tenant:
 
 @dataclass
 class TenantRun:
-    """What one job did: its rounds' rows, when it arrived and left (time.time()), and
-    how it ran ("fabric", or "gloo" also for a fabric job refused and fallen back)."""
+    """What one job did: its rounds' rows, when it arrived and left (time.time()), how it
+    ran ("fabric", or "gloo" also for a fabric job refused and fallen back), and why it
+    was refused or failed."""
     tenant: Tenant
     rows: list = field(default_factory=list)
     arrived_at: float = None
     left_at: float = None
     ran_as: str = "gloo"
     refusal: str = None
+    failure: str = None
 
 
 def gloo_rounds(bed, workers, floats, rounds, start_at=None, seed=0):
@@ -116,10 +118,9 @@ def run_tenants(tenants, run_one, started_at, launch_early=False):
     """Each tenant in a thread of its own: run_one(tenant, run, arrival) fills its
     TenantRun, called at its arrival (started_at + arrives_s, time.time()) or, with
     launch_early, at once (a runner that waits for the arrival itself, as Gloo's ranks,
-    which take seconds to load, do). Returns them once all have left; RuntimeError
-    naming the first that failed."""
+    which take seconds to load, do). Returns them once all have left; a job that failed
+    has no rows and says why in `failure` (the others' rounds are kept)."""
     runs = [TenantRun(tenant) for tenant in tenants]
-    failures = []
 
     def tenant_thread(run):
         run.arrived_at = started_at + run.tenant.arrives_s
@@ -127,14 +128,12 @@ def run_tenants(tenants, run_one, started_at, launch_early=False):
             time.sleep(max(0.0, run.arrived_at - time.time()))
         try:
             run_one(run.tenant, run, run.arrived_at)
-        except Exception as error:   # reported once every tenant has left
-            failures.append("job %d: %s" % (run.tenant.index, error))
+        except Exception as error:   # reported with the run's results
+            run.rows, run.failure = [], "job %d: %s" % (run.tenant.index, error)
         run.left_at = time.time()
     threads = [threading.Thread(target=tenant_thread, args=(run,), daemon=True) for run in runs]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    if failures:
-        raise RuntimeError("; ".join(failures))
     return runs
