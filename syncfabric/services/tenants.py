@@ -16,7 +16,8 @@ its hosts sum nothing differently. A job moved down is booked at its new rates a
 (a new job is planned on them), its hosts are told (its generation rises once, with
 the round it takes effect from: services/job_rounds.py), and its meters are tightened
 once its workers have reached that round. A job moved up has its meters loosened
-before its hosts are told. When a job goes, the others grow to their new shares.
+before its hosts are told (services/rate_moves.py). When a job goes, the others grow
+to their new shares.
 """
 
 import logging
@@ -24,11 +25,11 @@ from dataclasses import replace
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fair_shares import Demand, fair_rates
-from syncfabric.decisions.multicast_trees import without_links
-from syncfabric.decisions.reservations import ReservationError
-from syncfabric.errors import Conflict, InstallFailed, InvalidRequest
+from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
+from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
-from syncfabric.services.job_rates import RateChange
+from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
                                             min_rate_mbps)
 from syncfabric.services.request_fields import check_fields
@@ -37,8 +38,7 @@ LOG = logging.getLogger("syncfabric.jobs")
 FIRST_COME, FAIR, WEIGHTED = "first-come", "fair", "weighted"
 POLICIES = (FIRST_COME, FAIR, WEIGHTED)
 STATE_NAME = "policy"
-CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
-SHRINK_WAIT_S = 30.0      # longest a shrink waits for its workers to reach its round
+BUSY_WAIT_S = 60.0        # longest an admission waits for another's re-plan to end
 NEW_JOB = "new"           # the job being admitted, among the demands
 
 
@@ -55,6 +55,7 @@ class Tenants:
 
     def __init__(self, jobs, store, wait_until):
         self.jobs, self.store, self.wait_until = jobs, store, wait_until
+        self.moves = RateMoves(jobs, wait_until)
         self.policy = (store.load(STATE_NAME) or {}).get("policy", FAIR)
         self.busy = False      # a re-plan is under way (they run one at a time)
         self.pending = False   # "grow" or "shrink": a job went, or the policy changed, while
@@ -85,15 +86,39 @@ class Tenants:
             live = self.live_demands(job)
             floor = without_links(view, at_minimum(view, reserved, live, self.jobs.jobs),
                                   self.jobs.fabric.down_links)
-            tentative = planned_round(view, request, floor, self.jobs.metrics, self.jobs.offload)
-            demands = dict({i: demand for i, (_rate, demand) in live.items()},
-                           **{NEW_JOB: round_demand(view, request, tentative, self.policy)})
-            targets = self.shares(demands)
+            request, tentative, targets = self._fairest(view, request, floor, live)
             self._check_minimums(view, request, targets, live)
-            self._move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
+            job.request = request
+            self.moves.move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
             return scaled_round(tentative, min(targets[NEW_JOB], tentative.gradients.f))
         finally:
             self._finish(now)
+
+    def _fairest(self, view, request, floor, live):
+        """(request, its round, every job's share) of the new job planned on `floor`, and,
+        if it may aggregate, planned again without aggregators: of the two, the one whose
+        shares, smallest first, are larger. Every job's gradients may meet in the same
+        aggregators' links, which the fabric's bisection would spare."""
+        variants = [request] + ([dict(request, aggregation=False)] if request["aggregation"]
+                                else [])
+        best = None
+        for variant in variants:
+            try:
+                planned = planned_round(view, variant, floor, self.jobs.metrics,
+                                        self.jobs.offload)
+            except (PlacementError, InfeasibleTree, ValueError):
+                if variant is request:
+                    raise
+                continue
+            demands = dict({i: demand for i, (_rate, demand) in live.items()},
+                           **{NEW_JOB: round_demand(view, variant, planned, self.policy)})
+            targets = self.shares(demands)
+            if best is None or sorted(targets.values()) > sorted(best[2].values()):
+                best = (variant, planned, targets)
+        if best[0] is not request:
+            LOG.info("new job: planned without aggregators, where its share is %.3f Mbit/s "
+                     "rather than what sharing theirs gives", best[2][NEW_JOB])
+        return best
 
     def _check_minimums(self, view, request, targets, live):
         """Conflict unless the new job's share and every other job's meet their minimums."""
@@ -129,12 +154,12 @@ class Tenants:
         try:
             live = self.live_demands()
             targets = self.shares({i: demand for i, (_rate, demand) in live.items()})
-            self._move(targets, now, "policy" if shrink else "release", shrink=shrink, grow=True)
+            self.moves.move(targets, now, "policy" if shrink else "release", shrink=shrink, grow=True)
         finally:
             self._finish(now)
 
     def _start(self):
-        if not self.wait_until(lambda _now: not self.busy, SHRINK_WAIT_S * 2):
+        if not self.wait_until(lambda _now: not self.busy, BUSY_WAIT_S):
             raise Conflict("another job's admission is still moving the others; ask again")
         self.busy = True
 
@@ -168,69 +193,6 @@ class Tenants:
             tail, head = tuple(link)
             room[tail, head] = room[head, tail] = 0.0
         return fair_rates(room, demands)[0]
-
-    def _move(self, targets, now, cause, shrink, grow):
-        """Move the jobs whose share differs from their rate: if `shrink`, down (waiting
-        for their workers), then, if `grow`, up."""
-        changes = {job_id: RateChange(self.jobs.jobs[job_id], self.jobs.trees, self.jobs.plans,
-                                      rate) for job_id, rate in sorted(targets.items())
-                   if job_id in self.jobs.jobs and rate > 0
-                   and abs(rate - self.jobs.plans.plans[self.jobs.jobs[job_id].plan_id].result.f)
-                   > CHANGE_TOLERANCE * rate}
-        shrinking = [c for c in changes.values() if not c.grows]
-        if shrink and shrinking:
-            with self.jobs.metrics.replan_seconds.labels("shrink").time():
-                self._shrink(shrinking, now, cause)
-        if grow:
-            for change in [c for c in changes.values() if c.grows]:
-                with self.jobs.metrics.replan_seconds.labels("grow").time():
-                    self._grow(change, now, cause)
-
-    def _shrink(self, changes, now, cause):
-        for change in changes:
-            change.book()
-            change.adopt(now)
-            self._publish(change, now, cause)
-        jobs = [change.job for change in changes]
-        if not self.wait_until(lambda at: all(job.rounds.passed(job.effective_round, at)
-                                              for job in jobs), SHRINK_WAIT_S):
-            LOG.warning("jobs %s: not every worker reached the round of its new rates within "
-                        "%.0f s; tightening the meters now", [j.id for j in jobs], SHRINK_WAIT_S)
-        for change in changes:
-            if self.jobs.jobs.get(change.job.id) is not change.job:
-                continue   # released while its workers were awaited: its meters are gone
-            try:
-                self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
-            except InstallFailed as failure:   # the hosts keep to the lower rate anyway
-                LOG.error("job %d: its lower meters were not confirmed (%s)", change.job.id,
-                          failure)
-
-    def _grow(self, change, now, cause):
-        try:
-            change.book()
-        except ReservationError as error:
-            LOG.info("job %d stays at %.3f Mbit/s: %s", change.job.id, change.old_rate, error)
-            return
-        try:
-            self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
-        except InstallFailed as failure:
-            LOG.error("job %d stays at %.3f Mbit/s: its higher meters were not confirmed "
-                      "(%s)", change.job.id, change.old_rate, failure)
-            change.unbook()
-            return
-        change.adopt(now)
-        self._publish(change, now, cause)
-
-    def _publish(self, change, now, cause):
-        """The job's hosts read its new rates, from its effective round on."""
-        job = change.job
-        job.generation += 1
-        job.effective_round = job.rounds.effective_round(now)
-        self.jobs.remember(now)
-        self.jobs.metrics.replans.labels("grow" if change.grows else "shrink").inc()
-        LOG.info("job %d: %.3f -> %.3f Mbit/s (%s policy, a job's %s); generation %d from "
-                 "round %d", job.id, change.old_rate, change.rate, self.policy, cause,
-                 job.generation, job.effective_round)
 
 
 def round_demand(view, request, planned, policy):

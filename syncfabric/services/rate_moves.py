@@ -1,0 +1,88 @@
+"""Moving live jobs to new rates, make-before-break (no Ryu): down first, each booked at
+once, its hosts told through a new generation with the round it takes effect from,
+and its meters tightened once its workers reached that round; then up, each booked
+only if it fits, its meters loosened before its hosts are told. The decisions of
+what rates come from the policy (services/tenants.py); the parts at a rate from
+services/job_rates.py."""
+
+import logging
+
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.errors import InstallFailed
+from syncfabric.services.job_rates import RateChange
+
+LOG = logging.getLogger("syncfabric.jobs")
+CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
+SHRINK_WAIT_S = 30.0      # longest a shrink waits for its workers to reach its round
+
+
+class RateMoves:
+    """Moves of the jobs service's (jobs) live jobs. wait_until(condition, timeout_s):
+    as Tenants'."""
+
+    def __init__(self, jobs, wait_until):
+        self.jobs, self.wait_until = jobs, wait_until
+
+    def move(self, targets, now, cause, shrink, grow):
+        """Move the jobs whose share differs from their rate: if `shrink`, down (waiting
+        for their workers), then, if `grow`, up."""
+        changes = {job_id: RateChange(self.jobs.jobs[job_id], self.jobs.trees, self.jobs.plans,
+                                      rate) for job_id, rate in sorted(targets.items())
+                   if job_id in self.jobs.jobs and rate > 0
+                   and abs(rate - self.jobs.plans.plans[self.jobs.jobs[job_id].plan_id].result.f)
+                   > CHANGE_TOLERANCE * rate}
+        shrinking = [c for c in changes.values() if not c.grows]
+        if shrink and shrinking:
+            with self.jobs.metrics.replan_seconds.labels("shrink").time():
+                self._shrink(shrinking, now, cause)
+        if grow:
+            for change in [c for c in changes.values() if c.grows]:
+                with self.jobs.metrics.replan_seconds.labels("grow").time():
+                    self._grow(change, now, cause)
+
+    def _shrink(self, changes, now, cause):
+        for change in changes:
+            change.book()
+            change.adopt(now)
+            self._publish(change, now, cause)
+        jobs = [change.job for change in changes]
+        if not self.wait_until(lambda at: all(job.rounds.passed(job.effective_round, at)
+                                              for job in jobs), SHRINK_WAIT_S):
+            LOG.warning("jobs %s: not every worker reached the round of its new rates within "
+                        "%.0f s; tightening the meters now", [j.id for j in jobs], SHRINK_WAIT_S)
+        for change in changes:
+            if self.jobs.jobs.get(change.job.id) is not change.job:
+                continue   # released while its workers were awaited: its meters are gone
+            try:
+                self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
+            except InstallFailed as failure:   # the hosts keep to the lower rate anyway
+                LOG.error("job %d: its lower meters were not confirmed (%s)", change.job.id,
+                          failure)
+
+    def _grow(self, change, now, cause):
+        try:
+            change.book()
+        except ReservationError as error:
+            LOG.info("job %d stays at %.3f Mbit/s: %s", change.job.id, change.old_rate, error)
+            return
+        try:
+            self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
+        except InstallFailed as failure:
+            LOG.error("job %d stays at %.3f Mbit/s: its higher meters were not confirmed "
+                      "(%s)", change.job.id, change.old_rate, failure)
+            change.unbook()
+            return
+        change.adopt(now)
+        self._publish(change, now, cause)
+
+    def _publish(self, change, now, cause):
+        """The job's hosts read its new rates, from its effective round on."""
+        job = change.job
+        job.generation += 1
+        job.effective_round = job.rounds.effective_round(now)
+        self.jobs.remember(now)
+        self.jobs.metrics.replans.labels("grow" if change.grows else "shrink").inc()
+        LOG.info("job %d: %.3f -> %.3f Mbit/s (%s policy, a job's %s); generation %d from "
+                 "round %d", job.id, change.old_rate, change.rate, self.jobs.tenants.policy, cause,
+                 job.generation, job.effective_round)
+
