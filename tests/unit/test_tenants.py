@@ -127,3 +127,21 @@ def test_switching_to_fair_moves_the_live_jobs_to_their_shares(one_spine):
     one_spine.request("PUT", "/fabric/policy", {"policy": "fair"})
     assert job(one_spine, first["id"])["rate_mbps"] == pytest.approx(first["rate_mbps"])
     assert post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))[0] == 201
+
+
+def test_a_job_whose_aggregators_others_load_is_planned_without_them():
+    """4 leaves of 4 hosts under 2 spines with an aggregator each: the first job sums in
+    the aggregators; the second, whose gradients would share their links, goes without
+    and says so in its report, at a share no smaller than the first's now."""
+    for controller in connected(description(spines=2, leaves=4, hosts_per_leaf=4,
+                                            aggregator_bw=9)):
+        jobs = []
+        for first in (1, 2):
+            workers = ["h%d" % (first + 4 * leaf) for leaf in range(4)]
+            status, answer = post(controller, "/jobs", dict(COLOCATED, workers=workers,
+                                                            aggregation=True))
+            assert status == 201, answer
+            jobs.append(answer)
+        assert jobs[0]["aggregators"] and not jobs[1]["aggregators"]
+        assert jobs[1]["aggregation"] is False
+        assert jobs[1]["rate_mbps"] >= job(controller, jobs[0]["id"])["rate_mbps"] * 0.98
