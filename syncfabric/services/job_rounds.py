@@ -13,20 +13,30 @@ meters are tightened only once every worker still reporting has passed it.
 
 from dataclasses import dataclass, field
 
-EFFECTIVE_MARGIN = 1   # rounds past the furthest reported: the next to begin. Workers read
-#                        their job every half second; one that reads it late paces a round
-#                        at the old rates, which its meters still allow until it reports
+EFFECTIVE_MARGIN = 1   # rounds past the furthest reported, at least: the next to begin
+READ_LAG_S = 1.0       # how long a worker may take to read a new generation: two reads (one
+#                        that reads it later paces a round at the old rates, which its meters
+#                        still allow until it reports)
 QUIET_S = 5.0          # a worker not heard from for this long is not running rounds
 
 
 @dataclass
 class RoundReports:
-    """{worker: (round it began last, when it said so)}."""
+    """{worker: (round it began last, when it said so)}, and each worker's first report."""
     latest: dict = field(default_factory=dict)
+    first: dict = field(default_factory=dict)
 
     def heard(self, worker, number, now):
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             self.latest[worker] = (number, now)
+            self.first.setdefault(worker, (number, now))
+
+    def pace(self, now):
+        """Rounds a second of the fastest running worker, since its first report."""
+        paces = [(n - self.first[w][0]) / (at - self.first[w][1])
+                 for w, (n, at) in self.latest.items()
+                 if now - at <= QUIET_S and at > self.first[w][1]]
+        return max(paces, default=0.0)
 
     def running(self, now):
         """{worker: its round} of the workers heard from within QUIET_S."""
@@ -34,9 +44,12 @@ class RoundReports:
 
     def effective_round(self, now):
         """The round a generation made now takes effect from: EFFECTIVE_MARGIN past the
-        furthest a running worker has reached (0: none runs, so any round)."""
+        furthest a running worker has reached, and the rounds it begins in READ_LAG_S
+        (0: none runs, so any round)."""
         running = self.running(now)
-        return max(running.values()) + EFFECTIVE_MARGIN if running else 0
+        if not running:
+            return 0
+        return max(running.values()) + EFFECTIVE_MARGIN + int(self.pace(now) * READ_LAG_S)
 
     def passed(self, effective_round, now):
         """Whether every running worker has begun `effective_round` (so the old rates

@@ -45,7 +45,8 @@ EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserv
             "syncfabric_reroute_seconds", "syncfabric_reconciliations",
             "syncfabric_planning_seconds", "syncfabric_rest_requests",
             "syncfabric_unknown_switch_connections", "syncfabric_admission_drops",
-            "syncfabric_job_rate_bytes_per_second", "syncfabric_job_fair_share_bytes_per_second"}
+            "syncfabric_job_rate_bytes_per_second", "syncfabric_job_fair_share_bytes_per_second",
+            "syncfabric_job_replans", "syncfabric_job_replan_seconds"}
 
 
 def scrape(bed, families=None):
