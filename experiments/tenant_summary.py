@@ -22,11 +22,16 @@ def jain(values):
     return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values else None
 
 
-def by_mode(rows):
-    modes = defaultdict(list)
+def grouped(rows, key):
+    """{value of `key`: its rows, in order}."""
+    groups = defaultdict(list)
     for row in rows:
-        modes[row["mode"]].append(row)
-    return modes
+        groups[row[key]].append(row)
+    return groups
+
+
+def by_mode(rows):
+    return grouped(rows, "mode")
 
 
 def all_running(rows):
@@ -47,10 +52,7 @@ def fairness(rows):
 
 
 def by_job(rows):
-    jobs = defaultdict(list)
-    for row in rows:
-        jobs[row["job"]].append(row)
-    return jobs
+    return grouped(rows, "job")
 
 
 def spread(rows):
