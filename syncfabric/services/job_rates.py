@@ -19,6 +19,7 @@ from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.openflow import builders as of
 from syncfabric.services.ina_plans import plan_report
+from syncfabric.services.job_shares import part_loads
 
 
 class RateChange:
@@ -38,21 +39,13 @@ class RateChange:
     def grows(self):
         return self.rate > self.old_rate
 
-    def loads(self, result, trees):
-        """{link or aggregator: Mbit/s} the job's plan and trees put there."""
-        loads = dict(result.loads())
-        for tree in trees:
-            for edge in tree.edges:
-                loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
-        return loads
-
     def book(self):
         """Book the new rates in the ledger in place of the old; ReservationError (and
         nothing changes) if a rise does not fit what others hold."""
         book = self.trees.book
-        old = self.loads(self.old_result, [r.tree for r in self.reservations])
+        old = part_loads(self.old_result, [r.tree for r in self.reservations])
         if self.grows:
-            for resource, load in self.loads(self.result, self.new_trees).items():
+            for resource, load in part_loads(self.result, self.new_trees).items():
                 capacity = (book.view.graph.edges[resource]["capacity_mbps"]
                             if isinstance(resource, tuple) else book.view.aggregators[resource])
                 free = capacity - book.reserved_mbps.get(resource, 0.0) + old.get(resource, 0.0)

@@ -29,17 +29,23 @@ def job_demand(job, trees, plans, view):
     live = plans.plans.get(job.plan_id)
     if live is None or live.result.f <= 0:
         return None
-    rate, loads = live.result.f, dict(live.result.loads())
-    for tree_id in job.tree_ids:
-        try:
-            tree = trees.book.get(tree_id).tree
-        except ReservationError:   # lost around a fault: the job is being released
-            return None
-        for edge in tree.edges:
-            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    try:
+        job_trees = [trees.book.get(tree_id).tree for tree_id in job.tree_ids]
+    except ReservationError:   # lost around a fault: the job is being released
+        return None
+    rate, loads = live.result.f, part_loads(live.result, job_trees)
     return rate, Demand(job.request.get("weight", DEFAULT_WEIGHT),
                         line_rate_mbps(view, job.request["workers"]),
                         {resource: load / rate for resource, load in loads.items()})
+
+
+def part_loads(gradients, trees):
+    """{link or aggregator: Mbit/s} a job's gradient plan and return trees put there."""
+    loads = dict(gradients.loads())
+    for tree in trees:
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    return loads
 
 
 def capacities(view):

@@ -31,7 +31,7 @@ from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
 from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
-                                            min_rate_mbps)
+                                            min_rate_mbps, part_loads)
 from syncfabric.services.request_fields import check_fields
 
 LOG = logging.getLogger("syncfabric.jobs")
@@ -197,11 +197,7 @@ class Tenants:
 
 def round_demand(view, request, planned, policy):
     """The Demand of a job planned as `planned` (round_planner.RoundPlan)."""
-    rate = planned.gradients.f
-    loads = dict(planned.gradients.loads())
-    for tree in planned.trees:
-        for edge in tree.edges:
-            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    rate, loads = planned.gradients.f, part_loads(planned.gradients, planned.trees)
     weight = request.get("weight", DEFAULT_WEIGHT) if policy == WEIGHTED else DEFAULT_WEIGHT
     return Demand(weight, round_planner.line_rate_mbps(view, request["workers"]),
                   {resource: load / rate for resource, load in loads.items()})
