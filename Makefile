@@ -64,11 +64,17 @@ demo: setup leftovers $(PLATFORM)
 fabric-check: setup leftovers
 	$(PYTHON) -m experiments.fabric_check --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20
 
+# The unit tests run in 3 processes (pytest-xdist), a file to each at a time: half of their time
+# is waiting on subprocesses, sockets and timers, so 2 cores finish them in half the time. The
+# integration tests run one at a time after them, alone on the machine: each emulates a fabric.
+UNIT_TESTS := -m 'not integration' -n 3 --dist loadfile
+
 test: setup leftovers
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest $(UNIT_TESTS)
+	$(PYTHON) -m pytest -m integration
 
 unit-test: venv
-	$(PYTHON) -m pytest -m 'not integration'
+	$(PYTHON) -m pytest $(UNIT_TESTS)
 
 # The REST API fuzzed against its OpenAPI description (schemathesis) on a live controller
 # over a 2x2 Mininet fabric: 2000 examples per operation (make test runs 200). Root.

@@ -44,14 +44,23 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS):
             "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}
 
 
+def stand_in_ports():
+    """The first of the stand-in's jobs' UDP ports: 29400, and 1000 more for each further
+    process of a parallel run (pytest-xdist's gw0, gw1, ...), so that jobs of tests running
+    side by side never share a port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return 29400 + 1000 * int(worker[2:])
+
+
 class StubController:
     """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status),
     GET and DELETE of /jobs/<id>, PUT /jobs/<id>/lease, and GET /fabric/topology listing
     `topology`. It records what was asked (`posted`, `renewed`, `deleted`) and what is
     live (`jobs`)."""
 
-    def __init__(self, topology=(), refuse=None, port=29400):
-        self.topology, self.refuse, self.port = list(topology), refuse, port
+    def __init__(self, topology=(), refuse=None, port=None):
+        self.topology, self.refuse = list(topology), refuse
+        self.port = stand_in_ports() if port is None else port
         self.addresses = {}   # hosts whose address in the jobs is not their loopback one
         self.jobs, self.posted, self.renewed, self.deleted = {}, [], [], []
         self.away = False   # answer 503 to everything, as a controller restoring its jobs
