@@ -54,12 +54,12 @@ calibrate: setup leftovers
 $(PLATFORM): | setup leftovers
 	$(PYTHON) -m experiments.calibrate --out $(PLATFORM)
 
-# The main demo: a PS on an 8x8 spine-leaf sends a real 2 MB model to 3 and to 15 workers by
-# unicast, random multicast and path-aware multicast at the calibrated link rate; prints the
-# table (faithful rows only), writes CSV + PNG.
+# The main demo: a PS on an 8x8 spine-leaf sends a real model, sized so that it takes 2 s at the
+# calibrated link rate (S/b = 2 s), to 3 and to 15 workers by unicast, random multicast and
+# path-aware multicast; prints the table (faithful rows only), writes CSV + PNG.
 demo: setup leftovers $(PLATFORM)
 	$(PYTHON) -m experiments.ps_distribution --spines 8 --leaves 8 --hosts-per-leaf 2 --bw auto \
-		--workers 3,15 --model-mb 2 --rounds 1 --out results/demo.csv
+		--workers 3,15 --model-mb auto --rounds 1 --out results/demo.csv
 
 fabric-check: setup leftovers
 	$(PYTHON) -m experiments.fabric_check --spines 8 --leaves 8 --hosts-per-leaf 2 --bw 20
@@ -103,7 +103,7 @@ ifeq ($(EMULATED),1)
 endif
 
 figures-emulated: setup leftovers $(PLATFORM)
-	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --model-mb 5 --rounds 3 \
+	$(PYTHON) -m experiments.ps_distribution --workers 3,7,15 --rounds 3 \
 		--out $(FIGURES)/ps_distribution.csv
 	$(PYTHON) -m experiments.load_balance --jobs 24 --out $(FIGURES)/load_balance.csv
 	$(PYTHON) -m experiments.selmcast --workers 16 --rounds 3 --out $(FIGURES)/selmcast.csv

@@ -52,6 +52,23 @@ def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw="auto", pa
     parser.add_argument("--rest-port", type=int, default=8080, help="controller's REST port")
 
 
+def model_mb_argument(text):
+    """--model-mb: a size in MB, or auto (sized from the link rate: model_mb_at)."""
+    if text == "auto":
+        return text
+    size = float(text)
+    if not size > 0:
+        raise ValueError(text)
+    return size
+
+
+def model_mb_at(args, seconds):
+    """With --model-mb auto, the model the link moves in `seconds` at --bw (rounded to
+    0.1 MB). Left as "auto" while the rate is not known (announce_rate then exits)."""
+    if args.model_mb == "auto" and args.bw is not None:
+        args.model_mb = round(max(seconds * args.bw / 8, 0.1), 1)
+
+
 def rate_mbps(text, link_mbps):
     """A rate given as Mbit/s or as a multiple of the link rate ("4x"); ValueError if neither."""
     return round(float(text[:-1]) * link_mbps, 2) if text.endswith("x") else float(text)

@@ -1,9 +1,14 @@
 """Settings several experiments share, in one place: what an emulated aggregator can sum,
-how many PS shards an emulated round takes, the streaming round's modes, and when a
-job's workers start."""
+how many PS shards an emulated round takes, the streaming round's modes, when a job's
+workers start, and how long a model takes at the link rate."""
 
 # an aggregator's processing capacity, as a share of the link rate (9 Mbit/s at 20)
 AGGREGATOR_SHARE = 0.45
+# a model's line-rate time S/b when --model-mb is auto: sized from the link rate, so that the
+# transfer outweighs a round's fixed costs (a tree's set-up, the receivers' start: 0.1-0.2 s) at
+# whatever rate --bw auto finds. (A fixed 2 MB model had S/b = 0.22 s at 71.4 Mbit/s, and the
+# fixed costs decided the demo's ratios.)
+LINE_RATE_S = 2.0
 # PS shards an emulated round may take: as many as a job may have. (It was 8: 16 shards' bursts
 # overflowed OVS's transmit socket and lost 10-20% of every first pass, until
 # mininet_topos/data_plane.py gave that socket room.)

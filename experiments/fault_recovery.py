@@ -22,8 +22,8 @@ from tqdm import tqdm
 
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, model_mb_argument,
+                             model_mb_at, progress_printer, write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots import plot_fault_recovery
@@ -42,6 +42,10 @@ FAULTS = ("link", "switch", "reconnect", "controller")
 TRAFFIC = ("tree", "gradients", "training")
 REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_LOCAL_REPAIR
 FAULT_ROUND = 3   # --traffic training: the round the fault comes in
+# --model-mb auto: what the link moves in this many seconds, so that the fault (0.8 s in by
+# default) meets the traffic at any link rate; a killed controller's traffic must outlast a
+# restart of ryu-manager (a few seconds)
+TRANSFER_S = {"link": 3.0, "switch": 3.0, "reconnect": 3.0, "controller": 8.0}
 COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "extra_s", "healthy_s",
            "repaired", "verified",
            "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
@@ -69,9 +73,11 @@ def parse_args(argv):
                              "(default 0.45 x --bw)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=15)
-    parser.add_argument("--model-mb", type=float,
-                        help="model size (default 4, and 16 for --fault controller: its "
-                             "transfer must outlast a restart of ryu-manager)")
+    parser.add_argument("--model-mb", type=model_mb_argument, default="auto",
+                        help="model size, MB, or auto (the default): what the link moves in "
+                             "%g s, and in %g s for --fault controller, whose transfer must "
+                             "outlast a restart of ryu-manager"
+                             % (TRANSFER_S["link"], TRANSFER_S["controller"]))
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="reservation and sending rate as a fraction of --bw")
     parser.add_argument("--fail-after-s", type=float, default=0.8,
@@ -83,14 +89,13 @@ def parse_args(argv):
     args.repair = args.repair.split(",")
     if not args.repair or set(args.repair) - set(REPAIRS):
         parser.error("--repair takes %s, comma-separated" % " or ".join(REPAIRS))
-    if args.model_mb is None:
-        args.model_mb = 16.0 if args.fault == "controller" else 4.0
+    model_mb_at(args, TRANSFER_S[args.fault])
     if args.aggregator_bw is None and args.bw is not None:
         args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
     if not 1 <= args.workers < args.leaves * args.hosts_per_leaf:
         parser.error("--workers must be between 1 and %d" % (args.leaves * args.hosts_per_leaf - 1))
-    if args.runs < 1 or args.model_mb <= 0 or args.fail_after_s < 0:
-        parser.error("--runs and --model-mb must be positive, --fail-after-s not negative")
+    if args.runs < 1 or args.fail_after_s < 0:
+        parser.error("--runs must be positive, --fail-after-s not negative")
     if args.traffic == "training" and args.rounds < FAULT_ROUND:
         parser.error("--rounds must be at least %d: the fault comes in round %d"
                      % (FAULT_ROUND, FAULT_ROUND))

@@ -5,7 +5,8 @@ random multicast and path-aware multicast on a spine-leaf.
 
 h1 is the PS; the workers are the next N hosts. Every round moves the real
 model bytes (experiments/traffic/model_transfer.py) and every worker checks their
-SHA-256. The link rate is by default a safe fraction of what `make calibrate`
+SHA-256. By default the model is what the link moves in 2 s (S/b = 2 s), so that the
+transfer, not a round's fixed costs, decides the ratios at any calibrated rate. The link rate is by default a safe fraction of what `make calibrate`
 measured for multicast on this machine (--bw auto). Every row says whether the
 emulator kept up (experiments/fidelity.py: achieved vs planned rate, first-pass
 loss no counter explains, CPU). Writes one CSV row per round and a PNG, and
@@ -22,7 +23,9 @@ from tqdm import tqdm
 
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+                             finish_emulated_run, model_mb_argument, model_mb_at,
+                             progress_printer)
+from experiments.defaults import LINE_RATE_S
 from experiments.plots import plot_ps_distribution
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
@@ -40,7 +43,9 @@ def parse_args(argv):
     fabric_arguments(parser)
     parser.add_argument("--workers", type=comma_list(int), default=[3, 7, 15],
                         help="comma list of worker counts N")
-    parser.add_argument("--model-mb", type=float, default=5.0, help="model size S, MB")
+    parser.add_argument("--model-mb", type=model_mb_argument, default="auto",
+                        help="model size S, MB, or auto: what the link moves in %g s "
+                             "(default %%(default)s)" % LINE_RATE_S)
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
                         help="comma list of %s" % ", ".join(MODES))
     parser.add_argument("--rounds", type=int, default=3, help="rounds per (N, mode)")
@@ -52,8 +57,9 @@ def parse_args(argv):
     hosts = args.leaves * args.hosts_per_leaf
     if max(args.workers) > hosts - 1 or min(args.workers) < 1:
         parser.error("--workers must be between 1 and %d on this fabric" % (hosts - 1))
-    if args.rounds < 1 or args.model_mb <= 0 or not 0 < args.rate_fraction <= 1:
-        parser.error("--rounds, --model-mb and --rate-fraction must be positive (fraction <= 1)")
+    if args.rounds < 1 or not 0 < args.rate_fraction <= 1:
+        parser.error("--rounds and --rate-fraction must be positive (fraction <= 1)")
+    model_mb_at(args, LINE_RATE_S)
     return args
 
 

@@ -4,11 +4,11 @@ exactly what the live trees, rounds and plans call for.
 
     python -m experiments.soak --seconds 600 --out results/soak.csv
 
-On a spine-leaf (default 4x4, 2 hosts per leaf, 20 Mbit/s, an aggregator of 9
-Mbit/s on every spine) each step runs, all at the same moment, one random
+On a spine-leaf (default 4x4, 2 hosts per leaf, 20 Mbit/s, an aggregator of 0.45
+x --bw on every spine) each step runs, all at the same moment, one random
 operation per client:
 - create (201 or 409): half the time a tree from a random host to 1-5 others at
-  1-8 Mbit/s, a third of them with a short lease (0.5-4 s) that runs out on its
+  5-40% of --bw (1-8 Mbit/s at 20), a third of them with a short lease (0.5-4 s) that runs out on its
   own; else an INA plan (GRID, 2-4 workers to a PS) or a SELMCAST round (2-4
   workers), equally often;
 - delete: one of the client's trees, plans or rounds; 200, or 404 if its lease ran out;
@@ -40,6 +40,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots import plot_soak
 from experiments.sim.fabrics import servers
@@ -53,7 +54,9 @@ from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpE
 
 EXPECTED = {"create": {201, 409}, "delete": {200, 404}, "foreign delete": {403, 404}}
 RESOURCES = {"tree": "/multicast/trees", "plan": "/ina/plans", "round": "/selmcast/rounds"}
-AGGREGATOR_BW = 9.0
+# a tree's bandwidth, as a share of the link rate: at most 2 such trees fill a link, so that
+# creates are often refused (409) and the reservations are often near full
+TREE_SHARES = (0.05, 0.4)
 DOUBLE_DELETE_ANSWERS = ([200, 404], [404, 404])   # one wins, unless the lease was first
 COLUMNS = ["step", "elapsed_s", "operations", "faults", "down_link", "live_trees", "live_plans",
            "live_rounds",            "max_reserved_fraction", "violations"]
@@ -81,9 +84,9 @@ def parse_args(argv):
 class Client:
     """One REST client (its own release key) and the trees, plans and rounds it created."""
 
-    def __init__(self, base_url, rng, name):
+    def __init__(self, base_url, rng, name, link_mbps):
         self.rest = ControllerClient(base_url)
-        self.rng, self.name = rng, name
+        self.rng, self.name, self.link_mbps = rng, name, link_mbps
         self.items = []   # (resource, id)
 
     def status(self, method, path, body=None):
@@ -130,7 +133,7 @@ class Client:
             resource = "tree"
             source, *receivers = self.rng.sample(hosts, self.rng.randint(2, min(6, len(hosts))))
             body = {"source": source, "receivers": receivers,
-                    "bandwidth_mbps": self.rng.randint(1, 8),
+                    "bandwidth_mbps": round(self.rng.uniform(*TREE_SHARES) * self.link_mbps, 2),
                     "ttl_s": round(self.rng.uniform(0.5, 4.0), 1) if self.rng.random() < 1 / 3
                     else None}
         elif choice < 0.75:
@@ -184,8 +187,8 @@ class LinkFlapper:
 def soak(bed, view, args, say):
     rng = random.Random(args.seed)
     hosts = servers(view)
-    clients = [Client(bed.client.base_url, random.Random(rng.random()), "c%d" % number)
-               for number in range(args.clients)]
+    clients = [Client(bed.client.base_url, random.Random(rng.random()), "c%d" % number,
+                      args.bw) for number in range(args.clients)]
     flapper = LinkFlapper(view, random.Random(rng.random()))
     outcomes, rows = defaultdict(Counter), []
     faults = violations = 0
@@ -254,7 +257,8 @@ def soak(bed, view, args, say):
 def main(argv=None):
     args = parse_args(argv)
     topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators="spines", aggregator_bw=AGGREGATOR_BW)
+                         bw=args.bw, aggregators="spines",
+                         aggregator_bw=AGGREGATOR_SHARE * args.bw)
     view = FabricView(describe(topo))
     say = progress_printer("soak")
     try:
