@@ -40,7 +40,8 @@ def error_response(status, description=None):
     return {"description": description or ERRORS[status], "content": json_content(ref("Error"))}
 
 
-TOKEN_WHEN_CONFIGURED = [{"bearerAuth": []}, {}]   # POST, PUT, DELETE: a token, if one is set
+# a token, if one is set: always to change state, and to read from beyond loopback
+TOKEN_WHEN_CONFIGURED = [{"bearerAuth": []}, {}]
 RELEASE_KEY = {"name": "X-Release-Key", "in": "header", "required": False, "schema": STRING}
 ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": INTEGER}
 IF_NONE_MATCH = {"name": "If-None-Match", "in": "header", "required": False, "schema": STRING,
@@ -54,6 +55,12 @@ WORKER_ROUND = [
     {"name": "round", "in": "query", "required": False, "schema": INTEGER,
      "description": "the round that worker began last: from it the controller sets the "
                     "effective_round of new rates"}]
+# what a 200 and a 304 of GET /jobs and GET /jobs/<id> carry: the version to send back
+VERSION_HEADERS = {
+    "ETag": {"schema": STRING, "description": "a weak tag of this version: send it back in "
+                                              "If-None-Match"},
+    "Cache-Control": {"schema": STRING, "description": "no-store: the answer's lease and "
+                                                       "expiry count down under one tag"}}
 DAEMON_HOST = {"name": "host", "in": "query", "required": False, "schema": STRING,
                "description": "an aggregator daemon's host, polling: a job it serves is "
                               "released once it stops polling for the job's lease time (30 s "
@@ -103,6 +110,9 @@ def job_paths():
     paths["/jobs/{item_id}"]["get"]["parameters"] = [JOB_ETAG] + WORKER_ROUND
     paths["/jobs/{item_id}"]["get"]["responses"]["304"] = {
         "description": "the job did not change since that ETag"}
+    for path in ("/jobs", "/jobs/{item_id}"):
+        for status in ("200", "304"):
+            paths[path]["get"]["responses"][status]["headers"] = VERSION_HEADERS
     paths["/jobs/{item_id}"]["get"]["responses"]["404"] = error_response(
         404, "no such job; one released lately says why in `released` (its lease ran out, "
              "it lost a part, or a daemon stopped answering)")
@@ -179,6 +189,19 @@ def operator_paths():
     }
 
 
+def with_the_token_where_configured(paths):
+    """With a token configured, every operation may need it: a state-changing one always,
+    a read from beyond loopback too (/metrics, /openapi.json and /ui unless
+    SYNCFABRIC_REST_OPEN_READS opens them). So every operation names the optional
+    requirement and its 401."""
+    for item in paths.values():
+        for method, operation in item.items():
+            if method != "parameters":
+                operation.setdefault("security", TOKEN_WHEN_CONFIGURED)
+                operation["responses"].setdefault("401", error_response(401))
+    return paths
+
+
 def description():
     """The whole description, every app's operations."""
     paths = {**fabric_paths(), **operator_paths(),
@@ -187,6 +210,7 @@ def description():
                               "RoundList"),
              **resource_paths("ina", "plans", "plan", "PlanRequest", "Plan", "PlanList"),
              **job_paths()}
+    with_the_token_where_configured(paths)
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "syncfabric controller", "version": "0.1.0",
