@@ -28,7 +28,7 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments,
                              finish_emulated_run)
 from experiments.defaults import AGGREGATOR_SHARE, JOB_START_S, ROUNDS_APART
-from experiments.plots import plot_admission_flood
+from experiments.plots.robustness import plot_admission_flood
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
 from mininet_topos.spineleaf import SpineLeafTopo

@@ -43,7 +43,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
                              finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
 from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
                                  STREAM_MODES, STREAM_PLACEMENT)
-from experiments.plots import plot_allreduce
+from experiments.plots.training import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers

@@ -26,7 +26,7 @@ from schemathesis.core.failures import FailureGroup
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
-from experiments.plots import plot_api_fuzz
+from experiments.plots.robustness import plot_api_fuzz
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo

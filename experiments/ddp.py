@@ -35,7 +35,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
                              finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
 from experiments.allreduce import job_fabric
 from experiments.defaults import EMULATED_MAX_PSS
-from experiments.plots import plot_ddp
+from experiments.plots.training import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
 from experiments.traffic.ddp_training import DEFAULT_MODES, MODES, PLACEMENT

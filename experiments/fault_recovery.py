@@ -26,7 +26,7 @@ from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, mo
                              model_mb_at, progress_printer, write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
-from experiments.plots import plot_fault_recovery
+from experiments.plots.robustness import plot_fault_recovery
 from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed, wait_until
 from experiments.traffic.gradients import round_fidelity, run_plan

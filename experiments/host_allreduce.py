@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments import host_plots
+from experiments.plots.hosts import plot_host_allreduce
 from experiments.cli import ArgumentParser, comma_list, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import NETWORKS, HostNetwork
@@ -265,7 +265,7 @@ def main(argv=None):
     write_csv(rows, args.out, COLUMNS)
     for r in rows:
         print(summary(r))
-    print("CSV: %s  figure: %s" % (args.out, host_plots.plot_host_allreduce(args.out)))
+    print("CSV: %s  figure: %s" % (args.out, plot_host_allreduce(args.out)))
     if not all(r["exact"] for r in rows):
         sys.exit("error: a sum was not exact")
 

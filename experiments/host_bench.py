@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from experiments import host_plots
+from experiments.plots.hosts import plot_host_bench
 from experiments.cli import ArgumentParser, write_csv
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER
@@ -308,7 +308,7 @@ def main(argv=None):
                                row["iperf_datagrams_per_s"],
                                "" if row["generator_datagrams_per_s"] == "" else
                                "; generator alone %d" % row["generator_datagrams_per_s"]))
-    print("CSV: %s  figure: %s" % (args.out, host_plots.plot_host_bench(args.out)))
+    print("CSV: %s  figure: %s" % (args.out, plot_host_bench(args.out)))
 
 
 if __name__ == "__main__":

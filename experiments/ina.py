@@ -42,7 +42,7 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
-from experiments.plots import plot_ina
+from experiments.plots.ina import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 from mininet_topos.description import describe

@@ -20,7 +20,7 @@ import networkx as nx
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, write_csv
-from experiments.plots import plot_ina_optimality
+from experiments.plots.ina import plot_ina_optimality
 from experiments.sim.fabrics import paper_scale_fabric
 from syncfabric.decisions import ina_placement, inart_placement
 from syncfabric.decisions.gradient_plan import aggregate_of, edges_of

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments import plots
+from experiments.plots.jobs import plot_job_setup
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -82,7 +82,7 @@ def main(argv=None):
     except (PlatformError, RuntimeError) as error:
         raise SystemExit("error: %s" % error)
     write_csv(rows, args.out, COLUMNS)
-    figure = plots.plot_job_setup(args.out)
+    figure = plot_job_setup(args.out)
     setup = [r["setup_ms"] for r in rows]
     print("CSV: %s  figure: %s" % (args.out, figure))
     print(json.dumps({"jobs": len(rows), "workers": args.workers,

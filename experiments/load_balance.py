@@ -26,7 +26,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
-from experiments.plots import plot_load_balance
+from experiments.plots.multicast import plot_load_balance
 from experiments.testbed import FabricTestbed, wait_until
 from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError

@@ -26,7 +26,7 @@ from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_a
                              finish_emulated_run, model_mb_argument, model_mb_at,
                              progress_printer)
 from experiments.defaults import LINE_RATE_S
-from experiments.plots import plot_ps_distribution
+from experiments.plots.multicast import plot_ps_distribution
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.spineleaf import SpineLeafTopo

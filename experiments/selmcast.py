@@ -21,7 +21,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
-from experiments.plots import plot_selmcast
+from experiments.plots.selmcast import plot_selmcast
 from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
 from mininet_topos.spineleaf import SpineLeafTopo

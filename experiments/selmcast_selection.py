@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, comma_list, write_csv
-from experiments.plots import plot_selmcast_selection
+from experiments.plots.selmcast import plot_selmcast_selection
 from experiments.sim.ssp_rounds import simulate_ssp
 from syncfabric.decisions.receiver_selection import select
 from syncfabric.decisions.selection_round import (COST_MODELS, MILP, POLICIES, RANDOM, SELMCAST,

@@ -42,7 +42,7 @@ from tqdm import tqdm
 from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
-from experiments.plots import plot_soak
+from experiments.plots.robustness import plot_soak
 from experiments.sim.fabrics import servers
 from experiments.switch_oracle import settled_check
 from experiments.testbed import FabricTestbed

@@ -38,7 +38,7 @@ from experiments.allreduce import job_fabric
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, fit_auto_rate, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
-from experiments.tenant_plots import plot_tenants
+from experiments.plots.jobs import plot_tenants
 from experiments.tenant_summary import summary
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_daemons, job_round_fidelity, plan_load_mbps

@@ -37,7 +37,7 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
                              finish_emulated_run, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
-from experiments.plots import plot_train
+from experiments.plots.training import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gloo_training import run_gloo_training
 from experiments.traffic.stream_training import run_stream_training

@@ -9,7 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, progress_printer, write_csv
-from experiments.plots import plot_ina
+from experiments.plots.ina import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 

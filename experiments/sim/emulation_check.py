@@ -26,8 +26,8 @@ from pathlib import Path
 from experiments import fidelity
 from experiments.cli import ArgumentParser, write_csv
 from experiments.defaults import AGGREGATOR_SHARE
-from experiments.plot_files import read_rows
-from experiments.plots import plot_emulation_check
+from experiments.plots.files import read_rows
+from experiments.plots.multicast import plot_emulation_check
 from experiments.sim.fabrics import servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, plan_flow, simulate, tree_flow
 from syncfabric.decisions import ina_placement, ina_problem

@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, comma_list, write_csv
-from experiments.plots import plot_sim_ina
+from experiments.plots.ina import plot_sim_ina
 from experiments.sim.fabrics import GBIT, fat_tree, servers, spine_leaf
 from experiments.sim.network import capacities, plan_flow, simulate
 from syncfabric.decisions import ina_placement, ina_problem, inart_placement

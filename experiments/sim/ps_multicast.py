@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.cli import ArgumentParser, comma_list, write_csv
-from experiments.plots import plot_sim_ps_multicast
+from experiments.plots.multicast import plot_sim_ps_multicast
 from experiments.sim.fabrics import GBIT, servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, simulate, tree_flow
 from experiments.workloads import make_jobs, spread

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from experiments import selmcast_selection
 from experiments.cli import ArgumentParser, comma_list, write_csv
-from experiments.plots import plot_sim_selmcast
+from experiments.plots.selmcast import plot_sim_selmcast
 from syncfabric.decisions.selection_round import RANDOM, SELMCAST
 
 COLUMNS = ["sweep"] + selmcast_selection.COLUMNS

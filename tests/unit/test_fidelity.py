@@ -121,8 +121,8 @@ def test_bw_auto_is_a_safe_fraction_of_the_calibrated_rate(tmp_path):
 
 
 def test_an_emulated_figure_names_its_link_rate_and_faithful_rows(tmp_path):
-    from experiments.plot_files import emulation_footer, read_rows
-    from experiments.plots import plot_ps_distribution
+    from experiments.plots.files import emulation_footer, read_rows
+    from experiments.plots.multicast import plot_ps_distribution
     path = tmp_path / "dist.csv"
     path.write_text(
         "mode,workers,model_mb,completion_s,line_rate_s,link_mbps,fidelity_ok\n"

@@ -6,7 +6,8 @@ import sys
 
 import matplotlib.pyplot as plt
 
-from experiments import plots
+from experiments.plots import selmcast
+from experiments.plots.selmcast import plot_sim_selmcast
 
 
 def sim_selmcast_csv(path):
@@ -30,8 +31,8 @@ def sim_selmcast_csv(path):
 
 def test_every_line_of_the_sim_selmcast_legend_looks_different(tmp_path, monkeypatch):
     figures = []
-    monkeypatch.setattr(plots, "save", lambda figure, _path: figures.append(figure))
-    plots.plot_sim_selmcast(sim_selmcast_csv(tmp_path / "sim_selmcast.csv"))
+    monkeypatch.setattr(selmcast, "save", lambda figure, _path: figures.append(figure))
+    plot_sim_selmcast(sim_selmcast_csv(tmp_path / "sim_selmcast.csv"))
     for axes in figures[0].axes:
         looks = [(line.get_color(), line.get_marker(), line.get_markerfacecolor(),
                   line.get_linestyle()) for line in axes.get_lines()]

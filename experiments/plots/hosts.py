@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from experiments.plot_files import read_rows, save  # noqa: E402
+from experiments.plots.files import read_rows, save  # noqa: E402
 
 
 def plot_host_bench(csv_path):

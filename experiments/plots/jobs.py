@@ -1,10 +1,28 @@
-"""The tenants experiment's figure: each job's round time against wall-clock time, one
-panel per mode, with each job's arrival (its first round's start) and departure (its
-last round's end) marked."""
+"""Figures of jobs: how long a job takes to set up (job_setup), and each job's round
+time against wall-clock time as jobs come and go (tenants), one panel per mode, with
+each job's arrival (its first round's start) and departure (its last round's end)
+marked."""
 
+import statistics
 from collections import defaultdict
 
-from experiments.plot_files import plt, read_rows, save
+from experiments.plots.files import plt, read_rows, save
+
+
+def plot_job_setup(csv_path):
+    """Each job's set-up time as the client saw it, in order, with its shard count."""
+    rows = read_rows(csv_path)
+    setup = [float(r["setup_ms"]) for r in rows]
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    axes.plot([int(r["job"]) for r in rows], setup, "o-", color="tab:blue", ms=3)
+    axes.axhline(statistics.median(setup), color="tab:green", ls="--",
+                 label="median %.0f ms" % statistics.median(setup))
+    axes.set_xlabel("job")
+    axes.set_ylabel("POST /jobs answered after (ms)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    axes.set_title("Job set-up, %s workers, planning and installs included" % rows[0]["workers"])
+    return save(figure, csv_path)
 
 
 def plot_tenants(csv_path):
