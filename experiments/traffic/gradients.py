@@ -37,20 +37,25 @@ import socket
 import sys
 import time
 
-import numpy as np
-
 from experiments import fidelity
+from experiments.traffic.gradient_parts import RoundParts
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
-from syncfabric.decisions.model_shards import fragment_ranges, worker_legs
-from syncfabric.hosts.gradient_wire import (MAX_WORKERS, floats_per_fragment, fragment_count,
-                                            gradient_floats, wire_mbit)
+from syncfabric.hosts.gradient_wire import MAX_WORKERS, gradient_floats, wire_mbit
 from syncfabric.hosts.rate_control import LossAdaptiveRate
-from syncfabric.hosts.wire import ranges
 
 COORDINATOR_PORT = 7200
 REPAIR_BUDGET_S = 120.0   # a round still incomplete this long after "go" gives up
 HOST_PROGRAM = "syncfabric.hosts.gradient_host"
+
+
+class Replanned(Exception):
+    """The controller planned a round's plan again (a fault) while the round was being
+    repaired: the round starts again on `plan`, after `passes` repair passes."""
+
+    def __init__(self, plan, passes):
+        super().__init__("plan %s planned again" % plan.get("id"))
+        self.plan, self.passes = plan, passes
 
 
 class GradientCoordinator:
@@ -89,110 +94,84 @@ class GradientCoordinator:
         """One round; returns comm_time_s, repair passes, PS bytes, verified."""
         self.rounds += 1
         number = self.rounds
-        count = fragment_count(self.floats)
-        bit = {w: 1 << i for i, w in enumerate(self.workers)}
-        ip, ports = plan["addresses"], plan["ports"]
-        held = fragment_ranges(plan["split"], count)
-        ranges_of = {   # worker -> [(node, ps, first, last, rate)]
-            worker: [(leg["host"], self.pss[leg["shard"]], *leg["fragments"],
-                      leg["rate_mbps"] * self.rate_fraction)
-                     for leg in worker_legs(plan["workers"][worker], self.pss, held)]
-            for worker in self.workers}
-        expected = {node: np.zeros(count, dtype=np.uint64) for node in self.aggregators + self.pss}
-        for worker, pieces in ranges_of.items():
-            for node, ps, first, last, _rate in pieces:
-                expected[ps][first:last] |= np.uint64(bit[worker])
-                if node != ps:
-                    expected[node][first:last] |= np.uint64(bit[worker])
-        for ps in self.pss:   # a PS that is also a worker adds its own fragments in its host
-            if ps in bit:
-                expected[ps][slice(*held[ps])] |= np.uint64(bit[ps])
-        self._send_parts({"job": plan["id"], "round": number, "ports": sorted(ports.values()),
-                          "floats": self.floats, "seed": self.seed},
-                         ranges_of, expected, held, ip, ports)
+        parts = RoundParts.of(plan, self.workers, self.pss, self.aggregators, self.floats,
+                              self.rate_fraction)
+        common = {"job": plan["id"], "round": number, "ports": sorted(plan["ports"].values()),
+                  "floats": self.floats, "seed": self.seed}
+        for name, message in parts.messages(common).items():
+            self.channels[name].send(message)
         self.expect(self.names, {"ready": number})
-        aggregate_rate = {(a["aggregator"], a["ps"]): a["rate_mbps"] * self.rate_fraction
-                          for a in plan["aggregates"]}
         started = time.perf_counter()
         for worker in self.workers:
             self.channels[worker].send({"go": number})
         if self.on_go is not None:
             self.on_go(number)
         self.expect(self.workers, {"sent": number})
-        first_pass_s = time.perf_counter() - started
-        planned_s = max(max(wire_mbit((last - first) * floats_per_fragment()) / rate
-                            for _node, _ps, first, last, rate in pieces)
-                        for pieces in ranges_of.values())
-        passes, sent, first_pass = 0, len(self.workers) * count, None
-        scale = LossAdaptiveRate(1.0)   # of every stream's planned rate, for repairs
-        while True:
-            reports = self._reports([*self.aggregators, *self.pss], number)
-            lost = sum(bin(mask).count("1") for ps in self.pss for _f, mask in reports[ps]["missing"])
-            if first_pass is None:
-                first_pass = {"first_pass_s": first_pass_s, "planned_first_pass_s": planned_s,
-                              "first_pass_loss": lost / sent, "lost_fragments": lost}
-            if not lost:
-                break
-            passes += 1
-            if time.perf_counter() - started > self.repair_budget_s:
-                raise RuntimeError(
-                    "round %d: after %.0f s of repair (%d passes), %d worker fragments still miss "
-                    "the PS (first: %s); repairs were sent at %.0f%% of the planned rates and kept "
-                    "being lost, so the platform is not carrying the plan (see `make calibrate`, "
-                    "use a lower --bw)" % (number, self.repair_budget_s, passes, lost, {
-                        name: reports[name]["missing"][:3] for name in reports
-                        if reports[name]["missing"]}, 100 * scale.lowest))
-            replanned = self._replanned(plan)
-            if replanned is not None:
-                # its meters now hold other streams to other rates: the repairs of this
-                # plan's streams would crawl. The round starts again on the new plan
-                for name in self.names:
-                    self.channels[name].send({"done": number})
-                result = self.run_round(replanned)
-                return dict(result, comm_time_s=time.perf_counter() - started, **first_pass,
-                            repair_passes=passes + result["repair_passes"], restarted=True)
-            scale.update(min(1.0, lost / sent), time.perf_counter())
-            resend = self._repairs(reports, ranges_of, bit, aggregate_rate, ip, ports, scale.rate)
-            sent = sum(last - first for items in resend.values() for item in items
-                       for first, last in item["fragments"])
-            for name, items in resend.items():
-                self.channels[name].send({"resend": items})
-            self.expect(list(resend), {"sent": number})
+        first_pass = {"first_pass_s": time.perf_counter() - started,
+                      "planned_first_pass_s": parts.planned_first_pass_s()}
+        try:
+            passes, reports = self._repair_until_complete(plan, parts, number, started,
+                                                          first_pass)
+        except Replanned as moved:
+            # its meters now hold other streams to other rates: the repairs of this
+            # plan's streams would crawl. The round starts again on the new plan
+            for name in self.names:
+                self.channels[name].send({"done": number})
+            result = self.run_round(moved.plan)
+            return dict(result, comm_time_s=time.perf_counter() - started, **first_pass,
+                        repair_passes=moved.passes + result["repair_passes"], restarted=True)
         comm_time_s = time.perf_counter() - started
-        checks = {}
-        for ps in self.pss:
-            self.channels[ps].send({"sum": number})
-            checks[ps] = self.channels[ps].receive()
-        check = round_check(checks)
-        for name in self.names:
-            self.channels[name].send({"done": number})
+        check = self._check(number)
         return {"comm_time_s": comm_time_s, "repair_passes": passes, "restarted": False,
                 **first_pass,
                 "ps_bytes": sum(reports[ps]["received_bytes"] for ps in self.pss),
                 "aggregator_bytes": {a: reports[a]["received_bytes"] for a in self.aggregators},
                 **check}
 
-    def _send_parts(self, common, ranges_of, expected, held, ip, ports):
-        """Each process its part of the round in one message; a PS that is also a worker
-        gets both parts, with role "worker+ps"."""
-        parts = {}
-        for worker in self.workers:
-            parts[worker] = dict(
-                roles=["worker"], index=self.workers.index(worker),
-                legs=[{"ip": ip[node], "port": ports[ps], "fragments": [first, last],
-                       "rate_mbps": rate}
-                      for node, ps, first, last, rate in ranges_of[worker]])
-        for aggregator in self.aggregators:
-            parts[aggregator] = dict(roles=["aggregator"], expected=expected[aggregator].tolist(),
-                                     next=[[*held[ps], ip[ps], ports[ps]] for ps in self.pss])
+    def _repair_until_complete(self, plan, parts, number, started, first_pass):
+        """Ask the aggregators and PSs what they miss and have it sent again, until the
+        PSs miss nothing; (repair passes, the last reports). Adds the first pass's loss
+        to `first_pass`. Replanned if the controller planned the plan again meanwhile;
+        RuntimeError once the repair budget is spent."""
+        passes, sent = 0, parts.fragments
+        scale = LossAdaptiveRate(1.0)   # of every stream's planned rate, for repairs
+        while True:
+            reports = self._reports([*self.aggregators, *self.pss], number)
+            lost = sum(bin(mask).count("1") for ps in self.pss
+                       for _f, mask in reports[ps]["missing"])
+            if "first_pass_loss" not in first_pass:
+                first_pass.update(first_pass_loss=lost / sent, lost_fragments=lost)
+            if not lost:
+                return passes, reports
+            passes += 1
+            if time.perf_counter() - started > self.repair_budget_s:
+                raise RuntimeError(
+                    "round %d: after %.0f s of repair (%d passes), %d worker fragments still "
+                    "miss the PS (first: %s); repairs were sent at %.0f%% of the planned rates "
+                    "and kept being lost, so the platform is not carrying the plan (see `make "
+                    "calibrate`, use a lower --bw)" % (number, self.repair_budget_s, passes, lost, {
+                        name: reports[name]["missing"][:3] for name in reports
+                        if reports[name]["missing"]}, 100 * scale.lowest))
+            replanned = self._replanned(plan)
+            if replanned is not None:
+                raise Replanned(replanned, passes)
+            scale.update(min(1.0, lost / sent), time.perf_counter())
+            resend = parts.repairs(reports, scale.rate)
+            sent = sum(last - first for items in resend.values() for item in items
+                       for first, last in item["fragments"])
+            for name, items in resend.items():
+                self.channels[name].send({"resend": items})
+            self.expect(list(resend), {"sent": number})
+
+    def _check(self, number):
+        """Every PS's check of its sum (round_check), then the round is done everywhere."""
+        checks = {}
         for ps in self.pss:
-            part = parts.setdefault(ps, {"roles": []})
-            part["roles"].append("ps")
-            part.update(expected=expected[ps].tolist(), workers=len(self.workers),
-                        range=held[ps])
-        for name, part in parts.items():
-            roles = part.pop("roles")
-            self.channels[name].send(dict(common, role="+".join(roles), **part))
+            self.channels[ps].send({"sum": number})
+            checks[ps] = self.channels[ps].receive()
+        for name in self.names:
+            self.channels[name].send({"done": number})
+        return round_check(checks)
 
     def _replanned(self, plan):
         """The plan the controller reports now if it planned the round's plan again with
@@ -205,40 +184,6 @@ class GradientCoordinator:
             return {w: [(leg["node"], leg["share"], leg["rate_mbps"]) for leg in legs]
                     for w, legs in report["workers"].items()}
         return None if assignment(now) == assignment(plan) else now
-
-    def _repairs(self, reports, ranges_of, bit, aggregate_rate, ip, ports, scale):
-        """{process: [{"ip", "port", "fragments", "rate_mbps"}]} that fill what is missing,
-        each stream at `scale` times its planned rate."""
-        wanted = {}   # (sender, destination, port, rate) -> fragment indices
-
-        def ask(sender, destination, ps, rate, index):
-            wanted.setdefault((sender, ip[destination], ports[ps], rate), set()).add(index)
-
-        def piece(worker, index):
-            return next(p for p in ranges_of[worker] if p[2] <= index < p[3])
-        incomplete = {a: {f for f, _mask in reports[a]["missing"]} for a in self.aggregators}
-        for aggregator in self.aggregators:
-            for index, mask in reports[aggregator]["missing"]:
-                for worker in self.workers:
-                    if mask & bit[worker]:
-                        _node, ps, _first, _last, rate = piece(worker, index)
-                        ask(worker, aggregator, ps, rate, index)
-        for ps in self.pss:
-            for index, mask in reports[ps]["missing"]:
-                for worker in self.workers:
-                    if not mask & bit[worker]:
-                        continue
-                    node, _ps, _first, _last, rate = piece(worker, index)
-                    if node == ps:
-                        ask(worker, ps, ps, rate, index)
-                    elif index not in incomplete[node]:   # the aggregator has it: send it again
-                        ask(node, ps, ps, aggregate_rate[node, ps], index)
-        resend = {}
-        for (sender, destination, port, rate), indices in wanted.items():
-            resend.setdefault(sender, []).append({"ip": destination, "port": port,
-                                                  "rate_mbps": rate * scale,
-                                                  "fragments": ranges(sorted(indices))})
-        return resend
 
     def _reports(self, names, number):
         for name in names:
