@@ -28,7 +28,8 @@ from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
 from experiments.sim.fabrics import servers
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.controller_process import wait_until
+from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training import run_training

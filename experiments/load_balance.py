@@ -27,7 +27,8 @@ from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
                              write_csv)
 from experiments.plots.multicast import plot_load_balance
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.controller_process import wait_until
+from experiments.testbed import FabricTestbed
 from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.spineleaf import SpineLeafTopo

@@ -17,18 +17,19 @@ and a running Open vSwitch (`make ovs`).
 import argparse
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 
+from experiments.controller_process import ControllerProcess
 from experiments.defaults import (JOB_START_S, NAMESPACE_MANAGEMENT_BRIDGE,
                                  NAMESPACE_MANAGEMENT_PREFIX, NAMESPACE_PREFIX)
 from experiments.traffic.jobs import run_job, served_job
+from mininet_topos.ovs_state import PlatformError
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
+from syncfabric.hosts.controller_client import TOKEN_ENV
 
 MANAGEMENT_IP = NAMESPACE_MANAGEMENT_PREFIX + ".1"
 OFFLOADS = "tx off rx off tso off gso off gro off"
@@ -61,14 +62,15 @@ def run(command):
 class NamespaceFabric:
     """The bridges, namespaces and controller of one description; remove() undoes all."""
 
-    def __init__(self, description, of_port, rest_port):
+    def __init__(self, description, of_port, rest_port, log_path):
         self.description, self.of_port, self.rest_port = description, of_port, rest_port
-        self.controller, self.processes = None, []
+        self.processes = []
         # the API listens beyond loopback (the hosts reach it on the management network):
-        # a fresh token, in the environment of the programs started in the hosts too
-        self.token = secrets.token_urlsafe(16)
-        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, timeout_s=60,
-                                       token=self.token)
+        # with the controller's fresh token, in the environment of the programs started
+        # in the hosts too
+        self.controller = ControllerProcess(["apps.job_controller"], of_port, rest_port,
+                                            log_path, client_timeout_s=60)
+        self.token, self.client = self.controller.token, self.controller.client
         self.management_url = "http://%s:%d" % (MANAGEMENT_IP, rest_port)
 
     def namespace(self, host):
@@ -126,15 +128,10 @@ class NamespaceFabric:
             % (NAMESPACE_MANAGEMENT_PREFIX, number, name))
         run(inside + "ip link set %s-mgmt up" % name)
 
-    def start_controller(self, log):
-        ryu = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
-        self.controller = subprocess.Popen(
-            [ryu if os.path.exists(ryu) else "ryu-manager", "--ofp-listen-host", "127.0.0.1",
-             "--ofp-tcp-listen-port", str(self.of_port), "--wsapi-host", "0.0.0.0",
-             "--wsapi-port", str(self.rest_port), "apps.job_controller"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env=dict(os.environ, **{TOKEN_ENV: self.token}))
-        self._wait(lambda: self.client.get("/fabric/topology") is not None, "the REST API")
+    def start_controller(self):
+        """ryu-manager with the jobs' app, given this fabric; returns once every switch
+        has synced (PlatformError if ryu-manager does not answer)."""
+        self.controller.start()
         self.client.put("/fabric/topology", self.description)
         self._wait(lambda: all(s["synced"] for s in self.client.get("/fabric/topology")["switches"]),
                    "every switch to connect and sync")
@@ -142,8 +139,8 @@ class NamespaceFabric:
     def _wait(self, condition, what, timeout_s=60):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.controller.poll() is not None:
-                sys.exit("error: ryu-manager ended; see its log")
+            if not self.controller.running():
+                sys.exit("error: ryu-manager ended; see its log, %s" % self.controller.log_path)
             try:
                 if condition():
                     return
@@ -161,7 +158,8 @@ class NamespaceFabric:
         return process
 
     def remove(self):
-        stop_processes([*self.processes, *([self.controller] if self.controller else [])])
+        stop_processes(self.processes)
+        self.controller.stop()
         for host in self.description["hosts"]:
             subprocess.run(["ip", "netns", "delete", self.namespace(host["name"])], capture_output=True)
         for switch in self.description["switches"]:
@@ -221,15 +219,16 @@ def main(argv=None):
     if os.geteuid() != 0:
         sys.exit("error: namespaces and OVS bridges need root")
     description = json.load(args.description) if args.description else small_spine_leaf()
-    fabric = NamespaceFabric(description, args.of_port, args.rest_port)
+    fabric = NamespaceFabric(description, args.of_port, args.rest_port, args.log)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped by SIGTERM; fabric removed"))
     try:
         fabric.build()
-        with open(args.log, "w") as log:
-            fabric.start_controller(log)
+        fabric.start_controller()
         with served_job(fabric, {"workers": args.workers.split(","), "placement": "dedicated",
                                  "model_bytes": args.model_bytes}) as job:
             lines = run_job(fabric, job, args.rounds, start_in_s=JOB_START_S)
+    except PlatformError as error:   # ryu-manager did not start
+        sys.exit("error: %s" % error)
     finally:
         fabric.remove()
     print("job %d: shards on %s, predicted %.3f s a round" % (

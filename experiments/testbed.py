@@ -4,29 +4,30 @@
         bed.net.pingAll()
         bed.client.get("/fabric/links")
 
-The controller runs with a fresh REST token (SYNCFABRIC_REST_TOKEN, apps/rest_json.py);
-the testbed sets it in its own environment too, so its client and the programs it
-starts in hosts send it. It also gets a fresh state directory (syncfabric/services/state_files.py),
-so restart_controller() restarts it with its memory, unless told to forget.
+The controller (experiments/controller_process.py) runs with a fresh REST token
+(SYNCFABRIC_REST_TOKEN, apps/rest_json.py); the testbed sets it in its own environment
+too, so its client and the programs it starts in hosts send it. It also gets a fresh
+state directory (syncfabric/services/state_files.py), so restart_controller() restarts
+it with its memory, unless told to forget.
 
-Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first and fails
-with a one-line PlatformError (only then does it report progress); whatever had started by a failure is torn
-down again, so nothing (bridges, hosts, controller) is left behind.
+Start-up checks root, OVS, leftover bridges (OVS and management) and both ports first
+and fails with a one-line PlatformError (only then does it report progress); whatever
+had started by a failure is torn down again, so nothing (bridges, hosts, controller) is
+left behind.
 """
 
 import os
-import secrets
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from experiments import switch_oracle
+from experiments.controller_process import ALL_APPS, ControllerProcess, wait_until
 from experiments.fidelity import PlatformSampler
 from experiments.ovs import ofctl
 from mininet_topos.data_plane import DataPlane, apply_ovs_receive_buffer, apply_ovs_send_buffer
@@ -36,12 +37,10 @@ from mininet_topos.platform_net import (PlatformError, add_management_network, c
                                         check_management_network_free,
                                         remove_management_network, start_network,
                                         switch_ports)
-from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
+from syncfabric.hosts.controller_client import TOKEN_ENV
 from syncfabric.hosts.wire import MTU_ENV
 from syncfabric.services.state_files import STATE_DIR_ENV
 
-DEFAULT_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",
-                "apps.ina_controller", "apps.job_controller")
 DEFAULT_OF_PORT = 6653
 DEFAULT_REST_PORT = 8080
 
@@ -58,37 +57,22 @@ def check_port_free(port, purpose):
         probe.close()
 
 
-def wait_until(condition, timeout_s, what, poll_s=0.25):
-    """Poll condition() until it is true; PlatformError naming `what` after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise PlatformError("timed out after %.0f s waiting for %s" % (timeout_s, what))
-        time.sleep(poll_s)
-
-
-def ryu_manager_command():
-    beside_python = Path(sys.executable).parent / "ryu-manager"
-    return str(beside_python) if beside_python.exists() else "ryu-manager"
-
-
 class FabricTestbed:
-    def __init__(self, topo, apps=DEFAULT_APPS, of_port=DEFAULT_OF_PORT,
+    def __init__(self, topo, apps=ALL_APPS, of_port=DEFAULT_OF_PORT,
                  rest_port=DEFAULT_REST_PORT, log_path=None, ready_timeout_s=60.0,
                  progress=lambda step: None, data_plane=DataPlane(), controller_env=None):
         self.topo = topo
-        self.controller_env = dict(controller_env or {})   # e.g. SYNCFABRIC_LOCAL_REPAIR
         self.data_plane = data_plane
         self.progress = progress
-        self.apps = tuple(apps)
         self.of_port = of_port
         self.rest_port = rest_port
         self.ready_timeout_s = ready_timeout_s
-        self.log_path = log_path or tempfile.mkstemp(prefix="syncfabric-ryu-", suffix=".log")[1]
-        self.token = secrets.token_urlsafe(16)
+        # controller_env: e.g. SYNCFABRIC_LOCAL_REPAIR; start() adds the state directory
+        self.controller = ControllerProcess(apps, of_port, rest_port, log_path, controller_env,
+                                            ready_timeout_s)
+        self.log_path, self.token = self.controller.log_path, self.controller.token
+        self.client = self.controller.client
         self.state_dir = None
-        self.client = ControllerClient("http://127.0.0.1:%d" % rest_port, token=self.token)
-        self.controller = None
         self.net = None
         self.management_ip = None   # the root namespace as seen from inside hosts
         self.management_url = None  # the REST API as seen from inside hosts
@@ -131,9 +115,12 @@ class FabricTestbed:
         self._stop_on_sigterm()
         self._saved_environment = {name: os.environ.get(name) for name in (TOKEN_ENV, MTU_ENV)}
         self.state_dir = Path(tempfile.mkdtemp(prefix="syncfabric-state-"))
+        self.controller.env[STATE_DIR_ENV] = str(self.state_dir)
+        os.environ[TOKEN_ENV] = self.token   # for the programs started in hosts
         try:
-            self.progress("starting ryu-manager (%s), log in %s" % (" ".join(self.apps), self.log_path))
-            self._start_controller()
+            self.progress("starting ryu-manager (%s), log in %s"
+                          % (" ".join(self.controller.apps), self.log_path))
+            self.controller.start()
             self.progress("building the fabric: %d switches, %d hosts"
                           % (len(self.topo.switches()), len(self.topo.hosts())))
             apply_ovs_receive_buffer(self.data_plane.ovs_receive_buffer)
@@ -154,14 +141,7 @@ class FabricTestbed:
             self.net.stop()
             self.net = None
             remove_management_network()
-        if self.controller is not None:
-            self.controller.terminate()
-            try:
-                self.controller.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.controller.kill()
-                self.controller.wait()
-            self.controller = None
+        self.controller.stop()
         if self.state_dir is not None:
             shutil.rmtree(self.state_dir, ignore_errors=True)
             self.state_dir = None
@@ -197,21 +177,20 @@ class FabricTestbed:
     def kill_controller(self):
         """Kill ryu-manager: no goodbye to the switches, which keep their tables."""
         self.controller.kill()
-        self.controller.wait()
 
     def restart_controller(self, forget=False, away_s=0.0):
         """Kill ryu-manager (unless killed already) and start it again away_s later with
         the same apps and ports; it restores the fabric and its trees from the state
         directory, or with forget starts without them (and gets the fabric by PUT).
         Returns once every switch is synced."""
-        if self.controller.poll() is None:
+        if self.controller.running():
             self.kill_controller()
         if forget:
             for saved in self.state_dir.iterdir():
                 saved.unlink()
         time.sleep(away_s)
         self.progress("restarting ryu-manager")
-        self._start_controller(mode="a")
+        self.controller.start(mode="a")
         if not self.client.get("/fabric/topology")["switches"]:
             self.client.put("/fabric/topology", describe(self.topo))
         self._wait_until_synced()
@@ -243,30 +222,7 @@ class FabricTestbed:
         return PlatformSampler(self.net.hosts)
 
     def controller_log(self):
-        return Path(self.log_path).read_text(errors="replace")
-
-    def _start_controller(self, mode="w"):
-        command = [ryu_manager_command(), "--ofp-listen-host", "127.0.0.1",
-                   "--ofp-tcp-listen-port", str(self.of_port),
-                   "--wsapi-host", "0.0.0.0", "--wsapi-port", str(self.rest_port), *self.apps]
-        os.environ[TOKEN_ENV] = self.token   # for the programs started in hosts
-        with open(self.log_path, mode) as log:
-            self.controller = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True,
-                                               env=dict(os.environ, **self.controller_env,
-                                                        **{STATE_DIR_ENV: str(self.state_dir)}))
-        self._wait_for(self._controller_answers, "the controller's REST API to answer")
-
-    def _controller_answers(self):
-        if self.controller.poll() is not None:
-            lines = self.controller_log().strip().splitlines() or ["(no output)"]
-            raise PlatformError("ryu-manager exited with %d: %s"
-                                % (self.controller.returncode, lines[-1]))
-        try:
-            self.client.get("/fabric/topology")
-            return True
-        except OSError:
-            return False
+        return self.controller.log()
 
     def _wait_until_synced(self):
         def all_synced():

@@ -7,7 +7,8 @@ import pytest
 
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.ovs import ofctl_lines
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.controller_process import wait_until
+from experiments.testbed import FabricTestbed
 from mininet_topos.description import describe
 from mininet_topos.platform_net import management_network_exists
 from mininet_topos.spineleaf import SpineLeafTopo

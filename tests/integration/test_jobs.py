@@ -25,7 +25,7 @@ from experiments import api_fuzz
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import (job_daemons, output_so_far, program_lines, run_job,
                                      start_workers, worker_lines)
-from experiments.testbed import wait_until
+from experiments.controller_process import wait_until
 from syncfabric.hosts.controller_client import ControllerHttpError
 from syncfabric.openflow import builders as of
 from syncfabric.services.job_daemons import SILENT_S

@@ -9,7 +9,8 @@ import pytest
 
 from experiments.host_measurements import multicast_goodput_mbps
 from experiments.ovs import ofctl
-from experiments.testbed import FabricTestbed, wait_until
+from experiments.controller_process import wait_until
+from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo

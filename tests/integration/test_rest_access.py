@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from experiments.testbed import DEFAULT_APPS, ryu_manager_command, wait_until
+from experiments.controller_process import ALL_APPS, ryu_manager_command, wait_until
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 from tests.harness.testbeds import require_root
 
@@ -245,7 +245,7 @@ def test_a_thousand_requests_without_the_token_are_refused_and_change_nothing():
     of_port, port = OF_PORT + 500, REST_PORT + 500
     environment = dict(os.environ, SYNCFABRIC_REST_TOKEN="sesame")
     process = subprocess.Popen([ryu_manager_command(), "--ofp-tcp-listen-port", str(of_port),
-                                "--wsapi-port", str(port), *DEFAULT_APPS],
+                                "--wsapi-port", str(port), *ALL_APPS],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=environment)
     owner = ControllerClient("http://127.0.0.1:%d" % port, token="sesame")

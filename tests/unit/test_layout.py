@@ -160,7 +160,8 @@ def test_the_library_imports_with_neither_ryu_nor_mininet_installed():
 def test_jobs_and_the_capacity_check_import_without_mininet():
     """Jobs also run on plain namespaces: their harness and the calibration's capacity
     check read the data-plane settings, never Mininet."""
-    run_without(("mininet",), "import experiments.traffic.jobs, experiments.platform_capacity\n")
+    run_without(("mininet",), "import experiments.traffic.jobs, experiments.platform_capacity, "
+                              "experiments.namespace_fabric, experiments.controller_process\n")
 
 
 def test_experiments_take_shared_settings_from_one_module_not_from_each_other():
