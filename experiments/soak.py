@@ -196,21 +196,9 @@ def soak(bed, view, args, say):
     progress = tqdm(total=round(args.seconds), desc="soak", unit="s", file=sys.stderr)
     try:
         while time.monotonic() - started < args.seconds:
-            results, threads = [None] * len(clients), []
-            for index, client in enumerate(clients):
-                others = [c for c in clients if c is not client]
-
-                def act(index=index, client=client, others=others):
-                    results[index] = client.operation(hosts, others)
-                threads.append(threading.Thread(target=act))
             flap = rng.random() < args.flap_probability
-            if flap:
-                threads.append(threading.Thread(target=flapper.flap))
-                faults += 1
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            faults += flap
+            results = operations_at_once(clients, hosts, flapper if flap else None)
             found = []
             for kind, statuses, answer in results:
                 outcomes[kind].update(statuses)
@@ -244,6 +232,33 @@ def soak(bed, view, args, say):
     finally:
         progress.close()
         flapper.restore()
+    violations += release_everything(clients, say)
+    return rows, outcomes, faults, violations
+
+
+def operations_at_once(clients, hosts, flapper=None):
+    """One random operation per client, and a link flap if a flapper is given, all at
+    the same moment; each client's (kind, statuses, answer)."""
+    results, threads = [None] * len(clients), []
+    for index, client in enumerate(clients):
+        others = [c for c in clients if c is not client]
+
+        def act(index=index, client=client, others=others):
+            results[index] = client.operation(hosts, others)
+        threads.append(threading.Thread(target=act))
+    if flapper is not None:
+        threads.append(threading.Thread(target=flapper.flap))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def release_everything(clients, say):
+    """DELETE what every client still holds; how many answers were neither 200 nor 404
+    (each a violation, said)."""
+    violations = 0
     for client in clients:
         for resource, item_id in client.items:
             status, answer = client.status("DELETE", "%s/%d" % (RESOURCES[resource], item_id))
@@ -251,7 +266,7 @@ def soak(bed, view, args, say):
                 violations += 1
                 say("violation at the end: DELETE of %s %d answered %d: %s"
                     % (resource, item_id, status, answer))
-    return rows, outcomes, faults, violations
+    return violations
 
 
 def main(argv=None):

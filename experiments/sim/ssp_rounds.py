@@ -51,6 +51,44 @@ def ready_times(compute_s, staleness):
     return ready
 
 
+def advance_transfers(transfers, now, until, capacity, sizes, finished):
+    """Move the transfers on at their max-min fair rates (each sender's ingress and each
+    receiver's egress in `capacity`) from `now` until `until`, or until none is left;
+    a transfer that ends leaves `transfers` through finished(transfer). Returns the
+    time reached."""
+    n = len(sizes)
+    while transfers and now < until:
+        rows, columns = [], []
+        for column, transfer in enumerate(transfers):
+            rows.append(transfer.sender)
+            rows.extend(n + j for j in transfer.receivers)
+            columns.extend([column] * (len(transfer.receivers) + 1))
+        usage = np.zeros((2 * n, len(transfers)))
+        usage[rows, columns] = 1.0
+        rates = max_min_rates(usage, capacity)
+        finish = np.array([t.remaining for t in transfers]) / rates
+        step = min(finish.min(), until - now)
+        now += step
+        for transfer, rate in zip(transfers, rates):
+            transfer.remaining -= rate * step
+        for transfer in [t for t in transfers if t.remaining <= 1e-9 * sizes[t.sender]]:
+            transfers.remove(transfer)
+            finished(transfer)
+    return max(now, until)
+
+
+def pending_towards(transfers, sender, n):
+    """(remaining, load) per worker: the most of `sender`'s updates still on the way to
+    it, and every bit still on the way to it."""
+    remaining, load = np.zeros(n), np.zeros(n)
+    for transfer in transfers:
+        receivers = list(transfer.receivers)
+        load[receivers] += transfer.remaining
+        if transfer.sender == sender:
+            remaining[receivers] = np.maximum(remaining[receivers], transfer.remaining)
+    return remaining, load
+
+
 def simulate_ssp(sizes, ingress, egress, min_receivers, compute_s, policy, cost_model, k=4,
                  staleness=4, eta=0.75, rng=None):
     """Run every worker's iterations; sizes in bits, bandwidths in bit/s, compute_s in s."""
@@ -63,43 +101,19 @@ def simulate_ssp(sizes, ingress, egress, min_receivers, compute_s, policy, cost_
     now = 0.0
     capacity = np.r_[ingress, egress]
 
-    def advance(until):
-        nonlocal now
-        while transfers and now < until:
-            rows, columns = [], []
-            for column, transfer in enumerate(transfers):
-                rows.append(transfer.sender)
-                rows.extend(n + j for j in transfer.receivers)
-                columns.extend([column] * (len(transfer.receivers) + 1))
-            usage = np.zeros((2 * n, len(transfers)))
-            usage[rows, columns] = 1.0
-            rates = max_min_rates(usage, capacity)
-            finish = np.array([t.remaining for t in transfers]) / rates
-            step = min(finish.min(), until - now)
-            now += step
-            for transfer, rate in zip(transfers, rates):
-                transfer.remaining -= rate * step
-            for transfer in [t for t in transfers if t.remaining <= 1e-9 * sizes[t.sender]]:
-                transfers.remove(transfer)
-                delivered_per_update[transfer.update] += len(transfer.receivers)
-                history.record(transfer.sender, transfer.receivers)
-        now = max(now, until)
+    def finished(transfer):
+        delivered_per_update[transfer.update] += len(transfer.receivers)
+        history.record(transfer.sender, transfer.receivers)
 
     completed_round = 0
     for time_s, sender, iteration in events:
-        advance(time_s)
+        now = advance_transfers(transfers, now, time_s, capacity, sizes, finished)
         if iteration > completed_round:          # every worker finished an iteration
             history.advance()
             completed_round = iteration
         forced, unsynced = history.matrices(names)
         problem = RoundInput(sizes, ingress, egress, min_receivers, forced, unsynced)
-        remaining = np.zeros(n)
-        load = np.zeros(n)
-        for transfer in transfers:
-            receivers = list(transfer.receivers)
-            load[receivers] += transfer.remaining
-            if transfer.sender == sender:
-                remaining[receivers] = np.maximum(remaining[receivers], transfer.remaining)
+        remaining, load = pending_towards(transfers, sender, n)
         started = time.perf_counter()
         decision = ssp_on_ready(sender, problem, remaining, load,
                                 compute_s[sender][min(iteration + 1, len(compute_s[sender]) - 1)],
@@ -116,7 +130,7 @@ def simulate_ssp(sizes, ingress, egress, min_receivers, compute_s, policy, cost_
         groups = ([{j} for j in decision.receivers] if cost_model == L7
                   else [set(decision.receivers)] if decision.receivers else [])
         transfers.extend(Transfer(sender, group, float(sizes[sender]), update) for group in groups)
-    advance(np.inf)
+    advance_transfers(transfers, now, np.inf, capacity, sizes, finished)
     result.updates = len(delivered_per_update)
     result.deliveries = int(sum(delivered_per_update))
     result.multicast_scale = result.deliveries / (result.updates * n)

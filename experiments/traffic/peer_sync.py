@@ -25,6 +25,7 @@ the last sender's last first-pass chunk.
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 from experiments.traffic.launch import run_in_hosts
 from syncfabric.hosts.control_channel import accept_named
@@ -32,6 +33,47 @@ from syncfabric.hosts.rate_control import LossAdaptiveRate
 from syncfabric.hosts.wire import chunk_count, model_bytes, ranges, wire_bytes
 
 COORDINATOR_PORT = 7100
+
+
+@dataclass
+class RoundRoutes:
+    """Where a SELMCAST round's updates go, from the round's trees: groups_of: sender ->
+    its trees' groups; group_of: (sender, receiver) -> the group between them; receive:
+    receiver -> {sender: group}; rate_of: sender -> its trees' rates summed, at the
+    round's rate fraction."""
+    groups_of: dict
+    group_of: dict
+    receive: dict
+    rate_of: dict
+
+    @classmethod
+    def of(cls, plan, names, rate_fraction):
+        groups_of = {name: [] for name in names}
+        group_of, receive = {}, {name: {} for name in names}
+        rate_of = {tree["source"]: 0.0 for tree in plan["trees"]}
+        for tree in plan["trees"]:
+            groups_of[tree["source"]].append(tree["address"])
+            rate_of[tree["source"]] += tree["bandwidth_mbps"] * rate_fraction
+            for receiver in tree["receivers"]:
+                group_of[tree["source"], receiver] = tree["address"]
+                receive[receiver][tree["source"]] = tree["address"]
+        return cls(groups_of, group_of, receive, rate_of)
+
+    def planned_send_s(self, size):
+        """The slowest sender's first pass: an update of `size` bytes to each of its
+        groups, at its rate."""
+        return max(wire_bytes(size) * 8 / 1e6 * len(self.groups_of[name]) / self.rate_of[name]
+                   for name in self.rate_of)
+
+    def missing(self, reports):
+        """{sender: {group: chunk indices}} that the receivers' reports miss."""
+        resend = {}
+        for receiver, report in reports.items():
+            for sender, missing in report["missing"].items():
+                group = self.group_of[sender, receiver]
+                chunks = resend.setdefault(sender, {}).setdefault(group, set())
+                chunks.update(i for first, last in missing for i in range(first, last))
+        return resend
 
 
 class SyncCoordinator:
@@ -68,22 +110,13 @@ class SyncCoordinator:
     def _move_updates(self, plan, setup_s):
         self.rounds += 1
         number = self.rounds
-        groups_of = {name: [] for name in self.names}      # sender -> its groups
-        group_of = {}                                      # (sender, receiver) -> group
-        receive = {name: {} for name in self.names}        # receiver -> {sender: group}
-        for tree in plan["trees"]:
-            groups_of[tree["source"]].append(tree["address"])
-            for receiver in tree["receivers"]:
-                group_of[tree["source"], receiver] = tree["address"]
-                receive[receiver][tree["source"]] = tree["address"]
-        rate_of = {tree["source"]: 0.0 for tree in plan["trees"]}
-        for tree in plan["trees"]:
-            rate_of[tree["source"]] += tree["bandwidth_mbps"] * self.rate_fraction
+        routes = RoundRoutes.of(plan, self.names, self.rate_fraction)
         size = self.update_size
         for name, channel in self.peers.items():
             channel.send({"round": number, "seed": self.names.index(name), "size": size,
-                          "send": groups_of[name], "rate_mbps": rate_of.get(name, 1.0),
-                          "receive": receive[name]})
+                          "send": routes.groups_of[name],
+                          "rate_mbps": routes.rate_of.get(name, 1.0),
+                          "receive": routes.receive[name]})
         hashes = {}
         for name, channel in self.peers.items():
             reply = channel.receive()
@@ -92,13 +125,25 @@ class SyncCoordinator:
             hashes[name] = reply["sha256"]
         started = time.perf_counter()
         for name, channel in self.peers.items():
-            channel.send({"go": number, "expected": {s: hashes[s] for s in receive[name]}})
+            channel.send({"go": number, "expected": {s: hashes[s] for s in routes.receive[name]}})
         self._wait_sent(self.names, number)
         send_s = time.perf_counter() - started
-        planned_send_s = max(wire_bytes(size) * 8 / 1e6 * len(groups_of[name]) / rate_of[name]
-                             for name in rate_of)
-        update_chunks = chunk_count(size)
-        sent = {sender: update_chunks for sender in groups_of if groups_of[sender]}
+        passes, first_pass, reports = self._repair_until_complete(routes, number, started)
+        completion_s = time.perf_counter() - started
+        for channel in self.peers.values():
+            channel.send({"done": number})
+        verified = all(all(report["verified"].values()) for report in reports.values())
+        deliveries = sum(len(r["verified"]) for r in reports.values())
+        return {"completion_s": completion_s, "send_s": send_s, "setup_s": setup_s,
+                "repair_passes": passes, "planned_send_s": routes.planned_send_s(size),
+                **first_pass, "verified": verified, "deliveries": deliveries}
+
+    def _repair_until_complete(self, routes, number, started):
+        """Ask every peer what it misses and have the senders resend it, each backing off
+        on loss (LossAdaptiveRate), until nothing is missing; (repair passes, the first
+        pass's loss, the last reports). RuntimeError once the repair budget is spent."""
+        update_chunks = chunk_count(self.update_size)
+        sent = {sender: update_chunks for sender in routes.groups_of if routes.groups_of[sender]}
         rates = {sender: LossAdaptiveRate(1.0) for sender in sent}   # of the planned rate
         passes, first_pass = 0, None
         while True:
@@ -107,21 +152,17 @@ class SyncCoordinator:
                 channel.send({"report": number})
             for name, channel in self.peers.items():
                 reports[name] = channel.receive()
-            resend = {}
-            for receiver, report in reports.items():
-                for sender, missing in report["missing"].items():
-                    group = group_of[sender, receiver]
-                    chunks = resend.setdefault(sender, {}).setdefault(group, set())
-                    chunks.update(i for first, last in missing for i in range(first, last))
+            resend = routes.missing(reports)
             worst = {sender: max(len(chunks) for chunks in by_group.values()) / sent[sender]
                      for sender, by_group in resend.items()}
             if first_pass is None:   # the share of (pair, chunk) deliveries lost
                 lost = sum(last - first for report in reports.values()
                            for missing in report["missing"].values() for first, last in missing)
-                pairs = sum(len(senders) for senders in receive.values())
-                first_pass = {"first_pass_loss": lost / (pairs * update_chunks), "lost_chunks": lost}
+                pairs = sum(len(senders) for senders in routes.receive.values())
+                first_pass = {"first_pass_loss": lost / (pairs * update_chunks),
+                              "lost_chunks": lost}
             if not resend:
-                break
+                return passes, first_pass, reports
             passes += 1
             if time.perf_counter() - started > self.repair_budget_s:
                 raise RuntimeError(
@@ -136,16 +177,8 @@ class SyncCoordinator:
                 sent[sender] = sum(len(chunks) for chunks in by_group.values())
                 self.peers[sender].send({"resend": {group: ranges(sorted(chunks))
                                                     for group, chunks in by_group.items()},
-                                         "rate_mbps": rate_of[sender] * scale})
+                                         "rate_mbps": routes.rate_of[sender] * scale})
             self._wait_sent(list(resend), number)
-        completion_s = time.perf_counter() - started
-        for channel in self.peers.values():
-            channel.send({"done": number})
-        verified = all(all(report["verified"].values()) for report in reports.values())
-        deliveries = sum(len(r["verified"]) for r in reports.values())
-        return {"completion_s": completion_s, "send_s": send_s, "setup_s": setup_s,
-                "repair_passes": passes, "planned_send_s": planned_send_s, **first_pass,
-                "verified": verified, "deliveries": deliveries}
 
     def _wait_sent(self, senders, number):
         for name in senders:

@@ -109,7 +109,15 @@ def test_apps_hold_only_what_ryu_loads():
     assert {path.name for path in APPS.glob("*.py")} == RYU_SHIMS
 
 
-@pytest.mark.parametrize("module", library_modules(), ids=str)
+def held_to_the_size_limits():
+    """The library, the apps and the experiments: 41% of the code is experiments, held to
+    the library's standard."""
+    others = sorted(path.relative_to(ROOT) for folder in (APPS, ROOT / "experiments")
+                    for path in folder.rglob("*.py"))
+    return library_modules() + others
+
+
+@pytest.mark.parametrize("module", held_to_the_size_limits(), ids=str)
 def test_modules_classes_and_functions_stay_small(module):
     source = (ROOT / module).read_text()
     assert source.count("\n") <= MAX_MODULE_LINES
