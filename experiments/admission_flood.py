@@ -25,13 +25,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments,
-                             finish_emulated_run)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
+                             fabric_host_count, finish_emulated_run)
 from experiments.defaults import AGGREGATOR_SHARE, JOB_START_S, ROUNDS_APART
 from experiments.plots.robustness import plot_admission_flood
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.hosts.wire import data_mtu
 
 MODES = ("clean", "flood")
@@ -53,7 +53,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/admission_flood.csv"),
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
-    if args.leaves * args.hosts_per_leaf < 3:
+    if fabric_host_count(args) < 3:
         parser.error("the fabric needs at least 3 hosts: 2 workers and one outside the job")
     if args.rounds < 1 or args.flood_pps <= 0 or args.model_bytes < 4 or args.model_bytes % 4:
         parser.error("--rounds and --flood-pps must be positive, --model-bytes a positive "
@@ -63,11 +63,8 @@ def parse_args(argv):
 
 def run(args):
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
-                         hosts_per_leaf=args.hosts_per_leaf, bw=args.bw, aggregators="spines",
-                         aggregator_bw=AGGREGATOR_SHARE * args.bw)
-    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                   key=lambda h: int(h[1:]))
+    topo = build_fabric(args, aggregators="top", aggregator_bw=AGGREGATOR_SHARE * args.bw)
+    hosts = fabric_hosts(topo)
     workers, outsider = hosts[:-1], hosts[-1]
     request = {"workers": workers, "model_bytes": args.model_bytes, "placement": "colocated",
                "mtu": data_mtu()}

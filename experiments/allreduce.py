@@ -3,8 +3,9 @@ PyTorch's torch.distributed (Gloo) in the same hosts, on the same fabric, in one
 
     python -m experiments.allreduce --workers 4,8,16 --rounds 5 --out results/allreduce.csv
 
-An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
-(--aggregator-bw, a comma list, sweeps their capacity: a fresh fabric each). The
+An 8x8 spine-leaf with 4 hosts per leaf, or any fabric --topo names (fattree,4), with
+an aggregator host on every switch of its top tier (spines, cores; --aggregator-bw, a
+comma list, sweeps their capacity: a fresh fabric each). The
 workers are h1..hN, the PS the last host; the model is the training MLP's float32
 parameters (1.2 MB; --hidden sets its size). Modes:
 - gloo-allreduce: the workers all-reduce their gradients (DDP's step), Gloo
@@ -18,7 +19,7 @@ parameters (1.2 MB; --hidden sets its size). Modes:
   a job (POST /jobs, docs/jobs.md) with the aggregator daemon where it sums outside
   the workers and the library in the workers: P PS shards (as
   syncfabric/decisions/round_planner.py decides, at most --max-pss) on dedicated
-  hosts (the hosts after the workers), in the workers' own hosts, or in the spines'
+  hosts (the hosts after the workers), in the workers' own hosts, or in the top tier's
   aggregators (summed in the switch, as SwitchML does), the gradients aggregated on
   the way in, each shard's
   sum multicast back on its reserved tree fragment by fragment while later
@@ -39,8 +40,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             fit_auto_rate, progress_printer, rate_mbps)
 from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
                                  STREAM_MODES, STREAM_PLACEMENT)
 from experiments.plots.training import plot_allreduce
@@ -51,7 +53,7 @@ from experiments.traffic.jobs import (job_round_fidelity, job_rounds, planned_lo
                                      run_job, served_job, stream_job)
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
@@ -87,7 +89,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/allreduce.csv"),
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if any(not 2 <= n <= min(hosts, 64) for n in args.workers):
         parser.error("every --workers count must be between 2 and %d" % min(hosts, 64))
     if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
@@ -110,14 +112,11 @@ def aggregator_rates(args):
 
 
 def job_fabric(args, aggregator_bw):
-    """The job experiments' spine-leaf from their flags, an aggregator host on every
-    spine: (topology, its FabricView, its other hosts in order h1, h2, ...)."""
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
-                         hosts_per_leaf=args.hosts_per_leaf, bw=args.bw,
-                         aggregators="spines", aggregator_bw=aggregator_bw)
-    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                   key=lambda h: int(h[1:]))
-    return topo, FabricView(describe(topo)), hosts
+    """The job experiments' fabric from their flags, an aggregator host on every switch
+    of its top tier (a spine-leaf's spines, a fat-tree's cores): (topology, its
+    FabricView, its other hosts in order h1, h2, ...)."""
+    topo = build_fabric(args, aggregators="top", aggregator_bw=aggregator_bw)
+    return topo, FabricView(describe(topo)), fabric_hosts(topo)
 
 
 def heaviest_round(args):
@@ -133,7 +132,8 @@ def heaviest_round(args):
                 heaviest = max(heaviest, planned_load_mbps(
                     view, hosts[:count], hosts[count:], floats, args.max_pss,
                     STREAM_PLACEMENT[mode]) if mode in STREAM_MODES else args.bw * (
-                    count + (mode in PS_HOST_MODES) + args.spines * (mode == "multicast+ina")))
+                    count + (mode in PS_HOST_MODES)
+                    + len(view.aggregators) * (mode == "multicast+ina")))
     return heaviest
 
 
@@ -186,7 +186,7 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, l
 def modes_for(args, count):
     """The modes a round of `count` workers runs: with every host a worker, those that
     need a host beside them (PS_HOST_MODES) have none, and are left out."""
-    if count < args.leaves * args.hosts_per_leaf:
+    if count < fabric_host_count(args):
         return args.modes
     return [mode for mode in args.modes if mode not in PS_HOST_MODES]
 

@@ -5,7 +5,7 @@ for ovs-vswitchd longer than the fidelity verdict allows.
     python -m experiments.calibrate            # also: make calibrate
 
 On an 8x8 spine-leaf (2 hosts per leaf; the experiments' fabric, other sizes by
-flag) every link is shaped to a trial rate R and the hosts send paced UDP for a
+flag, any other fabric by --topo, so that --bw auto fits the fabric a run uses) every link is shaped to a trial rate R and the hosts send paced UDP for a
 few seconds at 95% of what their links carry:
 - multicast: h1 to the other hosts over a reserved path-aware tree;
 - all-to-one: the other hosts to h1, together at 0.95 R (a PS's gradients);
@@ -34,13 +34,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity, packet_drops
-from experiments.cli import ArgumentParser, comma_list, progress_printer
+from experiments.cli import (ArgumentParser, build_fabric, comma_list, progress_printer,
+                             topo_argument, topo_spec)
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, all_to_all_capacity_mbps
 from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
 from mininet_topos.data_plane import BASELINE, DataPlane
 from mininet_topos.platform_net import PlatformError, shape_links
-from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.hosts.control_channel import accept_named
 from syncfabric.hosts.load_probe import COORDINATOR_PORT
 
@@ -74,6 +74,9 @@ def parse_args(argv):
                         help="calibrate the baseline data plane (MTU %d, the kernel's port "
                              "queues, %d-byte OVS buffers) first, in the same run, and write it "
                              "under `baseline`" % (BASELINE.mtu, BASELINE.ovs_send_buffer))
+    parser.add_argument("--topo", type=topo_argument, default=None,
+                        help="the fabric to calibrate, as the experiments' --topo (fattree,4); "
+                             "default: the spine-leaf of the three flags below")
     parser.add_argument("--spines", type=int, default=8, help="the experiments' fabric: spines")
     parser.add_argument("--leaves", type=int, default=8, help="... leaves")
     parser.add_argument("--hosts-per-leaf", type=int, default=2, help="... and hosts per leaf")
@@ -268,8 +271,7 @@ def print_rates(patterns, data_plane, baseline=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.max_mbps)
+    topo = build_fabric(args, bw=args.max_mbps)
     data_plane = DataPlane(mtu=args.mtu, switch_queue=args.switch_queue,
                            ovs_send_buffer=args.ovs_send_buffer,
                            ovs_receive_buffer=args.ovs_receive_buffer)
@@ -284,8 +286,7 @@ def main(argv=None):
         sys.exit("error: %s" % error)
     elapsed = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
     result = {"date": started.isoformat(timespec="seconds"), "machine": machine(),
-              "fabric": "%dx%d spine-leaf, %d hosts per leaf" % (args.spines, args.leaves,
-                                                                args.hosts_per_leaf),
+              "fabric": str(topo_spec(args)),
               "hosts": len(topo.hosts()),
               **dataclasses.asdict(data_plane),
               "chunk_bytes": data_plane.mtu - 28, "loss_threshold": args.loss,

@@ -1,5 +1,6 @@
 """Command-line conventions shared by the experiment scripts."""
 
+import argparse
 import csv
 import sys
 
@@ -36,15 +37,24 @@ def comma_list(kind, allowed=None):
 
 
 def fabric_arguments(parser, spines=8, leaves=8, hosts_per_leaf=2, bw="auto", pattern="multicast"):
-    """The spine-leaf flags every experiment takes. --bw is a rate or "auto": a safe
-    fraction of the rate calibrated for `pattern`, the experiment's heaviest traffic
-    (experiments/platform_capacity.py)."""
+    """The fabric flags every experiment that builds one takes: --topo, any fabric of
+    mininet_topos/registry.py in Mininet's syntax, or the spine-leaf shorthands. --bw is
+    a rate or "auto": a safe fraction of the rate calibrated for `pattern`, the
+    experiment's heaviest traffic (experiments/platform_capacity.py)."""
     from experiments.platform_capacity import bw_argument
+    from mininet_topos.registry import TOPOS
     parser.set_defaults(bw_pattern=pattern)
-    parser.add_argument("--spines", type=int, default=spines, help="number of spine switches")
-    parser.add_argument("--leaves", type=int, default=leaves, help="number of leaf switches")
+    parser.add_argument("--topo", type=topo_argument, default=None,
+                        help="the fabric, as Mininet's --topo: %s (or package.module:factory), "
+                             "e.g. fattree,4 or spineleaf,spines=4,leaves=4; default: the "
+                             "spine-leaf of the three flags below"
+                             % ", ".join(sorted(TOPOS)))
+    parser.add_argument("--spines", type=int, default=spines,
+                        help="spine switches (without --topo)")
+    parser.add_argument("--leaves", type=int, default=leaves,
+                        help="leaf switches (without --topo)")
     parser.add_argument("--hosts-per-leaf", type=int, default=hosts_per_leaf,
-                        help="hosts under each leaf")
+                        help="hosts under each leaf (without --topo)")
     parser.add_argument("--bw", type=bw_argument, default=bw,
                         help="link rate, Mbit/s, or auto: a safe fraction of the rate "
                              "`make calibrate` measured on this machine (default %(default)s)")
@@ -67,6 +77,41 @@ def model_mb_at(args, seconds):
     0.1 MB). Left as "auto" while the rate is not known (announce_rate then exits)."""
     if args.model_mb == "auto" and args.bw is not None:
         args.model_mb = round(max(seconds * args.bw / 8, 0.1), 1)
+
+
+def topo_argument(text):
+    """--topo: a TopoSpec, or the registry's error as argparse's one-line error."""
+    from mininet_topos.registry import parse_topo
+    try:
+        return parse_topo(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def topo_spec(args):
+    """The fabric the flags ask for: --topo, or the spine-leaf of --spines, --leaves and
+    --hosts-per-leaf."""
+    from mininet_topos.registry import TopoSpec
+    if args.topo is not None:
+        return args.topo
+    return TopoSpec("spineleaf", kwargs={"spines": args.spines, "leaves": args.leaves,
+                                         "hosts_per_leaf": args.hosts_per_leaf})
+
+
+def build_fabric(args, bw=None, **options):
+    """The Topo of the flags at `bw` (default --bw; one rate, or one per switch link), given
+    each of `options` that the fabric takes (aggregators="top", aggregator_bw=...:
+    mininet_topos/registry.py)."""
+    from mininet_topos.registry import build_topo
+    if bw is None:   # 1 while --bw is not a rate yet: auto with no calibration, or --bench
+        bw = args.bw if isinstance(args.bw, (int, float)) else 1
+    return build_topo(topo_spec(args), bw=bw, **options)
+
+
+def fabric_host_count(args):
+    """How many hosts of the flags' fabric can run workers (aggregators not counted)."""
+    from mininet_topos.registry import fabric_hosts
+    return len(fabric_hosts(build_fabric(args)))
 
 
 def rate_mbps(text, link_mbps):

@@ -10,11 +10,11 @@ the first host of the first and of the last leaf), link_mbps and tcp_ratio.
 import json
 import sys
 
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer
+from experiments.cli import ArgumentParser, build_fabric, fabric_arguments, progress_printer
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 
 
 def parse_args(argv):
@@ -24,24 +24,29 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def tcp_pair(leaves, hosts_per_leaf):
-    """First host of the first leaf and of the last leaf (two hosts of one leaf if only one)."""
-    if leaves > 1:
-        return "h1", "h%d" % ((leaves - 1) * hosts_per_leaf + 1)
-    return ("h1", "h2") if hosts_per_leaf > 1 else None
+def tcp_pair(topo):
+    """The first host and the first one under another switch, so that TCP crosses the
+    fabric (two hosts of one switch if there is only one; None if one host)."""
+    hosts = fabric_hosts(topo)
+    switch_of = {}
+    for a, b in topo.links():
+        switch_of.update({a: b} if a in hosts else {b: a} if b in hosts else {})
+    far = next((h for h in hosts if switch_of[h] != switch_of[hosts[0]]), None)
+    if far is not None:
+        return hosts[0], far
+    return (hosts[0], hosts[1]) if len(hosts) > 1 else None
 
 
 say = progress_printer("fabric_check")
 
 
 def check(args):
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves,
-                         hosts_per_leaf=args.hosts_per_leaf, bw=args.bw)
+    topo = build_fabric(args)
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
         report = bed.client.get("/fabric/topology")
         say("pinging all host pairs")
         loss = ping_all_loss_pct(bed.net)
-        pair = tcp_pair(args.leaves, args.hosts_per_leaf)
+        pair = tcp_pair(topo)
         tcp_mbps = None
         if pair is not None:
             say("TCP %s -> %s for %d s" % (*pair, args.tcp_seconds))

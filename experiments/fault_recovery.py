@@ -22,8 +22,9 @@ from tqdm import tqdm
 
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, model_mb_argument,
-                             model_mb_at, progress_printer, write_csv)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
+                             fabric_host_count, model_mb_argument, model_mb_at,
+                             progress_printer, write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
@@ -35,7 +36,6 @@ from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training import run_training
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
@@ -70,7 +70,7 @@ def parse_args(argv):
                              "over to a backup uplink by itself, then the controller moves the "
                              "tree) or mbb (the controller's make-before-break move alone)")
     parser.add_argument("--aggregator-bw", type=float,
-                        help="--traffic gradients: the spines' aggregator capacity, Mbit/s "
+                        help="--traffic gradients: the top tier's aggregator capacity, Mbit/s "
                              "(default 0.45 x --bw)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=15)
@@ -93,8 +93,9 @@ def parse_args(argv):
     model_mb_at(args, TRANSFER_S[args.fault])
     if args.aggregator_bw is None and args.bw is not None:
         args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
-    if not 1 <= args.workers < args.leaves * args.hosts_per_leaf:
-        parser.error("--workers must be between 1 and %d" % (args.leaves * args.hosts_per_leaf - 1))
+    hosts = fabric_host_count(args)
+    if not 1 <= args.workers < hosts:
+        parser.error("--workers must be between 1 and %d" % (hosts - 1))
     if args.runs < 1 or args.fail_after_s < 0:
         parser.error("--runs must be positive, --fail-after-s not negative")
     if args.traffic == "training" and args.rounds < FAULT_ROUND:
@@ -128,20 +129,20 @@ class Fault:
             self.bed.restart_controller(away_s=self.down_s)
             self.recovered_s = time.monotonic() - started
             return
-        leaf, spine = self.crossed_uplink()
+        tor, upper = self.crossed_uplink()
         if self.kind == "reconnect":
-            self.log_mark, self.reconnected = len(self.bed.controller_log()), (leaf, spine)
-            for switch in (leaf, spine):
+            self.log_mark, self.reconnected = len(self.bed.controller_log()), (tor, upper)
+            for switch in (tor, upper):
                 self.bed.reconnect_switch(switch)
             self.wait_synced()
             self.recovered_s = time.monotonic() - started
             return
         if self.kind == "link":
-            port = self.view.out_port(leaf, spine)
-            ofctl("mod-port", leaf, str(port), "down")
-            self.heal_steps.append(lambda: ofctl("mod-port", leaf, str(port), "up"))
+            port = self.view.out_port(tor, upper)
+            ofctl("mod-port", tor, str(port), "down")
+            self.heal_steps.append(lambda: ofctl("mod-port", tor, str(port), "up"))
         else:
-            self.bed.reconnect_switch(spine, restart=True, away_s=self.down_s)
+            self.bed.reconnect_switch(upper, restart=True, away_s=self.down_s)
             self.wait_synced()
             self.recovered_s = time.monotonic() - started
 
@@ -156,17 +157,16 @@ class Fault:
         return items[0] if items else None
 
     def crossed_uplink(self):
-        """(leaf, spine) of an uplink the tree (from h1's leaf) or plan (its first worker
-        leg's) uses."""
+        """(top-of-rack switch, the switch above it) of the first fabric link that the
+        tree (from h1's switch) or the plan (a worker's leg) takes: on a spine-leaf a
+        leaf's uplink to a spine, on a fat-tree an edge's to an aggregation switch."""
         if self.traffic == "tree":
             links = [edge for edge in self.item["edges"] if ["h1", edge[0]] in self.item["edges"]]
         else:
             links = [pair for legs in self.item["workers"].values() for leg in legs
-                     for pair in zip(leg["path"], leg["path"][1:])]
-        return next((a, b) for a, b in links if self.role(a) == "leaf" and self.role(b) == "spine")
-
-    def role(self, node):
-        return self.view.graph.nodes[node].get("role")
+                     for pair in zip(leg["path"][1:], leg["path"][2:])]
+        return next((a, b) for a, b in links
+                    if self.view.is_switch(a) and self.view.is_switch(b))
 
     def heal(self):
         for step in self.heal_steps:
@@ -289,10 +289,9 @@ def one_run(bed, view, args, repair, number):
 def main(argv=None):
     args = parse_args(argv)
     announce_rate(args)
-    aggregators = {} if args.traffic == "tree" else {"aggregators": "spines",
+    aggregators = {} if args.traffic == "tree" else {"aggregators": "top",
                                                      "aggregator_bw": args.aggregator_bw}
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, **aggregators)
+    topo = build_fabric(args, **aggregators)
     view = FabricView(describe(topo))
     rows = []
     try:

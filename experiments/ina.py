@@ -1,22 +1,24 @@
-"""In-network aggregation on an emulated spine-leaf: one round of real gradients per
+"""In-network aggregation on an emulated fabric: one round of real gradients per
 policy, steered by the INA app: GRID and its baselines (grid, no-ina, nearest,
 switchml) for one PS, or with --ps InArt and its (inart, atp, lbmm, equal-split)
 for a model split over several PSs.
 
     python -m experiments.ina --workers 8,16 --out results/ina.csv
     python -m experiments.ina --ps 2,4 --workers 16,24 --hetero --out results/inart.csv
+    python -m experiments.ina --topo fattree,4 --ps 2 --workers 8 --hetero --aggregators all
     python -m experiments.ina --bench
 
-An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine
-(--aggregators; capacity --aggregator-bw, by default 0.45 x --bw: below the
-PS's ingress, its link). --bw auto (the default) is a safe fraction of the
-all-to-all rate `make calibrate` measured here; every row says whether the
-emulator kept up (experiments/fidelity.py) and ratios use faithful rows only. Workers are h1..hN (packed under the first leaves, as
-a job's workers are when it is scheduled rack by rack), the PS is the last
-host (with --ps P, the last P hosts are the PSs; --hetero draws every
-leaf-spine link's rate from U[0.5, 1.5] x --bw, seeded, host links stay at
---bw). For each worker count, PS count and policy the INA app plans and installs
-(apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
+An 8x8 spine-leaf with 4 hosts per leaf, or any fabric --topo names, with an
+aggregator host on every switch of its top tier (--aggregators; capacity
+--aggregator-bw, by default 0.45 x --bw: below the PS's ingress, its link). --bw
+auto (the default) is a safe fraction of the all-to-all rate `make calibrate`
+measured here; every row says whether the emulator kept up
+(experiments/fidelity.py) and ratios use faithful rows only. Workers are h1..hN
+(packed under the first switches, as a job's workers are when it is scheduled rack
+by rack), the PS is the last host (with --ps P, the last P hosts are the PSs;
+--hetero draws every switch-to-switch link's rate from U[0.5, 1.5] x --bw, seeded,
+host links stay at --bw). For each worker count, PS count and policy the INA app
+plans and installs (apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
 float32 gradients through the plan and checks the PS's sum. The CSV has per
 round the communication time, the achieved minimum rate (a worker's
 gradient on the wire over the communication time), the PS's ingress load
@@ -39,13 +41,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.ina import plot_ina
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gradients import round_fidelity, run_plan
 from mininet_topos.description import describe
+from mininet_topos.registry import fabric_hosts
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions import inart_placement
 from syncfabric.decisions.fabric_view import FabricView
@@ -75,10 +79,13 @@ def parse_args(argv):
                                                                    - set(DEFAULT_POLICIES))),
                             ",".join(inart_placement.POLICIES)))
     parser.add_argument("--hetero", action="store_true",
-                        help="leaf-spine links at U[0.5, 1.5] x --bw (seeded; U[10, 30] at 20)")
+                        help="switch-to-switch links at U[0.5, 1.5] x --bw (seeded; U[10, 30] "
+                             "at 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --hetero link rates")
-    parser.add_argument("--aggregators", default="spines",
-                        help="switches with an aggregator: leaves, spines, all or names joined by +")
+    parser.add_argument("--aggregators", default="top",
+                        help="switches with an aggregator: top (a spine-leaf's spines, a "
+                             "fat-tree's cores), tor (its leaves, edges), a tier of the fabric, "
+                             "all, or names joined by + (default %(default)s)")
     parser.add_argument("--aggregator-bw", type=float, default=None,
                         help="aggregator capacity, Mbit/s (default 0.45 x --bw: 9 at 20)")
     parser.add_argument("--gradient-mb", type=float, default=1.0, help="gradient per worker, MB")
@@ -91,7 +98,7 @@ def parse_args(argv):
     if args.policies is None:
         args.policies = list(DEFAULT_POLICIES if args.ps is None else inart_placement.POLICIES)
     args.ps = args.ps or [1]
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if not 1 <= min(args.ps) <= max(args.ps) <= 8:
         parser.error("--ps must be between 1 and 8")
     if args.bench_repeats < 1:
@@ -154,19 +161,21 @@ def bench_inart(repeats, workers=50, pss=4, seed=0):
 
 
 def hetero_rates(args):
-    """Every leaf-spine link's rate from U[0.5, 1.5] x --bw, seeded (leaf-major): InArt's
+    """Every switch-to-switch link's rate from U[0.5, 1.5] x --bw, seeded, in the order the
+    fabric builds its links (a spine-leaf's leaf-major, a fat-tree's pod by pod): InArt's
     U[10, 30] Mbit/s at 20."""
+    uniform = build_fabric(args)
+    links = sum(uniform.isSwitch(a) and uniform.isSwitch(b) for a, b in uniform.links())
     rng = random.Random(args.seed)
-    return [round(args.bw * rng.uniform(0.5, 1.5), 2) for _ in range(args.leaves * args.spines)]
+    return [round(args.bw * rng.uniform(0.5, 1.5), 2) for _ in range(links)]
 
 
 def run(args):
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=hetero_rates(args) if args.hetero else args.bw, host_bw=args.bw,
-                         aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
-    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                   key=lambda h: int(h[1:]))
+    topo = build_fabric(args, bw=hetero_rates(args) if args.hetero else args.bw,
+                        host_bw=args.bw, aggregators=args.aggregators,
+                        aggregator_bw=args.aggregator_bw)
+    hosts = fabric_hosts(topo)
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("ina")) as bed:

@@ -21,10 +21,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.plots.jobs import plot_job_setup
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.cli import (ArgumentParser, build_fabric, fabric_arguments, progress_printer,
+                             topo_spec, write_csv)
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions import round_planner
 
 COLUMNS = ["job", "workers", "placement", "shards", "setup_ms", "release_ms", "predicted_round_s"]
@@ -50,8 +50,7 @@ def percentile(values, fraction):
 
 
 def measure(args):
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators="spines", aggregator_bw=args.bw)
+    topo = build_fabric(args, aggregators="top", aggregator_bw=args.bw)
     rng, rows = random.Random(args.seed), []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=say) as bed:
@@ -86,7 +85,7 @@ def main(argv=None):
     setup = [r["setup_ms"] for r in rows]
     print("CSV: %s  figure: %s" % (args.out, figure))
     print(json.dumps({"jobs": len(rows), "workers": args.workers,
-                      "fabric": "%dx%d" % (args.spines, args.leaves), "link_mbps": args.bw,
+                      "fabric": str(topo_spec(args)), "link_mbps": args.bw,
                       "p50_ms": round(statistics.median(setup), 1),
                       "p99_ms": round(percentile(setup, 0.99), 1),
                       "max_ms": round(max(setup), 1)}))

@@ -24,14 +24,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, fabric_arguments, progress_printer,
-                             write_csv)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
+                             fabric_host_count, progress_printer, write_csv)
 from experiments.plots.multicast import plot_load_balance
 from experiments.controller_process import wait_until
 from experiments.testbed import FabricTestbed
 from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.hosts.controller_client import ControllerHttpError
 from syncfabric.hosts.wire import chunk_payload_bytes
 
@@ -109,7 +109,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.job_mbps is None and args.bw is not None:
         args.job_mbps = round(JOB_SHARE * args.bw, 3)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if args.jobs < 1 or not 1 <= args.receivers_per_job < hosts or (args.job_mbps or 1) <= 0:
         parser.error("need --jobs >= 1, 1 <= --receivers-per-job < %d hosts, --job-mbps > 0" % hosts)
     if args.seconds < WARM_UP_S + 2:
@@ -120,9 +120,8 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw)
-    jobs = make_jobs(topo.hosts(sort=True), args.jobs, args.receivers_per_job, random.Random(args.seed))
+    topo = build_fabric(args)
+    jobs = make_jobs(fabric_hosts(topo), args.jobs, args.receivers_per_job, random.Random(args.seed))
     try:
         with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                            progress=progress_printer("load_balance")) as bed:

@@ -99,8 +99,11 @@ def resolve_bw(bw, pattern, path=None):
     platform = load(path)
     rate = round(SAFE_FRACTION * calibrated_mbps(platform, pattern), 1)
     return rate, ("--bw auto: %g Mbit/s per link (%.0f%% of the %g Mbit/s calibrated for %s on "
-                  "%s, %s)" % (rate, 100 * SAFE_FRACTION, calibrated_mbps(platform, pattern),
-                               pattern, platform["machine"]["cpu"], platform["date"][:10]))
+                  "%s, %s, on the fabric %s; python -m experiments.calibrate --topo "
+                  "calibrates another)"
+                  % (rate, 100 * SAFE_FRACTION, calibrated_mbps(platform, pattern), pattern,
+                     platform["machine"]["cpu"], platform["date"][:10],
+                     platform.get("fabric", "?")))
 
 
 def bw_argument(text):

@@ -22,14 +22,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, model_mb_argument, model_mb_at,
-                             progress_printer)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             model_mb_argument, model_mb_at, progress_printer)
 from experiments.defaults import LINE_RATE_S
 from experiments.plots.multicast import plot_ps_distribution
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.hosts.model_transfer import MODES
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", "line_rate_s",
@@ -54,7 +54,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/ps_distribution.csv"),
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if max(args.workers) > hosts - 1 or min(args.workers) < 1:
         parser.error("--workers must be between 1 and %d on this fabric" % (hosts - 1))
     if args.rounds < 1 or not 0 < args.rate_fraction <= 1:
@@ -66,9 +66,8 @@ def parse_args(argv):
 def run(args):
     announce_rate(args)
     bw = args.bw
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=bw)
-    hosts = topo.hosts(sort=True)
+    topo = build_fabric(args)
+    hosts = fabric_hosts(topo)
     rows, line_rate_s = [], args.model_mb * 8 / bw
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("ps_distribution")) as bed:

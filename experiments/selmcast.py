@@ -19,12 +19,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             progress_printer)
 from experiments.plots.selmcast import plot_selmcast
 from experiments.testbed import FabricTestbed
 from experiments.traffic.peer_sync import run_peer_sync
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.decisions.selection_round import COST_MODELS, L3, POLICIES
 
 COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s", "predicted_s",
@@ -48,7 +49,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="seeds the host link rates")
     parser.add_argument("--out", type=Path, default=Path("results/selmcast.csv"))
     args = parser.parse_args(argv)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if not 2 <= args.workers <= hosts:
         parser.error("--workers must be between 2 and %d on this fabric" % hosts)
     if args.rounds < 1 or args.model_mb <= 0 or args.k < 1 or not 0 < args.p_fraction < 1 \
@@ -61,14 +62,13 @@ def parse_args(argv):
 def host_rates(args):
     rng = random.Random(args.seed)
     return [round(args.bw * (1 + args.lam * rng.uniform(-1, 1)), 3)
-            for _ in range(args.leaves * args.hosts_per_leaf)]
+            for _ in range(fabric_host_count(args))]
 
 
 def run(args):
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, host_bw=host_rates(args))
-    workers = topo.hosts(sort=True)[:args.workers]
+    topo = build_fabric(args, host_bw=host_rates(args))
+    workers = fabric_hosts(topo)[:args.workers]
     p = max(1, round(args.p_fraction * args.workers))
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,

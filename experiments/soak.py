@@ -39,7 +39,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer, write_csv
+from experiments.cli import (ArgumentParser, build_fabric, fabric_arguments, fabric_host_count,
+                             progress_printer, write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_soak
@@ -48,7 +49,6 @@ from experiments.switch_oracle import settled_check
 from experiments.testbed import FabricTestbed
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
 
@@ -76,7 +76,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.clients < 1 or not 0 <= args.flap_probability <= 1:
         parser.error("--seconds and --clients must be positive, --flap-probability in [0, 1]")
-    if args.leaves * args.hosts_per_leaf < 2:
+    if fabric_host_count(args) < 2:
         parser.error("the fabric needs at least 2 hosts")
     return args
 
@@ -271,9 +271,7 @@ def release_everything(clients, say):
 
 def main(argv=None):
     args = parse_args(argv)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators="spines",
-                         aggregator_bw=AGGREGATOR_SHARE * args.bw)
+    topo = build_fabric(args, aggregators="top", aggregator_bw=AGGREGATOR_SHARE * args.bw)
     view = FabricView(describe(topo))
     say = progress_printer("soak")
     try:

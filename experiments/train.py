@@ -34,8 +34,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, progress_printer)
+from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
 from experiments.plots.training import plot_train
 from experiments.testbed import FabricTestbed
@@ -43,7 +44,7 @@ from experiments.traffic.gloo_training import run_gloo_training
 from experiments.traffic.stream_training import run_stream_training
 from experiments.traffic.training import MODES as PS_MODES
 from experiments.traffic.training import run_training
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
@@ -81,7 +82,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/train.csv"),
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if not 1 <= args.workers < min(hosts, 65):
         parser.error("--workers must be between 1 and %d" % (min(hosts, 65) - 1))
     if args.rounds < 1 or args.hidden < 1 or args.batch < 1 or args.learning_rate <= 0:
@@ -95,10 +96,8 @@ def parse_args(argv):
 
 def run(args):
     announce_rate(args)
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
-    hosts = sorted((h for h in topo.hosts() if topo.nodeInfo(h).get("role") != "aggregator"),
-                   key=lambda h: int(h[1:]))
+    topo = build_fabric(args, aggregators=args.aggregators, aggregator_bw=args.aggregator_bw)
+    hosts = fabric_hosts(topo)
     setup = TrainingSetup(workers=args.workers, hidden=args.hidden, batch=args.batch,
                           learning_rate=args.learning_rate, momentum=args.momentum, seed=args.seed)
     rows = []

@@ -10,10 +10,10 @@ Needs root (Mininet) and Debian's chromium and chromium-driver (make setup insta
 import sys
 from pathlib import Path
 
-from experiments.cli import ArgumentParser, fabric_arguments, progress_printer
+from experiments.cli import ArgumentParser, build_fabric, fabric_arguments, progress_printer
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
-from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.registry import fabric_hosts
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 say = progress_printer("ui_pictures")
@@ -66,13 +66,12 @@ def parse_args(argv):
 
 
 def take(args):
-    topo = SpineLeafTopo(spines=args.spines, leaves=args.leaves, hosts_per_leaf=args.hosts_per_leaf,
-                         bw=args.bw, aggregators="spines", aggregator_bw=args.bw / 2)
-    hosts = ["h%d" % (i + 1) for i in range(args.leaves * args.hosts_per_leaf)]
+    topo = build_fabric(args, aggregators="top", aggregator_bw=args.bw / 2)
+    hosts = fabric_hosts(topo)
     args.out.mkdir(parents=True, exist_ok=True)
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port, progress=say) as bed:
         tree = bed.client.request("POST", "/multicast/trees", {
-            "source": hosts[0], "receivers": hosts[1::args.hosts_per_leaf + 1][:7],
+            "source": hosts[0], "receivers": hosts[1::3][:7],
             "bandwidth_mbps": args.bw / 4})
         plan = bed.client.request("POST", "/ina/plans", {
             "job": "picture", "workers": hosts[2:10], "ps": hosts[-1], "gradient_mb": 1})

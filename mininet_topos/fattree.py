@@ -14,7 +14,8 @@ From Python: FatTreeTopo(k=4, bw=20); from the Mininet CLI::
        --switch ovs,datapath=user,protocols=OpenFlow13 --link tc --controller remote,port=6653
 
 Aggregator hosts hang off the switches marked programmable, as in spine-leaf:
-aggregators="edges", "aggregation", "cores", "all" or chosen switch names.
+aggregators="edges", "aggregation", "cores" (or "tor", "top", as for any fabric),
+"all" or chosen switch names.
 """
 
 import sys
@@ -85,7 +86,7 @@ class FatTreeTopo(Topo):
         groups = {"edges": edges, "aggregation": aggregation, "cores": cores}
         aggregator_bw = bw if aggregator_bw is None else float(aggregator_bw)
         validate_rate("aggregator_bw", aggregator_bw)
-        for switch in programmable_switches(aggregators, groups):
+        for switch in programmable_switches(aggregators, groups, top="cores", tor="edges"):
             number += 1
             port = half + hosts_per_edge + 1 if switch in edges else k + 1
             add_aggregator(self, switch, number, port, aggregator_bw)

@@ -14,9 +14,9 @@ From the Mininet CLI (userspace datapath, see PLATFORM.md)::
        --switch ovs,datapath=user,protocols=OpenFlow13 --link tc \\
        --controller remote,port=6653
 
-Aggregator hosts (in-network aggregation, syncfabric/decisions/ina_placement.py) hang off the
-switches marked programmable: aggregators="leaves", "spines", "all", or chosen
-switches ("leaf1+spine2" from mn, or a list), e.g.
+Aggregator hosts (in-network aggregation, syncfabric/decisions/ina_placement.py) hang off
+the switches marked programmable: aggregators="leaves", "spines" (or "tor", "top", as
+for any fabric), "all", or chosen switches ("leaf1+spine2" from mn, or a list), e.g.
 `--topo spineleaf,8,8,2,aggregators=leaves,aggregator_bw=9`. The aggregator of
 switch X is host "agg-X" (role "aggregator"), numbered after the workers, on
 the switch's last port; its link is shaped to its processing capacity
@@ -106,7 +106,8 @@ class SpineLeafTopo(Topo):
                                     mac=host_mac(number))
                 self.addLink(host, leaf_name, port1=0, port2=spines + k, bw=host_bws[number - 1])
         programmable = programmable_switches(aggregators, {
-            "spines": spine_names, "leaves": ["leaf%d" % leaf for leaf in range(1, leaves + 1)]})
+            "spines": spine_names, "leaves": ["leaf%d" % leaf for leaf in range(1, leaves + 1)]},
+            top="spines", tor="leaves")
         aggregator_bw = bw if aggregator_bw is None else float(aggregator_bw)
         validate_rate("aggregator_bw", aggregator_bw)
         for number, switch in enumerate(programmable, start=host_count + 1):
@@ -114,13 +115,16 @@ class SpineLeafTopo(Topo):
             add_aggregator(self, switch, number, port, aggregator_bw)
 
 
-def programmable_switches(aggregators, tiers):
+def programmable_switches(aggregators, tiers, top, tor):
     """The switches that get an aggregator host, in a stable order: a tier's name (a key
     of `tiers`, {name: [switch, ...]}), "all", or chosen switches (a list, or names
-    joined by "+")."""
+    joined by "+"). "top" and "tor" name the fabric's top tier and its top-of-rack tier
+    (`top` and `tor`: keys of `tiers`), so that an experiment can ask any fabric for
+    aggregators in the same words."""
     if aggregators in (None, "none", ""):
         return []
-    groups = dict(tiers, all=[s for switches in tiers.values() for s in switches])
+    groups = dict(tiers, all=[s for switches in tiers.values() for s in switches],
+                  top=tiers[top], tor=tiers[tor])
     if isinstance(aggregators, str) and aggregators in groups:
         return groups[aggregators]
     chosen = aggregators.split("+") if isinstance(aggregators, str) else list(aggregators)
