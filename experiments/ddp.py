@@ -32,7 +32,8 @@ from tqdm import tqdm
 
 from experiments import fidelity
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
+                             fabric_host_count, finish_emulated_run, fit_auto_rate,
+                             progress_printer, rate_mbps)
 from experiments.allreduce import job_fabric
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
@@ -78,7 +79,7 @@ def parse_args(argv):
             model_factory(spec)
     except ValueError as error:
         parser.error(str(error))
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if any(not 2 <= n < min(hosts, 65) for n in args.workers) or args.steps < 1:
         parser.error("--workers must be between 2 and %d, --steps positive" % (min(hosts, 65) - 1))
     if args.bw is not None:

@@ -36,7 +36,8 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.allreduce import job_fabric
 from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             finish_emulated_run, fit_auto_rate, progress_printer)
+                             fabric_host_count, finish_emulated_run, fit_auto_rate,
+                             progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.jobs import plot_tenants
 from experiments.tenant_summary import summary
@@ -84,7 +85,7 @@ def parse_args(argv):
     parser.add_argument("--out", type=Path, default=Path("results/tenants.csv"),
                         help="CSV path (the PNG goes beside it)")
     args = parser.parse_args(argv)
-    hosts = args.leaves * args.hosts_per_leaf
+    hosts = fabric_host_count(args)
     if not 2 <= args.workers_per_job <= 64 or args.jobs < 1 \
             or args.jobs * args.workers_per_job > hosts:
         parser.error("--jobs x --workers-per-job must fit the %d hosts, with 2 to 64 workers "
@@ -102,16 +103,19 @@ def one_job_load(args):
     """Mbit/s of flows one job puts on the fabric at args.bw, planned alone as the
     controller plans it."""
     _topo, view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
-    return plan_load_mbps(round_planner.plan_job(view, tenants(args, hosts)[0].workers,
+    return plan_load_mbps(round_planner.plan_job(view, tenants(args, view, hosts)[0].workers,
                                                  wire_mbit(args.model_bytes // 4),
                                                  args.placement))
 
 
-def tenants(args, hosts):
-    """Job k: the k-th host of every leaf (then the next ones), arriving as --arrivals says."""
-    by_leaf = [hosts[leaf * args.hosts_per_leaf:(leaf + 1) * args.hosts_per_leaf]
-               for leaf in range(args.leaves)]
-    spread = [leaf[i] for i in range(args.hosts_per_leaf) for leaf in by_leaf]
+def tenants(args, view, hosts):
+    """Job k: the k-th host under every top-of-rack switch (then the next ones), arriving
+    as --arrivals says."""
+    by_switch = {}
+    for host in hosts:
+        by_switch.setdefault(view.attachment(host)[0], []).append(host)
+    racks = list(by_switch.values())
+    spread = [rack[i] for i in range(max(map(len, racks))) for rack in racks if i < len(rack)]
     apart = args.apart if args.arrivals == "staggered" else 0.0
     return [Tenant(k, spread[k * args.workers_per_job:(k + 1) * args.workers_per_job], k * apart)
             for k in range(args.jobs)]
@@ -202,9 +206,9 @@ def run_mode(bed, args, mode, jobs, bar):
 
 def run(args):
     announce_rate(args)
-    topo, _view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
+    topo, view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
     aggregators = [h for h in topo.hosts() if topo.nodeInfo(h).get("role") == "aggregator"]
-    jobs = tenants(args, hosts)
+    jobs = tenants(args, view, hosts)
     rows = []
     with tqdm(total=len(args.modes), desc="modes", unit="mode", file=sys.stderr) as bar:
         with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
