@@ -1,7 +1,7 @@
 """syncfabric: network-aware communication for distributed training, as a library that
 imports neither Ryu nor Mininet. Each folder is a layer, and imports point down only:
 
-- decisions/: pure algorithms, graph in and decision out (trees, the ledger, receiver
+- decisions/: pure algorithms, graph in and decision out (trees, the book, receiver
   selection, gradient plans, GRID, InArt, the round planner).
 - openflow/: decisions become OpenFlow messages (builders), are reconciled with what a
   switch holds (switch_sync) and confirmed by barriers (installer).

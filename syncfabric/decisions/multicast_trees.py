@@ -158,7 +158,7 @@ def fits_in(free, demand, capacity, planned=False):
     """Whether `demand` fits in what is `free` of `capacity`. What users ask for gets no
     tolerance beyond float sums': a request above a link's capacity or what is free, by
     any amount, does not fit. A planner's loads (`planned`: an LP's rates) may exceed
-    what is free by the solver's tolerance; the ledger then books only what is free."""
+    what is free by the solver's tolerance; the book then books only what is free."""
     if planned:
         return free + PLANNED_TOLERANCE * capacity >= demand
     return demand <= capacity and free + SUM_TOLERANCE * capacity >= demand

@@ -33,6 +33,9 @@ class Reservation:
 
 
 class ReservationBook:
+    """The fabric's one book of reservations (services call it `book`): the trees, plans
+    and jobs held on every link and aggregator of a view, each admitted only if it fits."""
+
     def __init__(self, view, address_pool=DEFAULT_ADDRESS_POOL):
         self.view = view
         self._addresses = [str(a) for a in ipaddress.ip_network(address_pool).hosts()]
@@ -147,8 +150,8 @@ class ReservationBook:
     def hold_if_free(self, key, loads_mbps):
         """hold() if every load still fits under its link's or aggregator's capacity minus
         what is booked now, else ReservationError naming the first that does not (and
-        nothing changes). For loads planned on an earlier state of the ledger, within
-        their LP's tolerance (booked as what is free, so the ledger never passes a
+        nothing changes). For loads planned on an earlier state of the book, within
+        their LP's tolerance (booked as what is free, so the book never passes a
         capacity). What `key` holds already counts as free and is replaced."""
         reserved = self.reserved_without(key)
         booked = {}

@@ -1,8 +1,8 @@
 """The fabric service (no Ryu): which switches are connected and synced, which links are
-down, the unicast routes around them, and the one link ledger every service books into.
+down, the unicast routes around them, and the one reservation book every service books into.
 
 The fabric app feeds it OpenFlow events and sends the messages it returns. The other
-services use only its narrow interface: `ready()`, `ledger`, `generation`,
+services use only its narrow interface: `ready()`, `book`, `generation`,
 `datapath_of(switch)`, `datapaths_of(switches, synced)`, `is_synced(switch)`, `down_links`, `measured_mbps()` and
 `add_share_provider()`. `generation` counts fabric descriptions: a service that booked
 in an older one knows its bookings are gone.
@@ -32,7 +32,7 @@ class Fabric:
     def __init__(self, metrics, installer):
         self.metrics, self.installer = metrics, installer
         self.view = None
-        self.ledger = None              # ReservationBook of the current view
+        self.book = None                # ReservationBook of the current view
         self.generation = 0
         self.links = None               # FabricLinks of the current view
         self.rates = PortRates()
@@ -42,7 +42,7 @@ class Fabric:
         self._seen = set()              # dpids connected since the fabric was loaded
         self._gone_at = {}              # dpid -> when it last disconnected
         self.strangers = Strangers(metrics)   # switches the description lacks
-        self._share_providers = []      # provider(switch, datapath) -> ADD messages, or None
+        self.shares = ShareProviders()  # what the other services want on each switch
 
     # --- what the other services use --------------------------------------------
 
@@ -84,17 +84,17 @@ class Fabric:
     def add_share_provider(self, provider):
         """provider(switch, datapath) -> the ADD messages of everything a service wants on
         that switch, or None while it has not adopted the current fabric."""
-        self._share_providers.append(provider)
+        self.shares.add(provider)
 
     # --- what the fabric app feeds in ---------------------------------------------
 
     def load(self, description, now, restored=False):
         """Adopt a description (FabricError if invalid; then nothing changes): a new
-        ledger and generation. `restored`: the one saved before a restart. Returns
+        book and generation. `restored`: the one saved before a restart. Returns
         {datapath: requests} that read every connected switch (see switch_connected)."""
         view = FabricView(description)
         self.links = FabricLinks(view, now)
-        self.view, self.ledger = view, ReservationBook(view)
+        self.view, self.book = view, ReservationBook(view)
         self.generation += 1
         self._synced.clear()
         self._seen = set(self._datapaths)
@@ -147,12 +147,10 @@ class Fabric:
             LOG.info("%s: sent messages while it was read; reading it again", switch)
             return None
         routes = self.links.reconciled_routes(switch)
-        wanted = fabric_flows(self.view, switch, datapath, routes)
-        for provider in self._share_providers:
-            share = provider(switch, datapath)
-            if share is None:
-                return None
-            wanted += share
+        shares = self.shares.wanted(switch, datapath)
+        if shares is None:
+            return None
+        wanted = fabric_flows(self.view, switch, datapath, routes) + shares
         held = reading.held()
         messages = difference(datapath, wanted, held)
         self.links.routed[switch] = routes
@@ -226,7 +224,30 @@ class Fabric:
     def link_states(self):
         """Every directed link's capacity, reservations, rate and utilization."""
         return [] if self.view is None else link_report(self.view, self.rates,
-                                                        self.ledger.reserved_mbps)
+                                                        self.book.reserved_mbps)
+
+
+class ShareProviders:
+    """What the other services (trees, plans) want on a switch, asked at each
+    reconciliation: each provider(switch, datapath) gives its ADD messages, or None
+    while it has not adopted the current fabric."""
+
+    def __init__(self):
+        self.providers = []
+
+    def add(self, provider):
+        self.providers.append(provider)
+
+    def wanted(self, switch, datapath):
+        """Every provider's messages for the switch; None if any is not ready (the
+        switch is then read again later)."""
+        wanted = []
+        for provider in self.providers:
+            share = provider(switch, datapath)
+            if share is None:
+                return None
+            wanted += share
+        return wanted
 
 
 class Strangers:

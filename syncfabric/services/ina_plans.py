@@ -2,7 +2,7 @@
 (Fang et al., IEEE/ACM ToN 2023) for one PS and InArt (Liu et al., WWW 2024) for a model
 split over several.
 
-A plan is made on what is free in the fabric's ledger (link capacity minus trees and
+A plan is made on what is free in the fabric's book (link capacity minus trees and
 other plans, aggregator capacity minus other plans; ina_placement, inart_placement),
 held there (so trees see plans and plans see trees), and installed: for every stream
 (each worker leg to its aggregator or PS, each aggregate to its PS) a flow per switch
@@ -12,19 +12,19 @@ rate on its first switch. It is confirmed by every switch or removed whole.
 
 import itertools
 import logging
-from dataclasses import dataclass, field
-
 import networkx as nx
 
 from syncfabric.decisions import ina_placement, ina_problem, inart_placement
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.gradient_plan import NO_SHARE, GradientPlan, PlacementError, crosses
+from syncfabric.decisions.gradient_plan import NO_SHARE, PlacementError, crosses
 from syncfabric.decisions.ina_problem import GRID, InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 from syncfabric.openflow import builders as of
+from syncfabric.services.plan_records import (LivePlan, check_hosts, plan_hold_key, restored_plans,
+                                              save_plans)
 from syncfabric.services.request_fields import (check_fields, distinct_names, job_name,
                                                 positive_number)
 
@@ -35,34 +35,6 @@ GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradien
 MAX_PSS = 16   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
 PLANNING_ATTEMPTS = 3
-STATE_NAME = "ina"
-
-
-@dataclass
-class LivePlan:
-    """A plan booked in the ledger: the request it answers, its placement, what its job
-    was told (the report) and the share of it each switch holds once installed."""
-    id: int
-    request: dict                  # parse_plan_request's, with the aggregators it may use
-    result: GradientPlan
-    report: dict
-    book: object                   # the ledger it is held in
-    shares: dict = field(default_factory=dict)   # switch -> SteeringShare installed there
-    installed: bool = False
-
-    @property
-    def hold_key(self):
-        return plan_hold_key(self.id)
-
-    def record(self, release_key):
-        """What a state file keeps of it."""
-        return {"id": self.id, "request": self.request, "result": self.result.record(),
-                "report": self.report, "release_key": release_key}
-
-
-def plan_hold_key(plan_id):
-    """What a plan's loads are held under in the ledger."""
-    return ("ina", plan_id)
 
 
 class InaPlans:
@@ -96,7 +68,7 @@ class InaPlans:
             raise NotFound("no plan with id %r" % (plan_id,)) from None
 
     def create(self, body, release_key, now, planned=None):
-        """planned: a GradientPlan the caller computed for this request on the ledger
+        """planned: a GradientPlan the caller computed for this request on the book
         as it is (a job's round planner), held as is if it still fits."""
         request = parse_plan_request(body)
         view = self.fabric.ready()
@@ -105,7 +77,7 @@ class InaPlans:
         if request["aggregators"] is None:   # every one but those that hold a PS
             request["aggregators"] = sorted(set(view.aggregators) - set(request["pss"]))
         check_hosts(view, request["workers"], request["pss"], request["aggregators"])
-        book, plan_id = self.fabric.ledger, next(self._ids)
+        book, plan_id = self.fabric.book, next(self._ids)
         result = self.plan_and_hold(view, book, request, plan_hold_key(plan_id), planned)
         live = LivePlan(plan_id, request, result, plan_report(plan_id, request, result, view), book)
         self.plans[plan_id] = live
@@ -130,7 +102,7 @@ class InaPlans:
         return dict(live.report, release_key=release_key)
 
     def plan_and_hold(self, view, book, request, hold_key, planned=None):
-        """Plan off the event loop on what the ledger leaves free (or take `planned`),
+        """Plan off the event loop on what the book leaves free (or take `planned`),
         then hold the plan's loads under hold_key if they still fit: requests admitted
         while it was computed may have taken some (then it is planned again on what is
         left). What hold_key holds already (a plan planned again) counts as free and is
@@ -219,29 +191,20 @@ class InaPlans:
 
     def remember(self):
         """Save the live plans for a restart (nothing without a state directory)."""
-        self.store.save(STATE_NAME, {"plans": [
-            self.plans[i].record(self.release_keys.get(i)) for i in sorted(self.plans)]})
+        save_plans(self.store, self.plans, self.release_keys)
 
     def _restore(self, view, book):
-        """Book the plans saved before a restart in the new ledger; the switches get them
+        """Book the plans saved before a restart in the new book; the switches get them
         as they sync."""
-        for record in (self.store.load(STATE_NAME) or {}).get("plans", []):
-            try:
-                live = restored_plan(record, view, book)
-            except (KeyError, TypeError, ValueError, NotFound, InvalidRequest,
-                    ReservationError) as error:
-                LOG.error("saved plan %s not restored: %s", record.get("id"), error)
-                continue
+        for live, release_key in restored_plans(self.store, view, book):
             self.plans[live.id] = live
-            self.release_keys[live.id] = record.get("release_key")
+            self.release_keys[live.id] = release_key
             self._ids = itertools.count(max(live.id + 1, next(self._ids)))
-            LOG.info("plan %d (job %r) restored: theta %.3f Mbit/s", live.id, live.report["job"],
-                     live.result.f)
 
     # --- events -----------------------------------------------------------------
 
     def fabric_changed(self, restored):
-        """The old fabric's plans are gone with its ledger (the switches' reconciliation
+        """The old fabric's plans are gone with its book (the switches' reconciliation
         removes them); after a restart, the saved ones are restored into the new one."""
         for plan_id in sorted(self.plans):
             LOG.info("fabric changed: removing plan %d", plan_id)
@@ -249,7 +212,7 @@ class InaPlans:
         self.release_keys.clear()
         self.generation = self.fabric.generation
         if restored:
-            self._restore(self.fabric.view, self.fabric.ledger)
+            self._restore(self.fabric.view, self.fabric.book)
         self.remember()
 
     def switch_share(self, switch, datapath):
@@ -286,32 +249,6 @@ def log_installed(plan_id, request, result):
              ",".join("%.3f" % result.split[s] for s in request["pss"]), result.f, result.f_lp,
              result.f_rounded, result.rounded_overload, result.f_repaired,
              ",".join(sorted(result.aggregators_used())) or "none")
-
-
-def restored_plan(record, view, book):
-    """A saved plan (LivePlan.record) booked in the new ledger, with its switch shares."""
-    live = LivePlan(int(record["id"]), record["request"], GradientPlan.from_record(record["result"]),
-                    record["report"], book, installed=True)
-    check_hosts(view, live.request["workers"], live.request["pss"], live.request["aggregators"])
-    book.hold_if_free(live.hold_key, live.result.loads())
-    live.shares = plan_shares(view, live.request, live.result, live.report["ports"])
-    return live
-
-
-def check_hosts(view, workers, pss, aggregators):
-    """NotFound for unknown hosts; InvalidRequest for aggregators in the wrong role."""
-    unknown = [h for h in [*workers, *pss, *aggregators] if not view.is_host(h)]
-    if unknown:
-        raise NotFound("unknown host(s): %s" % ", ".join(unknown))
-    not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
-    if not_aggregators:
-        raise InvalidRequest("not aggregator host(s): %s" % ", ".join(not_aggregators))
-    misplaced = [h for h in workers if view.is_aggregator(h)]
-    if misplaced:
-        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(misplaced))
-    both = sorted(set(pss) & set(aggregators))
-    if both:   # a PS in a switch sums its own shard: it aggregates for no other
-        raise InvalidRequest("%s holds a PS: leave it out of aggregators" % ", ".join(both))
 
 
 def gradient_port(plan_id, index):

@@ -19,7 +19,7 @@ def parts_of(job, trees, plans, now):
 
 
 def release_parts(job, trees, plans, now):
-    """Release the job's plan and trees; those of a ledger the fabric replaced went
+    """Release the job's plan and trees; those of a book the fabric replaced went
     with it (and their ids may name other trees now)."""
     if job.plan_id is not None:
         try:

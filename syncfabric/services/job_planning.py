@@ -1,4 +1,4 @@
-"""Where a job's request becomes the round planner's plan (no Ryu): on what the ledger
+"""Where a job's request becomes the round planner's plan (no Ryu): on what the book
 leaves free when it is admitted (services/jobs.py), and alone on an empty fabric when
 a refusal looks for what is on its way (services/job_refusals.py). Planning takes
 seconds on large fabrics, so it runs off the event loop."""

@@ -3,8 +3,8 @@ fragment shares, with every gradient stream, return tree and meter scaled by the
 rate over the old. Nothing the hosts sum changes, only how fast they send, so a job can
 be moved to its fair share between two rounds without losing or re-summing any.
 
-A RateChange is booked in the fabric's ledger (book: a rise only if it fits, so the
-ledger never passes a capacity), adopted by the trees and INA plans services (what
+A RateChange is booked in the fabric's book (book: a rise only if it fits, so the
+book never passes a capacity), adopted by the trees and INA plans services (what
 they report and what a switch that syncs is given), and put on the switches (meters:
 the meters of its streams and trees are modified in place). The caller orders these:
 a rise puts its meters on before the hosts are told; a fall after they stop using
@@ -40,7 +40,7 @@ class RateChange:
         return self.rate > self.old_rate
 
     def book(self):
-        """Book the new rates in the ledger in place of the old; ReservationError (and
+        """Book the new rates in the book in place of the old; ReservationError (and
         nothing changes) if a rise does not fit what others hold."""
         book = self.trees.book
         old = part_loads(self.old_result, [r.tree for r in self.reservations])

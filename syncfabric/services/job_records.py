@@ -20,7 +20,7 @@ class Job:
     generation: int = 1
     parts_seen: object = None   # the parts' paths and revisions the generation stands for
     installed: bool = False
-    book: object = None         # the ledger its trees are booked in
+    book: object = None         # the book its trees are booked in
     admitted_at: float = 0.0    # when it was admitted (or restored)
     effective_round: int = 0    # the round its generation's rates hold from
     rounds: RoundReports = field(default_factory=RoundReports)   # where its workers are

@@ -31,10 +31,18 @@ def job_report(job, trees, plans, now):
         raise NotFound("job %d lost a part (nothing fit around a fault) and is being "
                        "released; ask for a new one" % job.id) from None
     placement = placement_of(trees.book.view, list(plan["ports"]), job.request["workers"])
-    return dict(round_report(job.request, plan, parts, placement), id=job.id,
-                generation=job.generation, effective_round=job.effective_round, plan=job.plan_id, lower_bound_s=job.round.bound_s,
+    if job.expires_at is None:
+        expires_in_s = None
+    else:
+        expires_in_s = max(0.0, job.expires_at - now)
+    return dict(round_report(job.request, plan, parts, placement),
+                id=job.id,
+                generation=job.generation,
+                effective_round=job.effective_round,
+                plan=job.plan_id,
+                lower_bound_s=job.round.bound_s,
                 ttl_s=job.request["ttl_s"],
-                expires_in_s=None if job.expires_at is None else max(0.0, job.expires_at - now))
+                expires_in_s=expires_in_s)
 
 
 def placement_of(view, pss, workers):
@@ -52,26 +60,53 @@ def round_report(request, plan, trees, placement):
     held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
     address, port = plan["addresses"], plan["ports"]
     legs = {w: worker_legs(plan["workers"][w], pss, held) for w in request["workers"]}
-    shards = [{"host": ps, "address": address[ps], "port": port[ps], "fragments": list(held[ps]),
-               "bytes": [held[ps][0] * size, min(held[ps][1] * size, model_bytes)],
-               "return": {"tree": tree["id"], "group": tree["address"], "port": port[ps],
-                          "rate_mbps": tree["bandwidth_mbps"]}}
+    shards = [shard_report(ps, tree, held[ps], size, model_bytes, address, port)
               for ps, tree in zip(pss, trees)]
-    aggregators = [{"host": a["aggregator"], "address": address[a["aggregator"]],
-                    "shard": pss.index(a["ps"]), "port": port[a["ps"]],
-                    "rate_mbps": a["rate_mbps"],
-                    "workers": {w: leg["fragments"] for w in a["workers"] for leg in legs[w]
-                                if leg["host"] == a["aggregator"] and leg["shard"] == pss.index(a["ps"])}}
-                   for a in plan["aggregates"]]
+    aggregators = [aggregator_report(aggregate, pss, legs, address, port)
+                   for aggregate in plan["aggregates"]]
     for worker_legs_ in legs.values():
         for leg in worker_legs_:
             leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
     return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
     model_mbit = gradient_mbit(request, len(pss))
-    return {"workers": list(request["workers"]), "model_bytes": model_bytes,
-            "fragment_bytes": size, "fragments": fragment_count(model_bytes, size),
+    predicted_s = max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)
+    return {"workers": list(request["workers"]),
+            "model_bytes": model_bytes,
+            "fragment_bytes": size,
+            "fragments": fragment_count(model_bytes, size),
             "placement": placement,
-            "aggregation": request["aggregation"], "shards": shards, "destinations": legs,
-            "aggregators": aggregators, "trees": [tree["id"] for tree in trees],
+            "aggregation": request["aggregation"],
+            "shards": shards,
+            "destinations": legs,
+            "aggregators": aggregators,
+            "trees": [tree["id"] for tree in trees],
             "addresses": dict(address),
-            "predicted_round_s": max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)}
+            "predicted_round_s": predicted_s}
+
+
+def shard_report(ps, tree, fragments, size, model_bytes, address, port):
+    """One shard: its host, the fragments and bytes it holds, and its return tree."""
+    first, last = fragments
+    return {"host": ps,
+            "address": address[ps],
+            "port": port[ps],
+            "fragments": [first, last],
+            "bytes": [first * size, min(last * size, model_bytes)],
+            "return": {"tree": tree["id"],
+                       "group": tree["address"],
+                       "port": port[ps],
+                       "rate_mbps": tree["bandwidth_mbps"]}}
+
+
+def aggregator_report(aggregate, pss, legs, address, port):
+    """One aggregator's part: the shard it sums for, its rate, and the fragments of each
+    of its workers that come to it."""
+    host, shard = aggregate["aggregator"], pss.index(aggregate["ps"])
+    workers = {w: leg["fragments"] for w in aggregate["workers"] for leg in legs[w]
+               if leg["host"] == host and leg["shard"] == shard}
+    return {"host": host,
+            "address": address[host],
+            "shard": shard,
+            "port": port[aggregate["ps"]],
+            "rate_mbps": aggregate["rate_mbps"],
+            "workers": workers}

@@ -2,7 +2,7 @@
 tree and the gradient plan toward them, planned together, admitted all or none, followed
 through faults and released together.
 
-A job is planned off the event loop on what the fabric's ledger leaves free
+A job is planned off the event loop on what the fabric's book leaves free
 (round_planner.plan_job), then its return trees are created through the trees service
 and its gradient plan through the INA plans service (on what the trees leave), each
 confirmed by every switch; if any part is refused, or the job is deleted meanwhile,
@@ -255,7 +255,7 @@ class Jobs:
             self.daemons.released(job.id, reason, now)
 
     def fabric_changed(self, restored, now):
-        """The parts went with the old fabric's ledger; after a restart, the saved jobs
+        """The parts went with the old fabric's book; after a restart, the saved jobs
         come back once their parts' services restored them (follow)."""
         for job_id in sorted(self.jobs):
             LOG.info("fabric changed: job %d is gone", job_id)

@@ -2,7 +2,7 @@
 a P2P round, installed as reserved trees through the trees service.
 
 Each worker's available ingress and egress is its host link's capacity minus what the
-fabric's ledger holds on it; receiver_selection picks the receivers; one tree per
+fabric's book holds on it; receiver_selection picks the receivers; one tree per
 sender at v_i / t (L7: one single-receiver tree per copy, so the sender's link carries
 every copy) is created all or none. Each job keeps its history for the k-rule; a round
 counts as synced once its trees are installed.
@@ -109,8 +109,8 @@ class SelmcastRounds:
         return dict(report, release_key=release_key)
 
     def _select_and_install(self, request, book, history, now):
-        """Pick the round's receivers on what the ledger leaves free, then create its trees
-        (admitted by the ledger as they are then)."""
+        """Pick the round's receivers on what the book leaves free, then create its trees
+        (admitted by the book as they are then)."""
         workers = request["workers"]
         ingress, egress = host_availability(book.view, book.reserved_mbps, workers)
         full = [w for w, i, e in zip(workers, ingress, egress) if min(i, e) <= 0]

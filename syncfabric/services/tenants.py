@@ -2,7 +2,7 @@
 of live jobs' rates as jobs come and go.
 
 Policies (PUT /fabric/policy):
-- `first-come`: a job is planned on what the ledger leaves free and keeps its rate;
+- `first-come`: a job is planned on what the book leaves free and keeps its rate;
   one that finds too little is refused (409).
 - `fair` (the default): max-min fair rates among the jobs that share a link or an
   aggregator (decisions/fair_shares.py). A new job is planned on what the others would

@@ -1,6 +1,6 @@
 """The multicast trees service (no Ryu): path-aware trees with reserved bandwidth (ICC 2025).
 
-A tree is computed on the fabric's view (multicast_trees), booked in the fabric's ledger,
+A tree is computed on the fabric's view (multicast_trees), booked in the fabric's book,
 installed through the installer and confirmed by every switch, or nothing of it is
 booked or left on a switch. Release, leases, reinstall on a switch that came back empty,
 and the trees saved for a restart live here too (reroutes: tree_moves). Time comes
@@ -19,10 +19,10 @@ from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 from syncfabric.openflow import builders as of
 from syncfabric.services.request_fields import check_fields, positive_number
+from syncfabric.services.tree_records import restored_trees, save_trees
 
 LOG = logging.getLogger("syncfabric.multicast")
 REQUEST_FIELDS = {"source", "receivers", "bandwidth_mbps", "policy", "ttl_s"}
-STATE_NAME = "multicast"
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class TreeSpec:
     receivers: list
     bandwidth_mbps: float
     policy: str = PATH_AWARE
-    tree: object = None   # a MulticastTree a planner computed on the ledger, to book as is
+    tree: object = None   # a MulticastTree a planner computed on the book, to book as is
 
 
 def parse_tree_request(body):
@@ -69,7 +69,7 @@ class MulticastTrees:
         self.fabric, self.installer, self.store, self.metrics = fabric, installer, store, metrics
         self.rng = rng or random.Random()
         self.local_repair = local_repair
-        self.book = None           # the fabric's ledger when this service last adopted it
+        self.book = None           # the fabric's book when this service last adopted it
         self.generation = None
         self.release_keys = {}     # tree id -> the key that may DELETE it (None: nobody)
         self.moving = set()        # trees whose move is installed but not yet booked
@@ -105,7 +105,7 @@ class MulticastTrees:
     # --- trees ------------------------------------------------------------------
 
     def ready_book(self):
-        """The ledger trees are booked in; NotReady until this service adopted the
+        """The book trees are booked in; NotReady until this service adopted the
         fabric's current one."""
         self.fabric.ready()
         if self.book is None or self.generation != self.fabric.generation:
@@ -215,32 +215,18 @@ class MulticastTrees:
         """Save the live trees, clients' and SELMCAST rounds' (which have no release key),
         for a restart (nothing without a state directory)."""
         if self.book is not None:
-            self.store.save(STATE_NAME, {"trees": [
-                dict(self.book.record(r.tree_id, now), release_key=self.release_keys.get(r.tree_id))
-                for r in self.book]})
-
-    def _restore(self, now):
-        for record in (self.store.load(STATE_NAME) or {}).get("trees", []):
-            try:
-                reservation = self.book.restore(record, now)
-            except ReservationError as error:
-                LOG.error("saved tree %s not restored: %s", record.get("id"), error)
-                continue
-            self.release_keys[reservation.tree_id] = record.get("release_key")
-            LOG.info("tree %d restored: %s -> %d receivers at %.3f Mbit/s, address %s",
-                     reservation.tree_id, reservation.tree.source, len(reservation.tree.receivers),
-                     reservation.tree.bandwidth_mbps, reservation.address)
+            save_trees(self.store, self.book, self.release_keys, now)
 
     # --- events and timers ----------------------------------------------------------
 
     def fabric_changed(self, restored, now):
-        """Adopt the fabric's new ledger (restoring the saved trees into it after a
+        """Adopt the fabric's new book (restoring the saved trees into it after a
         restart) and remove every tree of the old one."""
         old = self.book
-        self.book, self.generation = self.fabric.ledger, self.fabric.generation
+        self.book, self.generation = self.fabric.book, self.fabric.generation
         self.release_keys = {}
         if restored:
-            self._restore(now)
+            self.release_keys = restored_trees(self.store, self.book, now)
         self.remember(now)
         for reservation in list(old or []):
             LOG.info("fabric changed: releasing tree %d", reservation.tree_id)
@@ -255,7 +241,7 @@ class MulticastTrees:
     def switch_share(self, switch, datapath):
         """The messages that install the switch's share of every live tree (a share
         provider of the fabric's reconciliation); None until this service adopted the
-        fabric's current ledger, or while a tree moves (the book still holds the old
+        fabric's current book, or while a tree moves (the book still holds the old
         tree: the switch is read again once the move is booked)."""
         if self.book is None or self.generation != self.fabric.generation or self.moving:
             return None
@@ -276,7 +262,7 @@ def log_installed(reservation, shares):
 
 
 def _refusal(error, prefix):
-    """The service error for what compute_tree or the ledger refused."""
+    """The service error for what compute_tree or the book refused."""
     if isinstance(error, TreeRequestError):
         return InvalidRequest(prefix + str(error))
     if isinstance(error, InfeasibleTree):

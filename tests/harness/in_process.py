@@ -12,7 +12,7 @@ TREE = {"source": "h1", "receivers": ["h2", "h3", "h4"], "bandwidth_mbps": 5}
 def empty(controller):
     """No tree or plan state on any switch, nothing booked."""
     return (all(s == {"flows": [], "groups": [], "meters": []} for s in controller.state().values())
-            and dict(controller.services.fabric.ledger.reserved_mbps) == {})
+            and dict(controller.services.fabric.book.reserved_mbps) == {})
 
 
 def delivered(controller, tree):

@@ -67,7 +67,7 @@ def test_a_plan_that_cannot_keep_its_nodes_is_planned_again_and_one_that_fits_no
     assert not any(path[i:i + 2] in (["leaf1", spine], [spine, "leaf1"])
                    for path in stream_paths(again).values() for i in range(len(path) - 1))
     assert steered_to(controller, again) == stream_paths(again)
-    reserved = dict(controller.services.fabric.ledger.reserved_mbps)
+    reserved = dict(controller.services.fabric.book.reserved_mbps)
     for resource, load in again_loads(controller, again).items():
         assert reserved[resource] == pytest.approx(load)   # the new plan's loads, not the old
     other = ({"spine1", "spine2"} - {spine}).pop()

@@ -65,8 +65,8 @@ def test_capacity_taken_while_a_plan_is_computed_is_planned_around(controller, s
     status, plan = planning.wait()
     assert status == 201, plan
     assert len(slow_planning) == 2, "planned again on what the tree left"
-    view, ledger = controller.view, controller.services.fabric.ledger
-    for resource, reserved in ledger.reserved_mbps.items():
+    view, book = controller.view, controller.services.fabric.book
+    for resource, reserved in book.reserved_mbps.items():
         capacity = (view.graph.edges[resource]["capacity_mbps"] if isinstance(resource, tuple)
                     else view.aggregators[resource])
         assert reserved <= capacity + 1e-6, resource

@@ -161,4 +161,4 @@ def test_loading_a_new_fabric_releases_every_tree_and_plan(controller):
     assert code == 200
     assert listed(controller) == NOTHING_LISTED and empty(controller)
     code, tree = post(controller, "/multicast/trees", dict(TREE, bandwidth_mbps=20))
-    assert code == 201   # the new ledger starts empty
+    assert code == 201   # the new book starts empty

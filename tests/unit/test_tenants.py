@@ -94,11 +94,11 @@ def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_
 
 def test_a_job_whose_minimum_cannot_be_met_gets_409_and_changes_nothing(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
-    before = (meter_rates(one_spine), dict(one_spine.services.fabric.ledger.reserved_mbps))
+    before = (meter_rates(one_spine), dict(one_spine.services.fabric.book.reserved_mbps))
     status, refused = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND, min_rate_mbps=15))
     assert status == 409 and "below its min_rate_mbps" in refused["error"], refused
     assert job(one_spine, first["id"])["generation"] == first["generation"]
-    assert (meter_rates(one_spine), dict(one_spine.services.fabric.ledger.reserved_mbps)) == before
+    assert (meter_rates(one_spine), dict(one_spine.services.fabric.book.reserved_mbps)) == before
     status, refused = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
     assert status == 201   # at its own default minimum it fits
     _, listing = one_spine.request("GET", "/jobs")

@@ -21,7 +21,7 @@ def test_hosts_behind_a_disconnected_switch_get_409_and_nothing_is_booked(contro
                                                    "ps": "h3", "gradient_mb": 1})
     assert code in (409, 503), answer
     assert listed(controller) == NOTHING_LISTED
-    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+    assert dict(controller.services.fabric.book.reserved_mbps) == {}
 
 
 def test_reservations_add_up_and_the_conflict_names_what_is_left(controller):
@@ -51,7 +51,7 @@ def test_a_switch_that_never_confirms_rolls_back_after_the_timeout(controller):
     code, answer = post(controller, "/multicast/trees", TREE)
     assert code == 500 and "no confirmation within" in answer["error"]
     assert listed(controller) == NOTHING_LISTED
-    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+    assert dict(controller.services.fabric.book.reserved_mbps) == {}
 
 
 def test_a_switch_disconnecting_fails_the_installation_at_once(controller):
@@ -64,7 +64,7 @@ def test_a_switch_disconnecting_fails_the_installation_at_once(controller):
     assert code == 500 and "disconnected" in answer["error"], answer
     assert time.monotonic() - started < 2.0
     assert listed(controller) == NOTHING_LISTED
-    assert dict(controller.services.fabric.ledger.reserved_mbps) == {}
+    assert dict(controller.services.fabric.book.reserved_mbps) == {}
 
 
 def test_a_delete_during_installation_leaves_nothing_and_the_post_says_so(controller):
