@@ -4,8 +4,8 @@ import csv
 import subprocess
 import sys
 
-SMALL = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "10",
-         "--of-port", "16657", "--rest-port", "18084"]
+PORTS = ["--of-port", "16657", "--rest-port", "18084"]
+SMALL = ["--spines", "2", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "10", *PORTS]
 
 
 def run(module, *args):
