@@ -12,7 +12,8 @@ from experiments.ovs import ofctl_lines
 from syncfabric.decisions.multicast_trees import MulticastTree, backup_links, switch_shares
 from syncfabric.openflow.builders import (APP_COOKIE_MASK, MULTICAST_COOKIE_BASE,
                                           STEERING_COOKIE_BASE, STEERING_METER_BASE,
-                                          failover_group_id, meter_rate_kbps)
+                                          meter_rate_kbps)
+from syncfabric.openflow.tree_messages import failover_group_id
 
 
 def field(pattern, line, base=None):

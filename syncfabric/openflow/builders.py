@@ -21,8 +21,6 @@ ALL_COOKIE_BITS = 0xFFFF_FFFF_FFFF_FFFF
 OUR_COOKIES, OUR_COOKIES_MASK = 0x5346_0000_0000_0000, 0xFFFF_0000_0000_0000   # every app's
 STEERING_METER_BASE = 0x0010_0000            # + plan id * METERS_PER_PLAN + leg index
 METERS_PER_PLAN = 0x1000
-FAILOVER_GROUP_BASE = 0x4000_0000            # + tree id * FAILOVER_GROUPS_PER_TREE + uplink index
-FAILOVER_GROUPS_PER_TREE = 0x100
 
 TABLE_ADMISSION = 0
 TABLE_FORWARDING = 1
@@ -220,76 +218,6 @@ def meter_add(datapath, meter_id, rate_mbps, command=None):
     return parser.OFPMeterMod(datapath, command=ofproto.OFPMC_ADD if command is None else command,
                               flags=ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST,
                               meter_id=meter_id, bands=[band])
-
-
-def failover_group_id(tree_id, index):
-    """The FAST_FAILOVER group of a tree's index-th protected uplink (above the tree ids,
-    which name the trees' ALL groups)."""
-    if index >= FAILOVER_GROUPS_PER_TREE:
-        raise ValueError("a tree has at most %d protected uplinks" % FAILOVER_GROUPS_PER_TREE)
-    return FAILOVER_GROUP_BASE + tree_id * FAILOVER_GROUPS_PER_TREE + index
-
-
-def tree_changes(datapath, tree_id, address, old, new):
-    """(make, then_break): the messages that take one switch from share `old` of a tree
-    to share `new` (multicast_trees.TreeShare; None: no share) without a gap. make adds,
-    or modifies in place, the ingress meter, one FAST_FAILOVER group per protected
-    uplink (its port while it is live, else its backup), the ALL group that replicates
-    (through those groups) and the flows of new in_ports; then_break, sent once every
-    switch confirmed make, removes what only `old` had. The tree id names the meter
-    and the ALL group."""
-    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    cookie = multicast_cookie(tree_id)
-    old_failover = dict(enumerate(old.failover)) if old else {}
-    new_failover = dict(enumerate(new.failover)) if new else {}
-
-    def group_mod(command, type_, group_id, buckets):
-        return parser.OFPGroupMod(datapath, command=command, type_=type_, group_id=group_id,
-                                  buckets=buckets)
-
-    if new is None:
-        return [], ([delete_flows(datapath, cookie),
-                     parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE, group_id=tree_id)]
-                    + [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
-                                          group_id=failover_group_id(tree_id, index))
-                       for index in old_failover]
-                    + ([parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id)]
-                       if old.police_mbps is not None else []))
-    make = []
-    old_police = old.police_mbps if old else None
-    if new.police_mbps is not None and new.police_mbps != old_police:
-        make.append(meter_add(datapath, tree_id, new.police_mbps,
-                              None if old_police is None else ofproto.OFPMC_MODIFY))
-    for index, ports in new_failover.items():
-        if old_failover.get(index) != ports:
-            make.append(group_mod(ofproto.OFPGC_MODIFY if index in old_failover else ofproto.OFPGC_ADD,
-                                  ofproto.OFPGT_FF, failover_group_id(tree_id, index),
-                                  [parser.OFPBucket(watch_port=port,
-                                                    actions=[parser.OFPActionOutput(port)])
-                                   for port in ports]))
-    if old is None or (old.out_ports, old.failover) != (new.out_ports, new.failover):
-        protected = {primary: index for index, (primary, _backup) in new_failover.items()}
-        buckets = [parser.OFPBucket(actions=[
-            parser.OFPActionGroup(failover_group_id(tree_id, protected[port])) if port in protected
-            else parser.OFPActionOutput(port)]) for port in new.out_ports]
-        make.append(group_mod(ofproto.OFPGC_ADD if old is None else ofproto.OFPGC_MODIFY,
-                              ofproto.OFPGT_ALL, tree_id, buckets))
-    meter_id = None if new.police_mbps is None else tree_id
-    make += [flow_add(datapath, cookie, PRIORITY_MULTICAST, parser.OFPMatch(**tree_match(in_port, address)),
-                      [parser.OFPActionGroup(tree_id)], meter_id=meter_id)
-             for in_port in new.in_ports if old is None or in_port not in old.in_ports]
-    then_break = [flow_removal(datapath, cookie, PRIORITY_MULTICAST, tree_match(in_port, address))
-                  for in_port in (old.in_ports if old else ()) if in_port not in new.in_ports]
-    then_break += [parser.OFPGroupMod(datapath, command=ofproto.OFPGC_DELETE,
-                                      group_id=failover_group_id(tree_id, index))
-                   for index in old_failover if index not in new_failover]
-    if old_police is not None and new.police_mbps is None:
-        then_break.append(parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=tree_id))
-    return make, then_break
-
-
-def tree_match(in_port, address):
-    return {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ipv4_dst": address}
 
 
 def steering_cookie(plan_id):

@@ -22,43 +22,69 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 # what is counted and timed where it happens: attribute -> (metric name, documentation,
 # labels); a Counter's name gets `_total` from prometheus_client
 COUNTERS = {
-    "rest_requests": ("syncfabric_rest_requests", "REST requests answered, by route template, "
-                      "method and status", ["route", "method", "status"]),
-    "admissions": ("syncfabric_admissions", "trees, SELMCAST rounds, INA plans and jobs created",
-                   ["resource"]),
-    "refusals": ("syncfabric_refusals", "creations refused with 409: no capacity, or busy",
-                 ["resource"]),
-    "releases": ("syncfabric_releases", "trees, rounds and plans released, by cause: request "
-                 "(DELETE), lease (expired) or reroute (no tree fits around a failure)",
-                 ["resource", "cause"]),
-    "reroutes": ("syncfabric_reroutes", "live trees and INA plans moved off a failed link, by "
-                 "outcome: moved (plans: same nodes and rates), replanned (plans) or released",
-                 ["resource", "outcome"]),
-    "reconciliations": ("syncfabric_reconciliations", "switches (re)synced after connecting: "
-                        "cleared, then given the fabric flows and every live tree and plan",
-                        ["switch"]),
-    "admission_drops": ("syncfabric_admission_drops", "datagrams a switch dropped because they "
-                        "went to an INA plan's (a job's) UDP port from a host that is not a "
-                        "member of it, or with an address not its own", ["switch"]),
-    "replans": ("syncfabric_job_replans", "live jobs whose rates were planned again as other "
-                "jobs came or went (policy fair or weighted), by direction: shrink or grow",
-                ["direction"]),
-    "unknown_switches": ("syncfabric_unknown_switch_connections", "connections of switches "
-                         "whose datapath id the fabric description lacks: they get no flows",
-                         []),
+    "rest_requests": (
+        "syncfabric_rest_requests",
+        "REST requests answered, by route template, method and status",
+        ["route", "method", "status"]),
+    "admissions": (
+        "syncfabric_admissions",
+        "trees, SELMCAST rounds, INA plans and jobs created",
+        ["resource"]),
+    "refusals": (
+        "syncfabric_refusals",
+        "creations refused with 409: no capacity, or busy",
+        ["resource"]),
+    "releases": (
+        "syncfabric_releases",
+        "trees, rounds and plans released, by cause: request (DELETE), lease (expired) or "
+        "reroute (no tree fits around a failure)",
+        ["resource", "cause"]),
+    "reroutes": (
+        "syncfabric_reroutes",
+        "live trees and INA plans moved off a failed link, by outcome: moved (plans: same "
+        "nodes and rates), replanned (plans) or released",
+        ["resource", "outcome"]),
+    "reconciliations": (
+        "syncfabric_reconciliations",
+        "switches (re)synced after connecting: cleared, then given the fabric flows and "
+        "every live tree and plan",
+        ["switch"]),
+    "admission_drops": (
+        "syncfabric_admission_drops",
+        "datagrams a switch dropped because they went to an INA plan's (a job's) UDP port "
+        "from a host that is not a member of it, or with an address not its own",
+        ["switch"]),
+    "replans": (
+        "syncfabric_job_replans",
+        "live jobs whose rates were planned again as other jobs came or went (policy fair "
+        "or weighted), by direction: shrink or grow",
+        ["direction"]),
+    "unknown_switches": (
+        "syncfabric_unknown_switch_connections",
+        "connections of switches whose datapath id the fabric description lacks: they get "
+        "no flows",
+        []),
 }
 HISTOGRAMS = {
-    "install_seconds": ("syncfabric_install_confirm_seconds", "from sending a batch of OpenFlow "
-                        "messages to the last switch's barrier reply, by outcome (confirmed or "
-                        "failed)", ["outcome"]),
-    "reroute_seconds": ("syncfabric_reroute_seconds", "the controller's share of a reroute's "
-                        "gap: from the link change to the moved tree or plan confirmed by its "
-                        "switches", ["resource"]),
-    "replan_seconds": ("syncfabric_job_replan_seconds", "a re-plan of live jobs' rates, from "
-                       "its decision to the last meter confirmed (a shrink waits for the jobs' "
-                       "workers to reach the round it takes effect from)", ["direction"]),
-    "planning_seconds": ("syncfabric_planning_seconds", "computing a multicast tree, a "
-                         "SELMCAST round or an INA plan", ["kind"]),
+    "install_seconds": (
+        "syncfabric_install_confirm_seconds",
+        "from sending a batch of OpenFlow messages to the last switch's barrier reply, by "
+        "outcome (confirmed or failed)",
+        ["outcome"]),
+    "reroute_seconds": (
+        "syncfabric_reroute_seconds",
+        "the controller's share of a reroute's gap: from the link change to the moved tree "
+        "or plan confirmed by its switches",
+        ["resource"]),
+    "replan_seconds": (
+        "syncfabric_job_replan_seconds",
+        "a re-plan of live jobs' rates, from its decision to the last meter confirmed (a "
+        "shrink waits for the jobs' workers to reach the round it takes effect from)",
+        ["direction"]),
+    "planning_seconds": (
+        "syncfabric_planning_seconds",
+        "computing a multicast tree, a SELMCAST round or an INA plan",
+        ["kind"]),
 }
 
 
@@ -92,35 +118,8 @@ class LiveState:
 
     def collect(self):
         fabric = self.services.fabric
-        by_link = ["src", "dst"]
-        gauges = {
-            "capacity": GaugeMetricFamily("syncfabric_link_capacity_bytes_per_second",
-                                          "a directed link's capacity", labels=by_link),
-            "reserved": GaugeMetricFamily("syncfabric_link_reserved_bytes_per_second",
-                                          "bandwidth reserved on a directed link by trees, "
-                                          "reroutes in progress and INA plans", labels=by_link),
-            "rate": GaugeMetricFamily("syncfabric_link_rate_bytes_per_second", "a directed "
-                                      "link's rate over the last port-counter interval",
-                                      labels=by_link),
-            "utilization": GaugeMetricFamily("syncfabric_link_utilization_ratio",
-                                             "a directed link's rate over its capacity",
-                                             labels=by_link),
-        }
-        for link in fabric.link_states():
-            ends = [link["src"], link["dst"]]
-            gauges["capacity"].add_metric(ends, link["capacity_mbps"] * BYTES_PER_MBIT)
-            gauges["reserved"].add_metric(ends, link["reserved_mbps"] * BYTES_PER_MBIT)
-            if link["rate_mbps"] is not None:
-                gauges["rate"].add_metric(ends, link["rate_mbps"] * BYTES_PER_MBIT)
-                gauges["utilization"].add_metric(ends, link["utilization"])
-        yield from gauges.values()
-        switches = GaugeMetricFamily("syncfabric_switches", "switches of the fabric "
-                                     "description, by state", labels=["state"])
-        described = fabric.topology_report()["switches"]
-        switches.add_metric(["described"], len(described))
-        switches.add_metric(["connected"], sum(s["connected"] for s in described))
-        switches.add_metric(["synced"], sum(s["synced"] for s in described))
-        yield switches
+        yield from link_gauges(fabric.link_states())
+        yield switch_gauge(fabric.topology_report()["switches"])
         for name, documentation, count in (
                 ("syncfabric_trees", "live multicast trees (SELMCAST rounds' included)",
                  self.services.trees.live_count()),
@@ -132,13 +131,53 @@ class LiveState:
         yield from job_share_gauges(shares_of(self.services.jobs))
 
 
+def link_gauges(links):
+    """Each directed link's capacity, reservations, rate and utilization (the last two
+    once its port counters were read twice), from Fabric.link_states()."""
+    by_link = ["src", "dst"]
+    capacity = GaugeMetricFamily(
+        "syncfabric_link_capacity_bytes_per_second",
+        "a directed link's capacity", labels=by_link)
+    reserved = GaugeMetricFamily(
+        "syncfabric_link_reserved_bytes_per_second",
+        "bandwidth reserved on a directed link by trees, reroutes in progress and INA plans",
+        labels=by_link)
+    rate = GaugeMetricFamily(
+        "syncfabric_link_rate_bytes_per_second",
+        "a directed link's rate over the last port-counter interval", labels=by_link)
+    utilization = GaugeMetricFamily(
+        "syncfabric_link_utilization_ratio",
+        "a directed link's rate over its capacity", labels=by_link)
+    for link in links:
+        ends = [link["src"], link["dst"]]
+        capacity.add_metric(ends, link["capacity_mbps"] * BYTES_PER_MBIT)
+        reserved.add_metric(ends, link["reserved_mbps"] * BYTES_PER_MBIT)
+        if link["rate_mbps"] is not None:
+            rate.add_metric(ends, link["rate_mbps"] * BYTES_PER_MBIT)
+            utilization.add_metric(ends, link["utilization"])
+    return [capacity, reserved, rate, utilization]
+
+
+def switch_gauge(described):
+    """The switches of the fabric description, connected and synced, from its report."""
+    switches = GaugeMetricFamily("syncfabric_switches",
+                                 "switches of the fabric description, by state",
+                                 labels=["state"])
+    switches.add_metric(["described"], len(described))
+    switches.add_metric(["connected"], sum(s["connected"] for s in described))
+    switches.add_metric(["synced"], sum(s["synced"] for s in described))
+    return switches
+
+
 def job_share_gauges(shares):
     """Each job's gradient rate and its fair share, from Jobs.shares()."""
-    rate = GaugeMetricFamily("syncfabric_job_rate_bytes_per_second", "a job's workers' gradient "
-                             "rate", labels=["job"])
-    fair = GaugeMetricFamily("syncfabric_job_fair_share_bytes_per_second", "the gradient rate "
-                             "weighted max-min fairness gives a job among the jobs installed now",
-                             labels=["job"])
+    rate = GaugeMetricFamily(
+        "syncfabric_job_rate_bytes_per_second",
+        "a job's workers' gradient rate", labels=["job"])
+    fair = GaugeMetricFamily(
+        "syncfabric_job_fair_share_bytes_per_second",
+        "the gradient rate weighted max-min fairness gives a job among the jobs installed now",
+        labels=["job"])
     for job_id, share in sorted(shares.items()):
         rate.add_metric([str(job_id)], share["rate_mbps"] * BYTES_PER_MBIT)
         fair.add_metric([str(job_id)], share["fair_share_mbps"] * BYTES_PER_MBIT)

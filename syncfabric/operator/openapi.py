@@ -1,5 +1,5 @@
 """The REST contract of the apps as an OpenAPI 3 description: the paths, what each
-answers, and the schemas of openapi_schemas.py, built from the constants the request
+answers, and the schemas of openapi_schemas.py and openapi_job_schemas.py, built from the constants the request
 parsers check (policies, cost models, limits), so that the description and the
 parsers cannot drift apart. GET /openapi.json serves it (the
 operations of the apps that are loaded); tests validate it with openapi-spec-validator,
@@ -8,8 +8,8 @@ against it with schemathesis.
 """
 
 from syncfabric.operator.live_page import UI_ASSETS
-from syncfabric.operator.openapi_schemas import (INTEGER, OPENAPI_VERSION, SCHEMAS, STRING, obj,
-                                                 ref)
+from syncfabric.operator.openapi_schemas import SCHEMAS
+from syncfabric.operator.openapi_types import INTEGER, OPENAPI_VERSION, STRING, obj, ref
 
 
 ERRORS = {

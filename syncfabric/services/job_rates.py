@@ -18,6 +18,7 @@ from syncfabric.decisions.multicast_trees import fits_in, switch_shares
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import tree_changes
 from syncfabric.services.ina_plans import plan_report
 from syncfabric.services.job_shares import part_loads
 
@@ -94,8 +95,8 @@ class RateChange:
             for switch, share in switch_shares(view, tree).items():
                 datapath = fabric.datapath_of(switch)
                 if datapath is not None:
-                    make, _break = of.tree_changes(datapath, reservation.tree_id,
-                                                   reservation.address,
-                                                   old_tree_shares.get(switch), share)
+                    make, _break = tree_changes(datapath, reservation.tree_id,
+                                                reservation.address,
+                                                old_tree_shares.get(switch), share)
                     messages.setdefault(datapath, []).extend(make)
         return {datapath: batch for datapath, batch in messages.items() if batch}

@@ -13,7 +13,7 @@ from syncfabric.decisions.multicast_trees import (InfeasibleTree, backup_links, 
                                                   switch_shares)
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import InstallFailed, NotReady
-from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import tree_changes
 
 LOG = logging.getLogger("syncfabric.multicast")
 
@@ -112,7 +112,7 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         datapath = datapaths.get(switch) or trees.connected(view, switch)
         if datapath is None:
             continue
-        make[datapath], then_break[datapath] = of.tree_changes(
+        make[datapath], then_break[datapath] = tree_changes(
             datapath, tree_id, old.address, old_shares.get(switch), new_shares.get(switch))
     trees.moving.add(tree_id)   # switches that connect meanwhile wait for the new tree
     try:
@@ -127,9 +127,9 @@ def _move_tree(trees, book, view, old, tree, datapaths, now):
         if trees.book is not book or tree_id not in book.ids():
             # released meanwhile: the release removed what the old tree had, and make may
             # have added more (a switch, a FAST_FAILOVER group): remove all of the tree
-            trees.installer.send({datapaths[s]: of.tree_changes(datapaths[s], tree_id,
-                                                                old.address, new_shares[s],
-                                                                None)[1]
+            trees.installer.send({datapaths[s]: tree_changes(datapaths[s], tree_id,
+                                                             old.address, new_shares[s],
+                                                             None)[1]
                                   for s in new_shares})
             return None
         book.replace(tree_id, tree)

@@ -17,7 +17,7 @@ from syncfabric.decisions.multicast_trees import (PATH_AWARE, InfeasibleTree, Tr
                                                   without_links)
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
-from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import tree_changes
 from syncfabric.services.request_fields import check_fields, positive_number
 from syncfabric.services.tree_records import restored_trees, save_trees
 
@@ -185,8 +185,8 @@ class MulticastTrees:
         for switch, share in switch_shares(view, reservation.tree).items():
             datapath = self.connected(view, switch)
             if datapath is not None:
-                removals[datapath] = of.tree_changes(datapath, tree_id, reservation.address,
-                                                     share, None)[1]
+                removals[datapath] = tree_changes(datapath, tree_id, reservation.address,
+                                                  share, None)[1]
         if not self.installer.remove(removals):
             LOG.warning("tree %d: removal not confirmed by every switch", tree_id)
         LOG.info("tree %d released (%.3f Mbit/s returned)", tree_id, reservation.tree.bandwidth_mbps)
@@ -251,7 +251,7 @@ class MulticastTrees:
 
 def installing(datapath, reservation, share):
     """The messages that install a tree's share on one switch."""
-    return of.tree_changes(datapath, reservation.tree_id, reservation.address, None, share)[0]
+    return tree_changes(datapath, reservation.tree_id, reservation.address, None, share)[0]
 
 
 def log_installed(reservation, shares):

@@ -10,6 +10,7 @@ from ryu.controller.handler import CONFIG_DISPATCHER
 from ryu.lib import hub
 
 from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import failover_group_id
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.fake_openflow import FakeDatapath
 from tests.harness.in_process import (NOTHING_LISTED, PLAN, TREE, changes_sent, delivered, empty,
@@ -153,4 +154,4 @@ def test_rules_sent_while_a_switch_is_read_are_not_taken_for_stale(controller):
     topology = controller.request("GET", "/fabric/topology")[1]
     assert all(s["synced"] for s in topology["switches"])
     assert delivered(controller, tree) == {"h2", "h3", "h4"}
-    assert controller.state()["leaf1"]["groups"] == [tree["id"], of.failover_group_id(tree["id"], 0)]
+    assert controller.state()["leaf1"]["groups"] == [tree["id"], failover_group_id(tree["id"], 0)]

@@ -8,6 +8,7 @@ from syncfabric.decisions.multicast_trees import (RANDOM, compute_tree, switch_s
                                                   with_backup_uplinks, without_links)
 from syncfabric.decisions.unicast_routes import unicast_rules
 from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import tree_changes
 from tests.harness.fabrics import spine_leaf_view
 from tests.harness.fake_openflow import FakeFlowTable, fake_datapath, multicast_walk, walk
 
@@ -26,7 +27,7 @@ def fabric_tables(view):
 
 def install(tables, view, tree, tree_id):
     for switch, share in switch_shares(view, tree).items():
-        for message in of.tree_changes(fake_datapath(), tree_id, ADDRESS, None, share)[0]:
+        for message in tree_changes(fake_datapath(), tree_id, ADDRESS, None, share)[0]:
             tables[switch].apply(message)
 
 
@@ -70,7 +71,7 @@ def test_a_tree_is_policed_once_at_its_ingress_switch_and_forwarded_by_groups_af
     assert [share.police_mbps for share in shares.values()] == [5.0, None, None]
     ofproto = fake_datapath().ofproto
     for switch, share in shares.items():
-        *meter, group, flow = of.tree_changes(fake_datapath(), 9, ADDRESS, None, share)[0]
+        *meter, group, flow = tree_changes(fake_datapath(), 9, ADDRESS, None, share)[0]
         metered = [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
         if switch == "leaf1":
             assert meter[0].flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
@@ -90,7 +91,7 @@ def test_removal_leaves_the_switch_as_before():
     tree = with_backup_uplinks(view, compute_tree(view, "h1", ["h2", "h4"], 5.0))
     assert tree.backups == (("leaf1", "spine1", "spine2"),)
     install(tables, view, tree, 3)
-    apply_all(tables, {switch: of.tree_changes(fake_datapath(), 3, ADDRESS, share, None)[1]
+    apply_all(tables, {switch: tree_changes(fake_datapath(), 3, ADDRESS, share, None)[1]
                        for switch, share in switch_shares(view, tree).items()})
     assert {s: tables[s].state() for s in tables} == before
 
@@ -152,7 +153,7 @@ def test_a_tree_moves_make_before_break_and_ends_as_if_installed_afresh():
     install(fresh, view, new, 5)
     take_down(view, tables, "leaf1", primary)
     old_shares, new_shares = switch_shares(view, old), switch_shares(view, new)
-    changes = {s: of.tree_changes(fake_datapath(), 5, ADDRESS, old_shares.get(s), new_shares.get(s))
+    changes = {s: tree_changes(fake_datapath(), 5, ADDRESS, old_shares.get(s), new_shares.get(s))
                for s in set(old_shares) | set(new_shares)}
     packet = {"eth_type": of.ETH_TYPE_IPV4, "ipv4_src": "10.0.0.1", "ipv4_dst": ADDRESS}
     apply_all(tables, {s: make for s, (make, _) in changes.items()})

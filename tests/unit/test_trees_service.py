@@ -7,6 +7,7 @@ import pytest
 from ryu.lib import hub
 
 from syncfabric.openflow import builders as of
+from syncfabric.openflow.tree_messages import tree_match
 from syncfabric.openflow.installer import DRAIN_S
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, TREE, changes_sent, delivered, empty, listed,
@@ -133,7 +134,7 @@ def test_a_failed_link_moves_the_tree_make_before_break(monkeypatch):
 def test_a_move_s_break_waits_for_packets_on_the_old_path_and_counts_as_pending(controller):
     installer, datapath = controller.services.installer, controller.switches["leaf1"]
     removal = of.flow_removal(datapath, of.multicast_cookie(99), of.PRIORITY_MULTICAST,
-                              of.tree_match(1, "239.9.9.9"))
+                              tree_match(1, "239.9.9.9"))
     sent_before, started = len(controller.network.sent), time.monotonic()
 
     def removal_sent():   # the audits' stats requests may go meanwhile

@@ -1,0 +1,114 @@
+"""The schemas of the jobs' REST contract (apps/job_controller.py): a job's request and
+report, its lease, and how jobs share the fabric (the policy), built from the constants
+the jobs service checks."""
+
+from syncfabric.decisions import model_shards, round_planner
+from syncfabric.operator.openapi_types import (BOOLEAN, INTEGER, NAME, NUMBER, PATH, POSITIVE,
+                                               STRING, TTL, array, choice, described, mapping,
+                                               nullable, obj, one_of, ref)
+from syncfabric.services import jobs, tenants
+
+POLICY = choice(tenants.POLICIES, description=(
+    "first-come: a job keeps the rate it was admitted with; fair: max-min fair rates among "
+    "the jobs that share a link or an aggregator, planned again as jobs come and go; "
+    "weighted: as fair, in proportion to each job's weight"))
+
+SHARD = obj({
+    "host": NAME,
+    "address": STRING,
+    "port": INTEGER,
+    "fragments": array(INTEGER),
+    "bytes": array(INTEGER),
+    "return": obj({
+        "tree": INTEGER,
+        "group": STRING,
+        "port": INTEGER,
+        "rate_mbps": NUMBER,
+    }),
+})
+DESTINATION = obj({
+    "shard": INTEGER,
+    "host": NAME,
+    "address": STRING,
+    "port": INTEGER,
+    "fragments": array(INTEGER),
+    "rate_mbps": NUMBER,
+})
+AGGREGATOR_PART = obj({
+    "host": NAME,
+    "address": STRING,
+    "shard": INTEGER,
+    "port": INTEGER,
+    "rate_mbps": NUMBER,
+    "workers": mapping(array(INTEGER)),
+})
+
+JOB_REQUEST = obj({
+    "workers": array(NAME, minItems=2, maxItems=jobs.MAX_WORKERS, uniqueItems=True),
+    "model_bytes": {"type": "integer", "minimum": 1},
+    "shards": one_of("how many PS shards; auto: the count that predicts the shortest round",
+                     choice(["auto"]),
+                     {"type": "integer", "minimum": 1, "maximum": round_planner.MAX_PSS}),
+    "placement": choice(round_planner.PLACEMENTS, description=(
+        "shards on hosts of their own, in the workers' hosts, or whichever is faster")),
+    "aggregation": described(BOOLEAN, "sum gradients in the aggregators"),
+    "ttl_s": TTL,
+    "mtu": {"type": "integer", "minimum": model_shards.MIN_MTU,
+            "maximum": model_shards.MAX_MTU,
+            "description": "the hosts' data-plane MTU (default 1500); each fragment fills "
+                           "one datagram of it"},
+    "weight": described(POSITIVE, "the job's weight in fair sharing (default 1)"),
+    "min_rate_mbps": nullable(described(POSITIVE, (
+        "the gradient rate below which the job would rather not run (default: 10% of its "
+        "workers' slowest link)"))),
+}, required=["workers", "model_bytes"], additional=False,
+    example={"workers": ["h1", "h2", "h3"], "model_bytes": 1000000})
+
+JOB = obj({
+    "id": INTEGER,
+    "generation": described(INTEGER, (
+        "goes up once the job's trees and plan moved around a fault, or its rates were "
+        "planned again as other jobs came or went; read the job again then")),
+    "effective_round": described(INTEGER, (
+        "the round (as its workers number them) from which this generation's rates hold; "
+        "the rounds before it keep the previous ones")),
+    "workers": PATH,
+    "model_bytes": INTEGER,
+    "fragment_bytes": INTEGER,
+    "fragments": INTEGER,
+    "placement": STRING,
+    "aggregation": BOOLEAN,
+    "shards": array(SHARD),
+    "destinations": mapping(array(DESTINATION),
+                            "per worker, where each part of each shard's fragments goes"),
+    "aggregators": array(AGGREGATOR_PART),
+    "addresses": mapping(STRING, "the IP address of every host the job uses"),
+    "trees": array(INTEGER),
+    "plan": INTEGER,
+    "predicted_round_s": NUMBER,
+    "lower_bound_s": NUMBER,
+    "ttl_s": nullable(NUMBER),
+    "expires_in_s": nullable(NUMBER),
+    "rate_mbps": described(NUMBER, "the workers' gradient rate the job was given"),
+    "weight": NUMBER,
+    "min_rate_mbps": NUMBER,
+    "fair_share_mbps": described(NUMBER, (
+        "the rate weighted max-min fairness gives it among the jobs installed now")),
+    "bound_by": described(STRING, (
+        "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
+        "workers' links)")),
+}, required=["id", "generation", "workers", "model_bytes", "fragment_bytes", "fragments",
+             "shards", "destinations", "aggregators", "addresses", "predicted_round_s",
+             "lower_bound_s"])
+
+JOB_SCHEMAS = {
+    "JobRequest": JOB_REQUEST,
+    "Job": JOB,
+    "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
+    "PolicyRequest": obj({"policy": POLICY}, required=["policy"], additional=False,
+                         example={"policy": "fair"}),
+    "Policy": obj({"policy": POLICY, "policies": array(STRING)},
+                  required=["policy", "policies"]),
+    "JobLease": obj({"ttl_s": TTL}, required=["ttl_s"], additional=False,
+                    example={"ttl_s": 30}),
+}
