@@ -24,17 +24,8 @@ def plot_medians_by_workers(csv_path, value, ylabel, title):
     """Median `value` vs workers, one line per mode, with the line-rate limit S/b_link;
     rows flagged not faithful are left out (the footer counts them)."""
     rows = read_rows(csv_path)
-    by_mode = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        if row.get("fidelity_ok") == "False":
-            continue
-        by_mode[row["mode"]][int(row["workers"])].append(float(row[value]))
     figure, axes = plt.subplots(figsize=(6, 4))
-    for mode, points in by_mode.items():
-        workers = sorted(points)
-        colour, marker = MODE_STYLE.get(mode, (None, "x"))
-        axes.plot(workers, [statistics.median(points[n]) for n in workers], marker=marker,
-                  color=colour, label=mode)
+    draw_mode_medians(axes, rows, value)
     axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / b_link")
     axes.set_xlabel("workers N")
     axes.set_ylabel(ylabel)
@@ -43,3 +34,17 @@ def plot_medians_by_workers(csv_path, value, ylabel, title):
     axes.grid(alpha=0.3)
     axes.legend()
     return save(figure, csv_path)
+
+
+def draw_mode_medians(axes, rows, value):
+    """One line per mode on `axes`: the median `value` of its faithful rows (a row flagged
+    not faithful is left out) against the number of workers."""
+    by_mode = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if row.get("fidelity_ok") != "False":
+            by_mode[row["mode"]][int(row["workers"])].append(float(row[value]))
+    for mode, points in by_mode.items():
+        workers = sorted(points)
+        colour, marker = MODE_STYLE.get(mode, (None, "x"))
+        axes.plot(workers, [statistics.median(points[n]) for n in workers], marker=marker,
+                  color=colour, label=mode)

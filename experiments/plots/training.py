@@ -2,14 +2,13 @@
 (allreduce), rounds of real SGD (train) and PyTorch DDP (ddp)."""
 
 import statistics
-from collections import defaultdict
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from experiments.plots.by_mode import MODE_STYLE  # noqa: E402
+from experiments.plots.by_mode import draw_mode_medians  # noqa: E402
 from experiments.plots.files import read_rows, save  # noqa: E402
 
 
@@ -22,15 +21,8 @@ def plot_allreduce(csv_path):
     figure, panels = plt.subplots(1, len(capacities), figsize=(5.5 * len(capacities), 4),
                                   sharey=True, squeeze=False)
     for axes, capacity in zip(panels[0], capacities):
-        by_mode = defaultdict(lambda: defaultdict(list))
-        for row in rows:
-            if float(row["aggregator_bw"]) == capacity and row.get("fidelity_ok") != "False":
-                by_mode[row["mode"]][int(row["workers"])].append(float(row["comm_s"]))
-        for mode, points in by_mode.items():
-            workers = sorted(points)
-            colour, marker = MODE_STYLE.get(mode, (None, "x"))
-            axes.plot(workers, [statistics.median(points[n]) for n in workers], marker=marker,
-                      color=colour, label=mode)
+        draw_mode_medians(axes, [r for r in rows if float(r["aggregator_bw"]) == capacity],
+                          "comm_s")
         axes.axhline(float(rows[0]["line_rate_s"]), color="grey", linestyle="--", label="S / B")
         axes.set_yscale("log")
         axes.set_xlabel("workers N")
