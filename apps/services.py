@@ -1,7 +1,7 @@
 """The services of one controller process, built once and shared by its apps as the
 Ryu context `syncfabric` (as `wsgi` is): each app routes events, REST calls and timers
 to its own service, and the services meet only through narrow interfaces (the fabric's
-ledger and switches, the trees service's create and release)."""
+book and switches, the trees service's create and release)."""
 
 import os
 import sys
