@@ -28,7 +28,8 @@ def created(stub, **options):
 
 def test_the_owner_renews_every_third_of_the_lease_until_it_releases_the_job(stub):
     job = created(stub, ttl_s=TTL_S)
-    time.sleep(4.5 * TTL_S / 3)
+    # three renewals in 1.5 leases when idle; a loaded machine may take twice that
+    assert wait_for(lambda: len(stub.renewed) >= 3, within_s=2 * TTL_S)
     assert stub.renewed[:3] == [(job.id, TTL_S)] * 3
     keeper = job.lease
     job.release()
