@@ -109,6 +109,12 @@ class RemoteControllerNode(RemoteController):
     def stop(self, *_args, **_kwargs):
         self.terminate()
 
+    def checkListening(self):
+        """Nothing: Mininet telnets to the controller's port to warn if none listens, and
+        reads what answers as UTF-8 text. Ours listens (the testbed starts it first and
+        waits for it), and its OpenFlow hello, whose xid is random bytes, failed to decode
+        now and then: "'utf-8' codec can't decode byte 0xe7" while building the fabric."""
+
 
 def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500,
                   port_queue=0):
