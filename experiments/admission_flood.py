@@ -20,13 +20,12 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
-                             fabric_host_count, finish_emulated_run)
+from experiments.cli import (announce_rate, build_fabric, csv_out_argument, experiment_parser,
+                             fabric_arguments, fabric_host_count, finish_emulated_run)
 from experiments.defaults import AGGREGATOR_SHARE, JOB_START_S, ROUNDS_APART
 from experiments.plots.robustness import plot_admission_flood
 from experiments.testbed import FabricTestbed
@@ -41,8 +40,7 @@ TARGET_RATIO = 1.1
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.admission_flood",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.admission_flood", __doc__)
     fabric_arguments(parser, spines=2, leaves=2, hosts_per_leaf=2, pattern="all-to-all")
     parser.add_argument("--rounds", type=int, default=20, help="rounds per mode")
     parser.add_argument("--model-bytes", type=int, default=1_000_000,
@@ -50,8 +48,7 @@ def parse_args(argv):
     parser.add_argument("--flood-pps", type=float, default=1000.0,
                         help="the flood's datagrams per second (default %(default)s: 11.8 "
                              "Mbit/s of 1472-byte datagrams)")
-    parser.add_argument("--out", type=Path, default=Path("results/admission_flood.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "admission_flood")
     args = parser.parse_args(argv)
     if fabric_host_count(args) < 3:
         parser.error("the fabric needs at least 3 hosts: 2 workers and one outside the job")

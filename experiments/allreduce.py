@@ -35,14 +35,13 @@ aggregator capacity, with S/B.
 """
 
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
-                             fabric_arguments, fabric_host_count, finish_emulated_run,
-                             fit_auto_rate, progress_printer, rate_mbps)
+from experiments.cli import (announce_rate, build_fabric, comma_list, csv_out_argument,
+                             experiment_parser, fabric_arguments, fabric_host_count,
+                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
 from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
                                  STREAM_MODES, STREAM_PLACEMENT)
 from experiments.plots.training import plot_allreduce
@@ -67,8 +66,7 @@ PS_HOST_MODES = {"gloo-ps", "stream"} | set(TRAINING_MODES)   # these need a hos
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.allreduce",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.allreduce", __doc__)
     fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=comma_list(int), default=[4, 8, 16],
                         help="comma list of worker counts")
@@ -86,8 +84,7 @@ def parse_args(argv):
                              "fraction of --bw (the stream modes pace at their plans' rates)")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
                         help="width of the MLP's two hidden layers (sets the model's size)")
-    parser.add_argument("--out", type=Path, default=Path("results/allreduce.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "allreduce")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
     if any(not 2 <= n <= min(hosts, 64) for n in args.workers):

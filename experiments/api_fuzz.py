@@ -25,7 +25,7 @@ from schemathesis import checks
 from schemathesis.core.failures import FailureGroup
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, progress_printer, write_csv
+from experiments.cli import experiment_parser, progress_printer, write_csv
 from experiments.plots.robustness import plot_api_fuzz
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -40,8 +40,7 @@ say = progress_printer("api_fuzz")
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.api_fuzz",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.api_fuzz", __doc__)
     parser.add_argument("--examples", type=int, default=200,
                         help="examples per operation (default %(default)s; make fuzz: 2000)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed")

@@ -17,7 +17,7 @@ import networkx as nx
 from networkx.algorithms.approximation import steiner_tree
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser
+from experiments.cli import experiment_parser
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
@@ -61,7 +61,7 @@ def bench(case, repeats, seed=1, link_mbps=20.0):
 
 
 def main(argv=None):
-    parser = ArgumentParser(prog="python -m experiments.bench_trees", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.bench_trees", __doc__)
     parser.add_argument("--cases", default=",".join(CASES), help="comma list of %s" % ", ".join(CASES))
     parser.add_argument("--repeats", type=int, default=25, help="runs of ours per case (networkx: 1/5)")
     args = parser.parse_args(argv)

@@ -34,7 +34,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity, packet_drops
-from experiments.cli import (ArgumentParser, build_fabric, comma_list, progress_printer,
+from experiments.cli import (build_fabric, comma_list, experiment_parser, progress_printer,
                              topo_argument, topo_spec)
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, all_to_all_capacity_mbps
 from experiments.testbed import FabricTestbed
@@ -50,8 +50,7 @@ CONFIRMATION_ATTEMPTS = 3
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.calibrate",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.calibrate", __doc__)
     parser.add_argument("--patterns", type=comma_list(str, PATTERNS), default=list(PATTERNS),
                         help="comma list of %s" % ", ".join(PATTERNS))
     parser.add_argument("--max-mbps", type=float, default=160.0, help="the highest rate tried")

@@ -3,6 +3,7 @@
 import argparse
 import csv
 import sys
+from pathlib import Path
 
 from syncfabric.hosts import cli
 
@@ -24,6 +25,18 @@ class ArgumentParser(cli.ArgumentParser):
             except NotCalibrated as error:
                 parsed.bw, parsed.bw_note = None, error
         return parsed
+
+
+def experiment_parser(module, doc):
+    """An experiment's parser: `python -m <module>` as its usage, the first paragraph of
+    its docstring as its description."""
+    return ArgumentParser(prog="python -m %s" % module, description=doc.split("\n\n")[0])
+
+
+def csv_out_argument(parser, name):
+    """--out: where the experiment's CSV goes (results/<name>.csv), its figure beside it."""
+    parser.add_argument("--out", type=Path, default=Path("results/%s.csv" % name),
+                        help="CSV path (the PNG goes beside it)")
 
 
 def comma_list(kind, allowed=None):

@@ -26,14 +26,13 @@ accuracy against wall-clock time, one line per mode.
 import statistics
 import sys
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             fabric_host_count, finish_emulated_run, fit_auto_rate,
-                             progress_printer, rate_mbps)
+from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             fit_auto_rate, progress_printer, rate_mbps)
 from experiments.allreduce import job_fabric
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
@@ -54,7 +53,7 @@ BASELINE = "gloo"
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.ddp", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.ddp", __doc__)
     fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=comma_list(int), default=[8], help="comma list of worker counts")
     parser.add_argument("--models", type=comma_list(str), default=["mlp", "cnn"],
@@ -70,8 +69,7 @@ def parse_args(argv):
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
                         help="most PS shards a job may use (each is a process)")
     parser.add_argument("--target-accuracy", type=float, default=0.9)
-    parser.add_argument("--out", type=Path, default=Path("results/ddp.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "ddp")
     args = parser.parse_args(argv)
     args.models = args.models + args.model
     try:

@@ -10,7 +10,7 @@ the first host of the first and of the last leaf), link_mbps and tcp_ratio.
 import json
 import sys
 
-from experiments.cli import ArgumentParser, build_fabric, fabric_arguments, progress_printer
+from experiments.cli import build_fabric, experiment_parser, fabric_arguments, progress_printer
 from experiments.host_measurements import ping_all_loss_pct, tcp_throughput_mbps
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -18,7 +18,7 @@ from mininet_topos.registry import fabric_hosts
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.fabric_check", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.fabric_check", __doc__)
     fabric_arguments(parser, bw=20.0)
     parser.add_argument("--tcp-seconds", type=int, default=5, help="iperf3 duration")
     return parser.parse_args(argv)

@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
-                             fabric_host_count, model_mb_argument, model_mb_at,
-                             progress_printer, write_csv)
+from experiments.cli import (announce_rate, build_fabric, experiment_parser, fabric_arguments,
+                             fabric_host_count, model_mb_argument, model_mb_at, progress_printer,
+                             write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
@@ -54,8 +54,7 @@ COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "extra_s", 
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.fault_recovery",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.fault_recovery", __doc__)
     fabric_arguments(parser)
     parser.add_argument("--traffic", choices=TRAFFIC, default="tree",
                         help="what runs through the fault: a model over a tree, a GRID round "

@@ -33,7 +33,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.plots.hosts import plot_host_allreduce
-from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import NETWORKS, HostNetwork
 
@@ -218,8 +218,7 @@ def run(args):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.host_allreduce",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.host_allreduce", __doc__)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--shards", type=int, default=2, help="summing nodes (default 2)")
     parser.add_argument("--sizes", type=comma_list(float), default=[4.0, 64.0, 256.0],

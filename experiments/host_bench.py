@@ -31,7 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.plots.hosts import plot_host_bench
-from experiments.cli import ArgumentParser, write_csv
+from experiments.cli import experiment_parser, write_csv
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER
 from syncfabric.hosts.job_layout import JobLayout
@@ -276,8 +276,7 @@ def inside(args):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.host_bench",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.host_bench", __doc__)
     parser.add_argument("--out", type=Path, default=Path("results/host_bench.csv"))
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)

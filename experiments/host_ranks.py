@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.cli import ArgumentParser
+from experiments.cli import experiment_parser
 
 ROLES = ("worker", "shard", "gloo")
 
@@ -111,8 +111,7 @@ def gloo(args):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.host_ranks",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.host_ranks", __doc__)
     parser.add_argument("role", choices=ROLES)
     parser.add_argument("--job", type=Path,
                         help="the job's JSON (worker, shard)")

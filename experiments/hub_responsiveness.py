@@ -27,7 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from experiments.cli import ArgumentParser, progress_printer, write_csv
+from experiments.cli import experiment_parser, progress_printer, write_csv
 from experiments.controller_process import ControllerProcess, wait_until
 from experiments.sim.fabrics import paper_scale_fabric
 from experiments.testbed import check_port_free
@@ -108,8 +108,7 @@ class ProbeSwitch:
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.hub_responsiveness",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.hub_responsiveness", __doc__)
     parser.add_argument("--workers", type=int, default=100, help="workers of the GRID job")
     parser.add_argument("--size", type=int, default=64, help="spines = leaves of the fabric")
     parser.add_argument("--of-port", type=int, default=6653, help="controller's OpenFlow port")

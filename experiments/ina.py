@@ -41,7 +41,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+from experiments.cli import (announce_rate, build_fabric, comma_list, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
                              progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
@@ -66,7 +66,7 @@ BENCH_FABRIC = {"spines": 64, "leaves": 64, "hosts_per_leaf": 2, "bw": 100000.0}
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.ina", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.ina", __doc__)
     fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=comma_list(int), default=[8, 16],
                         help="worker counts, comma-separated")

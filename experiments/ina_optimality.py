@@ -14,12 +14,11 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import networkx as nx
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, write_csv
+from experiments.cli import csv_out_argument, experiment_parser, write_csv
 from experiments.plots.ina import plot_ina_optimality
 from experiments.sim.fabrics import paper_scale_fabric
 from syncfabric.decisions import ina_placement, inart_placement
@@ -205,14 +204,12 @@ def summary(rows, scale):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.ina_optimality",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.ina_optimality", __doc__)
     parser.add_argument("--instances", type=int, default=200,
                         help="random small instances per planner (at least 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-scale", action="store_true", help="skip the 64x64 case")
-    parser.add_argument("--out", type=Path, default=Path("results/ina_optimality.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "ina_optimality")
     args = parser.parse_args(argv)
     if args.instances < 1:
         parser.error("--instances must be at least 1")

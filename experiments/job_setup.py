@@ -21,7 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.plots.jobs import plot_job_setup
-from experiments.cli import (ArgumentParser, build_fabric, fabric_arguments, progress_printer,
+from experiments.cli import (build_fabric, experiment_parser, fabric_arguments, progress_printer,
                              topo_spec, write_csv)
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
@@ -32,8 +32,7 @@ say = progress_printer("job_setup")
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.job_setup",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.job_setup", __doc__)
     fabric_arguments(parser, bw=20.0)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=50)

@@ -11,14 +11,14 @@ is running) it touches nothing and exits 1: one emulation at a time.
 
 import sys
 
-from experiments.cli import ArgumentParser
+from experiments.cli import experiment_parser
 from experiments.namespace_fabric import namespace_leftovers, remove_namespace_leftovers
 from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import PlatformError, leftovers, live_run_pids, remove_leftovers
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.leftovers", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.leftovers", __doc__)
     parser.add_argument("--dry-run", action="store_true", help="report what is left, remove nothing")
     return parser.parse_args(argv)
 

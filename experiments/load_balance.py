@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, fabric_arguments,
+from experiments.cli import (announce_rate, build_fabric, experiment_parser, fabric_arguments,
                              fabric_host_count, progress_printer, write_csv)
 from experiments.plots.multicast import plot_load_balance
 from experiments.controller_process import wait_until
@@ -97,7 +97,7 @@ def wait_until_idle(bed, threshold=0.02, timeout_s=15):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.load_balance", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.load_balance", __doc__)
     fabric_arguments(parser)
     parser.add_argument("--jobs", type=int, default=24, help="concurrent multicast jobs (trees)")
     parser.add_argument("--receivers-per-job", type=int, default=4)

@@ -17,14 +17,13 @@ switch holds a group, meter or multicast flow of a released tree.
 """
 
 import statistics
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
-                             fabric_arguments, fabric_host_count, finish_emulated_run,
-                             model_mb_argument, model_mb_at, progress_printer)
+from experiments.cli import (announce_rate, build_fabric, comma_list, csv_out_argument,
+                             experiment_parser, fabric_arguments, fabric_host_count,
+                             finish_emulated_run, model_mb_argument, model_mb_at, progress_printer)
 from experiments.defaults import LINE_RATE_S
 from experiments.plots.multicast import plot_ps_distribution
 from experiments.testbed import FabricTestbed
@@ -38,8 +37,7 @@ COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", 
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.ps_distribution",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.ps_distribution", __doc__)
     fabric_arguments(parser)
     parser.add_argument("--workers", type=comma_list(int), default=[3, 7, 15],
                         help="comma list of worker counts N")
@@ -51,8 +49,7 @@ def parse_args(argv):
     parser.add_argument("--rounds", type=int, default=3, help="rounds per (N, mode)")
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="multicast reservation and sending rate, as a fraction of --bw")
-    parser.add_argument("--out", type=Path, default=Path("results/ps_distribution.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "ps_distribution")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
     if max(args.workers) > hosts - 1 or min(args.workers) < 1:

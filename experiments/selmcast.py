@@ -19,7 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
+from experiments.cli import (announce_rate, build_fabric, comma_list, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
                              progress_printer)
 from experiments.plots.selmcast import plot_selmcast
@@ -34,7 +34,7 @@ COLUMNS = ["policy", "cost_model", "workers", "round", "completion_s", "send_s",
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.selmcast", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.selmcast", __doc__)
     fabric_arguments(parser, pattern="all-to-all")
     parser.add_argument("--workers", type=int, default=16, help="workers N (h1..hN)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per policy")

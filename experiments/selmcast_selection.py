@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.plots.selmcast import plot_selmcast_selection
 from experiments.sim.ssp_rounds import simulate_ssp
 from syncfabric.decisions.receiver_selection import select
@@ -46,8 +46,7 @@ SSP_UPDATE_BITS = 200e6 * 8
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.selmcast_selection",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.selmcast_selection", __doc__)
     parser.add_argument("--n", type=comma_list(int), default=[100], help="workers (comma list: sweep)")
     parser.add_argument("--p-fraction", type=float, default=0.3, help="p = round(p-fraction * n)")
     parser.add_argument("--lam", type=float, default=0.5, help="bandwidth heterogeneity lambda")

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import (ArgumentParser, build_fabric, fabric_arguments, fabric_host_count,
+from experiments.cli import (build_fabric, experiment_parser, fabric_arguments, fabric_host_count,
                              progress_printer, write_csv)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.ovs import ofctl
@@ -63,7 +63,7 @@ COLUMNS = ["step", "elapsed_s", "operations", "faults", "down_link", "live_trees
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.soak", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.soak", __doc__)
     fabric_arguments(parser, spines=4, leaves=4, bw=20.0)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to soak")
     parser.add_argument("--clients", type=int, default=4, help="concurrent REST clients")

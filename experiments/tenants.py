@@ -29,15 +29,14 @@ completion time. The PNG plots each job's round time against time.
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
 from experiments.allreduce import job_fabric
-from experiments.cli import (ArgumentParser, announce_rate, comma_list, fabric_arguments,
-                             fabric_host_count, finish_emulated_run, fit_auto_rate,
-                             progress_printer)
+from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             fit_auto_rate, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.jobs import plot_tenants
 from experiments.tenant_summary import summary
@@ -61,8 +60,7 @@ GLOO_LOAD_S, GLOO_LOAD_PER_RANK_S = 5.0, 0.8   # torch loads in 1.1 s of one cor
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.tenants",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.tenants", __doc__)
     fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--jobs", type=int, default=4, help="jobs sharing the fabric")
     parser.add_argument("--workers-per-job", type=int, default=8, help="workers of each job")
@@ -82,8 +80,7 @@ def parse_args(argv):
                         help="each job's float32 model, bytes (a multiple of 4)")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
                         help="comma list of %s" % ", ".join(MODES))
-    parser.add_argument("--out", type=Path, default=Path("results/tenants.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "tenants")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
     if not 2 <= args.workers_per_job <= 64 or args.jobs < 1 \

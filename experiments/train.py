@@ -29,14 +29,13 @@ time.
 """
 
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (ArgumentParser, announce_rate, build_fabric, comma_list,
-                             fabric_arguments, fabric_host_count, finish_emulated_run,
-                             progress_printer)
+from experiments.cli import (announce_rate, build_fabric, comma_list, csv_out_argument,
+                             experiment_parser, fabric_arguments, fabric_host_count,
+                             finish_emulated_run, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
 from experiments.plots.training import plot_train
 from experiments.testbed import FabricTestbed
@@ -58,7 +57,7 @@ BASELINE = "gloo"   # what data-parallel users run: DDP over Gloo
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.train", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.train", __doc__)
     fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
     parser.add_argument("--workers", type=int, default=8, help="number of workers")
     parser.add_argument("--rounds", type=int, default=30, help="training rounds per mode")
@@ -79,8 +78,7 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=TrainingSetup.seed)
     parser.add_argument("--target-accuracy", type=float, default=0.9,
                         help="accuracy whose time-to-reach the summary compares")
-    parser.add_argument("--out", type=Path, default=Path("results/train.csv"),
-                        help="CSV path (the PNG goes beside it)")
+    csv_out_argument(parser, "train")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
     if not 1 <= args.workers < min(hosts, 65):

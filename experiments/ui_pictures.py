@@ -10,7 +10,7 @@ Needs root (Mininet) and Debian's chromium and chromium-driver (make setup insta
 import sys
 from pathlib import Path
 
-from experiments.cli import ArgumentParser, build_fabric, fabric_arguments, progress_printer
+from experiments.cli import build_fabric, experiment_parser, fabric_arguments, progress_printer
 from experiments.testbed import FabricTestbed
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.registry import fabric_hosts
@@ -57,8 +57,7 @@ def link_keys(edges):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.ui_pictures",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.ui_pictures", __doc__)
     fabric_arguments(parser, bw=20.0)
     parser.add_argument("--out", type=Path, default=Path("docs/figures"),
                         help="folder for ui_tree.png and ui_plan.png")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from experiments import fidelity
-from experiments.cli import ArgumentParser, write_csv
+from experiments.cli import experiment_parser, write_csv
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.files import read_rows
 from experiments.plots.multicast import plot_emulation_check
@@ -50,8 +50,7 @@ COLUMNS = ["scenario", "round", "emulated_s", "simulated_s", "difference"]
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.sim.emulation_check",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.sim.emulation_check", __doc__)
     parser.add_argument("--ps-csv", type=Path,
                         help="the emulated PS distribution (experiments.ps_distribution's CSV; "
                              "default %s, or with --emulate results/%s)" % (PS_CSV, PS_CSV.name))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.plots.ina import plot_sim_ina
 from experiments.sim.fabrics import GBIT, fat_tree, servers, spine_leaf
 from experiments.sim.network import capacities, plan_flow, simulate
@@ -43,7 +43,7 @@ COLUMNS = ["part", "fabric", "programmable", "workers", "ps_count", "policy", "r
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.sim.ina", description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.sim.ina", __doc__)
     parser.add_argument("--parts", type=comma_list(str, ("grid", "inart")), default=["grid", "inart"])
     parser.add_argument("--grid-workers", type=comma_list(int), default=[20, 40, 60, 80, 100])
     parser.add_argument("--links", type=comma_list(str, LINKS), default=["counted"],

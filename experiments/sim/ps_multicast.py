@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.plots.multicast import plot_sim_ps_multicast
 from experiments.sim.fabrics import GBIT, servers, spine_leaf
 from experiments.sim.network import capacities, path_flow, simulate, tree_flow
@@ -45,8 +45,7 @@ COLUMNS = ["sweep", "fabric", "mode", "workers", "jobs", "admitted", "model_mb",
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.sim.ps_multicast",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.sim.ps_multicast", __doc__)
     parser.add_argument("--fabrics", type=comma_list(str), default=["8x8", "64x64"],
                         help="spine-leaf fabrics, SPINESxLEAVES")
     parser.add_argument("--hosts-per-leaf", type=int, default=16)

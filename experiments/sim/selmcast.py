@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from experiments import selmcast_selection
-from experiments.cli import ArgumentParser, comma_list, write_csv
+from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.plots.selmcast import plot_sim_selmcast
 from syncfabric.decisions.selection_round import RANDOM, SELMCAST
 
@@ -34,8 +34,7 @@ PAPER_SSP_SCALE = {RANDOM: 0.30, SELMCAST: 0.55}
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m experiments.sim.selmcast",
-                            description=__doc__.split("\n\n")[0])
+    parser = experiment_parser("experiments.sim.selmcast", __doc__)
     parser.add_argument("--n", type=comma_list(int), default=[50, 100, 150, 200],
                         help="BSP workers swept at lam = 0.5")
     parser.add_argument("--lams", type=comma_list(float), default=[0.1, 0.3, 0.5, 0.7, 0.9],
