@@ -86,7 +86,7 @@ def parse_args(argv):
                         help="width of the MLP's two hidden layers (sets the model's size)")
     csv_out_argument(parser, "allreduce")
     args = parser.parse_args(argv)
-    hosts = fabric_host_count(args)
+    hosts = args.host_count = fabric_host_count(args)   # modes_for asks it often
     if any(not 2 <= n <= min(hosts, 64) for n in args.workers):
         parser.error("every --workers count must be between 2 and %d" % min(hosts, 64))
     if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
@@ -183,7 +183,7 @@ def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, l
 def modes_for(args, count):
     """The modes a round of `count` workers runs: with every host a worker, those that
     need a host beside them (PS_HOST_MODES) have none, and are left out."""
-    if count < fabric_host_count(args):
+    if count < args.host_count:
         return args.modes
     return [mode for mode in args.modes if mode not in PS_HOST_MODES]
 
