@@ -28,7 +28,8 @@ from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerCl
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.job_roles import ShardNode, control_message, next_due, wait_until_served
+from syncfabric.hosts.job_roles import ShardNode, control_message, wait_until_served
+from syncfabric.hosts.paced_sender import next_due
 from syncfabric.hosts.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
 from syncfabric.hosts.worker_rounds import ResultArrays, ReturnedSums, Round, RoundFilling

@@ -11,6 +11,7 @@ from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
 MAX_WORKERS = 64
+ROUND_MAX = 2 ** 32 - 1                 # a round number's 32 bits on the wire (HEADER)
 
 
 def floats_per_fragment():

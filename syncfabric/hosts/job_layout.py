@@ -57,8 +57,15 @@ class JobLayout:
             raise JobError("the controller cuts fragments of %d bytes: a datagram carries whole "
                            "float32s, at most %d bytes of them" % (report["fragment_bytes"],
                                                                    MAX_FRAGMENT_BYTES))
-        if report["model_bytes"] % 4:
-            raise JobError("a job's model is float32: model_bytes must be a multiple of 4")
+        if report["model_bytes"] % 4 or report["model_bytes"] <= 0:
+            raise JobError("a job's model is float32: model_bytes must be a positive multiple "
+                           "of 4")
+        fragments = -(-report["model_bytes"] // report["fragment_bytes"])
+        if report["fragments"] != fragments:
+            raise JobError("job %s: %s fragments of %d bytes cannot carry a model of %d bytes "
+                           "(%d do); the controller's answer is not one job's" % (
+                               report.get("id"), report["fragments"], report["fragment_bytes"],
+                               report["model_bytes"], fragments))
         self.id, self.generation = report["id"], report["generation"]
         self.effective_round = report.get("effective_round", 0)   # its rates hold from it
         self.workers = list(report["workers"])
@@ -78,11 +85,27 @@ class JobLayout:
         self.aggregations = [Aggregation(a["host"], a["shard"], a["port"], a["rate_mbps"],
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
+        self._check_ranges()
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
         for shard in self.shards:
             self.shard_of[shard.first:shard.last] = shard.index
         self.wire_of = striped_order(self.shards, self.count)   # a worker's block -> fragment
         self.block_of = np.argsort(self.wire_of)                 # and back
+
+    def _check_ranges(self):
+        """JobError unless every range of fragments (a shard's, a leg's, an aggregated
+        worker's) lies within the job's and every shard a leg names exists."""
+        ranges = [(s.first, s.last) for s in self.shards]
+        ranges += [(leg.first, leg.last) for legs in self.legs.values() for leg in legs]
+        ranges += [f for a in self.aggregations for f in a.workers.values()]
+        for first, last in ranges:
+            if not 0 <= first <= last <= self.count:
+                raise JobError("job %s: fragments %s..%s lie outside its %d" % (
+                    self.id, first, last, self.count))
+        shards = {leg.shard for legs in self.legs.values() for leg in legs}
+        shards |= {a.shard for a in self.aggregations}
+        if not shards <= set(range(len(self.shards))):
+            raise JobError("job %s names a shard it does not have" % self.id)
 
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]

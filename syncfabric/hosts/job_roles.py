@@ -14,8 +14,10 @@ addresses are known before any fragment leaves.
 
 A datagram counts only if its job is this job, its sender may carry the workers it
 names (the job's layout: a worker only itself, an aggregator only its workers), and its
-round is one still kept (the KEPT_ROUNDS newest, fewer for a large shard: KEPT_BYTES):
-fragments from a host outside the job never change a sum.
+round is one still kept (the KEPT_ROUNDS newest, fewer for a large shard: KEPT_BYTES),
+or a new one within the window of rounds (round_window: at most KEPT_ROUNDS past the
+newest): fragments from a host outside the job never change a sum, and no datagram
+makes a node forget the rounds in flight for a round far ahead.
 
 A daemon may run a node on several cores (core_split): then one node object per core
 sums that core's share, and passes on what reaches it of another's (a fragment, or a
@@ -26,7 +28,7 @@ import json
 import logging
 import socket
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 import numpy as np
 
@@ -34,9 +36,11 @@ from syncfabric.hosts.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums, HeldFragments
 from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.pacing import BATCH, CONFIRM, SEND_AHEAD_S
+from syncfabric.hosts.paced_sender import PacedSender, packets_by_round
+from syncfabric.hosts.pacing import CONFIRM
 from syncfabric.hosts.rate_following import RateSchedule
-from syncfabric.hosts.wire import FRAME_OVERHEAD, expand, ranges
+from syncfabric.hosts.round_window import RoundWindow
+from syncfabric.hosts.wire import expand, ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
 CONTROL_MAGIC = b"SFJC"
@@ -85,8 +89,12 @@ class SummingNode:
         self.rounds = OrderedDict()   # round -> FragmentSums of those fragments
         round_bytes = 4 * self.held.size * share.cores   # the part's: its cores share KEPT_BYTES
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
+        self.window = RoundWindow(self.kept, KEPT_ROUNDS)
         self.taken = 0                # datagrams taken from the socket
         self.dropped = 0              # datagrams not counted: not ours, or too old
+        self.out_of_window = 0        # of those, naming a round outside the window
+        self.truncated = 0            # dropped by the data path: cut short (see NativeBatch)
+        self.oversized = 0            # dropped by the data path: more segments than it holds
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path)
 
@@ -106,7 +114,11 @@ class SummingNode:
 
     def sums(self, number):
         """The round's sums (made on its first datagram, in the array of the round it
-        makes the node forget); None for a round too old."""
+        makes the node forget); None for a round too old or outside the window
+        (counted)."""
+        if not self.window.admits(number):
+            self.out_of_window += 1
+            return None
         if number in self.rounds:
             return self.rounds[number]
         spare = None
@@ -117,6 +129,7 @@ class SummingNode:
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
                                            self.layout.per_fragment, self.held, spare)
         self.rounds = OrderedDict(sorted(self.rounds.items()))
+        self.window.begin(number)
         return self.rounds[number]
 
     def take(self):
@@ -126,20 +139,27 @@ class SummingNode:
         while True:
             batch = self.path.receive(self.sock)
             taken += batch.count
-            self.taken += batch.count
-            first = 0
-            while first < batch.count:
-                summed = self.path.sum_fragments(batch, self, first)
-                self.dropped += summed.dropped
-                for number, index in summed.completed:
-                    self.completed(number, index)
-                for number, index in summed.repeated:
-                    self.repeated(number, index)
-                if summed.stop < batch.count:   # the data path left it to this node
-                    self.datagram(batch.packet(summed.stop), batch.source(summed.stop))
-                first = summed.stop + 1
+            self.absorb(batch)
             if not batch.filled:   # it found the socket empty: the selector says when not
                 return taken
+
+    def absorb(self, batch):
+        """Every datagram of a received batch: summed by the data path where it can, the
+        rest by this node's own rule (datagram), in order."""
+        self.taken += batch.count
+        self.truncated += batch.truncated
+        self.oversized += batch.oversized
+        first = 0
+        while first < batch.count:
+            summed = self.path.sum_fragments(batch, self, first)
+            self.dropped += summed.dropped
+            for number, index in summed.completed:
+                self.completed(number, index)
+            for number, index in summed.repeated:
+                self.repeated(number, index)
+            if summed.stop < batch.count:   # the data path left it to this node
+                self.datagram(batch.packet(summed.stop), batch.source(summed.stop))
+            first = summed.stop + 1
 
     def datagram(self, packet, source):
         """One datagram from `source` (address, port): a fragment or a control message."""
@@ -240,10 +260,11 @@ class ShardNode(SummingNode):
         if "hello" in message:
             super().control(message, address)
             return
-        number = message.get("round")
-        sums = self.sums(number) if isinstance(number, int) else None
+        sums = self.sums(message.get("round"))
         if sums is None:
+            self.dropped += 1
             return
+        number = sums.number
         need = [i for i in expand(message.get("need", []))
                 if self.shard.first <= i < self.shard.last and self.expected[i]]
         complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
@@ -276,79 +297,6 @@ class AggregatorNode(SummingNode):
 
     def repeated(self, number, index):
         self.completed(number, index)
-
-
-class PacedSender:
-    """Datagrams to send between a loop's receives, each paced at its own rate of wire
-    bytes: wait() says when the next is due, send_due() sends what is, in batches of the
-    data path. An item is a key, built into its datagram only when it is sent
-    (packets_of(keys): the datagrams of the keys still wanted); a key queued twice for
-    one address is sent once. nominal_bytes: a datagram's usual size, for how many fall
-    due before they are built."""
-
-    def __init__(self, sock, packets_of, nominal_bytes, path=None):
-        self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
-        self.nominal_bytes = nominal_bytes
-        self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
-        self.due = time.perf_counter()
-
-    def push(self, keys, address, rate_mbps):
-        for key in keys:
-            if (key, address) not in self.queued:
-                self.queue.append((key, address, rate_mbps))
-                self.queued.add((key, address))
-
-    def wait(self):
-        """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
-        is queued."""
-        return None if not self.queue else max(0.0, self.due - SEND_AHEAD_S - time.perf_counter())
-
-    def send_due(self):
-        """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
-        allow since last time), a run of keys to one address per call of the data path."""
-        now = time.perf_counter()
-        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
-        while self.queue and self.due <= now + SEND_AHEAD_S:
-            _key, address, rate = self.queue[0]
-            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (rate * 1e6)
-            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.due) / nominal))
-            keys = []
-            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
-                keys.append(self.queue.popleft()[0])
-            wanted, packets = self.packets_of(keys)
-            sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
-            unsent = wanted[sent:]   # the buffer is full: these again later, first
-            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
-            for key in set(keys) - set(unsent):
-                self.queued.discard((key, address))
-            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
-            self.due += wire_bytes * 8 / (rate * 1e6)
-            if unsent:
-                return
-
-
-def packets_by_round(items, build, path):
-    """(the keys kept, their datagrams) for (round, fragment) keys, each round's built at
-    once: build(number, indices) -> (the indices built, their datagrams), or None for a
-    round no longer wanted. A run of keys is of one round but for rare moments."""
-    numbers = sorted({number for number, _index in items})
-    kept, packets = [], []
-    for number in numbers:
-        built = build(number, [index for n, index in items if n == number])
-        if built is None:
-            continue
-        indices, datagrams = built
-        kept += [(number, index) for index in indices]
-        if len(numbers) == 1:
-            return kept, datagrams
-        packets += [datagrams[k] for k in range(len(datagrams))]
-    return kept, path.pack(packets)
-
-
-def next_due(senders):
-    """Seconds until the first of these PacedSenders has a datagram due; None when none
-    has one queued."""
-    return min((w for w in (sender.wait() for sender in senders) if w is not None), default=None)
 
 
 def wait_until_served(worker, timeout_s):

@@ -11,7 +11,7 @@ import selectors
 import threading
 import time
 
-from syncfabric.hosts.job_roles import next_due
+from syncfabric.hosts.paced_sender import next_due
 from syncfabric.hosts.receivers import Wakeup
 
 LOG = logging.getLogger("syncfabric.aggregator")

@@ -215,22 +215,3 @@ def test_a_workers_result_array_is_used_again_only_once_nothing_holds_it():
     first = id(held.base)
     del held
     assert id(arrays.take()) == first and arrays.take() is not second
-
-
-def test_the_native_calls_refuse_arrays_too_small_or_datagrams_outside_their_buffer():
-    from syncfabric.hosts.datapath import _native
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    small = np.zeros(8, dtype=np.int64)
-    with pytest.raises(ValueError, match="offsets holds 64 bytes, 512 needed"):
-        _native.recv_batch(sock.fileno(), bytearray(65536), 65536, small, small,
-                           np.zeros(8, np.uint32), np.zeros(8, np.uint16))
-    offsets, lengths = np.array([0, 90], dtype=np.int64), np.array([10, 20], dtype=np.int64)
-    with pytest.raises(ValueError, match="a datagram lies outside the buffer"):
-        _native.send_batch(sock.fileno(), b"x" * 100, offsets, lengths, 0, 2, 0x7F000001, 9, False)
-    four = np.zeros(4, dtype=np.uint64)   # a job of four fragments, given three slots
-    with pytest.raises(ValueError, match="slots holds 24 bytes, 32 needed"):
-        _native.sum_fragments(bytearray(100), offsets, lengths, np.zeros(2, np.uint32), 0, 0,
-                              7, 4, 10, 40, 40, np.zeros(3, np.int64), np.zeros(1, np.uint32),
-                              np.zeros(1, np.uint64), four, [], np.zeros(2, np.int8),
-                              np.zeros(4, np.int64))
-    sock.close()

@@ -17,7 +17,9 @@ from syncfabric.hosts.datapath.python import Summed
 LOG = logging.getLogger("syncfabric.hosts")
 SLOT_BYTES = 65536      # a datagram, or a GRO super-datagram, at most
 SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still in cache when summed
-MOST_SEGMENTS = 64      # segments of one GRO super-datagram at most (the kernel's limit)
+# segments of one GRO super-datagram at most: the kernel's UDP_MAX_SEGMENTS, 128 since Linux
+# 6.10 (64 before), which it does not expose; a datagram of more is dropped and counted
+MOST_SEGMENTS = _native.MOST_SEGMENTS
 UDP_GRO = 104           # Linux's socket option (Python 3.11 has no constant)
 GSO_ERRORS = (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.EMSGSIZE)
 ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON = range(5)   # _native.c's enum status
@@ -26,7 +28,9 @@ ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON = range(5)   # _native.c's enum s
 class NativeBatch:
     """A thread's receive buffers: datagram i is buffer[offsets[i]:][:lengths[i]], from
     sources[i] (IPv4, host order) and ports[i]; count of them hold a round's datagrams.
-    filled: the receive took all it could, so more may wait."""
+    filled: the receive took all it could, so more may wait. truncated, oversized: the
+    datagrams the receive dropped (longer than a slot or with a control message cut
+    short; more segments than MOST_SEGMENTS)."""
 
     def __init__(self):
         self.buffer = bytearray(SLOT_BYTES * SLOTS)
@@ -37,7 +41,7 @@ class NativeBatch:
         self.ports = np.zeros(capacity, dtype=np.uint16)
         self.status = np.zeros(capacity, dtype=np.int8)
         self.completed = np.zeros(2 * capacity, dtype=np.int64)
-        self.count = 0
+        self.count = self.truncated = self.oversized = 0
         self.filled = False
 
     def packet(self, i):
@@ -89,8 +93,9 @@ class NativeDatapath:
         """The datagrams waiting on non-blocking `sock` (up to SLOTS, GRO's cut apart),
         in this thread's buffers: valid until this thread's next receive."""
         batch = self._batch()
-        batch.count, batch.filled = _native.recv_batch(sock.fileno(), batch.buffer, SLOT_BYTES, batch.offsets,
-                                         batch.lengths, batch.sources, batch.ports)
+        batch.count, batch.filled, batch.truncated, batch.oversized = _native.recv_batch(
+            sock.fileno(), batch.buffer, SLOT_BYTES, batch.offsets, batch.lengths, batch.sources,
+            batch.ports)
         return batch
 
     def sum_fragments(self, batch, node, first):

@@ -27,7 +27,10 @@ class Summed:
 
 class PythonBatch:
     """Datagrams taken one recvfrom each: packet(i) and source(i), (address, port).
-    filled: the receive took all it could, so more may wait."""
+    filled: the receive took all it could, so more may wait. truncated, oversized: none
+    (the kernel hands this path every datagram whole, and none is longer than a receive)."""
+
+    truncated = oversized = 0
 
     def __init__(self, received):
         self.received = received

@@ -1,0 +1,85 @@
+"""Datagrams a host sends between its receives, each paced at its own rate (a summing
+node's sums, a worker's repairs): PacedSender, and the datagrams of (round, fragment)
+keys built a round at a time."""
+
+import time
+from collections import deque
+
+import numpy as np
+
+from syncfabric.hosts.datapath import datapath
+from syncfabric.hosts.pacing import BATCH, SEND_AHEAD_S
+from syncfabric.hosts.wire import FRAME_OVERHEAD
+
+
+class PacedSender:
+    """Datagrams to send between a loop's receives, each paced at its own rate of wire
+    bytes: wait() says when the next is due, send_due() sends what is, in batches of the
+    data path. An item is a key, built into its datagram only when it is sent
+    (packets_of(keys): the datagrams of the keys still wanted); a key queued twice for
+    one address is sent once. nominal_bytes: a datagram's usual size, for how many fall
+    due before they are built."""
+
+    def __init__(self, sock, packets_of, nominal_bytes, path=None):
+        self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
+        self.nominal_bytes = nominal_bytes
+        self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
+        self.due = time.perf_counter()
+
+    def push(self, keys, address, rate_mbps):
+        for key in keys:
+            if (key, address) not in self.queued:
+                self.queue.append((key, address, rate_mbps))
+                self.queued.add((key, address))
+
+    def wait(self):
+        """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
+        is queued."""
+        return None if not self.queue else max(0.0, self.due - SEND_AHEAD_S - time.perf_counter())
+
+    def send_due(self):
+        """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
+        allow since last time), a run of keys to one address per call of the data path."""
+        now = time.perf_counter()
+        self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
+        while self.queue and self.due <= now + SEND_AHEAD_S:
+            _key, address, rate = self.queue[0]
+            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.due) / nominal))
+            keys = []
+            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
+                keys.append(self.queue.popleft()[0])
+            wanted, packets = self.packets_of(keys)
+            sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
+            unsent = wanted[sent:]   # the buffer is full: these again later, first
+            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
+            for key in set(keys) - set(unsent):
+                self.queued.discard((key, address))
+            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
+            self.due += wire_bytes * 8 / (rate * 1e6)
+            if unsent:
+                return
+
+
+def packets_by_round(items, build, path):
+    """(the keys kept, their datagrams) for (round, fragment) keys, each round's built at
+    once: build(number, indices) -> (the indices built, their datagrams), or None for a
+    round no longer wanted. A run of keys is of one round but for rare moments."""
+    numbers = sorted({number for number, _index in items})
+    kept, packets = [], []
+    for number in numbers:
+        built = build(number, [index for n, index in items if n == number])
+        if built is None:
+            continue
+        indices, datagrams = built
+        kept += [(number, index) for index in indices]
+        if len(numbers) == 1:
+            return kept, datagrams
+        packets += [datagrams[k] for k in range(len(datagrams))]
+    return kept, path.pack(packets)
+
+
+def next_due(senders):
+    """Seconds until the first of these PacedSenders has a datagram due; None when none
+    has one queued."""
+    return min((w for w in (sender.wait() for sender in senders) if w is not None), default=None)
