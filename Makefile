@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv build-essential python3-dev chromium chromium-driver
 
-.PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test fuzz ui-pictures figures figures-emulated clean
+.PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test fuzz fuzz-datapath fuzz-api ui-pictures figures figures-emulated clean
 
 setup: apt ovs venv
 
@@ -30,11 +30,19 @@ ovs: apt
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: setup.cfg setup.py Makefile syncfabric/hosts/datapath/_native.c | apt
+# The native data path's sources: a change rebuilds it. With gcc here, the build must
+# succeed without a warning (SYNCFABRIC_NATIVE=required, setup.py): the suite never runs on
+# the Python fallback by accident. A user's pip install without a compiler still falls back.
+NATIVE_SOURCES := $(wildcard syncfabric/hosts/datapath/*.c syncfabric/hosts/datapath/*.h)
+NATIVE_REQUIRED = $$(command -v gcc >/dev/null && echo required)
+
+$(VENV)/.installed: setup.cfg setup.py Makefile $(NATIVE_SOURCES) | apt
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
 	# torch first, exactly the CPU build the experiments measure: nothing then pulls another
 	$(PYTHON) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[controller,torch,test]'
+	SYNCFABRIC_NATIVE=$(NATIVE_REQUIRED) \
+		$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[controller,torch,test]'
+	if command -v gcc >/dev/null; then $(PYTHON) -c 'import syncfabric.hosts.datapath._native'; fi
 	# only syncfabric is a package to install; the checkout's root goes on the venv's path so
 	# that ryu-manager finds apps.x_controller and python -m finds experiments from anywhere
 	echo "$(CURDIR)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/syncfabric-checkout.pth"
@@ -76,9 +84,25 @@ test: setup leftovers
 unit-test: venv
 	$(PYTHON) -m pytest $(UNIT_TESTS)
 
+# Both fuzzers: the host data paths, then the REST API.
+fuzz: fuzz-datapath fuzz-api
+
+# The host data paths fuzzed for FUZZ_S seconds (default 300): the native one built with
+# AddressSanitizer and UndefinedBehaviorSanitizer into build/fuzz (the installed one is left
+# as it is), both fed the same hostile datagrams and scripted receives (experiments/fuzzing;
+# make test runs a bounded number of the same). Crashing inputs go to results/fuzz/.
+FUZZ_S ?= 300
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+fuzz-datapath: setup
+	rm -rf build/fuzz build/fuzz-temp
+	SYNCFABRIC_NATIVE=required SYNCFABRIC_NATIVE_CFLAGS="$(SANITIZE)" \
+		$(PYTHON) setup.py -q build_ext --build-lib build/fuzz --build-temp build/fuzz-temp
+	$(PYTHON) -m experiments.datapath_fuzz --seconds $(FUZZ_S) --native build/fuzz \
+		--out results/fuzz/datapath_fuzz.csv
+
 # The REST API fuzzed against its OpenAPI description (schemathesis) on a live controller
 # over a 2x2 Mininet fabric: 2000 examples per operation (make test runs 200). Root.
-fuzz: setup leftovers
+fuzz-api: setup leftovers
 	$(PYTHON) -m experiments.api_fuzz --examples 2000 --out results/api_fuzz.csv
 
 # The README's pictures of the live page (GET /ui), from an 8x8 fabric in headless Chromium.

@@ -2,7 +2,7 @@
 every operation, with examples that follow the description and examples that break it,
 against a live controller over a small Mininet fabric.
 
-    python -m experiments.api_fuzz --examples 2000 --out results/api_fuzz.csv   # make fuzz
+    python -m experiments.api_fuzz --examples 2000 --out results/api_fuzz.csv   # make fuzz-api
 
 Every answer must be no 5xx (a documented 503 aside), a documented status, content type
 and body, and a refusal for data the description rules out. Every tree, round or plan a
@@ -42,7 +42,7 @@ say = progress_printer("api_fuzz")
 def parse_args(argv):
     parser = experiment_parser("experiments.api_fuzz", __doc__)
     parser.add_argument("--examples", type=int, default=200,
-                        help="examples per operation (default %(default)s; make fuzz: 2000)")
+                        help="examples per operation (default %(default)s; make fuzz-api: 2000)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed")
     parser.add_argument("--out", type=Path, default=Path("results/api_fuzz.csv"),
                         help="CSV to write (and a PNG beside it)")

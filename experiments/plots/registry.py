@@ -15,7 +15,7 @@ PLOTTERS = {"ps_distribution": multicast.plot_ps_distribution,
             "ina": ina.plot_ina, "grid_example": ina.plot_ina, "inart_example": ina.plot_ina,
             "sim.ina": ina.plot_sim_ina, "ina_optimality": ina.plot_ina_optimality,
             "fault_recovery": robustness.plot_fault_recovery, "soak": robustness.plot_soak,
-            "api_fuzz": robustness.plot_api_fuzz,
+            "api_fuzz": robustness.plot_api_fuzz, "datapath_fuzz": robustness.plot_datapath_fuzz,
             "admission_flood": robustness.plot_admission_flood,
             "job_setup": jobs.plot_job_setup, "tenants": jobs.plot_tenants,
             "host_bench": hosts.plot_host_bench, "host_allreduce": hosts.plot_host_allreduce}

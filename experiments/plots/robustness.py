@@ -114,3 +114,21 @@ def plot_admission_flood(csv_path):
     axes.set_title("A job's rounds at %s Mbit/s beside %s datagrams/s from outside it"
                    % (rows[0]["link_mbps"], flood["flood_pps"]))
     return save(figure, csv_path)
+
+
+def plot_datapath_fuzz(csv_path):
+    """Datagrams (or scripted receives) each target fed both data paths, with any
+    difference or crash marked."""
+    rows = read_rows(csv_path)
+    figure, axes = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+    labels = ["%s%s" % (r["target"], "  FAILED" if int(r["differences"]) or int(r["crashes"])
+                        else "") for r in rows]
+    fed = [int(r["scripted_batches"]) or int(r["datagrams_per_path"]) for r in rows]
+    colours = ["tab:purple" if int(r["scripted_batches"]) else "tab:blue" for r in rows]
+    axes.barh(labels, fed, color=colours)
+    axes.invert_yaxis()
+    axes.set_xlabel("datagrams to each path (purple: scripted recvmmsg results)")
+    axes.set_title("Data path fuzz: %d examples, %d differences, %d crashes" % (
+        sum(int(r["examples"]) for r in rows), sum(int(r["differences"]) for r in rows),
+        sum(int(r["crashes"]) for r in rows)))
+    return save(figure, csv_path)

@@ -28,7 +28,8 @@ from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerCl
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.job_roles import ShardNode, control_message, wait_until_served
+from syncfabric.hosts.control_messages import control_message, missing_pairs, whole
+from syncfabric.hosts.job_roles import ShardNode, wait_until_served
 from syncfabric.hosts.paced_sender import next_due
 from syncfabric.hosts.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
@@ -124,6 +125,7 @@ class FabricWorker:
             self.selector.register(node.sock, selectors.EVENT_READ,
                                    lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
+        self.shard_addresses = {shard.address for shard in layout.shards}   # answer repairs
         self.results = ResultArrays(layout.count * layout.per_fragment)
         for shard in layout.shards:
             if shard.host != name:
@@ -255,14 +257,17 @@ class FabricWorker:
             except BlockingIOError:
                 return
             answer = control_message(packet) or {}
-            if answer.get("ready") and answer.get("job") == self.layout.id:
-                self.ready.add(address)
-            current = self.rounds.get(answer.get("round"))
-            if answer.get("job") != self.layout.id or current is None:
+            if answer.get("job") != self.layout.id:
                 continue
-            current.replies[answer.get("shard")] = (time.monotonic(), answer.get("missing", []))
-            self.sends.send_again(current, [index for index, mask in answer.get("missing", [])
-                                            if mask & self.bit])
+            if answer.get("ready"):
+                self.ready.add(address)
+            number, shard = answer.get("round"), answer.get("shard")
+            current = self.rounds.get(number) if whole(number) else None
+            if current is None or not whole(shard) or address[0] not in self.shard_addresses:
+                continue
+            missing = missing_pairs(answer.get("missing"), self.layout.count)
+            current.replies[shard] = (time.monotonic(), missing)
+            self.sends.send_again(current, [index for index, mask in missing if mask & self.bit])
 
     def _check_rounds(self):
         now = time.monotonic()

@@ -16,7 +16,9 @@ only its rates (other jobs came or went) keeps its parts and their sums in fligh
 the new rates from the job's effective round (rate_following); one that moved its
 parts is served anew. Without
 --name, the host is the fabric's host whose address is this machine's. SIGUSR1 logs
-each job's counts so far: datagrams taken, and dropped as not the job's.
+each job's counts so far: datagrams taken, dropped as not the job's (and of those, how
+many named a round outside the window), and dropped by the data path as truncated or
+oversized (docs/security.md).
 """
 
 import argparse
@@ -188,8 +190,11 @@ class JobDaemon:
 def counts(parts):
     """A job's datagram counts on this host, over its parts and cores, in words."""
     nodes = [node for part in parts for node in part]
-    return "%d datagrams taken, %d dropped as not the job's" % (
-        sum(node.taken for node in nodes), sum(node.dropped for node in nodes))
+    total = {name: sum(getattr(node, name) for node in nodes)
+             for name in ("taken", "dropped", "out_of_window", "truncated", "oversized")}
+    return ("%(taken)d datagrams taken, %(dropped)d dropped as not the job's (%(out_of_window)d "
+            "naming a round outside the window), %(truncated)d truncated, %(oversized)d "
+            "oversized" % total)
 
 
 def describe(node):

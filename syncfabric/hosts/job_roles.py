@@ -24,7 +24,6 @@ sums that core's share, and passes on what reaches it of another's (a fragment, 
 repair request, which each core answers for its own fragments).
 """
 
-import json
 import logging
 import socket
 import time
@@ -32,6 +31,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from syncfabric.hosts.control_messages import (control_message, control_packet, needed_fragments,
+                                              whole)
 from syncfabric.hosts.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, FragmentSums, HeldFragments
@@ -40,29 +41,13 @@ from syncfabric.hosts.paced_sender import PacedSender, packets_by_round
 from syncfabric.hosts.pacing import CONFIRM
 from syncfabric.hosts.rate_following import RateSchedule
 from syncfabric.hosts.round_window import RoundWindow
-from syncfabric.hosts.wire import expand, ranges
+from syncfabric.hosts.wire import ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
-CONTROL_MAGIC = b"SFJC"
 KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once),
 KEPT_BYTES = 128 * 2 ** 20   # or as many as fit in this many bytes of sums (arrays used again),
 FEWEST_KEPT_ROUNDS = 4       # but never fewer
 HELLO_S = 0.05     # a worker waiting for its summing nodes says hello this often
-
-
-def control_packet(message):
-    return CONTROL_MAGIC + json.dumps(message, separators=(",", ":")).encode()
-
-
-def control_message(packet):
-    """The control message a datagram carries, or None if it carries a fragment."""
-    if not packet.startswith(CONTROL_MAGIC):
-        return None
-    try:
-        message = json.loads(packet[len(CONTROL_MAGIC):])
-    except ValueError:
-        return {}
-    return message if isinstance(message, dict) else {}
 
 
 class SummingNode:
@@ -116,11 +101,11 @@ class SummingNode:
         """The round's sums (made on its first datagram, in the array of the round it
         makes the node forget); None for a round too old or outside the window
         (counted)."""
+        if whole(number) and number in self.rounds:
+            return self.rounds[number]
         if not self.window.admits(number):
             self.out_of_window += 1
             return None
-        if number in self.rounds:
-            return self.rounds[number]
         spare = None
         if len(self.rounds) >= self.kept:   # full: the oldest makes room, or this is older
             if number < next(iter(self.rounds)):
@@ -265,8 +250,8 @@ class ShardNode(SummingNode):
             self.dropped += 1
             return
         number = sums.number
-        need = [i for i in expand(message.get("need", []))
-                if self.shard.first <= i < self.shard.last and self.expected[i]]
+        need = [i for i in needed_fragments(message.get("need"), self.shard.first,
+                                            self.shard.last) if self.expected[i]]
         complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
         self._return([(number, i) for i in complete])
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need

@@ -9,7 +9,8 @@ import numpy as np
 
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, carries_fragment
-from syncfabric.hosts.job_roles import control_packet, missing_ranges
+from syncfabric.hosts.control_messages import control_packet
+from syncfabric.hosts.job_roles import missing_ranges
 from syncfabric.hosts.wire import FRAME_OVERHEAD
 
 

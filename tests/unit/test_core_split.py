@@ -18,7 +18,8 @@ from syncfabric.hosts.fabric_worker import FabricWorker
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_daemon import JobDaemon
 from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.job_roles import ShardNode, control_message, control_packet
+from syncfabric.hosts.control_messages import control_message, control_packet
+from syncfabric.hosts.job_roles import ShardNode
 from syncfabric.hosts.receivers import datagrams, receiving_socket
 from experiments.host_ranks import GivenJobs
 from tests.harness.loopback_jobs import FRAGMENT_BYTES, address, assert_exact_rounds

@@ -20,7 +20,8 @@ from syncfabric.hosts.datapath.python import PythonDatapath
 from syncfabric.hosts.fabric_worker import FabricWorker
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.job_roles import ShardNode, control_packet
+from syncfabric.hosts.control_messages import control_packet
+from syncfabric.hosts.job_roles import ShardNode
 from syncfabric.hosts.receivers import receiving_socket
 from syncfabric.hosts.worker_rounds import ResultArrays
 from tests.harness.loopback_jobs import assert_exact_rounds, loopback_job

@@ -12,7 +12,8 @@ import pytest
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode, control_message, control_packet
+from syncfabric.hosts.control_messages import control_message, control_packet
+from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.paced_sender import PacedSender, next_due, packets_by_round
 from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import datagrams, receiving_socket

@@ -56,7 +56,7 @@ Py_buffer *hold(Held *held, PyObject *object, int writable, Element element, Py_
                 const char *name);
 void release_held(Held *held);
 int datagrams_in(const Py_buffer *buffer, const Py_buffer *offsets, const Py_buffer *lengths,
-                 Py_ssize_t first, Py_ssize_t stop);
+                 Py_ssize_t first, Py_ssize_t stop, int64_t longest);
 int hold_batch(Held *held, PyObject *buffer, PyObject *offsets, PyObject *lengths,
                PyObject *sources, Py_ssize_t n);
 int uint32_arg(PyObject *object, void *out);

@@ -87,14 +87,14 @@ void release_held(Held *held)
 }
 
 /* 0 if datagrams first..stop-1 (offsets[i], lengths[i], int64) lie in `buffer`, each at
- * most a UDP payload long; -1 with an error set if one does not. */
+ * most `longest` bytes; -1 with an error set if one does not. */
 int datagrams_in(const Py_buffer *buffer, const Py_buffer *offsets, const Py_buffer *lengths,
-                 Py_ssize_t first, Py_ssize_t stop)
+                 Py_ssize_t first, Py_ssize_t stop, int64_t longest)
 {
     const int64_t *offset = offsets->buf, *length = lengths->buf;
     for (Py_ssize_t i = first; i < stop; i++) {
         int64_t end;
-        if (offset[i] < 0 || length[i] < 0 || length[i] > UDP_MAX_PAYLOAD
+        if (offset[i] < 0 || length[i] < 0 || length[i] > longest
             || __builtin_add_overflow(offset[i], length[i], &end) || end > buffer->len) {
             PyErr_SetString(PyExc_ValueError, "a datagram lies outside the buffer");
             return -1;
@@ -114,7 +114,7 @@ int hold_batch(Held *held, PyObject *buffer, PyObject *offsets, PyObject *length
         || !(length = hold(held, lengths, 0, INT64, n, "lengths"))
         || !hold(held, sources, 0, UINT32, n, "sources"))
         return -1;
-    return datagrams_in(data, offset, length, 0, n);
+    return datagrams_in(data, offset, length, 0, n, INT64_MAX);
 }
 
 /* "O&" converter: an integer in 0..2**32-1, as the wire's 32-bit fields (job, round,

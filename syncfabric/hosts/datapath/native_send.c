@@ -53,7 +53,7 @@ PyObject *send_batch(PyObject *Py_UNUSED(self), PyObject *args)
     if (!(buffer = hold(&held, buffer_object, 0, BYTES, 0, "buffer"))
         || !(offsets = hold(&held, offsets_object, 0, INT64, stop, "offsets"))
         || !(lengths = hold(&held, lengths_object, 0, INT64, stop, "lengths"))
-        || datagrams_in(buffer, offsets, lengths, first, stop) < 0) {
+        || datagrams_in(buffer, offsets, lengths, first, stop, UDP_MAX_PAYLOAD) < 0) {
         release_held(&held);
         return NULL;
     }

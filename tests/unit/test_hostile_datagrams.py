@@ -1,0 +1,115 @@
+"""What any local process can send a summing node, on both data paths (each_datapath):
+GRO datagrams of the kernel's most segments, and rounds far ahead or past the wire's 32
+bits. Each reproduces a report of the hostile-datagrams issue; after each, the sums of
+the rounds that follow are exact."""
+
+import json
+import socket
+
+import pytest
+
+from syncfabric.hosts.gradient_wire import ROUND_MAX, fragment_packet
+from syncfabric.hosts.control_messages import control_packet
+from syncfabric.hosts.job_roles import KEPT_ROUNDS
+from syncfabric.hosts.round_window import RoundWindow
+from tests.unit.test_job_roles import ADDRESS, PORT, returned_sums, sender, settle, shard, values
+
+pytestmark = pytest.mark.usefixtures("each_datapath")
+assert shard   # the fixture, imported for these tests
+
+UDP_SEGMENT = 103
+
+
+def send_round(number, to=(ADDRESS["ps"], PORT)):
+    """Every worker's four fragments of round `number`: their sums are 6.0 each."""
+    for worker, name in enumerate(("w1", "w2", "w3")):
+        sock = sender(name)
+        for index in range(4):
+            sock.sendto(fragment_packet(7, number, index, 1 << worker, values(worker)), to)
+        sock.close()
+
+
+def test_eight_gro_datagrams_of_128_segments_fit_and_the_next_round_is_exact(shard):
+    """Eight sends of 128 one-byte segments each (UDP_SEGMENT 1): loopback hands a GRO
+    receiver each whole. The native path's arrays held 512 segments and took 516."""
+    layout, node, returned = shard
+    hostile = sender("w1")   # any process on a member's host
+    sent = 0
+    for _ in range(8):
+        try:
+            hostile.sendmsg([b"x" * 128], [(socket.IPPROTO_UDP, UDP_SEGMENT, (1).to_bytes(2, "little"))],
+                            0, (ADDRESS["ps"], PORT))
+            sent += 128
+        except OSError:   # a kernel before 6.10 takes 64 segments at most
+            pytest.skip("this kernel refuses 128 segments in one send")
+    hostile.close()
+    batch = node.path.receive(node.sock)
+    assert 0 < batch.count <= getattr(batch, "offsets", range(64)).__len__()
+    node.absorb(batch)
+    settle(node)
+    assert node.taken == sent and node.dropped == sent   # none is a fragment
+    send_round(1)
+    settle(node)
+    assert returned_sums(returned) == {(1, i): (0b111, 6.0) for i in range(4)}
+
+
+def hostile_requests(rounds):
+    w1 = sender("w1")
+    for number in rounds:
+        w1.sendto(b"SFJC" + json.dumps({"job": 7, "round": number, "need": []}).encode(),
+                  (ADDRESS["ps"], PORT))
+    w1.close()
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_rounds_past_32_bits_are_dropped_and_never_kept(shard, first):
+    """A repair request for round 2**32 + 1 made the native path sum round 1 into it; 16
+    of them made both paths forget every real round."""
+    layout, node, returned = shard
+    if first:
+        send_round(1)
+        settle(node)
+    hostile_requests([2 ** 32 + 1] + [2 ** 32 + k for k in range(2, 18)])
+    settle(node)
+    assert max(node.rounds, default=0) <= ROUND_MAX and node.out_of_window == 17
+    send_round(1 + first)
+    settle(node)
+    assert returned_sums(returned) == {(n, i): (0b111, 6.0) for n in range(1, 2 + first)
+                                       for i in range(4)}
+
+
+def test_rounds_far_ahead_of_the_newest_are_dropped_and_never_kept(shard):
+    layout, node, returned = shard
+    send_round(1)
+    settle(node)
+    hostile_requests([1 + KEPT_ROUNDS + k for k in range(1, 17)] + [ROUND_MAX])
+    w1 = sender("w1")
+    for number in (1000, ROUND_MAX):   # fragments too
+        w1.sendto(fragment_packet(7, number, 0, 1, values(9)), (ADDRESS["ps"], PORT))
+    w1.close()
+    settle(node)
+    assert sorted(node.rounds) == [1] and node.out_of_window == 19
+    send_round(2)
+    settle(node)
+    assert returned_sums(returned) == {(n, i): (0b111, 6.0) for n in (1, 2) for i in range(4)}
+
+
+def test_the_window_admits_whole_32_bit_rounds_near_the_newest_only():
+    window = RoundWindow(kept=4, ahead=16)
+    assert not any(window.admits(x) for x in (-1, ROUND_MAX + 1, True, 1.0, "1", None, [1]))
+    assert window.admits(ROUND_MAX) and window.admits(0)   # the first may be any
+    window.begin(100)
+    assert [n for n in (96, 97, 100, 116, 117) if window.admits(n)] == [97, 100, 116]
+    window.begin(50)   # an older round opened does not move the window back
+    assert window.newest == 100
+
+
+def test_a_repair_request_naming_no_round_is_dropped(shard):
+    layout, node, returned = shard
+    w1 = sender("w1")
+    for message in ({"job": 7, "round": True, "need": []}, {"job": 7, "round": [1], "need": []},
+                    {"job": 7, "need": []}):
+        w1.sendto(control_packet(message), (ADDRESS["ps"], PORT))
+    w1.close()
+    settle(node)
+    assert not node.rounds and node.dropped == 3
