@@ -1,17 +1,22 @@
-"""What any local process can send a summing node, on both data paths (each_datapath):
-GRO datagrams of the kernel's most segments, and rounds far ahead or past the wire's 32
-bits. Each reproduces a report of the hostile-datagrams issue; after each, the sums of
-the rounds that follow are exact."""
+"""What any local process can send a summing node or a worker, on both data paths
+(each_datapath): GRO datagrams of the kernel's most segments, rounds far ahead or past
+the wire's 32 bits, and answers to repair requests that no shard sent. Each reproduces a
+report of the hostile-datagrams issue; after each, the sums of the rounds that follow
+are exact, and the daemon's counts say what was dropped."""
 
 import json
 import socket
 
+import numpy as np
 import pytest
 
+from syncfabric.hosts.fabric_worker import FabricWorker
 from syncfabric.hosts.gradient_wire import ROUND_MAX, fragment_packet
+from syncfabric.hosts.job_daemon import counts
 from syncfabric.hosts.control_messages import control_packet
 from syncfabric.hosts.job_roles import KEPT_ROUNDS
 from syncfabric.hosts.round_window import RoundWindow
+from tests.harness.loopback_jobs import loopback_job
 from tests.unit.test_job_roles import ADDRESS, PORT, returned_sums, sender, settle, shard, values
 
 pytestmark = pytest.mark.usefixtures("each_datapath")
@@ -72,6 +77,7 @@ def test_rounds_past_32_bits_are_dropped_and_never_kept(shard, first):
     hostile_requests([2 ** 32 + 1] + [2 ** 32 + k for k in range(2, 18)])
     settle(node)
     assert max(node.rounds, default=0) <= ROUND_MAX and node.out_of_window == 17
+    assert "17 dropped as not the job's (17 naming a round outside the window)" in counts([[node]])
     send_round(1 + first)
     settle(node)
     assert returned_sums(returned) == {(n, i): (0b111, 6.0) for n in range(1, 2 + first)
@@ -113,3 +119,30 @@ def test_a_repair_request_naming_no_round_is_dropped(shard):
     w1.close()
     settle(node)
     assert not node.rounds and node.dropped == 3
+
+
+def test_answers_no_shard_sent_change_nothing_and_the_round_is_exact():
+    """Answers to repair requests from a stranger, and malformed ones from the shard's
+    own address: a round, shard or missing list that is not one used to raise in the
+    worker's thread and fail its rounds."""
+    floats = 362 * 20
+    report = loopback_job(91, ["w1", "w2"], floats * 4, 29960)
+    pair = [FabricWorker(report, name) for name in ("w1", "w2")]
+    try:
+        future = pair[0].allreduce_async(np.ones(floats, dtype=np.float32))
+        hostile = {"127.0.0.50": socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
+                   "127.0.0.12": socket.socket(socket.AF_INET, socket.SOCK_DGRAM)}
+        for source, sock in hostile.items():
+            sock.bind((source, 0))
+            for answer in ({"job": 91, "round": [0], "shard": 1, "missing": []},
+                           {"job": 91, "round": 0, "shard": [1], "missing": [[0, 1]]},
+                           {"job": 91, "round": 0, "shard": 1, "missing": [[2 ** 70, 1], "x", [1]]},
+                           {"job": 91, "round": 0, "shard": 1, "missing": "all"}):
+                sock.sendto(control_packet(answer), pair[0].sock.getsockname())
+            sock.close()
+        total = pair[1].allreduce(np.full(floats, 2.0, dtype=np.float32), timeout=10)
+        assert np.array_equal(future.result(timeout=10), np.full(floats, 3.0)) and total[0] == 3.0
+        assert pair[0].failure is None
+    finally:
+        for worker in pair:
+            worker.close()
