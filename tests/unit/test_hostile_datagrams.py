@@ -1,10 +1,12 @@
 """What any local process can send a summing node or a worker, on both data paths
 (each_datapath): GRO datagrams of the kernel's most segments, rounds far ahead or past
-the wire's 32 bits, and answers to repair requests that no shard sent. Each reproduces a
+the wire's 32 bits, and answers to repair requests that no shard sent; and job
+descriptions whose fragment count or ranges disagree with the model. Each reproduces a
 report of the hostile-datagrams issue; after each, the sums of the rounds that follow
 are exact, and the daemon's counts say what was dropped."""
 
 import json
+import logging
 import socket
 
 import numpy as np
@@ -12,12 +14,14 @@ import pytest
 
 from syncfabric.hosts.fabric_worker import FabricWorker
 from syncfabric.hosts.gradient_wire import ROUND_MAX, fragment_packet
-from syncfabric.hosts.job_daemon import counts
+from syncfabric.hosts.job_daemon import JobDaemon, counts
+from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.control_messages import control_packet
 from syncfabric.hosts.job_roles import KEPT_ROUNDS
 from syncfabric.hosts.round_window import RoundWindow
 from tests.harness.loopback_jobs import loopback_job
-from tests.unit.test_job_roles import ADDRESS, PORT, returned_sums, sender, settle, shard, values
+from tests.unit.test_job_roles import (ADDRESS, PORT, report, returned_sums, sender, settle, shard,
+                                      values)
 
 pytestmark = pytest.mark.usefixtures("each_datapath")
 assert shard   # the fixture, imported for these tests
@@ -146,3 +150,26 @@ def test_answers_no_shard_sent_change_nothing_and_the_round_is_exact():
     finally:
         for worker in pair:
             worker.close()
+
+
+@pytest.mark.parametrize("fragments", [3, 5])
+def test_a_job_whose_fragment_count_disagrees_with_its_model_is_refused_everywhere(fragments, caplog):
+    """Four fragments carry the model; a report of 3 or 5 made the native path raise on
+    every batch, or count a bare header as a returned sum."""
+    wrong = dict(report(), fragments=fragments)
+    with pytest.raises(JobError, match="%d fragments of 1448 bytes cannot carry a model of "
+                                       "5792 bytes \\(4 do\\)" % fragments):
+        JobLayout(wrong)
+    with pytest.raises(JobError, match="cannot carry"):
+        FabricWorker(wrong, "w1")
+    daemon = JobDaemon(None, "ps")
+    with caplog.at_level(logging.ERROR, logger="syncfabric.aggregator"):
+        daemon.follow([wrong])
+    assert not daemon.served and "job 7 cannot be served" in caplog.text
+
+
+def test_a_job_whose_ranges_lie_outside_its_fragments_is_refused():
+    wrong = report()
+    wrong["destinations"]["w1"][0]["fragments"] = [0, 9]
+    with pytest.raises(JobError, match="fragments 0..9 lie outside its 4"):
+        JobLayout(wrong)
