@@ -101,6 +101,8 @@ def main(argv=None):
         print("%-20s %7d examples %9d datagrams a path %7d scripted batches  %d differences  "
               "%d crashes" % (row["target"], row["examples"], row["datagrams_per_path"],
                               row["scripted_batches"], row["differences"], row["crashes"]))
+    print("in all: %d datagrams to each path, %d scripted receives" % (
+        sum(row["datagrams_per_path"] for row in rows), sum(row["scripted_batches"] for row in rows)))
     from experiments.plots.robustness import plot_datapath_fuzz
     print("CSV: %s  figure: %s" % (args.out, plot_datapath_fuzz(args.out)), file=sys.stderr)
     return 1 if any(row["differences"] or row["crashes"] for row in rows) else 0
