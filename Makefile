@@ -8,7 +8,7 @@ OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 APT_PACKAGES := openvswitch-switch mininet iperf iperf3 ethtool iputils-ping iproute2 \
 	net-tools psmisc curl python3-venv build-essential python3-dev chromium chromium-driver
 
-.PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test fuzz fuzz-datapath fuzz-api ui-pictures figures figures-emulated clean
+.PHONY: setup apt ovs venv leftovers calibrate demo fabric-check test unit-test native-check fuzz fuzz-datapath fuzz-api ui-pictures figures figures-emulated clean
 
 setup: apt ovs venv
 
@@ -42,7 +42,7 @@ $(VENV)/.installed: setup.cfg setup.py Makefile $(NATIVE_SOURCES) | apt
 	$(PYTHON) -m pip install -q --disable-pip-version-check torch==2.13.0
 	SYNCFABRIC_NATIVE=$(NATIVE_REQUIRED) \
 		$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[controller,torch,test]'
-	if command -v gcc >/dev/null; then $(PYTHON) -c 'import syncfabric.hosts.datapath._native'; fi
+	$(MAKE) --no-print-directory native-check
 	# only syncfabric is a package to install; the checkout's root goes on the venv's path so
 	# that ryu-manager finds apps.x_controller and python -m finds experiments from anywhere
 	echo "$(CURDIR)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/syncfabric-checkout.pth"
@@ -77,12 +77,17 @@ fabric-check: setup leftovers
 # integration tests run one at a time after them, alone on the machine: each emulates a fabric.
 UNIT_TESTS := -m 'not integration' -n 3 --dist loadfile
 
-test: setup leftovers
+test: setup leftovers native-check
 	$(PYTHON) -m pytest $(UNIT_TESTS)
 	$(PYTHON) -m pytest -m integration
 
-unit-test: venv
+unit-test: venv native-check
 	$(PYTHON) -m pytest $(UNIT_TESTS)
+
+# Where gcc is, the suite runs on the native data path it built, never on the fallback.
+native-check:
+	@if command -v gcc >/dev/null && ! $(PYTHON) -c 'import syncfabric.hosts.datapath._native'; then \
+		echo "the native data path is not built though gcc is here: make setup again" >&2; exit 1; fi
 
 # Both fuzzers: the host data paths, then the REST API.
 fuzz: fuzz-datapath fuzz-api
