@@ -42,7 +42,6 @@ $(VENV)/.installed: setup.cfg setup.py Makefile $(NATIVE_SOURCES) | apt
 	$(PYTHON) -m pip install -q --disable-pip-version-check torch==2.13.0
 	SYNCFABRIC_NATIVE=$(NATIVE_REQUIRED) \
 		$(PYTHON) -m pip install -q --disable-pip-version-check -e '.[controller,torch,test]'
-	$(MAKE) --no-print-directory native-check
 	# only syncfabric is a package to install; the checkout's root goes on the venv's path so
 	# that ryu-manager finds apps.x_controller and python -m finds experiments from anywhere
 	echo "$(CURDIR)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/syncfabric-checkout.pth"

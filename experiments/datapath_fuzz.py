@@ -74,14 +74,18 @@ def run_child(args):
                "--seconds", str(args.seconds), "--out", str(args.out)]
     if args.native is not None:
         command += ["--native", str(args.native)]
+    reported = folder / "counts.json"   # the child's, after every call
+    reported.unlink(missing_ok=True)
     child = subprocess.run(command, env=sanitizer_environment(args.native))
-    counts = json.loads((folder / "counts.json").read_text())
+    # none if it died before its first call ended
+    counts = json.loads(reported.read_text()) if reported.exists() else {"running": None}
     if child.returncode != 0:
         current = folder / "current-example.txt"
         crash = folder / ("crash-%d.txt" % time.time())
         if current.exists():
             current.rename(crash)
-        counts.setdefault(counts["running"], dict.fromkeys(COLUMNS[1:], 0))["crashes"] += 1
+        dead = counts["running"] or next(iter(TARGETS))
+        counts.setdefault(dead, dict.fromkeys(COLUMNS[1:], 0))["crashes"] += 1
         print("datapath_fuzz: the child died (exit %d) on the example in %s"
               % (child.returncode, crash), file=sys.stderr)
     return counts

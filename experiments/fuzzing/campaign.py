@@ -20,9 +20,10 @@ NATIVE_MODULE = "syncfabric.hosts.datapath._native"
 def load_native(folder):
     """Use the extension built in `folder` (make fuzz's sanitized one) instead of the
     installed one: it must be loaded before anything imports the data path."""
-    (path,) = sorted(Path(folder).rglob("_native*.so"))[:1] or [None]
-    if path is None:
+    built = sorted(Path(folder).rglob("_native*.so"))
+    if not built:
         raise SystemExit("no _native*.so under %s: build it first (make fuzz)" % folder)
+    path = built[0]
     spec = importlib.util.spec_from_file_location(NATIVE_MODULE, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -34,8 +35,8 @@ class Campaign:
     def __init__(self, folder, native=None):
         self.folder = Path(folder)
         self.native = load_native(native) if native is not None else None
-        from experiments.fuzzing import differential, hostile   # after the extension
-        self.differential, self.hostile = differential, hostile
+        from experiments.fuzzing import targets   # after the extension
+        self.targets = targets
         self.counts, self.running = {}, None
 
     def run(self, targets, seconds):
@@ -50,6 +51,7 @@ class Campaign:
                 self.counts[target] = dict.fromkeys(
                     ("examples", "datagrams_per_path", "scripted_batches", "differences",
                      "crashes"), 0)
+                self._write_counts()   # a crash in its first call is its own
                 began = time.monotonic()
                 check = self._checker(target)
                 while time.monotonic() - began < share:
@@ -63,53 +65,26 @@ class Campaign:
     def _write_counts(self):
         (self.folder / "counts.json").write_text(json.dumps(dict(self.counts, running=self.running)))
 
-    def _example(self, target, example, check):
+    def _example(self, target, example):
         """Write `example` down, check it, count it; a difference is kept, not raised."""
         (self.folder / "current-example.txt").write_text(repr(example))
         counts = self.counts[target]
         counts["examples"] += 1
         try:
-            check()
-        except self.differential.Difference as difference:
+            datagrams, scripted = self.targets.check(target, example)
+        except self.targets.differential.Difference as difference:
             counts["differences"] += 1
             (self.folder / ("difference-%d.txt" % time.time())).write_text(
                 "%s\n\n%r\n" % (difference, example))
+            return
+        counts["datagrams_per_path"] += datagrams
+        counts["scripted_batches"] += scripted
 
     def _checker(self, target):
         """A function that runs EXAMPLES_PER_CALL examples of `target`."""
-        hostile, differential, counts = self.hostile, self.differential, self.counts[target]
-        shapes = st.sampled_from(sorted(hostile.LAYOUTS)).map(hostile.LAYOUTS.get)
-        quick = settings(max_examples=EXAMPLES_PER_CALL, phases=[Phase.generate], database=None,
-                         deadline=None, suppress_health_check=list(HealthCheck))
-        if target == "scripted receives":
-            @quick
-            @given(shape=shapes, data=st.data())
-            def check(shape, data):
-                results = data.draw(hostile.scripted(*shape))
-                messages = [message for message, _slot in results]
-                counts["scripted_batches"] += 1
-                self._example(target, results, lambda: differential.check_cutting(
-                    messages, [slot for _message, slot in results], shape))
-            return check
-        if target == "returned sums":
-            @quick
-            @given(shape=shapes, data=st.data(),
-                   numbers=st.lists(st.sampled_from(hostile.ROUND_EDGES), min_size=1, max_size=3,
-                                    unique=True))
-            def check(shape, data, numbers):
-                batches = data.draw(hostile.returns(*shape))
-                counts["datagrams_per_path"] += sum(map(len, batches))
-                self._example(target, batches,
-                              lambda: differential.check_placing(shape, batches, numbers))
-            return check
-        kind, cores = target.split(", ")[0], int(target.split(", ")[1][0])
-
-        @quick
-        @given(shape=shapes, data=st.data(),
-               targets=st.lists(st.integers(0, cores - 1), min_size=4, max_size=4))
-        def check(shape, data, targets):
-            batches = list(zip(targets, data.draw(hostile.batches(*shape))))
-            counts["datagrams_per_path"] += sum(len(batch) for _core, batch in batches)
-            self._example(target, batches,
-                          lambda: differential.check_summing(kind, cores, shape, batches))
+        @settings(max_examples=EXAMPLES_PER_CALL, phases=[Phase.generate], database=None,
+                  deadline=None, suppress_health_check=list(HealthCheck))
+        @given(data=st.data())
+        def check(data):
+            self._example(target, self.targets.draw(target, data))
         return check

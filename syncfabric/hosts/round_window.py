@@ -8,6 +8,7 @@ a round, so it cannot push the rounds in flight out of the node's memory. Withou
 window, sixteen control messages naming rounds 2**32 + k from a member's address made a
 node forget every real round (docs/security.md)."""
 
+from syncfabric.hosts.control_messages import whole
 from syncfabric.hosts.gradient_wire import ROUND_MAX
 
 
@@ -23,7 +24,7 @@ class RoundWindow:
     def admits(self, number):
         """Whether a datagram naming round `number` (as it came: any JSON value) may
         count: a whole number of 32 bits, within the window."""
-        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= ROUND_MAX:
+        if not whole(number) or not 0 <= number <= ROUND_MAX:
             return False
         if self.newest is None:
             return True

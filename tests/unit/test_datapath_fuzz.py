@@ -9,41 +9,24 @@ from hypothesis import strategies as st
 
 pytest.importorskip("syncfabric.hosts.datapath._native")
 
-from experiments.fuzzing import differential, hostile  # noqa: E402  (after the skip)
+from experiments import datapath_fuzz  # noqa: E402  (after the skip)
+from experiments.fuzzing import differential, hostile, targets  # noqa: E402
 
-BOUNDED = settings(max_examples=60, deadline=None, database=None,
+BOUNDED = settings(max_examples=50, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-SHAPES = sorted(hostile.LAYOUTS)
 
 
-def layout_and(make):
-    """A layout's name and `make(per_fragment, floats)`'s strategy for it."""
-    return st.sampled_from(SHAPES).flatmap(
-        lambda name: st.tuples(st.just(hostile.LAYOUTS[name]), make(*hostile.LAYOUTS[name])))
-
-
+@pytest.mark.parametrize("target", targets.TARGETS)
 @BOUNDED
-@given(kind=st.sampled_from(["shard", "aggregator"]), cores=st.sampled_from([1, 2]),
-       drawn=layout_and(hostile.batches), targets=st.lists(st.integers(0, 1), min_size=4, max_size=4))
-def test_summing_nodes_make_the_same_of_hostile_batches(kind, cores, drawn, targets):
-    shape, batches = drawn
-    differential.check_summing(kind, cores, shape, list(zip(targets, batches)))
+@given(data=st.data())
+def test_both_paths_make_the_same_of_each_targets_hostile_examples(target, data):
+    """Summing nodes (shard, aggregator; 1 and 2 cores), a worker's returned sums, and
+    scripted receives cut by the rule and then summed."""
+    targets.check(target, targets.draw(target, data))
 
 
-@BOUNDED
-@given(drawn=layout_and(hostile.returns),
-       numbers=st.lists(st.sampled_from(hostile.ROUND_EDGES), min_size=1, max_size=3, unique=True))
-def test_a_worker_places_the_same_of_hostile_returns(drawn, numbers):
-    shape, batches = drawn
-    differential.check_placing(shape, batches, numbers)
-
-
-@BOUNDED
-@given(drawn=layout_and(hostile.scripted))
-def test_scripted_receives_are_cut_by_the_rule_and_summed_alike(drawn):
-    shape, results = drawn
-    messages = [message for message, _data in results]
-    differential.check_cutting(messages, [data for _message, data in results], shape)
+def test_make_fuzz_runs_every_target():
+    assert list(datapath_fuzz.TARGETS) == targets.TARGETS
 
 
 def test_the_reference_cut_names_each_case():

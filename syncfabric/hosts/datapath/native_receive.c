@@ -97,16 +97,24 @@ static int hold_segments(Held *held, Segments *out, PyObject *offsets, PyObject 
     return 0;
 }
 
-/* The slots of slot_bytes in `buffer`, at most MAX_MESSAGES; -1 with ValueError for a
- * slot size that holds no datagram or a buffer without a slot. */
-static Py_ssize_t slots_of(const Py_buffer *buffer, Py_ssize_t slot_bytes)
+/* Hold a receive's buffer (writable to receive into) as `buffer`, and its output arrays,
+ * in `held`, described in `out`. The slots of slot_bytes the buffer holds (at most
+ * MAX_MESSAGES); -1 with an error set, ValueError for a slot size that holds no datagram
+ * or a buffer without a slot. */
+static Py_ssize_t hold_receive(Held *held, Segments *out, Py_buffer **buffer,
+                               PyObject *buffer_object, int writable, Py_ssize_t slot_bytes,
+                               PyObject *offsets, PyObject *lengths, PyObject *sources,
+                               PyObject *ports)
 {
-    if (slot_bytes < 1 || slot_bytes > buffer->len) {
+    if (!(*buffer = hold(held, buffer_object, writable, BYTES, 1, "buffer"))
+        || hold_segments(held, out, offsets, lengths, sources, ports) < 0)
+        return -1;
+    if (slot_bytes < 1 || slot_bytes > (*buffer)->len) {
         PyErr_Format(PyExc_ValueError, "slots of %zd bytes in a buffer of %zd: give a positive "
-                     "slot size the buffer holds", slot_bytes, buffer->len);
+                     "slot size the buffer holds", slot_bytes, (*buffer)->len);
         return -1;
     }
-    Py_ssize_t slots = buffer->len / slot_bytes;
+    Py_ssize_t slots = (*buffer)->len / slot_bytes;
     return slots > MAX_MESSAGES ? MAX_MESSAGES : slots;
 }
 
@@ -128,10 +136,8 @@ PyObject *recv_batch(PyObject *Py_UNUSED(self), PyObject *args)
     Held held = {.count = 0};
     Segments out;
     Py_buffer *buffer;
-    if (!(buffer = hold(&held, buffer_object, 1, BYTES, 1, "buffer"))
-        || (slots = slots_of(buffer, slot_bytes)) < 0
-        || hold_segments(&held, &out, offsets_object, lengths_object, sources_object,
-                         ports_object) < 0) {
+    if ((slots = hold_receive(&held, &out, &buffer, buffer_object, 1, slot_bytes, offsets_object,
+                              lengths_object, sources_object, ports_object)) < 0) {
         release_held(&held);
         return NULL;
     }
@@ -190,10 +196,8 @@ PyObject *cut_messages(PyObject *Py_UNUSED(self), PyObject *args)
     Segments out;
     Py_buffer *buffer;
     PyObject *messages = NULL, *result = NULL;
-    if (!(buffer = hold(&held, buffer_object, 0, BYTES, 1, "buffer"))
-        || (slots = slots_of(buffer, slot_bytes)) < 0
-        || hold_segments(&held, &out, offsets_object, lengths_object, sources_object,
-                         ports_object) < 0
+    if ((slots = hold_receive(&held, &out, &buffer, buffer_object, 0, slot_bytes, offsets_object,
+                              lengths_object, sources_object, ports_object)) < 0
         || !(messages = PySequence_Fast(list, "messages must be a sequence")))
         goto done;
     if (PySequence_Fast_GET_SIZE(messages) > slots) {
