@@ -93,6 +93,14 @@ class ControllerProcess:
     def running(self):
         return self.process is not None and self.process.poll() is None
 
+    def cpu_seconds(self):
+        """The CPU time (user and system) it has taken since it started; None if it is
+        not running."""
+        if not self.running():
+            return None
+        fields = Path("/proc/%d/stat" % self.process.pid).read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def kill(self):
         """Kill it: no goodbye to the switches, which keep their tables."""
         self.process.kill()

@@ -1,10 +1,11 @@
-"""Fault recovery: a PS streams a model over a path-aware tree, or workers send a GRID
-round of gradients through in-network aggregators, while a fabric link fails, a switch
-restarts or the controller is killed, and the tree or the plan carries on.
+"""Fault recovery: a PS streams a model over a path-aware tree, workers send a GRID round
+of gradients through in-network aggregators, or a job runs its rounds, while a fabric
+link fails, a switch restarts or the controller is killed, and the traffic carries on.
 
     python -m experiments.fault_recovery --fault link --runs 5 --out results/fault_recovery.csv
     python -m experiments.fault_recovery --fault link --repair local,mbb --runs 5
     python -m experiments.fault_recovery --traffic gradients --fault link --runs 5
+    python -m experiments.fault_recovery --traffic job --workers 8 --fault controller --runs 3
 
 What each --traffic, --fault and --repair does, and every column of the CSV:
 docs/fault-recovery.md.
@@ -23,33 +24,42 @@ from tqdm import tqdm
 from apps.services import LOCAL_REPAIR_ENV
 from experiments import fidelity
 from experiments.cli import (announce_rate, build_fabric, experiment_parser, fabric_arguments,
-                             fabric_host_count, model_mb_argument, model_mb_at, progress_printer,
-                             write_csv)
+                             fabric_host_count, fit_auto_rate, model_mb_argument, model_mb_at,
+                             progress_printer, write_csv)
+from experiments.controller_process import wait_until
 from experiments.defaults import AGGREGATOR_SHARE
+from experiments.fault_traffic import FAULT_ROUND, RUNNERS, TRAFFIC
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
 from experiments.sim.fabrics import servers
-from experiments.controller_process import wait_until
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import round_fidelity, run_plan
-from experiments.traffic.model_transfer import run_transfer
-from experiments.traffic.training import run_training
+from experiments.traffic.jobs import plan_load_mbps
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
+from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.gradient_wire import wire_mbit
 
 FAULTS = ("link", "switch", "reconnect", "controller")
-TRAFFIC = ("tree", "gradients", "training")
 REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_LOCAL_REPAIR
-FAULT_ROUND = 3   # --traffic training: the round the fault comes in
 # --model-mb auto: what the link moves in this many seconds, so that the fault (0.8 s in by
 # default) meets the traffic at any link rate; a killed controller's traffic must outlast a
-# restart of ryu-manager (a few seconds)
+# restart of ryu-manager (a few seconds). A job's model is one round's: its rounds, a few
+# a restart long, go on before, through and after the fault.
 TRANSFER_S = {"link": 3.0, "switch": 3.0, "reconnect": 3.0, "controller": 8.0}
-COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "extra_s", "healthy_s",
-           "repaired", "verified",
-           "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
+JOB_ROUND_S = 0.5
+DEFAULT_WORKERS = {"job": 8}     # else 15
+DEFAULT_ROUNDS = {"job": 10}     # else 5 (--traffic training)
+# what the traffic's runner (experiments/fault_traffic.py) measured, where it did
+MEASURED = ("gap_ms", "lost_ms", "baseline_gap_ms", "baseline_lost_ms", "extra_s", "healthy_s",
+            "faulty_rounds", "resent", "healthy_resent", "completion_s", "repair_passes")
+RESTART_PHASES = ("answering_s", "synced_s", "controller_cpu_s")
+SUMMARIZED = {"tree": ("gap_ms", "lost_ms", "baseline_gap_ms", "baseline_lost_ms"),
+              "job": ("extra_s", "resent", "healthy_resent")}
+COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "baseline_gap_ms",
+           "baseline_lost_ms", "extra_s", "healthy_s", "faulty_rounds", "resent",
+           "healthy_resent", "reconcile_changes", "gap_at_s", *RESTART_PHASES, "repaired",
+           "verified", "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
            "failed", "link_mbps"] + fidelity.COLUMNS
 
 
@@ -58,10 +68,12 @@ def parse_args(argv):
     fabric_arguments(parser)
     parser.add_argument("--traffic", choices=TRAFFIC, default="tree",
                         help="what runs through the fault: a model over a tree, a GRID round "
-                             "of gradients, or experiments.train's job (multicast+ina)")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="--traffic training: rounds per run; the fault comes in round %d"
-                             % FAULT_ROUND)
+                             "of gradients, experiments.train's job (multicast+ina), or a "
+                             "job's rounds (POST /jobs)")
+    parser.add_argument("--rounds", type=int,
+                        help="--traffic training and job: rounds per run; the fault comes in "
+                             "round %d (default %d, and %d for a job)"
+                             % (FAULT_ROUND, 5, DEFAULT_ROUNDS["job"]))
     parser.add_argument("--fault", choices=FAULTS, default="link")
     parser.add_argument("--repair", default="local",
                         help="how trees survive a failed link, comma-separated to compare in "
@@ -69,19 +81,23 @@ def parse_args(argv):
                              "over to a backup uplink by itself, then the controller moves the "
                              "tree) or mbb (the controller's make-before-break move alone)")
     parser.add_argument("--aggregator-bw", type=float,
-                        help="--traffic gradients: the top tier's aggregator capacity, Mbit/s "
-                             "(default 0.45 x --bw)")
+                        help="--traffic gradients, training and job: the top tier's aggregator "
+                             "capacity, Mbit/s (default 0.45 x --bw)")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=15)
+    parser.add_argument("--workers", type=int,
+                        help="receivers of the tree, or workers (default 15, and %d for a job)"
+                             % DEFAULT_WORKERS["job"])
     parser.add_argument("--model-mb", type=model_mb_argument, default="auto",
                         help="model size, MB, or auto (the default): what the link moves in "
-                             "%g s, and in %g s for --fault controller, whose transfer must "
-                             "outlast a restart of ryu-manager"
-                             % (TRANSFER_S["link"], TRANSFER_S["controller"]))
+                             "%g s, in %g s for --fault controller, whose transfer must "
+                             "outlast a restart of ryu-manager, and in %g s for a job (a "
+                             "round's model)"
+                             % (TRANSFER_S["link"], TRANSFER_S["controller"], JOB_ROUND_S))
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="reservation and sending rate as a fraction of --bw")
     parser.add_argument("--fail-after-s", type=float, default=0.8,
-                        help="when the fault happens, after the tree exists")
+                        help="when the fault happens, after the tree exists (or the round "
+                             "with the fault started)")
     parser.add_argument("--down-s", type=float, default=1.0,
                         help="how long a restarted switch or controller stays away")
     parser.add_argument("--out", type=Path, default=Path("results/fault_recovery.csv"))
@@ -89,52 +105,77 @@ def parse_args(argv):
     args.repair = args.repair.split(",")
     if not args.repair or set(args.repair) - set(REPAIRS):
         parser.error("--repair takes %s, comma-separated" % " or ".join(REPAIRS))
-    model_mb_at(args, TRANSFER_S[args.fault])
-    if args.aggregator_bw is None and args.bw is not None:
-        args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
+    args.workers = args.workers or DEFAULT_WORKERS.get(args.traffic, 15)
+    args.rounds = args.rounds or DEFAULT_ROUNDS.get(args.traffic, 5)
     hosts = fabric_host_count(args)
-    if not 1 <= args.workers < hosts:
-        parser.error("--workers must be between 1 and %d" % (hosts - 1))
+    if not 1 <= args.workers < hosts or args.traffic == "job" and args.workers < 2:
+        parser.error("--workers must be between %d and %d"
+                     % (2 if args.traffic == "job" else 1, hosts - 1))
     if args.runs < 1 or args.fail_after_s < 0:
         parser.error("--runs must be positive, --fail-after-s not negative")
-    if args.traffic == "training" and args.rounds < FAULT_ROUND:
+    if args.traffic in ("training", "job") and args.rounds < FAULT_ROUND:
         parser.error("--rounds must be at least %d: the fault comes in round %d"
                      % (FAULT_ROUND, FAULT_ROUND))
+    if args.traffic == "job" and args.bw is not None:
+        fit_auto_rate(args, lambda: job_load_mbps(args))
+    model_mb_at(args, JOB_ROUND_S if args.traffic == "job" else TRANSFER_S[args.fault])
+    if args.aggregator_bw is None and args.bw is not None:
+        args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
     return args
 
 
+def job_load_mbps(args):
+    """The Mbit/s of flows the job of --traffic job puts on the fabric at --bw, as the
+    controller would plan it (for --bw auto to fit it to the machine). Its rates fill
+    the links whatever the model's size; the size planned is --model-mb's, or auto's."""
+    topo = build_fabric(args, aggregators="top", aggregator_bw=AGGREGATOR_SHARE * args.bw)
+    view = FabricView(describe(topo))
+    model_mb = JOB_ROUND_S * args.bw / 8 if args.model_mb == "auto" else args.model_mb
+    return plan_load_mbps(round_planner.plan_job(view, servers(view)[:args.workers],
+                                                 wire_mbit(int(model_mb * 1e6) // 4)))
+
+
 class Fault:
-    """Breaks what the tree or plan crosses, after_s after it started (the tree exists,
-    or round 2's workers began sending: `started`); heal() undoes it. recovered_s:
-    from then to a restarted switch or controller being back with every switch synced
-    (None for a link: it stays down until the run ends)."""
+    """Breaks what the tree or plan crosses, after_s after the traffic it should meet
+    started (`started`: the baseline transfer is over and the tree of the next exists,
+    round 2's workers began sending, or a job's round FAULT_ROUND is due); heal() undoes
+    it. hit_at and over_at: when it struck and when a restarted switch or controller was
+    back with every switch synced (time.time(); over_at None for a link: it stays down
+    until the run ends), recovered_s from `started` to then. log_mark: the controller's
+    log before it struck (what the reconciliations after it sent is counted from there)."""
 
     def __init__(self, bed, view, kind, traffic, after_s, down_s):
         self.bed, self.view, self.kind, self.traffic = bed, view, kind, traffic
         self.after_s, self.down_s = after_s, down_s
         self.started = threading.Event()
         self.item, self.heal_steps, self.recovered_s = None, [], None
-        self.log_mark, self.reconnected = 0, ()   # reconnect: the log before it, the switches
+        self.hit_at = self.over_at = None
+        # --fault controller: when the restarted controller answered and every switch was
+        # synced (after the kill), and the CPU seconds it took until then
+        self.restart = {}
+        self.log_mark, self.reconnected = 0, ()   # reconnect: the switches
 
     def inject(self):
+        if not self.started.wait(180):
+            raise RuntimeError("the traffic the fault should meet did not start")
         if self.traffic == "tree":
             wait_until(self.live_item, 20, "the PS's tree", poll_s=0.02)
-        elif not self.started.wait(180):
-            raise RuntimeError("round 2 did not start")
         self.item = self.live_item()
         started = time.monotonic()
         time.sleep(self.after_s)
+        self.log_mark, self.hit_at = len(self.bed.controller_log()), time.time()
         if self.kind == "controller":
-            self.bed.restart_controller(away_s=self.down_s)
-            self.recovered_s = time.monotonic() - started
+            self.restart = self.bed.restart_controller(away_s=self.down_s)
+            self.recovered(started)
+            self.restart["controller_cpu_s"] = self.bed.controller.cpu_seconds()
             return
         tor, upper = self.crossed_uplink()
         if self.kind == "reconnect":
-            self.log_mark, self.reconnected = len(self.bed.controller_log()), (tor, upper)
+            self.reconnected = (tor, upper)
             for switch in (tor, upper):
                 self.bed.reconnect_switch(switch)
             self.wait_synced()
-            self.recovered_s = time.monotonic() - started
+            self.recovered(started)
             return
         if self.kind == "link":
             port = self.view.out_port(tor, upper)
@@ -143,14 +184,22 @@ class Fault:
         else:
             self.bed.reconnect_switch(upper, restart=True, away_s=self.down_s)
             self.wait_synced()
-            self.recovered_s = time.monotonic() - started
+            self.recovered(started)
+
+    def recovered(self, started):
+        self.recovered_s, self.over_at = time.monotonic() - started, time.time()
+
+    def overlaps(self, start, end):
+        """Whether traffic from `start` to `end` (time.time()) ran while the fault lasted."""
+        return self.hit_at is not None and self.hit_at <= end and (
+            self.over_at is None or start <= self.over_at)
 
     def wait_synced(self):
         wait_until(lambda: all(s["synced"] for s in self.bed.client.get("/fabric/topology")["switches"]),
                    20, "every switch back", poll_s=0.02)
 
     def live_item(self):
-        """The tree or plan of this run, or None before it exists."""
+        """The tree or plan (a job's too) of this run, or None before it exists."""
         path, key = ("/multicast/trees", "trees") if self.traffic == "tree" else ("/ina/plans", "plans")
         items = self.bed.client.get(path)[key]
         return items[0] if items else None
@@ -173,53 +222,6 @@ class Fault:
         self.heal_steps = []
 
 
-def tree_traffic(bed, view, args, _fault):
-    hosts = servers(view)
-    (result,) = run_transfer(bed, hosts[0], hosts[1:args.workers + 1], "path-aware",
-                             args.model_mb, args.rate_fraction * args.bw)
-    return result
-
-
-def gradient_traffic(bed, view, args, fault):
-    """Three GRID rounds on one plan: healthy, with the fault, and on the plan the
-    controller reports afterwards."""
-    hosts = servers(view)
-    request = {"job": "fault-recovery", "workers": hosts[:args.workers], "ps": hosts[-1],
-               "policy": "grid", "aggregators": sorted(view.aggregators)}
-
-    def on_go(number):
-        if number == 2:
-            fault.started.set()
-    plan, (healthy, faulty, after) = run_plan(bed, request, 3, args.model_mb, on_go=on_go,
-                                              follow=True)
-    return {"verified": all(r["verified"] for r in (healthy, faulty, after)),
-            "completion_s": faulty["comm_time_s"], "healthy_s": healthy["comm_time_s"],
-            "extra_s": faulty["comm_time_s"] - healthy["comm_time_s"],
-            "repair_passes": faulty["repair_passes"], "healthy": healthy, "plan_id": plan["id"],
-            "revision": after["plan_revision"]}
-
-
-def training_traffic(bed, view, args, fault):
-    """experiments.train's multicast+ina job, the fault in round FAULT_ROUND."""
-    hosts = servers(view)
-
-    def on_round(number):
-        if number == FAULT_ROUND - 1:
-            fault.started.set()
-    results = run_training(bed, hosts[-1], hosts[:args.workers], "multicast+ina",
-                           TrainingSetup(workers=args.workers), args.rounds,
-                           args.rate_fraction * args.bw, on_round=on_round,
-                           aggregators=sorted(view.aggregators))
-    faulty = results[FAULT_ROUND - 1]
-    healthy_s = statistics.median(r["round_s"] for r in results if r is not faulty)
-    return {"verified": all(r["verified"] and r["test_accuracy"] == r["reference_accuracy"]
-                            for r in results),
-            "completion_s": faulty["round_s"], "healthy_s": healthy_s,
-            "extra_s": faulty["round_s"] - healthy_s,
-            "repair_passes": faulty["param_repair_passes"] + faulty["gradient_repair_passes"],
-            "fidelity": {k: results[0].get(k) for k in fidelity.COLUMNS}}
-
-
 def repaired_in(log, args, fault, result):
     """Whether the controller's log says the tree or plan was moved (restored, after a
     controller restart) and kept its id."""
@@ -239,6 +241,23 @@ def repaired_in(log, args, fault, result):
         "%s %s around" % (plan, how) in log for how in ("moved", "planned again"))
 
 
+def reconcile_changes(log, fault):
+    """How many messages the reconciliations after the fault sent the switches (the
+    controller logs each: "...; N changes sent"): none, where every switch kept what was
+    right through it."""
+    if fault.hit_at is None:
+        return None
+    return sum(int(count) for count in re.findall(r"; (\d+) changes sent", log[fault.log_mark:]))
+
+
+def gap_at_s(result, fault):
+    """A tree's: when the longest silence any worker saw in the faulty transfer ended,
+    in seconds after the fault struck (negative: before it)."""
+    if result.get("gap_ended_at") is None or fault.hit_at is None:
+        return None
+    return result["gap_ended_at"] - fault.hit_at
+
+
 def one_run(bed, view, args, repair, number):
     fault = Fault(bed, view, args.fault, args.traffic, args.fail_after_s, args.down_s)
     failures = []
@@ -251,13 +270,11 @@ def one_run(bed, view, args, repair, number):
     injector = threading.Thread(target=inject)
     sampler = bed.sampler().start()
     injector.start()
-    traffic = {"tree": tree_traffic, "gradients": gradient_traffic,
-               "training": training_traffic}[args.traffic]
     try:
-        result = traffic(bed, view, args, fault)
+        result = RUNNERS[args.traffic](bed, view, args, fault)
     except RuntimeError as error:
         result = {"verified": False}
-        fault.started.set()   # an injector still waiting for round 2 gives up
+        fault.started.set()   # an injector still waiting for the traffic gives up
         tqdm.write("run %d: %s" % (number, error), file=sys.stderr)   # all of it, once
         failures.append(str(error).splitlines()[0])
     injector.join()
@@ -265,24 +282,22 @@ def one_run(bed, view, args, repair, number):
     fault.heal()
     wait_until(lambda: all(s["synced"] for s in bed.client.get("/fabric/topology")["switches"]),
                20, "every switch back")
-    if "healthy" in result:   # the emulator kept up with the healthy round
-        verdict = round_fidelity(result["healthy"], usage)
-    elif "fidelity" in result:   # ... with the first training round
-        verdict = result["fidelity"]
-    else:   # loss, and the sender's backing off from it, are the fault's: the CPU decides
-        verdict = fidelity.verdict(None, None, None, 0, usage)
+    # the emulator kept up with the traffic the fault did not meet (a tree's: loss, and the
+    # sender's backing off from it, are the fault's, so the CPU decides)
+    kept_up = result.get("kept_up", lambda usage: fidelity.verdict(None, None, None, 0, usage))
+    log = bed.controller_log()
     return {"traffic": args.traffic, "fault": args.fault, "repair": repair, "run": number,
-            "gap_ms": result.get("gap_ms"), "lost_ms": result.get("lost_ms"),
-            "extra_s": result.get("extra_s"),
-            "healthy_s": result.get("healthy_s"),
-            "repaired": repaired_in(bed.controller_log(), args, fault, result),
+            **{key: result.get(key) for key in MEASURED},
+            "reconcile_changes": reconcile_changes(log, fault),
+            "gap_at_s": gap_at_s(result, fault),
+            **{key: fault.restart.get(key) for key in RESTART_PHASES},
+            "repaired": repaired_in(log, args, fault, result),
             "verified": result["verified"], "leftovers": bed.leftovers(),
-            "completion_s": result.get("completion_s"),
-            "repair_passes": result.get("repair_passes"), "recovered_s": fault.recovered_s,
-            "during_transfer": fault.recovered_s is None or (
+            "recovered_s": fault.recovered_s,
+            "during_transfer": result.get("during_transfer", fault.recovered_s is None or (
                 result.get("completion_s") is not None
-                and fault.recovered_s < result["completion_s"]),
-            "failed": "; ".join(failures), "link_mbps": args.bw, **verdict}
+                and fault.recovered_s < result["completion_s"])),
+            "failed": "; ".join(failures), "link_mbps": args.bw, **kept_up(usage)}
 
 
 def main(argv=None):
@@ -301,8 +316,9 @@ def main(argv=None):
                 for number in tqdm(range(1, args.runs + 1), desc="runs (%s)" % repair, unit="run",
                                    file=sys.stderr):
                     row = one_run(bed, view, args, repair, number)
-                    print(json.dumps({k: row[k] for k in ("repair", "gap_ms", "lost_ms", "extra_s",
-                                                          "repaired", "verified", "leftovers")}),
+                    print(json.dumps({k: row[k] for k in ("repair", *summarized(args),
+                                                          "reconcile_changes", "repaired",
+                                                          "verified", "leftovers")}),
                           flush=True)
                     rows.append(row)
     except (PlatformError, RuntimeError, ValueError) as error:
@@ -310,7 +326,7 @@ def main(argv=None):
     write_csv([dict(row, leftovers=json.dumps(row["leftovers"])) for row in rows], args.out,
               COLUMNS)
     for repair in args.repair:
-        for measure in ("gap_ms", "lost_ms") if args.traffic == "tree" else ("extra_s",):
+        for measure in summarized(args):
             values = [row[measure] for row in rows if row["repair"] == repair
                       and row[measure] is not None and fidelity.faithful(row)]
             print("%s: median %s over %d faithful runs: %s" % (
@@ -327,6 +343,11 @@ def main(argv=None):
                  "%.2f s in)" % (len(unhurt), len(rows), "; ".join(
                      "run %d (%s): %s" % (row["run"], row["repair"], why_unhurt(row))
                      for row in unhurt), args.fail_after_s))
+
+
+def summarized(args):
+    """The measures each run prints and the summary gives medians of, by --traffic."""
+    return SUMMARIZED.get(args.traffic, ("extra_s",))
 
 
 def hurt(row):

@@ -182,7 +182,9 @@ class FabricTestbed:
         """Kill ryu-manager (unless killed already) and start it again away_s later with
         the same apps and ports; it restores the fabric and its trees from the state
         directory, or with forget starts without them (and gets the fabric by PUT).
-        Returns once every switch is synced."""
+        Returns once every switch is synced: {"answering_s", "synced_s"}, when its REST
+        API answered and every switch was synced, in seconds after it was killed."""
+        killed = time.monotonic()
         if self.controller.running():
             self.kill_controller()
         if forget:
@@ -191,9 +193,11 @@ class FabricTestbed:
         time.sleep(away_s)
         self.progress("restarting ryu-manager")
         self.controller.start(mode="a")
+        answering = time.monotonic()
         if not self.client.get("/fabric/topology")["switches"]:
             self.client.put("/fabric/topology", describe(self.topo))
         self._wait_until_synced()
+        return {"answering_s": answering - killed, "synced_s": time.monotonic() - killed}
 
     def reconnect_switch(self, switch, restart=False, away_s=0.0):
         """Make `switch` drop its OpenFlow connection and connect again, its tables

@@ -141,19 +141,22 @@ class ParameterServer:
             missing_of = {name: sum(last - first for first, last in report["missing"])
                           for name, report in reports.items()}
             if first_pass is None:
+                longest = max(reports.values(), key=lambda r: r["first_pass_max_gap_ms"])
                 first_pass = {"first_pass_s": send_s,
                               "first_pass_loss": sum(missing_of.values()) / len(wanted)
                               / len(missing_of),
                               "lost_chunks": sum(missing_of.values()),
                               "achieved_mbps": wire_bytes(len(self.model)) * 8 / 1e6 / send_s,
                               # the longest silence any worker saw in the first pass
-                              "gap_ms": max(r["first_pass_max_gap_ms"] for r in reports.values()),
-                              # the longest run of datagrams any worker lost in it, in time
-                              # at the rate it was sent: silence the receivers' scheduling
-                              # does not add to
+                              "gap_ms": longest["first_pass_max_gap_ms"],
+                              "gap_ended_at": longest["first_pass_max_gap_ended_at"],
+                              # the longest run of datagrams any worker lost in it, as the
+                              # time they take at the sending rate (the tree's, where every
+                              # pass starts): a silence the receivers' scheduling does not
+                              # add to, measured alike at any rate
                               "lost_ms": max((last - first for r in reports.values()
                                               for first, last in r["missing"]), default=0)
-                              * send_s / len(wanted) * 1000}
+                              * self.datagram_ms()}
             missing = sorted({i for report in reports.values()
                               for first, last in report["missing"] for i in range(first, last)})
             if not missing:
@@ -168,6 +171,10 @@ class ParameterServer:
                     repair_passes=passes, planned_mbps=self.args.rate_mbps,
                     lowest_rate_mbps=round(rate.lowest, 3),
                     verified=all(r["sha256_ok"] for r in reports.values()))
+
+    def datagram_ms(self):
+        """How long one of the model's datagrams takes on the wire at the sending rate."""
+        return wire_bytes(len(self.model)) * 8 / self.chunks / (self.args.rate_mbps * 1000)
 
     def _read_progress(self, seconds, losses, rate):
         """While ahead of schedule: take the workers' progress reports and adapt the rate."""

@@ -82,6 +82,7 @@ class ChunkReceiver:
         self.chunk_bytes = chunk_bytes()
         self.last_arrival = None
         self.max_gap_s = 0.0      # the longest silence between datagrams, until frozen
+        self.max_gap_ended_at = None   # when it ended (time.time())
         self.measuring = True
         self.pass_datagrams, self.pass_highest = 0, -1   # this pass's, for progress reports
         self.sock = receiving_socket(group or data_ip, port, [group] if group else [], data_ip)
@@ -96,7 +97,9 @@ class ChunkReceiver:
         round_number, index, _chunks = HEADER.unpack_from(packet)
         now = time.perf_counter()
         if self.measuring and self.last_arrival is not None:
-            self.max_gap_s = max(self.max_gap_s, now - self.last_arrival)
+            if now - self.last_arrival > self.max_gap_s:
+                self.max_gap_s = now - self.last_arrival
+                self.max_gap_ended_at = time.time()
         self.last_arrival = now
         if round_number != self.number:
             return
@@ -146,7 +149,8 @@ def receive_chunks(channel, receiver, sha256, progress_s=None):
                 receiver.drain()
                 receiver.measuring = False   # the first pass is over: repairs come in bursts
                 channel.send({"missing": receiver.missing(), "sha256_ok": receiver.verified(sha256),
-                              "first_pass_max_gap_ms": receiver.max_gap_s * 1000})
+                              "first_pass_max_gap_ms": receiver.max_gap_s * 1000,
+                              "first_pass_max_gap_ended_at": receiver.max_gap_ended_at})
                 receiver.pass_datagrams, receiver.pass_highest = 0, -1
                 told = (time.perf_counter(), 0)
             now = time.perf_counter()

@@ -101,14 +101,16 @@ class InProcessController:
             if event_class in app.event_handlers:
                 app.send_event(app.name, event_class(message), MAIN_DISPATCHER)
 
-    def connect(self, switch, keep_table=False, settle=True):
+    def connect(self, switch, keep_table=False, settle=True, table=None):
         """A switch of the fabric connects (again): a fresh FakeDatapath, with an empty
-        table or (keep_table) the one it had, as after a controller restart; with settle
+        table, (keep_table) the one it had, as after a reconnection, or `table`, the one
+        it kept while another controller was killed and this one started; with settle
         False, return at once (from inside the controller, while it works)."""
-        old = self.switches.get(switch)
         datapath = FakeDatapath(self.view.dpid(switch), self.network)
         if keep_table:
-            datapath.table = old.table
+            datapath.table = self.switches[switch].table
+        if table is not None:
+            datapath.table = table
         self.switches[switch] = datapath
         self._event(ofp_event.EventOFPSwitchFeatures(SimpleNamespace(datapath=datapath)),
                     CONFIG_DISPATCHER)
