@@ -242,12 +242,32 @@ def test_fault_recovery_keeps_the_tree_and_every_run_is_verified(tmp_path, fault
         assert result["repaired"] is True and result["verified"] is True
         assert result["leftovers"] == {} and 0 < result["gap_ms"] < 1000
         assert 0 <= result["lost_ms"] < 1000
+        assert 0 < result["baseline_gap_ms"] < 1000 and 0 <= result["baseline_lost_ms"] < 1000
+        if fault == "controller":   # every switch kept its tables: nothing to change
+            assert result["reconcile_changes"] == 0
     with open(out) as table:
         rows = list(csv.DictReader(table))
     assert [row["during_transfer"] for row in rows] == ["True"] * len(repairs)
     for repair in repairs:
         assert "%s: median lost_ms over" % repair in answer.stdout
     assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.integration
+def test_a_jobs_rounds_stay_exact_through_a_controller_restart_that_changes_nothing(tmp_path):
+    require_root()
+    out = tmp_path / "fault.csv"
+    answer = run("fault_recovery", *SMALL, "--traffic", "job", "--fault", "controller",
+                 "--workers", "3", "--runs", "1", "--rounds", "6", "--fail-after-s", "0.3",
+                 "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
+    assert result["repaired"] is True and result["verified"] is True   # every sum exact
+    assert result["leftovers"] == {} and result["reconcile_changes"] == 0
+    (row,) = rows(out)
+    assert row["traffic"] == "job" and int(row["faulty_rounds"]) >= 1
+    assert float(row["synced_s"]) > float(row["answering_s"]) > 0
+    assert "median resent" in answer.stdout
 
 
 @pytest.mark.integration
