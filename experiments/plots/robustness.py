@@ -11,14 +11,21 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from experiments.plots.files import read_rows, save  # noqa: E402
 
 
+TRAFFIC_NAMES = {"tree": "tree", "gradients": "GRID round", "training": "training job",
+                 "job": "job's rounds"}
+
+
 def plot_fault_recovery(csv_path):
     """Per run, the longest silence a worker saw around the fault and the longest run of
-    datagrams it lost (a tree), or the time the fault added to a gradient round; runs
-    of each --repair side by side."""
+    datagrams it lost, beside the same without the fault (a tree), or the time the
+    fault added to a round; runs of each --repair side by side."""
     rows = read_rows(csv_path)
     figure, axes = plt.subplots(figsize=(7, 3.5))
-    trees = not rows or rows[0].get("traffic", "tree") == "tree"
-    columns = ([("gap_ms", "longest silence at a worker"), ("lost_ms", "longest loss")] if trees
+    traffic = rows[0].get("traffic", "tree") if rows else "tree"
+    trees = traffic == "tree"
+    columns = ([("gap_ms", "longest silence at a worker"), ("lost_ms", "longest loss"),
+                ("baseline_gap_ms", "silence without the fault"),
+                ("baseline_lost_ms", "loss without the fault")] if trees
                else [("extra_s", "time the fault added to the round")])
     labels = ["%s %s" % (r.get("repair", ""), r["run"]) for r in rows]
     width = 0.8 / len(columns)
@@ -28,10 +35,11 @@ def plot_fault_recovery(csv_path):
                  edgecolor=["tab:red" if r["verified"] != "True" else "none" for r in rows])
     axes.set_xticks([i + width * (len(columns) - 1) / 2 for i in range(len(rows))], labels,
                     rotation=45, fontsize="small")
-    axes.legend(fontsize="small")
+    axes.set_ylim(top=axes.get_ylim()[1] * 1.3)   # room for the legend above the bars
+    axes.legend(fontsize="small", ncol=2, loc="upper center")
     axes.set_xlabel("repair and run (red edge: not verified)")
     axes.set_ylabel("ms" if trees else "s")
-    axes.set_title("Recovery of a %s from a %s fault" % ("tree" if trees else "GRID round",
+    axes.set_title("Recovery of a %s from a %s fault" % (TRAFFIC_NAMES.get(traffic, traffic),
                                                           rows[0]["fault"]) if rows else "Recovery")
     axes.grid(alpha=0.3, axis="y")
     return save(figure, csv_path)
