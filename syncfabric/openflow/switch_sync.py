@@ -3,9 +3,10 @@ flow stats, group descriptions and meter configs, is compared with what the cont
 wants there (the fabric's flows and every live tree's and plan's share, as the ADD
 messages that would install them), and only the difference is sent. Groups and
 meters that differ are modified in place, so the flows that use them keep
-forwarding; flows that differ are overwritten by an ADD with their match; what the
-controller does not want (flows of our cookies, every group and meter: we own them
-all on fabric switches) is deleted last.
+forwarding; flows that differ are overwritten by an ADD with their match, table 1's
+before table 0's; what the controller does not want (flows of our cookies, every
+group and meter: we own them all on fabric switches) is deleted last. A switch that
+kept what is wanted gets nothing (tests/unit/test_hitless_restart.py).
 """
 
 from dataclasses import dataclass, field
@@ -94,9 +95,9 @@ def held_contents(flow_stats, group_descs, meter_configs):
 def difference(datapath, wanted_messages, held):
     """The messages that turn `held` into what wanted_messages install, in an order
     that never leaves a flow without its group or meter: meters and groups added or
-    modified in place (groups that others send to first), flows added or overwritten,
-    then the flows, groups (those sending to others first) and meters nobody wants
-    deleted."""
+    modified in place (groups that others send to first), flows added or overwritten
+    (forwarding before admission), then the flows, groups (those sending to others
+    first) and meters nobody wants deleted."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
     wanted, senders = wanted_contents(wanted_messages)
     messages = []
@@ -116,7 +117,8 @@ def difference(datapath, wanted_messages, held):
             messages.append(parser.OFPGroupMod(datapath, command=ofproto.OFPGC_MODIFY,
                                                type_=mod.type, group_id=group_id,
                                                buckets=mod.buckets))
-    messages += [senders[("flow", *key)] for key, flow in sorted(wanted.flows.items(), key=str)
+    messages += [senders[("flow", *key)] for key, flow in sorted(wanted.flows.items(),
+                                                                 key=forwarding_first)
                  if held.flows.get(key) != flow]
     messages += [of.flow_removal(datapath, cookie, priority, dict(match), table)
                  for (table, priority, match), (cookie, _instructions)
@@ -129,6 +131,14 @@ def difference(datapath, wanted_messages, held):
     messages += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE, meter_id=meter_id)
                  for meter_id in sorted(set(held.meters) - set(wanted.meters))]
     return messages
+
+
+def forwarding_first(item):
+    """Flows to add in an order that never admits a packet to a table that cannot take
+    it yet: the later tables first (table 1's forwarding before table 0's admission,
+    whose flows go to table 1), then by key."""
+    (table, *_rest), _flow = item
+    return (-table, str(item))
 
 
 def summary(messages):

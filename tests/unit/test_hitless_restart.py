@@ -158,3 +158,21 @@ def test_a_switch_with_one_stale_entry_gets_exactly_its_mend(before_restart, sta
         assert {name: contents(table) for name, table in restarted.tables().items()} == held
     finally:
         restarted.close()
+
+
+def test_a_switch_that_lost_its_tables_gets_forwarding_before_admission(before_restart):
+    """Table 0's admission flows send a member's datagrams to table 1: added first, they
+    would admit datagrams that table 1 cannot forward yet."""
+    _saved, tables, *_ = before_restart
+    kept = kept_copies(tables)
+    held = contents(kept[STALE])
+    kept[STALE] = type(kept[STALE])()   # restarted meanwhile: empty
+    restarted, since = restarted_with(before_restart, kept)
+    try:
+        flow_tables = [m.table_id for m in changes_sent(restarted, STALE, since)
+                       if type(m).__name__ == "OFPFlowMod"]
+        assert set(flow_tables) == {of.TABLE_ADMISSION, of.TABLE_FORWARDING}
+        assert flow_tables == sorted(flow_tables, reverse=True)
+        assert contents(restarted.tables()[STALE]) == held
+    finally:
+        restarted.close()
