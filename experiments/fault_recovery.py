@@ -351,12 +351,18 @@ def summarized(args):
 
 
 def hurt(row):
-    """Whether the fault met the traffic: the controller repaired what the fault broke,
-    and (a tree's transfer) the transfer was still going when it was over."""
+    """Whether the fault met the traffic: a job's rounds ran while it lasted (a plan may
+    wait for a restarted switch instead of moving: its reconciliation is the repair);
+    otherwise the controller repaired what the fault broke, and (a tree's transfer) the
+    transfer was still going when it was over."""
+    if row["traffic"] == "job":
+        return bool(row["faulty_rounds"])
     return row["repaired"] and (row["traffic"] != "tree" or row["during_transfer"])
 
 
 def why_unhurt(row):
+    if row["traffic"] == "job":
+        return "no round of the job ran while the fault lasted"
     if not row["repaired"]:
         return "the controller repaired nothing"
     if row["completion_s"] is None:
