@@ -59,8 +59,8 @@ SUMMARIZED = {"tree": ("gap_ms", "lost_ms", "baseline_gap_ms", "baseline_lost_ms
 COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "baseline_gap_ms",
            "baseline_lost_ms", "extra_s", "healthy_s", "faulty_rounds", "resent",
            "healthy_resent", "reconcile_changes", "gap_at_s", *RESTART_PHASES, "repaired",
-           "verified", "leftovers", "completion_s", "repair_passes", "recovered_s", "during_transfer",
-           "failed", "link_mbps"] + fidelity.COLUMNS
+           "verified", "leftovers", "completion_s", "repair_passes", "recovered_s",
+           "during_transfer", "failed", "link_mbps"] + fidelity.COLUMNS
 
 
 def parse_args(argv):

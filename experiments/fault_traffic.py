@@ -127,7 +127,8 @@ def job_traffic(bed, view, args, fault):
             "completion_s": slowest["comm_s"], "healthy_s": healthy_s,
             "extra_s": slowest["comm_s"] - healthy_s,
             "repair_passes": max(r["repair_requests"] for r in faulty),
-            "faulty_rounds": len(faulty), "during_transfer": True, "resent": sum(r["resent"] for r in faulty),
+            "faulty_rounds": len(faulty), "during_transfer": True,
+            "resent": sum(r["resent"] for r in faulty),
             "healthy_resent": statistics.median(r["resent"] for r in healthy),
             "kept_up": lambda usage: job_round_fidelity(
                 judged, usage.during(judged["started_at"], judged["ended_at"]))}

@@ -2,8 +2,9 @@
 switches keep their tables while ryu-manager is killed and started again, and when
 they connect to the new one, whose records say the same (table 0's admission flows,
 table 1's forwarding, groups and meters of a tree and of jobs, with their return
-trees and gradient plans, whose rates the fair policy moved), they get no flow, group or meter mod at all. A switch with one
-stale entry gets exactly the message that mends it, in place."""
+trees and gradient plans, whose rates the fair policy moved), they get no flow, group
+or meter mod at all. A switch with one stale entry gets exactly the message that
+mends it, in place."""
 
 import time
 
@@ -35,8 +36,8 @@ def jobs_without_leases(controller):
 @pytest.fixture(scope="module")
 def before_restart():
     """A controller with a tree and three jobs, each with its return trees and gradient
-    plan (the second moved the first down to its fair share), killed: what it saved, the tables its switches keep, and what
-    its API listed."""
+    plan (the second moved the first down to its fair share), killed: what it saved,
+    the tables its switches keep, and what its API listed."""
     first = InProcessController(description())
     try:
         answers = [post(first, "/multicast/trees", dict(TREE, bandwidth_mbps=1, ttl_s=300)),
