@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.fidelity import process_cpu_seconds
 from mininet_topos.ovs_state import PlatformError
 from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
 
@@ -98,8 +99,7 @@ class ControllerProcess:
         not running."""
         if not self.running():
             return None
-        fields = Path("/proc/%d/stat" % self.process.pid).read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.process.pid)
 
     def kill(self):
         """Kill it: no goodbye to the switches, which keep their tables."""

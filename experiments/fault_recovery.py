@@ -28,10 +28,9 @@ from experiments.cli import (announce_rate, build_fabric, experiment_parser, fab
                              progress_printer, write_csv)
 from experiments.controller_process import wait_until
 from experiments.defaults import AGGREGATOR_SHARE
-from experiments.fault_traffic import FAULT_ROUND, RUNNERS, TRAFFIC
+from experiments.fault_traffic import FAULT_ROUND, RUNNERS, TRAFFIC, job_request
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
-from experiments.sim.fabrics import servers
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import plan_load_mbps
 from mininet_topos.description import describe
@@ -131,8 +130,9 @@ def job_load_mbps(args):
     topo = build_fabric(args, aggregators="top", aggregator_bw=AGGREGATOR_SHARE * args.bw)
     view = FabricView(describe(topo))
     model_mb = JOB_ROUND_S * args.bw / 8 if args.model_mb == "auto" else args.model_mb
-    return plan_load_mbps(round_planner.plan_job(view, servers(view)[:args.workers],
-                                                 wire_mbit(int(model_mb * 1e6) // 4)))
+    request = job_request(view, args.workers, model_mb)
+    return plan_load_mbps(round_planner.plan_job(view, request["workers"],
+                                                 wire_mbit(request["model_bytes"] // 4)))
 
 
 class Fault:

@@ -91,11 +91,11 @@ def training_traffic(bed, view, args, fault):
             "kept_up": lambda _usage: first}
 
 
-def job_request(args, view):
-    """POST /jobs's body for --traffic job: the --workers first hosts, a --model-mb
-    model of float32s, everything else the controller's defaults (shards, placement)."""
-    return {"workers": servers(view)[:args.workers],
-            "model_bytes": int(args.model_mb * 1e6) // 4 * 4, "mtu": data_mtu()}
+def job_request(view, workers, model_mb):
+    """POST /jobs's body for --traffic job: the first `workers` hosts, a model_mb model
+    of float32s, everything else the controller's defaults (shards, placement)."""
+    return {"workers": servers(view)[:workers], "model_bytes": int(model_mb * 1e6) // 4 * 4,
+            "mtu": data_mtu()}
 
 
 def job_traffic(bed, view, args, fault):
@@ -105,7 +105,7 @@ def job_traffic(bed, view, args, fault):
     while it lasted (fault.overlaps) are its: the slowest of them against the median of
     the others, and the datagrams workers sent again in them (resent) against a healthy
     round's (healthy_resent)."""
-    with served_job(bed, job_request(args, view), args.bw) as job:
+    with served_job(bed, job_request(view, args.workers, args.model_mb), args.bw) as job:
         every_s = ROUNDS_APART * job["predicted_round_s"]
         fault_round_in_s = JOB_START_S + (FAULT_ROUND - 1) * every_s
         timer = threading.Timer(fault_round_in_s, fault.started.set)

@@ -152,13 +152,18 @@ def _machine_times():
     return sum(fields), idle
 
 
+def process_cpu_seconds(pid):
+    """The CPU time (user and system) process `pid` has taken since it started
+    (OSError if there is no such process)."""
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
 def _ovs_cpu_seconds():
     try:
-        pid = int(open("/var/run/openvswitch/ovs-vswitchd.pid").read())
-        fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return process_cpu_seconds(int(open("/var/run/openvswitch/ovs-vswitchd.pid").read()))
     except (OSError, ValueError):
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 _CLOCK_TICKS = 100   # USER_HZ on Linux
