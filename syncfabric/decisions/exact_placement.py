@@ -9,9 +9,9 @@ at weight_k * f and an aggregate at its members' weight. f = 1/u for
     minimize u
     sum_o x[k,o] = 1                                   every stream
     x[k,o] <= sum_q z[g,q] <= 1                        o joins aggregate g
-    sum of the weights on resource r <= cap_r * u      every link and aggregator
+    sum of the weights on resource r + R_r <= cap_r * u every link and aggregator
 
-which is linear where maximizing f directly is not (f times a count). The MILP's dual
+(R_r: the return trees' fixed weight on a link, if any), which is linear where maximizing f directly is not (f times a count). The MILP's dual
 bound on u is an upper bound on f, so a plan found in time comes with its gap.
 """
 
@@ -37,12 +37,14 @@ class ExactAssignment:
 
 
 def exact_assignment(options, aggregate_paths, weight, aggregate_of, capacity_of,
-                     time_limit_s=DEFAULT_TIME_S):
+                     time_limit_s=DEFAULT_TIME_S, fixed_load=None):
     """The best assignment the MILP finds within time_limit_s, or None if it found none.
     options: {stream: [Option]}; aggregate_paths: {aggregate: [paths]}; weight:
     {stream: weight}; aggregate_of(stream, option) -> aggregate or None;
-    capacity_of(resource) -> Mbit/s (a directed link, or an aggregator node)."""
-    model = _Model(options, aggregate_paths, weight, aggregate_of, capacity_of)
+    capacity_of(resource) -> Mbit/s (a directed link, or an aggregator node);
+    fixed_load: {resource: R_r}, weight that no choice moves (the return trees)."""
+    fixed_load = fixed_load or {}
+    model = _Model(options, aggregate_paths, weight, aggregate_of, capacity_of, fixed_load)
     result = model.solve(time_limit_s)
     if result.x is None or not result.x[0] > 0:
         return None
@@ -53,7 +55,7 @@ def exact_assignment(options, aggregate_paths, weight, aggregate_of, capacity_of
     paths = {g: next(q for q in aggregate_paths[g] if x[index["z", g, q]] > 0.5)
              for g in sorted(used, key=str)}
     optimal = result.status == 0
-    f = assignment_rate(choice, paths, weight, aggregate_of, capacity_of)
+    f = assignment_rate(choice, paths, weight, aggregate_of, capacity_of, fixed_load)
     dual = getattr(result, "mip_dual_bound", None)
     if optimal:
         bound = f
@@ -66,8 +68,9 @@ class _Model:
     """The MILP's columns (u, then x[k,o], then z[g,q]) and rows, as the module doc
     states them."""
 
-    def __init__(self, options, aggregate_paths, weight, aggregate_of, capacity_of):
+    def __init__(self, options, aggregate_paths, weight, aggregate_of, capacity_of, fixed_load):
         self.options, self.aggregate_paths = options, aggregate_paths
+        self.fixed_load = fixed_load
         self.weight, self.aggregate_of = weight, aggregate_of
         self.aggregate_weight = {}
         for key, choices in options.items():
@@ -86,6 +89,8 @@ class _Model:
             touched, load = self._uses(column)
             for resource in touched:
                 self.resources.setdefault(resource, []).append((self.index[column], load))
+        for resource in fixed_load:
+            self.resources.setdefault(resource, [])
         self.capacities = {r: capacity_of(r) for r in self.resources}
         self.rows, self.cols, self.values, self.lower, self.upper = [], [], [], [], []
 
@@ -125,7 +130,7 @@ class _Model:
             capacity = self.capacities[resource]
             if capacity >= NEGLIGIBLE_CAPACITY * largest:
                 self._row([(column, load / capacity) for column, load in terms] + [(0, -1.0)],
-                          -np.inf, 0.0)
+                          -np.inf, -self.fixed_load.get(resource, 0.0) / capacity)
 
     def solve(self, time_limit_s):
         """scipy's OptimizeResult for minimize u."""
@@ -149,9 +154,10 @@ class _Model:
                     options={"time_limit": max(0.01, time_limit_s)})
 
 
-def assignment_rate(choice, paths, weight, aggregate_of, capacity_of):
-    """f of an integral assignment: the smallest capacity / weight on any resource."""
-    load = {}
+def assignment_rate(choice, paths, weight, aggregate_of, capacity_of, fixed_load=None):
+    """f of an integral assignment: the smallest capacity / weight on any resource
+    (fixed_load: weight already there, exact_assignment)."""
+    load = dict(fixed_load or {})
     aggregates = {}
     for key, option in choice.items():
         touched = list(edges_of(option.path))

@@ -12,9 +12,13 @@ The placement LP over given options (paths in the graph's units, Mbit/s)::
     x_s f <= sum_o r[w,s,o]                     every fragment
     r[w,s,o at a] <= sum_q y[a,s,q]             an aggregate runs at its fastest input
     sum of the r at a <= C_a                    every aggregator
-    sum of the r and y whose paths use e <= c_e every directed link
+    sum of the r and y whose paths use e
+        + R_e f <= c_e                          every directed link
 
-or, with min_f, the most aggregated traffic among the plans with f >= min_f.
+R_e is what the round's return trees put on e per unit of f (a shard's tree runs at x_s
+f, as fast as its sums complete: round_planner), so gradients and returns are rated
+together; without returns R_e = 0. Or, with min_f, the most aggregated traffic among
+the plans with f >= min_f.
 """
 
 from collections import defaultdict
@@ -185,9 +189,11 @@ class PlacementLp:
     aggregate_rates: dict   # (aggregator, PS) -> {path: y}
 
 
-def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_f=None):
+def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_f=None,
+                       returns=None):
     """The placement LP (module doc) by HiGHS. options: {fragment: [Option]};
-    aggregate_paths: {(aggregator, PS): [paths]}; aggregators: {aggregator: C_a}."""
+    aggregate_paths: {(aggregator, PS): [paths]}; aggregators: {aggregator: C_a};
+    returns: {directed link: R_e}, the return trees' load per unit of f."""
     lp = SparseLp()
     lp.variable("f")
     streams = [("r", key, o) for key in options for o in options[key]]
@@ -212,8 +218,12 @@ def solve_placement_lp(graph, aggregators, split, options, aggregate_paths, min_
     for a, terms in aggregator_terms.items():
         if terms:
             lp.at_most([(term, 1.0) for term in terms], aggregators[a])
-    for edge, terms in link_terms.items():
-        lp.at_most([(term, 1.0) for term in terms], graph.edges[edge]["capacity_mbps"])
+    returns = returns or {}
+    for edge in list(link_terms) + [e for e in returns if e not in link_terms]:
+        terms = [(term, 1.0) for term in link_terms.get(edge, [])]
+        if returns.get(edge):
+            terms.append(("f", returns[edge]))
+        lp.at_most(terms, graph.edges[edge]["capacity_mbps"])
     try:
         if min_f is None:
             x = lp.maximize({"f": 1.0})

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
 from syncfabric.decisions.gradient_plan import GradientPlan, solve_placement_lp
 from syncfabric.decisions.ina_problem import (GRID, NEAREST, NO_INA, TIERED, TOLERANCE, capacity_of,
-                                              default_route, options_for)
+                                              default_route, load_with_returns, options_for)
 from syncfabric.decisions.stream_assignment import StreamAssignment, pick, with_exact
 
 MAX_TIER_ROUNDS = 20
@@ -45,7 +45,8 @@ def _tiered_plan(problem, options, aggregate_paths):
         plan = GradientPlan(None, {ps: 1.0}, 0.0, 0.0, 0.0, 0.0, 1.0,
                             {(w, ps): [(o, 1.0)] for w, o in choice.items()},
                             {(a, ps): path for a, path in used.items()})
-        rate = min(capacity_of(problem, r) / load for r, load in plan.loads().items())
+        rate = min(capacity_of(problem, r) / load
+                   for r, load in load_with_returns(problem, plan.loads()).items())
         if best is None or rate > best[0] * (1 + 1e-9):
             best = (rate, {w: [(o, 1.0)] for w, o in choice.items()}, used)
     return best
@@ -159,7 +160,8 @@ def _solve_lp(problem, options, aggregate_paths, min_theta=None):
     ps = problem.ps
     lp = solve_placement_lp(problem.graph, problem.aggregators, {ps: 1.0},
                             {(w, ps): options[w] for w in problem.workers},
-                            {(a, ps): paths for a, paths in aggregate_paths.items()}, min_theta)
+                            {(a, ps): paths for a, paths in aggregate_paths.items()}, min_theta,
+                            problem.returns)
     rates = {w: lp.rates[w, ps] for w in problem.workers}
     return _LpSolution(theta=lp.f, rates=rates,
                        worker_rate={w: sum(rates[w].values()) for w in problem.workers},

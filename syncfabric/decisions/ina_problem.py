@@ -31,7 +31,9 @@ TOLERANCE = 1e-9
 @dataclass
 class InaProblem:
     """graph: directed, `capacity_mbps` > 0 on every edge (what is available to this
-    job); aggregators: {aggregator host: processing capacity C_a > 0}."""
+    job); aggregators: {aggregator host: processing capacity C_a > 0}; returns:
+    {directed link: R_e}, what the round's return trees put on it per unit of the
+    gradients' rate (gradient_plan), planned together with the gradients."""
     graph: nx.DiGraph
     workers: list
     ps: str
@@ -40,6 +42,7 @@ class InaProblem:
     max_aggregators: int = DEFAULT_MAX_AGGREGATORS
     _paths: dict = field(default_factory=dict, repr=False)
     _distances: dict = field(default_factory=dict, repr=False)
+    returns: dict = field(default_factory=dict)
 
     def __post_init__(self):
         nodes = [*self.workers, self.ps, *self.aggregators]
@@ -199,6 +202,14 @@ def fragment_options(problem, policy):
 
 def default_route(problem, worker):
     return Option(problem.ps, problem.paths(worker, problem.ps)[0])
+
+
+def load_with_returns(problem, load):
+    """{resource: load per unit of f}: `load` (of the gradients) and the problem's returns."""
+    total = dict(load)
+    for edge, weight in problem.returns.items():
+        total[edge] = total.get(edge, 0.0) + weight
+    return total
 
 
 def capacity_of(problem, resource):

@@ -7,7 +7,7 @@ docs/inart-model.md has the LPs and the rounding.
 """
 
 import random as random_module
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from syncfabric.decisions.exact_placement import DEFAULT_TIME_S
 from syncfabric.decisions.gradient_plan import (GradientPlan, PlacementError, aggregate_of,
@@ -27,9 +27,11 @@ class InartProblem:
     """graph: directed, `capacity_mbps` on every edge (what is free for this job);
     pss: the PS hosts; aggregators: {aggregator host: processing capacity C_a}. A PS
     may also be a worker (co-located): its own fragment stays in its host, so there
-    is no fragment (s, s) to place."""
+    is no fragment (s, s) to place. returns: {directed link: R_e} of the return trees
+    (InaProblem)."""
 
-    def __init__(self, graph, workers, pss, aggregators, max_paths=4, max_aggregators=8):
+    def __init__(self, graph, workers, pss, aggregators, max_paths=4, max_aggregators=8,
+                 returns=None):
         if not pss:
             raise PlacementError("a job needs at least one PS")
         nodes = [*dict.fromkeys([*workers, *pss]), *aggregators]
@@ -38,7 +40,7 @@ class InartProblem:
             raise PlacementError("workers, PSs and aggregators must be distinct nodes (a PS "
                                  "may also be a worker)")
         self.graph, self.workers, self.pss = graph, list(workers), list(pss)
-        self.aggregators = dict(aggregators)
+        self.aggregators, self.returns = dict(aggregators), dict(returns or {})
         paths, distances = {}, {}   # shared: a path to an aggregator serves every PS
         self.per_ps = {s: InaProblem(graph, [w for w in self.workers if w != s], s,
                                      self.aggregators, max_paths, max_aggregators, paths,
@@ -99,33 +101,41 @@ def equal_split(problem):
 
 
 def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0,
-         exact_time_s=DEFAULT_TIME_S):
+         exact_time_s=DEFAULT_TIME_S, lp_split=False):
     """The policy's plan (module doc); split overrides inart's phase 1 (it is slow to
     change: the PSs hold their shares). Without one, inart plans phase 2 for phase 1's
     split and for the equal split and keeps the faster (phase 1 relaxes the binaries and
     leaves links out, so its split is a guide: on a k = 6 fat-tree with 50 workers and 4
     PSs the equal split's plan was 31% faster). inart also asks the MILP
     (exact_placement) for the integral optimum over its options, within exact_time_s in
-    all (0: not at all)."""
+    all (0: not at all). lp_split: the plan may also split fragments as the LP does
+    (_lp_routes; the round planner's choice, where one option per fragment lost 8-10%
+    of the LP's rate), and is that split outright where it reaches the LP's rate; the
+    papers' policies keep one option per fragment, but for the spill."""
     if policy not in POLICIES:
         raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
     if policy == INART and split is None:
         splits = [model_split(problem).shares, equal_split(problem)]
         if all(abs(splits[0][s] - splits[1][s]) <= TOLERANCE for s in problem.pss):
             splits.pop()
-        return max((_phase2(problem, INART, s, trials, seed, exact_time_s / len(splits))
-                    for s in splits), key=lambda result: result.f)   # a tie keeps phase 1's
+        return max((_phase2(problem, INART, s, trials, seed, exact_time_s / len(splits),
+                            lp_split) for s in splits),
+                   key=lambda result: result.f)   # a tie keeps phase 1's
     return _phase2(problem, policy, split if policy == INART else equal_split(problem), trials,
-                   seed, exact_time_s)
+                   seed, exact_time_s, lp_split)
 
 
-def _phase2(problem, policy, split, trials, seed, exact_time_s):
+def _phase2(problem, policy, split, trials, seed, exact_time_s, lp_split):
     """Phase 2 (or a baseline) for a fixed split."""
     if policy == ATP:
         return _fluid_plan(problem, split, ATP)
     options, aggregate_paths = _options(problem, OPTIONS_OF[policy])
-    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths)
+    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths,
+                            returns=problem.returns)
     f_lp, rates, aggregate_rates = lp.f, lp.rates, lp.aggregate_rates
+    as_lp = _fluid_plan(problem, split, policy, *_lp_routes(lp)) if lp_split else None
+    if as_lp is not None and as_lp.f >= f_lp * (1 - 1e-9):
+        return replace(as_lp, f_lp=f_lp, f_bound=f_lp)
     rng = random_module.Random(seed)
     weight = {k: split[k[1]] for k in problem.fragments}
     # repair moves among the options the LP uses, and each fragment's default route
@@ -163,7 +173,7 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s):
              for (w, s), o in assignment.choice.items()}
     for candidate in (_fluid_plan(problem, split, policy, spill,
                                   {a: [q] for a, q in result.aggregate_paths.items()}),
-                      _fluid_plan(problem, split, policy)):
+                      _fluid_plan(problem, split, policy), *filter(None, [as_lp])):
         if candidate.f > result.f * (1 + 1e-9):
             result.f, result.legs = candidate.f, candidate.legs
             result.aggregate_paths = candidate.aggregate_paths
@@ -192,13 +202,31 @@ def _fluid_plan(problem, split, policy, options=None, aggregate_paths=None):
     their options as the LP says, one path per aggregate."""
     if options is None:
         options, aggregate_paths = _options(problem, NEAREST)
-    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths)
+    lp = solve_placement_lp(problem.graph, problem.aggregators, split, options, aggregate_paths,
+                            returns=problem.returns)
     f, rates = lp.f, lp.rates
     legs = {k: [(o, r / sum(rates[k].values())) for o, r in rates[k].items() if r > TOLERANCE]
             for k in problem.fragments}
     used = {aggregate_of(k, o) for k in legs for o, _share in legs[k]} - {None}
     return GradientPlan(policy, split, f, f, 1.0, f, f, legs,
                      {key: aggregate_paths[key][0] for key in sorted(used)})
+
+
+def _lp_routes(lp):
+    """The LP's own choices with one path per (fragment, node) and per aggregate, each
+    the path it sends the most on (a switch forwards a source's datagrams to one
+    destination one way): options and aggregate paths for _fluid_plan, which keeps the
+    LP's split of each fragment over aggregators and its shard."""
+    options = {}
+    for key, rates in lp.rates.items():
+        by_node = {}
+        for option, rate in sorted(rates.items(), key=lambda item: -item[1]):
+            if rate > TOLERANCE or not by_node:
+                by_node.setdefault(option.node, option)
+        options[key] = list(by_node.values())
+    used = {aggregate_of(k, o) for k, choices in options.items() for o in choices} - {None}
+    paths = {a: [max(lp.aggregate_rates[a], key=lp.aggregate_rates[a].get)] for a in sorted(used)}
+    return options, paths
 
 
 def _round_fragment(rng, rates):

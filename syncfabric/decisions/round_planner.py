@@ -1,30 +1,28 @@
 """The streaming synchronous round's plan: how many PS shards and on which hosts, each
-shard's return tree and its rate, and how the gradients are aggregated on the way in;
-with the round time the plan predicts and a lower bound on any round on the fabric.
+shard's return tree, and how the gradients are aggregated on the way in; with the round
+time the plan predicts, a lower bound on any round (round_bounds) and a ring's time.
 
-A round moves each worker's gradient out (S over its uplink) and the new model in (S
-over its downlink). The two directions overlap on full-duplex links, so no round is
-shorter than S/B for the slowest worker link. Every gradient bit must also enter an
-aggregator (processing capacity C_a) or a PS host's link before it is summed, so
-N S <= T (sum_a C_a + the ingress of every host that may hold a shard). The larger
-of the two is `lower_bound_s`.
+For a number P of shards, `plan_round` puts them on P candidate hosts taken round robin
+over their switches (spreading their ingress), on P of the workers themselves
+(co-located: each keeps its own fragment of its shard), or on P of the aggregators
+(in-network: the switch sums its shard and multicasts it back, as SwitchML does, and no
+host is on the way: the gradients go straight to the shards). Each shard holds 1/P of
+the model and returns it over a multicast tree to the workers.
 
-For P = 1..max_pss, `plan_round` puts the shards on P candidate hosts taken round
-robin over their switches (spreading their ingress), on P of the workers
-themselves (co-located: each keeps its own fragment of its shard), or on P of the
-aggregators (in-network: the switch sums its shard and multicasts it back, as SwitchML
-does, and no host is on the way: the gradients go straight to the shards), reserves each
-shard's return tree from its PS to the workers at r = B/P (the workers' downlinks
-carry all P; a co-located PS's freed share takes its shard's gradients),
-and plans the gradients on what the trees leave: GRID for one PS, InArt's phase 2
-with equal shards for several (their trees carry equal rates). The round takes
-max(S/f, S/(P r)) (f: a worker's gradient rate; the return of fragment k starts as
-soon as its sum is complete, so the two overlap), and the P that predicts the
-shortest round wins. Sizes are in megabits on the wire, rates in Mbit/s.
+One LP rates the gradients and the returns together (`plan_for`): a shard's sums are
+complete only as fast as its gradients arrive, at f/P (f: a worker's gradient rate), so
+its tree runs at f/P too and puts f/P on each of its links, in the same rows as the
+gradients' legs (gradient_plan's R_e). GRID plans one shard's gradients, InArt's phase 2
+with equal shards several; both keep the LP's fluid split where rounding loses. The
+round then takes S/f: the return of fragment k starts as soon as its sum is complete,
+so the two overlap. Booking the trees first at B/P left a colocated shard's downlink
+B/P for the gradients into it: (N-1) S / B without aggregation, N/2 times the optimum.
+A plan whose aggregators gain nothing is planned without them. Sizes are in megabits on
+the wire, rates in Mbit/s.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import zip_longest
 
 from syncfabric.decisions import ina_placement, inart_placement
@@ -33,11 +31,17 @@ from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.ina_problem import InaProblem
 from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.multicast_trees import InfeasibleTree, compute_tree
+from syncfabric.decisions.round_bounds import (downlink, free_mbps, line_rate_s, lower_bound_s,
+                                               ring_round_s)
 
 MIN_RATE_MBPS = 1e-6
-MAX_PSS = 16       # shards a job may ask for (ina_plans takes 16 PSs a plan)
+MAX_PSS = 64       # shards a job may ask for (ina_plans takes 64 PSs a plan)
 AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
+# a colocated round plans a fragment per worker and shard: past this many the LP takes
+# seconds (32 workers x 32 shards: 2.9 s, x 16: 0.8 s, on 8x8 with aggregators)
+COLOCATED_FRAGMENTS = 512
 BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
+GAIN = 1e-6        # aggregators that raise the rate by less gain nothing
 AUTO, DEDICATED, COLOCATED, IN_NETWORK = "auto", "dedicated", "colocated", "in-network"
 PLACEMENTS = (AUTO, DEDICATED, COLOCATED, IN_NETWORK)
 
@@ -47,44 +51,10 @@ class RoundPlan:
     pss: list            # the shard holders, in shard order
     return_mbps: float   # each shard's return tree's rate
     trees: list          # multicast_trees.MulticastTree per PS
-    gradients: object    # gradient_plan.GradientPlan on what the trees leave
+    gradients: object    # gradient_plan.GradientPlan, rated together with the trees
     predicted_s: float
     bound_s: float
-
-
-def free_mbps(view, edge, reserved_mbps=None):
-    return view.graph.edges[edge]["capacity_mbps"] - (reserved_mbps or {}).get(edge, 0.0)
-
-
-def bottleneck(view, workers, reserved_mbps=None):
-    """(link, free Mbit/s) of the workers' links, either way, with least left: no round's
-    return or gradients run faster than it allows."""
-    links = [edge for w in workers for edge in ((view.attachment(w)[0], w),
-                                                (w, view.attachment(w)[0]))]
-    link = min(links, key=lambda edge: free_mbps(view, edge, reserved_mbps))
-    return link, free_mbps(view, link, reserved_mbps)
-
-
-def line_rate_mbps(view, workers):
-    """B: the workers' slowest link, either way; no job's rate alone exceeds it."""
-    return min(min(view.graph.edges[w, view.attachment(w)[0]]["capacity_mbps"],
-                   view.graph.edges[view.attachment(w)[0], w]["capacity_mbps"])
-               for w in workers)
-
-
-def line_rate_s(view, workers, model_mbit):
-    """S/B: the model over the slowest worker link, either way; no round is shorter."""
-    return model_mbit / line_rate_mbps(view, workers)
-
-
-def lower_bound_s(view, workers, candidates, model_mbit, aggregation=True):
-    """No round with its shards on `candidates` is shorter (module doc). Candidates
-    that are workers keep their own fragments: the shares kept add up to at most one
-    model, so at least N - 1 models cross then."""
-    absorb = sum(view.aggregators.values()) * aggregation + sum(
-        view.graph.edges[view.attachment(h)[0], h]["capacity_mbps"] for h in candidates)
-    crossing = len(workers) - (1 if set(candidates) & set(workers) else 0)
-    return max(line_rate_s(view, workers, model_mbit), crossing * model_mbit / absorb)
+    ring_s: float = None   # a ring all-reduce on the same free links (round_bounds)
 
 
 def spread(view, candidates):
@@ -96,58 +66,100 @@ def spread(view, candidates):
             for h in column if h is not None]
 
 
-def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True):
-    """The round with shards on `pss` (module doc), on what reserved_mbps leaves free of
-    the workers' downlinks; PlacementError if it does not fit. aggregation: False plans
-    the gradients straight to the PSs."""
-    link = min(free_mbps(view, (view.attachment(w)[0], w), reserved_mbps) for w in workers)
-    sending = min(free_mbps(view, (ps, view.attachment(ps)[0]), reserved_mbps) for ps in pss)
-    return_mbps = min(link / len(pss), sending)   # a PS's own link may be the narrower
-    if return_mbps < MIN_RATE_MBPS:
-        raise PlacementError("no rate left on the workers' downlinks for the return trees")
-    reserved = dict(reserved_mbps or {})
-    trees = []
+def return_trees(view, workers, pss, reserved_mbps=None):
+    """Each shard's tree to the other workers, chosen at the rate the trees would have if
+    they alone filled the workers' downlinks, each booked before the next is chosen, so
+    that they spread over the core (the LP then rates them); at any rate where that
+    rate does not fit."""
+    link = min(free_mbps(view, downlink(view, w), reserved_mbps) for w in workers)
+    guess = max(MIN_RATE_MBPS, link / len(pss))
+    reserved, trees = dict(reserved_mbps or {}), []
     for ps in pss:
-        tree = compute_tree(view, ps, [w for w in workers if w != ps], return_mbps, reserved)
+        receivers = [w for w in workers if w != ps]
+        try:
+            tree = compute_tree(view, ps, receivers, guess, reserved)
+        except InfeasibleTree:
+            tree = compute_tree(view, ps, receivers, MIN_RATE_MBPS, reserved)
         trees.append(tree)
         for edge in tree.edges:
-            reserved[edge] = reserved.get(edge, 0.0) + return_mbps
+            reserved[edge] = reserved.get(edge, 0.0) + guess
+    return trees
+
+
+def tree_loads(trees, share):
+    """{directed link: R_e}: what the trees put on each link per unit of f, each at
+    `share` of it (gradient_plan)."""
+    loads = {}
+    for tree in trees:
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + share
+    return loads
+
+
+def plan_gradients(graph, workers, pss, aggregators, returns):
+    """The gradients to `pss`, rated with the trees' `returns`: GRID for one shard,
+    InArt's phase 2 with equal shards for several, split as the LP splits them."""
+    if len(pss) == 1:
+        return ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators,
+                                             returns=returns))
+    return inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators,
+                                             returns=returns), inart_placement.EQUAL_SPLIT,
+                                lp_split=True)
+
+
+def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True):
+    """The round with shards on `pss` (module doc), on what reserved_mbps leaves free;
+    PlacementError if it does not fit. aggregation: False plans the gradients straight
+    to the PSs, as does a plan whose aggregators would not raise its rate."""
+    reserved = reserved_mbps or {}
+    trees = return_trees(view, workers, pss, reserved)
+    returns = tree_loads(trees, 1.0 / len(pss))
     graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
-                   if aggregation}
-    if len(pss) == 1:
-        gradients = ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators))
-    else:
-        gradients = inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators),
-                                         inart_placement.EQUAL_SPLIT)
+                   if aggregation and c - reserved.get(a, 0.0) > MIN_RATE_MBPS}
+    gradients = plan_gradients(graph, workers, pss, aggregators, returns)
+    if gradients.aggregators_used():
+        plain = plan_gradients(graph, workers, pss, {}, returns)
+        if plain.f >= gradients.f * (1 - GAIN):
+            gradients = plain
     if gradients.f < MIN_RATE_MBPS:
         raise PlacementError("no rate left for the gradients to %s" % ", ".join(pss))
-    predicted = max(model_mbit / gradients.f, model_mbit / (len(pss) * return_mbps))
-    return RoundPlan(list(pss), return_mbps, trees, gradients, predicted, bound_s)
+    return_mbps = gradients.f / len(pss)
+    trees = [replace(tree, bandwidth_mbps=return_mbps) for tree in trees]
+    return RoundPlan(list(pss), return_mbps, trees, gradients, model_mbit / gradients.f, bound_s)
+
+
+def shard_hosts(view, workers, candidates, placement, aggregation=True):
+    """(hosts in the order shards take them, fewest shards, aggregation) of a placement:
+    the workers' own hosts (colocated: at least 2, one shard in one worker's host is a
+    PS beside workers, GRID's case), the aggregators (in-network: each shard's switch
+    sums it, so the gradients go straight there) or the other candidate hosts."""
+    if placement == COLOCATED:
+        return spread(view, workers), 2, aggregation
+    if placement == IN_NETWORK:
+        return spread(view, sorted(view.aggregators)), 1, False
+    return spread(view, [h for h in candidates if h not in workers
+                         and not view.is_aggregator(h)]), 1, aggregation
 
 
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
                placement=DEDICATED, shards=None, aggregation=True):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
-    dedicated hosts among `candidates`, COLOCATED in the workers' own hosts (then P >=
-    2: one shard in one worker's host is a PS beside workers, GRID's case) or IN_NETWORK
-    on the aggregators.
+    dedicated hosts among `candidates`, COLOCATED in the workers' own hosts or
+    IN_NETWORK on the aggregators (shard_hosts).
     The widest spread is tried first: if it reaches the lower bound, the spread is
     halved while the plan still does, so few plans are computed (each takes tens of
-    milliseconds) and few shards kept; else every P is tried."""
-    if placement == COLOCATED:
-        hosts, smallest = spread(view, workers), 2
-    elif placement == IN_NETWORK:   # each shard's switch sums it: the gradients go straight there
-        hosts, smallest, aggregation = spread(view, sorted(view.aggregators)), 1, False
-    else:
-        hosts, smallest = spread(view, [h for h in candidates if h not in workers
-                                        and not view.is_aggregator(h)]), 1
+    milliseconds) and few shards kept; else every P up to AUTO_MAX_PSS is tried, and
+    beyond it the halvings of the widest (a colocated round of 32 workers would
+    otherwise solve 31 LPs)."""
+    hosts, smallest, aggregation = shard_hosts(view, workers, candidates, placement, aggregation)
     largest = min(max_pss, len(hosts)) if shards is None else shards
     if largest < smallest or largest > len(hosts):
         raise PlacementError("no %s for %s PS shard(s): %d of them"
                              % ({COLOCATED: "worker hosts", IN_NETWORK: "aggregators"}.get(
                                  placement, "free hosts"), shards or smallest, len(hosts)))
-    bound = lower_bound_s(view, workers, hosts, model_mbit, aggregation)
+    bound = lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
+                          fewest=largest if shards is not None else smallest)
     errors = []
 
     def attempt(count):
@@ -170,7 +182,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             best, count = narrower, count // 2
     else:   # the fastest, and of equals the fewest shards
         widest, best = best, None
-        for count in range(smallest, largest + 1):
+        for count in tried_counts(smallest, largest):
             plan = widest if count == largest else attempt(count)
             if plan is not None and (best is None or plan.predicted_s < best.predicted_s):
                 best = plan
@@ -179,29 +191,66 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     return best
 
 
+def tried_counts(smallest, largest):
+    """The shard counts plan_round tries when the widest misses the bound, fewest first."""
+    if largest <= AUTO_MAX_PSS:
+        return list(range(smallest, largest + 1))
+    halvings = {largest >> k for k in range(largest.bit_length())}
+    return sorted(count for count in halvings | set(range(smallest, AUTO_MAX_PSS + 1))
+                  if smallest <= count <= largest)
+
+
+def placement_order(placement):
+    return {AUTO: (IN_NETWORK, DEDICATED, COLOCATED)}.get(placement, (placement,))
+
+
+def max_shards(placement, workers):
+    """A colocated round shards the model over every worker, as long as its workers x
+    shards stay within COLOCATED_FRAGMENTS; the others try up to AUTO_MAX_PSS hosts."""
+    if placement == COLOCATED:
+        return min(MAX_PSS, max(2, COLOCATED_FRAGMENTS // len(workers)))
+    return AUTO_MAX_PSS
+
+
 def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
              reserved_mbps=None):
     """The fastest round (plan_round) with its shards on dedicated hosts, in the workers'
     own (colocated), on the aggregators (in-network) or, with auto, whichever predicts
     the shortest round; of equals the one with the fewest hosts on a fragment's way
-    (in-network, then dedicated: docs/streaming-round.md measures the difference)."""
+    (in-network, then dedicated: docs/streaming-round.md measures the difference). Auto
+    stops at a plan that reaches S/B or the lowest bound of every placement. The plan
+    carries what a ring all-reduce would take on the same links (ring_s)."""
     floor = line_rate_s(view, workers, model_mbit)
+    order = placement_order(placement)
+    lowest = min(placement_bound(view, workers, where, model_mbit, shards, aggregation,
+                                 reserved_mbps) for where in order)
     rounds, errors = [], []
-    for where in {AUTO: (IN_NETWORK, DEDICATED, COLOCATED)}.get(placement, (placement,)):
+    for where in order:
         try:
-            plan = plan_round(view, workers, view.hosts, model_mbit, AUTO_MAX_PSS, reserved_mbps,
-                              where, shards, aggregation)
+            plan = plan_round(view, workers, view.hosts, model_mbit, max_shards(where, workers),
+                              reserved_mbps, where, shards, aggregation)
         except PlacementError as error:
             errors.append(str(error))
             continue
         rounds.append(plan)
-        # nothing is faster than S/B, nor than a dedicated plan at its bound (co-located's
-        # is no lower)
-        if reaches(plan, floor) or (where == DEDICATED and reaches(plan, plan.bound_s)):
+        if reaches(plan, max(floor, lowest)):   # no placement can do better
             break
     if not rounds:
         raise PlacementError("; ".join(dict.fromkeys(errors)))   # each reason once
-    return min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
+    best = min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
+    return replace(best, bound_s=min(best.bound_s, lowest) if placement == AUTO else best.bound_s,
+                   ring_s=ring_round_s(view, workers, model_mbit, reserved_mbps))
+
+
+def placement_bound(view, workers, placement, model_mbit, shards=None, aggregation=True,
+                    reserved_mbps=None):
+    """plan_round's lower bound for a placement (infinite where it has no hosts)."""
+    hosts, smallest, aggregation = shard_hosts(view, workers, view.hosts, placement, aggregation)
+    largest = min(max_shards(placement, workers), len(hosts)) if shards is None else shards
+    if largest < smallest or largest > len(hosts):
+        return float("inf")
+    return lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
+                         fewest=largest if shards is not None else smallest)
 
 
 def reaches(plan, bound_s):

@@ -21,7 +21,7 @@ def with_exact(problem, options, aggregate_paths, weight, aggregate_of, assignme
         return assignment, min(bound, assignment.theta())
     exact = None if time_s <= 0 else exact_assignment(
         options, aggregate_paths, weight, aggregate_of,
-        lambda resource: capacity_of(problem, resource), time_s)
+        lambda resource: capacity_of(problem, resource), time_s, problem.returns)
     if exact is not None:
         if exact.f_bound is not None:
             bound = min(bound, exact.f_bound)
@@ -51,7 +51,8 @@ class StreamAssignment:
     resources of capacity / (weights on it). GRID: a stream per worker, weight 1, an
     aggregate per aggregator; InArt: a stream per (worker, PS), weight x_PS, an
     aggregate per (aggregator, PS). aggregate_of(key, option) names the aggregate the
-    stream joins there, or None if the option goes to the stream's PS.
+    stream joins there, or None if the option goes to the stream's PS. The problem's
+    return trees (problem.returns) add their fixed weight to their links.
 
     improve() is a local search over single moves (a worker to another of its
     candidate options, an aggregate to another path), scored by theta, then by
@@ -72,10 +73,13 @@ class StreamAssignment:
         resources = {e for os in [*self.group_options.values(), *options.values(),
                                   self.choice.values()] for o in os for e in edges_of(o.path)}
         resources |= {e for qs in aggregate_paths.values() for q in qs for e in edges_of(q)}
+        resources |= set(problem.returns)
         self.resources = sorted(resources, key=str) + sorted(problem.aggregators)
         self.position = {r: i for i, r in enumerate(self.resources)}
         self.capacity = np.array([capacity_of(problem, r) for r in self.resources], dtype=float)
         self.load = np.zeros(len(self.resources))
+        for edge, weight in problem.returns.items():   # the return trees: fixed
+            self.load[self.position[edge]] += weight
         self.members = {}   # aggregate -> streams in it
         for key, option in self.choice.items():
             self.apply(self._worker_delta(key, option, fresh=True))

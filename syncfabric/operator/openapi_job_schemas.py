@@ -86,7 +86,12 @@ JOB = obj({
     "trees": array(INTEGER),
     "plan": INTEGER,
     "predicted_round_s": NUMBER,
-    "lower_bound_s": NUMBER,
+    "lower_bound_s": described(NUMBER, (
+        "no round of this job on these links is shorter: every link's volume, returns "
+        "included (docs/streaming-round.md)")),
+    "ring_round_s": nullable(described(NUMBER, (
+        "what a ring all-reduce of the model over the workers takes on their free links: "
+        "whether the fabric beats the ring for this job, before its first round"))),
     "ttl_s": nullable(NUMBER),
     "expires_in_s": nullable(NUMBER),
     "rate_mbps": described(NUMBER, "the workers' gradient rate the job was given"),

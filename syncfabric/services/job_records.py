@@ -34,6 +34,7 @@ def job_record(job, release_key, now):
             "release_key": release_key,
             "pss": job.round.pss, "return_mbps": job.round.return_mbps,
             "predicted_s": job.round.predicted_s, "bound_s": job.round.bound_s,
+            "ring_s": job.round.ring_s,
             "expires_in_s": None if job.expires_at is None else job.expires_at - now}
 
 
@@ -41,7 +42,8 @@ def restored_job(record, now):
     ttl = record["expires_in_s"]
     return Job(int(record["id"]), record["request"],
                round_planner.RoundPlan(list(record["pss"]), record["return_mbps"], [], None,
-                                       record["predicted_s"], record["bound_s"]),
+                                       record["predicted_s"], record["bound_s"],
+                                       record.get("ring_s")),   # None: saved before it was kept
                list(record["trees"]), int(record["plan"]), None if ttl is None else now + ttl,
                int(record["generation"]), installed=True, admitted_at=now,
                effective_round=int(record.get("effective_round", 0)))

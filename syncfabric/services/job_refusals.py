@@ -8,7 +8,7 @@ told that the spine links another job holds are what it lacks. If even planning 
 fails, the workers' own links are all there is to name.
 """
 
-from syncfabric.decisions import round_planner
+from syncfabric.decisions import round_bounds
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.errors import Conflict
@@ -41,12 +41,12 @@ def tightest_on_the_way(view, request, reserved, metrics, offload):
     try:
         alone = planned_round(view, request, {}, metrics, offload)
     except (PlacementError, InfeasibleTree, ValueError):
-        return round_planner.bottleneck(view, request["workers"], reserved)
+        return round_bounds.bottleneck(view, request["workers"], reserved)
     loaded = set(alone.gradients.loads()) | {edge for tree in alone.trees for edge in tree.edges}
 
     def free(resource):
         if view.is_aggregator(resource):
             return view.aggregators[resource] - reserved.get(resource, 0.0)
-        return round_planner.free_mbps(view, resource, reserved)
+        return round_bounds.free_mbps(view, resource, reserved)
     tightest = min(sorted(loaded, key=str), key=free)
     return tightest, free(tightest)

@@ -41,6 +41,7 @@ def job_report(job, trees, plans, now):
                 effective_round=job.effective_round,
                 plan=job.plan_id,
                 lower_bound_s=job.round.bound_s,
+                ring_round_s=job.round.ring_s,
                 ttl_s=job.request["ttl_s"],
                 expires_in_s=expires_in_s)
 

@@ -10,7 +10,7 @@ and `bound_by` (a directed link "a->b", an aggregator, or "ceiling").
 """
 
 from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
-from syncfabric.decisions.round_planner import line_rate_mbps
+from syncfabric.decisions.round_bounds import line_rate_mbps
 from syncfabric.decisions.reservations import ReservationError
 
 DEFAULT_WEIGHT = 1.0

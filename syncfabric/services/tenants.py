@@ -23,7 +23,7 @@ to their new shares.
 import logging
 from dataclasses import replace
 
-from syncfabric.decisions import round_planner
+from syncfabric.decisions import round_bounds
 from syncfabric.decisions.fair_shares import Demand, fair_rates
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
@@ -199,7 +199,7 @@ def round_demand(view, request, planned, policy):
     """The Demand of a job planned as `planned` (round_planner.RoundPlan)."""
     rate, loads = planned.gradients.f, part_loads(planned.gradients, planned.trees)
     weight = request.get("weight", DEFAULT_WEIGHT) if policy == WEIGHTED else DEFAULT_WEIGHT
-    return Demand(weight, round_planner.line_rate_mbps(view, request["workers"]),
+    return Demand(weight, round_bounds.line_rate_mbps(view, request["workers"]),
                   {resource: load / rate for resource, load in loads.items()})
 
 
