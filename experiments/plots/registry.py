@@ -2,7 +2,8 @@
 that redraws one (python -m experiments.plots)."""
 
 from experiments.cli import ArgumentParser
-from experiments.plots import hosts, ina, jobs, multicast, robustness, selmcast, training
+from experiments.plots import (hosts, ina, jobs, multicast, planning, robustness, selmcast,
+                               training)
 
 PLOTTERS = {"ps_distribution": multicast.plot_ps_distribution,
             "load_balance": multicast.plot_load_balance,
@@ -18,6 +19,7 @@ PLOTTERS = {"ps_distribution": multicast.plot_ps_distribution,
             "api_fuzz": robustness.plot_api_fuzz, "datapath_fuzz": robustness.plot_datapath_fuzz,
             "admission_flood": robustness.plot_admission_flood,
             "job_setup": jobs.plot_job_setup, "tenants": jobs.plot_tenants,
+            "plan_quality": planning.plot_plan_quality,
             "host_bench": hosts.plot_host_bench, "host_allreduce": hosts.plot_host_allreduce}
 
 

@@ -11,8 +11,9 @@ at weight_k * f and an aggregate at its members' weight. f = 1/u for
     x[k,o] <= sum_q z[g,q] <= 1                        o joins aggregate g
     sum of the weights on resource r + R_r <= cap_r * u every link and aggregator
 
-(R_r: the return trees' fixed weight on a link, if any), which is linear where maximizing f directly is not (f times a count). The MILP's dual
-bound on u is an upper bound on f, so a plan found in time comes with its gap.
+(R_r: the return trees' fixed weight on a link, if any), which is linear where
+maximizing f directly is not (f times a count). The MILP's dual bound on u is an upper
+bound on f, so a plan found in time comes with its gap.
 """
 
 from dataclasses import dataclass

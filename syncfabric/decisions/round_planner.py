@@ -39,7 +39,7 @@ MAX_PSS = 64       # shards a job may ask for (ina_plans takes 64 PSs a plan)
 AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
 # a colocated round plans a fragment per worker and shard: past this many the LP takes
 # seconds (32 workers x 32 shards: 2.9 s, x 16: 0.8 s, on 8x8 with aggregators)
-COLOCATED_FRAGMENTS = 512
+COLOCATED_FRAGMENTS = 1024
 BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
 GAIN = 1e-6        # aggregators that raise the rate by less gain nothing
 AUTO, DEDICATED, COLOCATED, IN_NETWORK = "auto", "dedicated", "colocated", "in-network"
@@ -147,11 +147,10 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
     dedicated hosts among `candidates`, COLOCATED in the workers' own hosts or
     IN_NETWORK on the aggregators (shard_hosts).
-    The widest spread is tried first: if it reaches the lower bound, the spread is
-    halved while the plan still does, so few plans are computed (each takes tens of
-    milliseconds) and few shards kept; else every P up to AUTO_MAX_PSS is tried, and
-    beyond it the halvings of the widest (a colocated round of 32 workers would
-    otherwise solve 31 LPs)."""
+    Shard counts are tried doubling from the fewest, up to the widest, until a plan
+    reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
+    shards: 1 to 3 s at 32 x 32) and few shards kept; if none does, every P up to
+    AUTO_MAX_PSS is tried too, and beyond it the halvings of the widest."""
     hosts, smallest, aggregation = shard_hosts(view, workers, candidates, placement, aggregation)
     largest = min(max_pss, len(hosts)) if shards is None else shards
     if largest < smallest or largest > len(hosts):
@@ -170,25 +169,28 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             errors.append(str(error))
             return None
 
-    def at_bound(plan):
-        return plan is not None and reaches(plan, bound)
-    best = attempt(largest)
-    if shards is not None or at_bound(best):
-        count = largest // 2
-        while shards is None and count >= smallest:
-            narrower = attempt(count)
-            if not at_bound(narrower):
-                break
-            best, count = narrower, count // 2
-    else:   # the fastest, and of equals the fewest shards
-        widest, best = best, None
-        for count in tried_counts(smallest, largest):
-            plan = widest if count == largest else attempt(count)
-            if plan is not None and (best is None or plan.predicted_s < best.predicted_s):
-                best = plan
+    if shards is not None:
+        best = attempt(largest)
+    else:   # the fewest shards at the bound, else the fastest (of equals the fewest shards)
+        plans = {}
+        for count in doublings(smallest, largest) + tried_counts(smallest, largest):
+            if count not in plans:
+                plans[count] = attempt(count)
+                if plans[count] is not None and reaches(plans[count], bound):
+                    break
+        found = [plans[count] for count in sorted(plans) if plans[count] is not None]
+        best = min(found, key=lambda plan: plan.predicted_s, default=None)
     if best is None:
         raise PlacementError("no round fits: %s" % "; ".join(list(dict.fromkeys(errors))[:3]))
     return best
+
+
+def doublings(smallest, largest):
+    """smallest, twice it, ... below largest, then largest."""
+    counts = [smallest]
+    while counts[-1] * 2 < largest:
+        counts.append(counts[-1] * 2)
+    return counts + [largest] if largest > smallest else counts
 
 
 def tried_counts(smallest, largest):
