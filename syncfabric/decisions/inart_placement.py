@@ -171,9 +171,12 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s, lp_split):
     # ATP does), and the default-route plan, which is within our options, may be better
     spill = {(w, s): [o] + ([default_route(problem.per_ps[s], w)] if o.node != s else [])
              for (w, s), o in assignment.choice.items()}
-    for candidate in (_fluid_plan(problem, split, policy, spill,
-                                  {a: [q] for a, q in result.aggregate_paths.items()}),
-                      _fluid_plan(problem, split, policy), *filter(None, [as_lp])):
+    candidates = [_fluid_plan(problem, split, policy, spill,
+                              {a: [q] for a, q in result.aggregate_paths.items()}),
+                  _fluid_plan(problem, split, policy)]
+    if as_lp is not None:
+        candidates.append(as_lp)
+    for candidate in candidates:
         if candidate.f > result.f * (1 + 1e-9):
             result.f, result.legs = candidate.f, candidate.legs
             result.aggregate_paths = candidate.aggregate_paths

@@ -142,6 +142,18 @@ def shard_hosts(view, workers, candidates, placement, aggregation=True):
                          and not view.is_aggregator(h)]), 1, aggregation
 
 
+def shard_range(view, workers, candidates, placement, max_pss, shards=None, aggregation=True):
+    """(hosts, fewest and most shards to try, aggregation) of a placement (shard_hosts):
+    up to max_pss shards, or exactly `shards`; PlacementError if there are too few hosts."""
+    hosts, smallest, aggregation = shard_hosts(view, workers, candidates, placement, aggregation)
+    largest = min(max_pss, len(hosts)) if shards is None else shards
+    if largest < smallest or largest > len(hosts):
+        raise PlacementError("no %s for %s PS shard(s): %d of them"
+                             % ({COLOCATED: "worker hosts", IN_NETWORK: "aggregators"}.get(
+                                 placement, "free hosts"), shards or smallest, len(hosts)))
+    return hosts, largest if shards is not None else smallest, largest, aggregation
+
+
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
                placement=DEDICATED, shards=None, aggregation=True):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
@@ -151,14 +163,10 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
     shards: 1 to 3 s at 32 x 32) and few shards kept; if none does, every P up to
     AUTO_MAX_PSS is tried too, and beyond it the halvings of the widest."""
-    hosts, smallest, aggregation = shard_hosts(view, workers, candidates, placement, aggregation)
-    largest = min(max_pss, len(hosts)) if shards is None else shards
-    if largest < smallest or largest > len(hosts):
-        raise PlacementError("no %s for %s PS shard(s): %d of them"
-                             % ({COLOCATED: "worker hosts", IN_NETWORK: "aggregators"}.get(
-                                 placement, "free hosts"), shards or smallest, len(hosts)))
+    hosts, fewest, largest, aggregation = shard_range(view, workers, candidates, placement,
+                                                      max_pss, shards, aggregation)
     bound = lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
-                          fewest=largest if shards is not None else smallest)
+                          fewest)
     errors = []
 
     def attempt(count):
@@ -173,7 +181,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
         best = attempt(largest)
     else:   # the fewest shards at the bound, else the fastest (of equals the fewest shards)
         plans = {}
-        for count in doublings(smallest, largest) + tried_counts(smallest, largest):
+        for count in doublings(fewest, largest) + tried_counts(fewest, largest):
             if count not in plans:
                 plans[count] = attempt(count)
                 if plans[count] is not None and reaches(plans[count], bound):
@@ -240,19 +248,22 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
     if not rounds:
         raise PlacementError("; ".join(dict.fromkeys(errors)))   # each reason once
     best = min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
-    return replace(best, bound_s=min(best.bound_s, lowest) if placement == AUTO else best.bound_s,
+    # the job's bound is over every placement it may take (one, unless auto)
+    return replace(best, bound_s=lowest,
                    ring_s=ring_round_s(view, workers, model_mbit, reserved_mbps))
 
 
 def placement_bound(view, workers, placement, model_mbit, shards=None, aggregation=True,
                     reserved_mbps=None):
-    """plan_round's lower bound for a placement (infinite where it has no hosts)."""
-    hosts, smallest, aggregation = shard_hosts(view, workers, view.hosts, placement, aggregation)
-    largest = min(max_shards(placement, workers), len(hosts)) if shards is None else shards
-    if largest < smallest or largest > len(hosts):
+    """plan_round's lower bound for a placement (infinite where it has too few hosts)."""
+    try:
+        hosts, fewest, largest, aggregation = shard_range(
+            view, workers, view.hosts, placement, max_shards(placement, workers), shards,
+            aggregation)
+    except PlacementError:
         return float("inf")
     return lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
-                         fewest=largest if shards is not None else smallest)
+                         fewest)
 
 
 def reaches(plan, bound_s):
