@@ -161,8 +161,9 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     IN_NETWORK on the aggregators (shard_hosts).
     Shard counts are tried doubling from the fewest, up to the widest, until a plan
     reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
-    shards: 1 to 3 s at 32 x 32) and few shards kept; if none does, every P up to
-    AUTO_MAX_PSS is tried too, and beyond it the halvings of the widest."""
+    shards: 1 to 3 s at 32 x 32) and few shards kept; a count whose own bound is above
+    it is skipped. If none reaches it, every P up to AUTO_MAX_PSS is tried too, and
+    beyond it the halvings of the widest."""
     hosts, fewest, largest, aggregation = shard_range(view, workers, candidates, placement,
                                                       max_pss, shards, aggregation)
     bound = lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
@@ -177,11 +178,17 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             errors.append(str(error))
             return None
 
+    def may_reach(count):   # a count whose own bound is above the bound never reaches it
+        own = lower_bound_s(view, workers, hosts[:count], model_mbit, aggregation,
+                            reserved_mbps, count)
+        return own <= bound * (1 + BOUND_REACHED)
+
     if shards is not None:
         best = attempt(largest)
     else:   # the fewest shards at the bound, else the fastest (of equals the fewest shards)
         plans = {}
-        for count in doublings(fewest, largest) + tried_counts(fewest, largest):
+        hopeful = [count for count in doublings(fewest, largest) if may_reach(count)]
+        for count in hopeful + tried_counts(fewest, largest):
             if count not in plans:
                 plans[count] = attempt(count)
                 if plans[count] is not None and reaches(plans[count], bound):
