@@ -5,7 +5,8 @@ PyTorch's torch.distributed (Gloo) in the same hosts, on the same fabric, in one
 
 An 8x8 spine-leaf with 4 hosts per leaf, or any fabric --topo names (fattree,4), with
 an aggregator host on every switch of its top tier (spines, cores; --aggregator-bw, a
-comma list, sweeps their capacity: a fresh fabric each). The
+comma list, sweeps their capacity: a fresh fabric each; 0 is a fabric without
+aggregators). The
 workers are h1..hN, the PS the last host; the model is the training MLP's float32
 parameters (1.2 MB; --hidden sets its size). Modes:
 - gloo-allreduce: the workers all-reduce their gradients (DDP's step), Gloo
@@ -63,6 +64,7 @@ GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
 TRAINING_MODES = ("unicast+ps", "multicast+ina")
 MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
 PS_HOST_MODES = {"gloo-ps", "stream"} | set(TRAINING_MODES)   # these need a host beside the workers
+IN_AGGREGATOR_MODES = {"multicast+ina", "stream-in-network"}   # these sum in the aggregators
 
 
 def parse_args(argv):
@@ -75,7 +77,8 @@ def parse_args(argv):
                         help="comma list of %s" % ", ".join(MODES))
     parser.add_argument("--aggregator-bw", type=comma_list(str), default=None,
                         help="comma list of aggregator capacities, each on a fresh fabric: "
-                             "Mbit/s, or a multiple of the link rate such as 1x (default 0.45x)")
+                             "Mbit/s, or a multiple of the link rate such as 1x; 0 for none "
+                             "(default 0.45x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
                         help="most PS shards the stream modes' planner may use (each is a "
                              "process; default %(default)s, what 2 cores emulate faithfully)")
@@ -91,15 +94,19 @@ def parse_args(argv):
         parser.error("every --workers count must be between 2 and %d" % min(hosts, 64))
     if args.rounds < 1 or args.hidden < 1 or args.max_pss < 1:
         parser.error("--rounds, --hidden and --max-pss must be positive")
+    try:
+        per_link_mbps = [rate_mbps(item, 1.0) for item in args.aggregator_bw or ["1x"]]
+    except ValueError:
+        parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
+    if not 0 < args.rate_fraction <= 1 or min(per_link_mbps) < 0:
+        parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw at least 0")
+    summing = sorted(set(args.modes) & IN_AGGREGATOR_MODES)
+    if 0 in per_link_mbps and summing:
+        parser.error("--aggregator-bw 0 builds a fabric without aggregators, where %s cannot "
+                     "run: leave them out of --modes" % " and ".join(summing))
     if args.bw is not None:
-        try:
-            aggregator_rates(args)
-        except ValueError:
-            parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
         fit_auto_rate(args, lambda: heaviest_round(args))
         args.aggregator_bw = aggregator_rates(args)
-    if not 0 < args.rate_fraction <= 1 or min(args.aggregator_bw or [1]) <= 0:
-        parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw positive")
     return args
 
 
@@ -110,9 +117,12 @@ def aggregator_rates(args):
 
 def job_fabric(args, aggregator_bw):
     """The job experiments' fabric from their flags, an aggregator host on every switch
-    of its top tier (a spine-leaf's spines, a fat-tree's cores): (topology, its
-    FabricView, its other hosts in order h1, h2, ...)."""
-    topo = build_fabric(args, aggregators="top", aggregator_bw=aggregator_bw)
+    of its top tier (a spine-leaf's spines, a fat-tree's cores), or none at an
+    aggregator_bw of 0: (topology, its FabricView, its other hosts in order h1, h2, ...)."""
+    if aggregator_bw:
+        topo = build_fabric(args, aggregators="top", aggregator_bw=aggregator_bw)
+    else:
+        topo = build_fabric(args)
     return topo, FabricView(describe(topo)), fabric_hosts(topo)
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syncfabric.decisions.model_shards import fragment_ranges, worker_legs
+from syncfabric.decisions.model_shards import (aggregator_offsets, fragment_ranges, leg_shares,
+                                               worker_legs)
 from syncfabric.hosts.gradient_wire import floats_per_fragment, fragment_count, wire_mbit
 from syncfabric.hosts.wire import ranges
 
@@ -35,9 +36,10 @@ class RoundParts:
         count = fragment_count(floats)
         bit = {w: 1 << i for i, w in enumerate(workers)}
         held = fragment_ranges(plan["split"], count)
+        offsets = aggregator_offsets(leg_shares(plan["workers"]))
         legs = {worker: [(leg["host"], pss[leg["shard"]], *leg["fragments"],
                           leg["rate_mbps"] * rate_fraction)
-                         for leg in worker_legs(plan["workers"][worker], pss, held)]
+                         for leg in worker_legs(plan["workers"][worker], pss, held, offsets)]
                 for worker in workers}
         expected = {node: np.zeros(count, dtype=np.uint64) for node in aggregators + pss}
         for worker, pieces in legs.items():

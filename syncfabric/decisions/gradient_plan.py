@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
+from syncfabric.decisions.model_shards import aggregator_offsets, share_spans, spans_nest
 from syncfabric.decisions.sparse_lp import LpError, SparseLp
 
 ROOM_TOLERANCE = 1e-6   # of capacity: an LP's rates fill a link up to its solver's tolerance
@@ -85,14 +86,28 @@ class GradientPlan:
                 for key in sorted(self.legs) for option, share in self.legs[key]]
 
     def aggregate_rates(self):
-        """{(aggregator, PS): Mbit/s}: an aggregate runs at its fastest input (fragment
-        ranges start at 0 for every worker, so it covers the longest one)."""
+        """{(aggregator, PS): Mbit/s}: an aggregate runs at its fastest input (where its
+        workers' fragment ranges nest: aggregates_nest)."""
         rates = {}
         for key, option, rate in self.leg_rates():
             aggregate = aggregate_of(key, option)
             if aggregate is not None:
                 rates[aggregate] = max(rates.get(aggregate, 0.0), rate)
         return rates
+
+    def aggregates_nest(self):
+        """Whether every aggregator gets nested fragment ranges from its workers, as the
+        hosts lay them out (model_shards.share_spans), so that it sends no more than its
+        fastest input. Always so with one option per fragment; a fluid split over several
+        aggregators of one shard may not be."""
+        shares = {key: [(o.node, share) for o, share in legs] for key, legs in self.legs.items()}
+        offsets = aggregator_offsets(shares)
+        spans = defaultdict(list)
+        for (_worker, ps), legs in shares.items():
+            for node, start, end in share_spans(legs, ps, offsets):
+                if node != ps:
+                    spans[node, ps].append((start, end))
+        return all(spans_nest(group) for group in spans.values())
 
     def workers_at(self, aggregate):
         return sorted(w for (w, s), legs in self.legs.items()

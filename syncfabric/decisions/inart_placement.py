@@ -110,8 +110,9 @@ def plan(problem, policy=INART, split=None, trials=DEFAULT_TRIALS, seed=0,
     (exact_placement) for the integral optimum over its options, within exact_time_s in
     all (0: not at all). lp_split: the plan may also split fragments as the LP does
     (_lp_routes; the round planner's choice, where one option per fragment lost 8-10%
-    of the LP's rate), and is that split outright where it reaches the LP's rate; the
-    papers' policies keep one option per fragment, but for the spill."""
+    of the LP's rate), and is that split outright where it reaches the LP's rate and its
+    aggregates nest (GradientPlan.aggregates_nest); the papers' policies keep one option
+    per fragment, but for the spill."""
     if policy not in POLICIES:
         raise PlacementError("policy must be one of %s, got %r" % (", ".join(POLICIES), policy))
     if policy == INART and split is None:
@@ -134,7 +135,7 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s, lp_split):
                             returns=problem.returns)
     f_lp, rates, aggregate_rates = lp.f, lp.rates, lp.aggregate_rates
     as_lp = _fluid_plan(problem, split, policy, *_lp_routes(lp)) if lp_split else None
-    if as_lp is not None and as_lp.f >= f_lp * (1 - 1e-9):
+    if as_lp is not None and as_lp.f >= f_lp * (1 - 1e-9) and as_lp.aggregates_nest():
         return replace(as_lp, f_lp=f_lp, f_bound=f_lp)
     rng = random_module.Random(seed)
     weight = {k: split[k[1]] for k in problem.fragments}

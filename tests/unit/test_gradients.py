@@ -108,6 +108,48 @@ def test_fragments_fill_the_mtu_as_far_as_equal_shards_hold_as_many(model_bytes,
     assert {last - first for first, last in held.values()} == {count // shards}
 
 
+def test_workers_with_equal_shares_send_each_aggregator_the_same_fragments():
+    """The plan may list a fragment's aggregators in any order; each aggregator must still
+    get the same fragments from every worker, or its output carries both halves."""
+    from syncfabric.decisions.model_shards import worker_legs
+
+    def leg(node, share):
+        return {"ps": "h1", "node": node, "share": share, "rate_mbps": 2.5}
+
+    held = {"h1": (0, 10)}
+    one = worker_legs([leg("agg-b", 0.5), leg("agg-a", 0.5)], ["h1"], held, {})
+    other = worker_legs([leg("agg-a", 0.5), leg("agg-b", 0.5)], ["h1"], held, {})
+    assert one == other
+    assert [(item["host"], item["fragments"]) for item in one] == [("agg-a", [0, 5]),
+                                                                   ("agg-b", [5, 10])]
+    direct = worker_legs([leg("h1", 0.5), leg("agg-a", 0.5)], ["h1"], held, {})
+    assert [item["host"] for item in direct] == ["agg-a", "h1"]   # the shard's host takes the rest
+
+
+def test_an_aggregator_gets_nested_ranges_from_workers_that_skip_the_one_before_it():
+    """One worker sends to agg-a and agg-b, the other to agg-b only: agg-b's span starts
+    after the widest agg-a share for both, and the shard's host fills the gaps."""
+    from syncfabric.decisions.model_shards import aggregator_offsets, spans_nest, worker_legs
+    both = [{"ps": "h1", "node": "agg-a", "share": 0.4, "rate_mbps": 4.0},
+            {"ps": "h1", "node": "agg-b", "share": 0.2, "rate_mbps": 2.0},
+            {"ps": "h1", "node": "h1", "share": 0.4, "rate_mbps": 4.0}]
+    one = [{"ps": "h1", "node": "agg-b", "share": 0.3, "rate_mbps": 3.0},
+           {"ps": "h1", "node": "h1", "share": 0.7, "rate_mbps": 7.0}]
+    offsets = aggregator_offsets({("w1", "h1"): [(leg["node"], leg["share"]) for leg in both],
+                                  ("w2", "h1"): [(leg["node"], leg["share"]) for leg in one]})
+    assert offsets == {("h1", "agg-a"): 0.0, ("h1", "agg-b"): 0.4}
+    held = {"h1": (0, 100)}
+    first = worker_legs(both, ["h1"], held, offsets)
+    second = worker_legs(one, ["h1"], held, offsets)
+    assert [(leg["host"], leg["fragments"]) for leg in second] == [
+        ("h1", [0, 40]), ("agg-b", [40, 70]), ("h1", [70, 100])]
+    assert [leg["rate_mbps"] for leg in second] == pytest.approx([4.0, 3.0, 3.0])
+    assert [(leg["host"], leg["fragments"]) for leg in first] == [
+        ("agg-a", [0, 40]), ("agg-b", [40, 60]), ("h1", [60, 100])]
+    spans = [tuple(leg["fragments"]) for leg in first + second if leg["host"] == "agg-b"]
+    assert spans_nest(spans)
+
+
 def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
     from syncfabric.decisions import model_shards
     from syncfabric.hosts.gradient_wire import wire_mbit

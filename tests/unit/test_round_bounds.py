@@ -9,6 +9,7 @@ import pytest
 from experiments.sim.fabrics import fat_tree, servers, spine_leaf
 from syncfabric.decisions import round_bounds, round_planner
 from syncfabric.decisions.fabric_view import available_graph
+from syncfabric.decisions.model_shards import aggregator_offsets, fragment_ranges, worker_legs
 from tests.unit.test_round_planner import fabric, hosts
 
 MODEL_MBIT = 10.0
@@ -71,6 +72,29 @@ def booked(view, plan, reserved=None):
             for resource, value in load.items()}
 
 
+def widest_aggregate(plan, fragments=1000):
+    """The most fragments any aggregator gets from its workers together, over the most it
+    gets from one: 1 where every aggregate's ranges nest, as the LP's "an aggregate runs
+    at its fastest input" assumes."""
+    pss = list(plan.pss)
+    held = fragment_ranges({s: 1 / len(pss) for s in pss}, fragments * len(pss))
+    ranges = {}
+    for (worker, ps), options in plan.gradients.legs.items():
+        ranges.setdefault(worker, []).extend(
+            {"ps": ps, "node": option.node, "share": share, "rate_mbps": 1.0}
+            for option, share in options)
+    offsets = aggregator_offsets({key: [(option.node, share) for option, share in options]
+                                  for key, options in plan.gradients.legs.items()})
+    per_aggregate = {}
+    for legs in ranges.values():
+        for leg in worker_legs(legs, pss, held, offsets):
+            if leg["host"] != pss[leg["shard"]]:
+                per_aggregate.setdefault((leg["host"], leg["shard"]), []).append(leg["fragments"])
+    return max([len(set().union(*(range(*span) for span in spans)))
+                / max(last - first for first, last in spans)
+                for spans in per_aggregate.values()], default=1.0)
+
+
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("placement", [round_planner.COLOCATED, round_planner.DEDICATED])
 def test_no_plan_beats_the_bound_and_every_plan_fits(seed, placement):
@@ -98,6 +122,7 @@ def test_no_plan_beats_the_bound_and_every_plan_fits(seed, placement):
         assert bound <= fluid_s * (1 + 1e-9) and fluid_s <= plan.predicted_s * (1 + 1e-9)
         for resource, (load, capacity) in booked(view, plan, reserved).items():
             assert load <= capacity * (1 + 1e-6), resource
+        assert widest_aggregate(plan) <= 1.01
     best = round_planner.plan_job(view, workers, MODEL_MBIT, placement, reserved_mbps=reserved)
     assert best.predicted_s >= best.bound_s * (1 - 1e-9)
     assert best.ring_s >= round_bounds.line_rate_s(view, workers, MODEL_MBIT) * (1 - 1e-9)
