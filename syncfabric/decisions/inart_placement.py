@@ -177,8 +177,8 @@ def _phase2(problem, policy, split, trials, seed, exact_time_s, lp_split):
                   _fluid_plan(problem, split, policy)]
     if as_lp is not None:
         candidates.append(as_lp)
-    for candidate in candidates:
-        if candidate.f > result.f * (1 + 1e-9):
+    for candidate in candidates:   # a split whose aggregates do not nest carries more
+        if candidate.f > result.f * (1 + 1e-9) and candidate.aggregates_nest():
             result.f, result.legs = candidate.f, candidate.legs
             result.aggregate_paths = candidate.aggregate_paths
     return result

@@ -95,6 +95,17 @@ def widest_aggregate(plan, fragments=1000):
                 for spans in per_aggregate.values()], default=1.0)
 
 
+def test_sixteen_dedicated_workers_at_4x_get_aggregates_that_nest():
+    """On 8x8 with aggregators at 4x, the repaired plan's split sent half of every
+    fragment to two of four aggregators, which no common layout nests (the emulated round
+    took 2.0x its prediction): the planner keeps only splits whose aggregates nest."""
+    view = spine_leaf("8x8", 4, 10, aggregators="top", aggregator_bw=40)
+    names = servers(view)
+    plan = round_planner.plan_job(view, names[:16], MODEL_MBIT, round_planner.DEDICATED)
+    assert plan.gradients.aggregates_nest() and widest_aggregate(plan) == pytest.approx(1.0)
+    assert plan.predicted_s == pytest.approx(MODEL_MBIT / 10, rel=0.01)
+
+
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("placement", [round_planner.COLOCATED, round_planner.DEDICATED])
 def test_no_plan_beats_the_bound_and_every_plan_fits(seed, placement):
