@@ -208,6 +208,28 @@ def test_allreduce_measures_gloo_beside_our_modes_every_round_exact(tmp_path):
 
 
 @pytest.mark.integration
+def test_a_colocated_round_on_two_by_four_with_default_aggregators_runs_as_planned(tmp_path):
+    """One worker under each of 4 leaves, aggregators at 0.45x on the 2 spines: the joint
+    plan predicts 1.30 S/B, and a faithful round takes within 1.1x of it, exact, leaving
+    nothing on the switches."""
+    require_root()
+    out = tmp_path / "colocated.csv"
+    answer = run("allreduce", "--spines", "2", "--leaves", "4", "--hosts-per-leaf", "1",
+                 "--bw", "20", *PORTS, "--workers", "4", "--rounds", "3",
+                 "--modes", "stream-colocated", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert len(table) == 3 and all(r["verified"] == "True" and r["pss"] == "4" for r in table)
+    assert all(float(r["predicted_s"]) == pytest.approx(1.30 * float(r["line_rate_s"]), rel=0.02)
+               for r in table)
+    assert all(kept_up_or_busy(r) for r in table)
+    faithful = [r for r in table if r["fidelity_ok"] == "True"]
+    assert faithful or "not faithful" in answer.stdout
+    assert all(float(r["comm_s"]) <= 1.1 * float(r["predicted_s"]) for r in faithful)
+    assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
+
+
+@pytest.mark.integration
 def test_allreduce_on_a_fat_tree_every_round_exact(tmp_path):
     """--topo: the planner, the return trees and the jobs on a k=4 fat-tree (one host
     under each edge), with an aggregator on every core."""
