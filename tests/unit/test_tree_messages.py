@@ -161,3 +161,21 @@ def test_a_tree_moves_make_before_break_and_ends_as_if_installed_afresh():
     apply_all(tables, {s: then_break for s, (_, then_break) in changes.items()})
     assert multicast_walk(view, tables, "h1", packet) == {"h2", "h3"}
     assert {s: tables[s].state() for s in tables} == {s: fresh[s].state() for s in fresh}
+
+
+@pytest.mark.parametrize("fields", [
+    of.member_match((3, "10.0.0.1", "10.0.0.9", 4242)),
+    of.closed_match(("10.0.0.9", 4242)),
+    {"in_port": 7},
+    {},
+    {"eth_type": 0x0800, "ip_proto": 17, "ipv4_dst": "239.1.0.7", "ipv4_src": "10.0.0.2"},
+])
+def test_a_shared_match_is_the_one_ryu_builds_from_keywords(fields):
+    """shared_match normalizes each field once (match_field) and orders them as Ryu does:
+    the same match, byte for byte, as OFPMatch(**fields)."""
+    parser = fake_datapath().ofproto_parser
+    shared = of.shared_match(parser, tuple(sorted(fields.items())))
+    ours, ryus = bytearray(), bytearray()
+    shared.serialize(ours, 0)
+    parser.OFPMatch(**fields).serialize(ryus, 0)
+    assert ours == ryus and dict(shared.items()) == fields
