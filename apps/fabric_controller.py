@@ -29,6 +29,7 @@ from apps.rest_json import (METRICS_KEY, RequestError, RestApi, answer, counted_
 from apps.services import CONTEXT_KEY, contexts, start_timers
 from syncfabric.decisions.fabric_view import FabricError
 from syncfabric.openflow import builders as of
+from syncfabric.operator.heap import FREEZE_INTERVAL_S, HeapFreezer
 
 STATS_INTERVAL_S = 1.0
 REST_APP_KEY = "fabric_controller"
@@ -52,6 +53,10 @@ class EventPollPortStats(event.EventBase):
     """Timer: ask every switch for its port counters."""
 
 
+class EventFreezeHeap(event.EventBase):
+    """Timer: keep the garbage collector's full collections short (syncfabric/operator/heap.py)."""
+
+
 class FabricController(app_manager.RyuApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     _CONTEXTS = contexts()
@@ -67,7 +72,9 @@ class FabricController(app_manager.RyuApp):
     def start(self):
         """Load the description saved before a restart, once every app listens for events."""
         super().start()
-        start_timers(self, {EventPollPortStats: STATS_INTERVAL_S})
+        self.heap = HeapFreezer()   # the process's, so only a running controller's
+        start_timers(self, {EventPollPortStats: STATS_INTERVAL_S,
+                            EventFreezeHeap: FREEZE_INTERVAL_S})
         description = self.store.load("fabric")
         if description is not None:
             try:
@@ -173,6 +180,10 @@ class FabricController(app_manager.RyuApp):
         self.fabric.rates.update_ports(ev.msg.datapath.id, [
             (s.port_no, s.tx_bytes, s.rx_bytes, s.duration_sec + s.duration_nsec * 1e-9)
             for s in ev.msg.body if s.port_no <= max_port])
+
+    @set_ev_cls(EventFreezeHeap)
+    def _freeze_heap(self, _ev):
+        self.heap.tick()
 
     @set_ev_cls(EventPollPortStats)
     def _poll_port_stats(self, _ev):
