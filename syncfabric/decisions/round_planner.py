@@ -118,7 +118,8 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
                    if aggregation and c - reserved.get(a, 0.0) > MIN_RATE_MBPS}
     gradients = plan_gradients(graph, workers, pss, aggregators, returns)
-    if gradients.aggregators_used():
+    if gradients.aggregators_used() and not beats_any_plain_plan(
+            view, workers, pss, model_mbit, reserved_mbps, gradients.f):
         plain = plan_gradients(graph, workers, pss, {}, returns)
         if plain.f >= gradients.f * (1 - GAIN):
             gradients = plain
@@ -127,6 +128,14 @@ def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggreg
     return_mbps = gradients.f / len(pss)
     trees = [replace(tree, bandwidth_mbps=return_mbps) for tree in trees]
     return RoundPlan(list(pss), return_mbps, trees, gradients, model_mbit / gradients.f, bound_s)
+
+
+def beats_any_plain_plan(view, workers, pss, model_mbit, reserved_mbps, f):
+    """Whether rate f beats every plan to `pss` without aggregators by more than GAIN:
+    none is faster than their bound, so where f beats that, planning one (for 100
+    workers, as long as the plan with them) can be left out."""
+    plain_bound = lower_bound_s(view, workers, pss, model_mbit, False, reserved_mbps, len(pss))
+    return f * (1 - GAIN) > model_mbit / plain_bound
 
 
 def shard_hosts(view, workers, candidates, placement, aggregation=True):
@@ -235,26 +244,32 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
     own (colocated), on the aggregators (in-network) or, with auto, whichever predicts
     the shortest round; of equals the one with the fewest hosts on a fragment's way
     (in-network, then dedicated: docs/streaming-round.md measures the difference). Auto
-    stops at a plan that reaches S/B or the lowest bound of every placement. The plan
+    plans the placements from the lowest bound up, and stops at a plan that reaches S/B
+    or the lowest bound, or before a placement whose bound is above a plan's. The plan
     carries what a ring all-reduce would take on the same links (ring_s)."""
     floor = line_rate_s(view, workers, model_mbit)
-    order = placement_order(placement)
-    lowest = min(placement_bound(view, workers, where, model_mbit, shards, aggregation,
-                                 reserved_mbps) for where in order)
+    preference = placement_order(placement)
+    bounds = {where: placement_bound(view, workers, where, model_mbit, shards, aggregation,
+                                     reserved_mbps) for where in preference}
+    lowest = min(bounds.values())
     rounds, errors = [], []
-    for where in order:
+    # the lowest bound first: a placement whose bound is above a plan found cannot beat it
+    for where in sorted(preference, key=lambda where: (bounds[where], preference.index(where))):
+        if rounds and bounds[where] > min(plan.predicted_s for _where, plan in rounds) * (
+                1 + BOUND_REACHED):
+            break
         try:
             plan = plan_round(view, workers, view.hosts, model_mbit, max_shards(where, workers),
                               reserved_mbps, where, shards, aggregation)
         except PlacementError as error:
             errors.append(str(error))
             continue
-        rounds.append(plan)
+        rounds.append((where, plan))
         if reaches(plan, max(floor, lowest)):   # no placement can do better
             break
     if not rounds:
         raise PlacementError("; ".join(dict.fromkeys(errors)))   # each reason once
-    best = min(rounds, key=lambda plan: plan.predicted_s)   # min keeps the first of equals
+    _where, best = min(rounds, key=lambda item: (item[1].predicted_s, preference.index(item[0])))
     # the job's bound is over every placement it may take (one, unless auto)
     return replace(best, bound_s=lowest,
                    ring_s=ring_round_s(view, workers, model_mbit, reserved_mbps))

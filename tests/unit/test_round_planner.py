@@ -140,3 +140,29 @@ def test_auto_prefers_the_shards_in_the_switches_when_they_reach_s_over_b():
     plan = round_planner.plan_job(view, ["h1", "h4"], MODEL_MBIT)
     assert plan.predicted_s == pytest.approx(MODEL_MBIT / 20)
     assert not any(view.is_aggregator(ps) for ps in plan.pss) and not {"h1", "h4"} & set(plan.pss)
+
+
+def test_auto_plans_from_the_lowest_bound_and_leaves_out_what_cannot_beat_a_plan(monkeypatch):
+    """Every host but one a worker, aggregators at 0.45x: colocated has the lowest bound
+    and its plan comes within 0.1% of it, so in-network (whose bound is far above) and dedicated are
+    not planned at all; and with its aggregators beating every plan without them, the
+    plan without them is left out too."""
+    view = fabric(2, 4, 3, 20, 9)
+    workers = hosts(view)[:-1]
+    planned, gradients = [], []
+    plan_round, plan_gradients = round_planner.plan_round, round_planner.plan_gradients
+
+    def recording_round(*args):
+        planned.append(args[6])
+        return plan_round(*args)
+
+    def recording_gradients(graph, workers, pss, aggregators, returns):
+        gradients.append(bool(aggregators))
+        return plan_gradients(graph, workers, pss, aggregators, returns)
+
+    monkeypatch.setattr(round_planner, "plan_round", recording_round)
+    monkeypatch.setattr(round_planner, "plan_gradients", recording_gradients)
+    plan = round_planner.plan_job(view, workers, MODEL_MBIT)
+    assert planned == [round_planner.COLOCATED] and set(plan.pss) <= set(workers)
+    assert plan.predicted_s == pytest.approx(plan.bound_s, rel=0.01)
+    assert plan.gradients.aggregators_used() and gradients and all(gradients)
