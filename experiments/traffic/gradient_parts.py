@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syncfabric.decisions.model_shards import (aggregator_offsets, fragment_ranges, leg_shares,
-                                               worker_legs)
+from syncfabric.decisions.model_shards import destinations, fragment_ranges
 from syncfabric.hosts.gradient_wire import floats_per_fragment, fragment_count, wire_mbit
 from syncfabric.hosts.wire import ranges
 
@@ -36,11 +35,9 @@ class RoundParts:
         count = fragment_count(floats)
         bit = {w: 1 << i for i, w in enumerate(workers)}
         held = fragment_ranges(plan["split"], count)
-        offsets = aggregator_offsets(leg_shares(plan["workers"]))
         legs = {worker: [(leg["host"], pss[leg["shard"]], *leg["fragments"],
-                          leg["rate_mbps"] * rate_fraction)
-                         for leg in worker_legs(plan["workers"][worker], pss, held, offsets)]
-                for worker in workers}
+                          leg["rate_mbps"] * rate_fraction) for leg in legs]
+                for worker, legs in destinations(plan["workers"], workers, pss, held).items()}
         expected = {node: np.zeros(count, dtype=np.uint64) for node in aggregators + pss}
         for worker, pieces in legs.items():
             for node, ps, first, last, _rate in pieces:

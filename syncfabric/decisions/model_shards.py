@@ -62,9 +62,10 @@ def aggregator_offsets(shares):
     gets no offsets (share_spans then lays shares end to end)."""
     widest = {}
     for (_worker, ps), legs in shares.items():
+        of_shard = widest.setdefault(ps, {})
         for node, share in legs:
             if node != ps:
-                widest.setdefault(ps, {})[node] = max(widest.get(ps, {}).get(node, 0.0), share)
+                of_shard[node] = max(of_shard.get(node, 0.0), share)
     offsets = {}
     for ps, by_node in widest.items():
         if sum(by_node.values()) > 1 + SPAN_TOLERANCE:
@@ -87,9 +88,10 @@ def leg_shares(plan_workers):
 
 def share_spans(shares, ps, offsets):
     """[(node, start, end)] in order: one worker's split of shard ps's range [0, 1) from
-    [(node, share)] (none for its own shard), each aggregator's span at its offset (aggregator_offsets) and ps's
-    own host in the gaps. Without offsets for them, the shares lie end to end, the
-    aggregators by name and then ps, the same order for every worker."""
+    [(node, share)] (none for its own shard), each aggregator's span at its offset
+    (aggregator_offsets) and ps's own host in the gaps. Without offsets for them, the
+    shares lie end to end, the aggregators by name and then ps, the same order for
+    every worker."""
     if not shares:   # a worker's own shard, in its host
         return []
     sent = [(node, share) for node, share in shares if node != ps and share > 0]
@@ -135,3 +137,10 @@ def worker_legs(plan_legs, pss, held, offsets):
                 legs.append({"shard": index, "host": node, "fragments": [low, high],
                              "rate_mbps": leg["rate_mbps"] * (stop - start) / leg["share"]})
     return legs
+
+
+def destinations(plan_workers, workers, pss, held):
+    """{worker: worker_legs}: every worker's destinations from the INA plan's legs by
+    worker, laid out at the offsets of the whole plan's shares."""
+    offsets = aggregator_offsets(leg_shares(plan_workers))
+    return {w: worker_legs(plan_workers[w], pss, held, offsets) for w in workers}

@@ -4,10 +4,8 @@ against the lower bound, from the job's INA plan and trees as their services rep
 them."""
 
 from syncfabric.decisions import round_planner
-from syncfabric.decisions.model_shards import (DEFAULT_MTU, aggregator_offsets,
-                                               even_fragment_bytes, fragment_count,
-                                               fragment_ranges, leg_shares, wire_mbit,
-                                               worker_legs)
+from syncfabric.decisions.model_shards import (DEFAULT_MTU, destinations, even_fragment_bytes,
+                                               fragment_count, fragment_ranges, wire_mbit)
 from syncfabric.errors import NotFound
 
 
@@ -62,8 +60,7 @@ def round_report(request, plan, trees, placement):
     size = fragment_bytes(request, len(pss))
     held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
     address, port = plan["addresses"], plan["ports"]
-    offsets = aggregator_offsets(leg_shares(plan["workers"]))
-    legs = {w: worker_legs(plan["workers"][w], pss, held, offsets) for w in request["workers"]}
+    legs = destinations(plan["workers"], request["workers"], pss, held)
     shards = [shard_report(ps, tree, held[ps], size, model_bytes, address, port)
               for ps, tree in zip(pss, trees)]
     aggregators = [aggregator_report(aggregate, pss, legs, address, port)

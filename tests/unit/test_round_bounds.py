@@ -9,7 +9,7 @@ import pytest
 from experiments.sim.fabrics import fat_tree, servers, spine_leaf
 from syncfabric.decisions import round_bounds, round_planner
 from syncfabric.decisions.fabric_view import available_graph
-from syncfabric.decisions.model_shards import aggregator_offsets, fragment_ranges, worker_legs
+from syncfabric.decisions.model_shards import destinations, fragment_ranges
 from tests.unit.test_round_planner import fabric, hosts
 
 MODEL_MBIT = 10.0
@@ -83,11 +83,9 @@ def widest_aggregate(plan, fragments=1000):
         ranges.setdefault(worker, []).extend(
             {"ps": ps, "node": option.node, "share": share, "rate_mbps": 1.0}
             for option, share in options)
-    offsets = aggregator_offsets({key: [(option.node, share) for option, share in options]
-                                  for key, options in plan.gradients.legs.items()})
     per_aggregate = {}
-    for legs in ranges.values():
-        for leg in worker_legs(legs, pss, held, offsets):
+    for legs in destinations(ranges, list(ranges), pss, held).values():
+        for leg in legs:
             if leg["host"] != pss[leg["shard"]]:
                 per_aggregate.setdefault((leg["host"], leg["shard"]), []).append(leg["fragments"])
     return max([len(set().union(*(range(*span) for span in spans)))
