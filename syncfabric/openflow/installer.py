@@ -61,8 +61,7 @@ class Installer:
                 self._batch_of_xid[datapath.id, message.xid] = batch
             batch._waiting.add((datapath.id, barrier.xid))
             self._sent[datapath.id] += len(messages)
-            for message in [*messages, barrier]:
-                datapath.send_msg(message)
+            transmit(datapath, [*messages, barrier])
         if not batch._waiting and not batch._done.is_set():
             self._finish(batch)
         return batch
@@ -145,3 +144,18 @@ class Installer:
             time.monotonic() - batch.sent_at)
         if batch._on_done is not None:
             batch._on_done(batch)
+
+
+def transmit(datapath, messages):
+    """Send a switch its messages, in order. Ryu's Datapath takes them as one buffer
+    (`send`): message by message, a batch of hundreds waited on its send queue of 16,
+    a write each (a job's plan: 448 messages in 16 ms on 8x8). A switch that only
+    takes messages (the tests' fake) gets them one by one."""
+    send_bytes = getattr(datapath, "send", None)
+    if send_bytes is None:
+        for message in messages:
+            datapath.send_msg(message)
+        return
+    for message in messages:
+        message.serialize()
+    send_bytes(b"".join(message.buf for message in messages))

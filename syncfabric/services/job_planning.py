@@ -9,8 +9,22 @@ from syncfabric.services.job_reports import gradient_mbit
 
 def planned_round(view, request, reserved_mbps, metrics, offload):
     """The round planner's plan of `request` on what reserved_mbps leaves free."""
-    shards = None if request["shards"] == "auto" else request["shards"]
     with metrics.planning_seconds.labels("job").time():
         return offload(round_planner.plan_job, view, request["workers"],
-                       gradient_mbit(request), request["placement"], shards,
+                       gradient_mbit(request), request["placement"], requested_shards(request),
                        request["aggregation"], reserved_mbps)
+
+
+def beats_every_plain_round(view, request, reserved_mbps, planned):
+    """Whether `planned` (a RoundPlan) is as short as any round of `request` without
+    aggregators could be on what reserved_mbps leaves free (their lower bound): then
+    planning one to compare with it is wasted."""
+    plain_bound_s = round_planner.bound_without_aggregators_s(
+        view, request["workers"], gradient_mbit(request), request["placement"],
+        requested_shards(request), reserved_mbps)
+    return round_planner.reaches(planned, plain_bound_s)
+
+
+def requested_shards(request):
+    """The shard count asked for, or None for the planner's choice ("auto")."""
+    return None if request["shards"] == "auto" else request["shards"]

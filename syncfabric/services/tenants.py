@@ -28,7 +28,7 @@ from syncfabric.decisions.fair_shares import Demand, fair_rates
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.errors import Conflict, InvalidRequest
-from syncfabric.services.job_planning import planned_round
+from syncfabric.services.job_planning import beats_every_plain_round, planned_round
 from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
                                             min_rate_mbps, part_loads)
@@ -98,11 +98,15 @@ class Tenants:
         """(request, its round, every job's share) of the new job planned on `floor`, and,
         if it may aggregate, planned again without aggregators: of the two, the one whose
         shares, smallest first, are larger. Every job's gradients may meet in the same
-        aggregators' links, which the fabric's bisection would spare."""
+        aggregators' links, which the fabric's bisection would spare. Alone on the
+        fabric, a first plan as short as any without aggregators can be is kept as is."""
         variants = [request] + ([dict(request, aggregation=False)] if request["aggregation"]
                                 else [])
         best = None
         for variant in variants:
+            if best is not None and not live and beats_every_plain_round(view, request, floor,
+                                                                         best[1]):
+                break
             try:
                 planned = planned_round(view, variant, floor, self.jobs.metrics,
                                         self.jobs.offload)
