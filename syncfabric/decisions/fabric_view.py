@@ -157,8 +157,8 @@ class FabricView:
     @property
     def aggregators(self):
         """{aggregator host: processing capacity in Mbit/s}."""
-        return {h: self.graph.nodes[h]["aggregation_mbps"] for h in self.hosts
-                if self.is_aggregator(h)}
+        found = [h for h in self.host_by_ip.values() if self.is_aggregator(h)]
+        return {h: self.graph.nodes[h]["aggregation_mbps"] for h in sorted(found, key=self.ip_order)}
 
     @property
     def switches(self):
@@ -166,7 +166,11 @@ class FabricView:
 
     @property
     def hosts(self):
-        return sorted(self.host_by_ip.values(), key=lambda h: ipaddress.IPv4Address(self.ip(h)))
+        return sorted(self.host_by_ip.values(), key=self.ip_order)
+
+    def ip_order(self, host):
+        """Hosts sort by their addresses."""
+        return ipaddress.IPv4Address(self.ip(host))
 
     def dpid(self, switch):
         return self.graph.nodes[switch]["dpid"]

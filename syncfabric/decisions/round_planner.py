@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from itertools import zip_longest
 
-from syncfabric.decisions import ina_placement, inart_placement
+from syncfabric.decisions import direct_gradients, ina_placement, inart_placement
 from syncfabric.decisions.fabric_view import available_graph
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.ina_problem import InaProblem
@@ -35,11 +35,12 @@ from syncfabric.decisions.round_bounds import (downlink, free_mbps, line_rate_s,
                                                ring_round_s)
 
 MIN_RATE_MBPS = 1e-6
-MAX_PSS = 64       # shards a job may ask for (ina_plans takes 64 PSs a plan)
+MAX_PSS = 128      # shards a job may ask for (ina_plans takes 128 PSs a plan)
 AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
-# a colocated round plans a fragment per worker and shard: past this many the LP takes
-# seconds (32 workers x 32 shards: 2.9 s, x 16: 0.8 s, on 8x8 with aggregators)
-COLOCATED_FRAGMENTS = 1024
+# a round plans a fragment per worker and shard: past this many the LP takes seconds
+# (32 workers x 32 shards: 2.9 s, x 16: 0.8 s, on 8x8 with aggregators), and the
+# gradients go straight to their shards (direct_gradients)
+LP_FRAGMENTS = 1024
 BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
 GAIN = 1e-6        # aggregators that raise the rate by less gain nothing
 AUTO, DEDICATED, COLOCATED, IN_NETWORK = "auto", "dedicated", "colocated", "in-network"
@@ -98,7 +99,10 @@ def tree_loads(trees, share):
 
 def plan_gradients(graph, workers, pss, aggregators, returns):
     """The gradients to `pss`, rated with the trees' `returns`: GRID for one shard,
-    InArt's phase 2 with equal shards for several, split as the LP splits them."""
+    InArt's phase 2 with equal shards for several, split as the LP splits them; past
+    LP_FRAGMENTS fragments, straight to the shards without an LP (direct_gradients)."""
+    if len(workers) * len(pss) > LP_FRAGMENTS:
+        return direct_gradients.plan(graph, workers, pss, returns)
     if len(pss) == 1:
         return ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators,
                                              returns=returns))
@@ -172,7 +176,8 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
     shards: 1 to 3 s at 32 x 32) and few shards kept; a count whose own bound is above
     it is skipped. If none reaches it, every P up to AUTO_MAX_PSS is tried too, and
-    beyond it the halvings of the widest."""
+    beyond it the halvings of the widest, each unless its own bound is above the
+    fastest plan found (100 workers: 100 shards, then no LP of 2 to 50)."""
     hosts, fewest, largest, aggregation = shard_range(view, workers, candidates, placement,
                                                       max_pss, shards, aggregation)
     bound = lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
@@ -187,21 +192,23 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
             errors.append(str(error))
             return None
 
-    def may_reach(count):   # a count whose own bound is above the bound never reaches it
+    def below(count, limit_s):   # a count whose own bound is above a limit cannot beat it
         own = lower_bound_s(view, workers, hosts[:count], model_mbit, aggregation,
                             reserved_mbps, count)
-        return own <= bound * (1 + BOUND_REACHED)
+        return own <= limit_s * (1 + BOUND_REACHED)
 
     if shards is not None:
         best = attempt(largest)
     else:   # the fewest shards at the bound, else the fastest (of equals the fewest shards)
         plans = {}
-        hopeful = [count for count in doublings(fewest, largest) if may_reach(count)]
+        hopeful = [count for count in doublings(fewest, largest) if below(count, bound)]
         for count in hopeful + tried_counts(fewest, largest):
-            if count not in plans:
-                plans[count] = attempt(count)
-                if plans[count] is not None and reaches(plans[count], bound):
-                    break
+            found = [plan.predicted_s for plan in plans.values() if plan is not None]
+            if count in plans or (found and not below(count, min(found))):
+                continue
+            plans[count] = attempt(count)
+            if plans[count] is not None and reaches(plans[count], bound):
+                break
         found = [plans[count] for count in sorted(plans) if plans[count] is not None]
         best = min(found, key=lambda plan: plan.predicted_s, default=None)
     if best is None:
@@ -231,10 +238,10 @@ def placement_order(placement):
 
 
 def max_shards(placement, workers):
-    """A colocated round shards the model over every worker, as long as its workers x
-    shards stay within COLOCATED_FRAGMENTS; the others try up to AUTO_MAX_PSS hosts."""
+    """A colocated round may shard the model over every worker (up to MAX_PSS); the
+    others try up to AUTO_MAX_PSS hosts."""
     if placement == COLOCATED:
-        return min(MAX_PSS, max(2, COLOCATED_FRAGMENTS // len(workers)))
+        return min(MAX_PSS, max(2, len(workers)))
     return AUTO_MAX_PSS
 
 
@@ -286,6 +293,14 @@ def placement_bound(view, workers, placement, model_mbit, shards=None, aggregati
         return float("inf")
     return lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
                          fewest)
+
+
+def bound_without_aggregators_s(view, workers, model_mbit, placement=AUTO, shards=None,
+                                reserved_mbps=None):
+    """No plan of the job without aggregators is shorter: the lowest of its placements'
+    bounds with aggregation off. A plan with them that reaches it needs no plain rival."""
+    return min(placement_bound(view, workers, where, model_mbit, shards, False, reserved_mbps)
+               for where in placement_order(placement))
 
 
 def reaches(plan, bound_s):

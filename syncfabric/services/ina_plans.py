@@ -32,7 +32,7 @@ LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
 POLICIES = ina_problem.POLICIES + inart_placement.POLICIES
 GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
-MAX_PSS = 64   # a streaming round may shard the model over every worker
+MAX_PSS = 128   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
 PLANNING_ATTEMPTS = 3
 

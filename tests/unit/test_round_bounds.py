@@ -135,3 +135,33 @@ def test_no_plan_beats_the_bound_and_every_plan_fits(seed, placement):
     best = round_planner.plan_job(view, workers, MODEL_MBIT, placement, reserved_mbps=reserved)
     assert best.predicted_s >= best.bound_s * (1 - 1e-9)
     assert best.ring_s >= round_bounds.line_rate_s(view, workers, MODEL_MBIT) * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_round_too_wide_for_the_lp_goes_straight_to_its_shards_and_fits(seed, monkeypatch):
+    """Past LP_FRAGMENTS every fragment takes a shortest path straight to its shard
+    (direct_gradients): on small random fabrics, beside other traffic, its gradients and
+    trees stay within every link, no aggregator is used, and no plan beats the bound."""
+    monkeypatch.setattr(round_planner, "LP_FRAGMENTS", 0)
+    rng = random.Random(seed)
+    view = fabric(rng.randint(2, 3), rng.randint(2, 3), rng.randint(2, 3), 20, 9, rng)
+    names = hosts(view)
+    rng.shuffle(names)
+    workers = names[:rng.randint(3, len(names))]
+    reserved = rng.choice([None, {edge: rng.uniform(0, 4) for edge in view.graph.edges}])
+    plan = round_planner.plan_job(view, workers, MODEL_MBIT, round_planner.COLOCATED,
+                                  reserved_mbps=reserved)
+    assert not plan.gradients.aggregators_used()
+    assert set(plan.gradients.legs) == {(w, s) for w in workers for s in plan.pss if w != s}
+    for resource, (load, capacity) in booked(view, plan, reserved).items():
+        assert load <= capacity * (1 + 1e-6), resource
+    assert plan.predicted_s >= plan.bound_s * (1 - 1e-9)
+
+
+def test_a_hundred_colocated_workers_shard_over_all_of_them_and_tie_the_ring():
+    """100 workers on 8x8 with aggregators at 0.45x: 100 shards without an LP (10, what
+    one can take, gave 7.96 S/B), no slower than a ring on the same links."""
+    view = spine_leaf("8x8", 13, 20, aggregators="top", aggregator_bw=9)
+    plan = round_planner.plan_job(view, servers(view)[:100], MODEL_MBIT)
+    assert len(plan.pss) == 100
+    assert plan.bound_s <= plan.predicted_s <= plan.ring_s * (1 + 1e-6)
