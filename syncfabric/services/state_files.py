@@ -44,8 +44,10 @@ class StateFiles:
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % name)
+            # compact: json.dumps without indent is the C encoder, 8x faster than an
+            # indented dump, and a job's set-up saves three of these
             with os.fdopen(handle, "w") as file:   # mkstemp makes it 0600
-                json.dump(data, file, indent=1, sort_keys=True)
+                file.write(json.dumps(data, sort_keys=True))
             os.replace(temporary, directory / ("%s.json" % name))
         except OSError as error:
             LOG.error("could not save %s in %s: %s", name, directory, error)
