@@ -25,8 +25,6 @@ the one asked for, and writes the first under `baseline`.
 import dataclasses
 import datetime
 import json
-import os
-import platform as platform_module
 import socket
 import sys
 from pathlib import Path
@@ -36,6 +34,7 @@ from tqdm import tqdm
 from experiments import fidelity, packet_drops
 from experiments.cli import (build_fabric, comma_list, experiment_parser, progress_printer,
                              topo_argument, topo_spec)
+from experiments.machine_facts import machine
 from experiments.platform_capacity import PATTERNS, PLATFORM_FILE, all_to_all_capacity_mbps
 from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
@@ -240,13 +239,6 @@ class Calibration:
             return run_in_hosts(self.bed, self.hosts, command, drive, "calibration")
         finally:
             self.listener.close()
-
-
-def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform_module.processor())
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform_module.release(),
-            "hostname": socket.gethostname()}
 
 
 def calibrate(args, topo, data_plane):

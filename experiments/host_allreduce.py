@@ -11,8 +11,11 @@ Linux bridge, or all on loopback (experiments/host_network.py). The job comes fr
 controller's planner with links declared at 100 Gbit/s (experiments/host_jobs.py). Every
 sum is checked exactly. A row per network, placement, data path, GSO/GRO, cores and
 size: round_s is the median of rounds 2..R (each from the last host's start to the last
-host's end), cpu_s every process's CPU in a round, rcvbuf_errors the kernel's count of
-datagrams dropped for a full receive buffer over the whole run.
+host's end), cpu_s every process's CPU in a round (cpu_per_mb_ms: per MiB of the
+buffer; cpu_ratio_to_gloo: ours over Gloo's), rcvbuf_errors the kernel's count of
+datagrams dropped for a full receive buffer over the whole run. kernel, cpu_model and
+mitigations say which machine it was (machine_facts): the kernel's cost per datagram
+differs between machines of one kind.
 
 --cores 1,2 runs each dedicated shard host's daemon on 1 and on 2 cores (its --cores):
 shard_cpu_us_per_datagram is what the shard hosts spend on each datagram they take, and
@@ -21,6 +24,7 @@ workers need them too: this measures the split's cost, not a speed-up. Root; run
 alone.
 """
 
+import contextlib
 import json
 import os
 import statistics
@@ -33,13 +37,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from experiments.plots.hosts import plot_host_allreduce
+from experiments import machine_facts
 from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import NETWORKS, HostNetwork
 
 COLUMNS = ["network", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
-           "algbw_gbit_s", "cpu_s", "rcvbuf_errors", "ratio_to_gloo", "exact",
-           "shard_cpu_us_per_datagram", "core_shares"]
+           "algbw_gbit_s", "cpu_s", "cpu_per_mb_ms", "rcvbuf_errors", "ratio_to_gloo",
+           "cpu_ratio_to_gloo", "exact",
+           "shard_cpu_us_per_datagram", "core_shares", *machine_facts.COLUMNS]
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
 GLOO_PORT = 29650
@@ -86,23 +92,25 @@ class Hosts:
                 process.wait()
 
 
-def measure(network, environment, workers, servers, rounds, start_ranks):
+def measure(network, environment, workers, servers, rounds, start_ranks, steady=None):
     """Start the hosts (start_ranks(hosts)), run `rounds` rounds in step; {round_s: the
     median round of 2..R, cpu_s: CPU seconds per round, rcvbuf_errors, exact: every round
-    exact, servers: the shard hosts' ServerCounts over rounds 2..R}."""
+    exact, servers: the shard hosts' ServerCounts over rounds 2..R}. steady(processes):
+    a context manager around rounds 2..R, given {host name: Popen} (a profiler's window:
+    experiments.host_profile)."""
     hosts = Hosts(network, environment)
     errors_before = network.rcvbuf_errors()
     try:
         start_ranks(hosts)
         for name in workers:
             assert hosts.read(name) == {"ready": True}
-        times, cpu, exact, before = [], [], True, None
-        for number in range(1, rounds + 1):
-            if number == 2:
-                before = ServerCounts.of(hosts.ask(servers, "cpu"))
-            answers = hosts.ask(workers, "go")
-            exact = exact and all(a["exact"] for a in answers)
-            if number >= 2:
+        exact = all(a["exact"] for a in hosts.ask(workers, "go"))   # round 1: not timed
+        before = ServerCounts.of(hosts.ask(servers, "cpu"))
+        times, cpu = [], []
+        with (steady or contextlib.nullcontext)(hosts.processes):
+            for _number in range(2, rounds + 1):
+                answers = hosts.ask(workers, "go")
+                exact = exact and all(a["exact"] for a in answers)
                 times.append(max(a["end"] for a in answers) - max(a["start"] for a in answers))
                 cpu.append(sum(a["cpu_s"] for a in answers))
         used = ServerCounts.of(hosts.ask(servers, "cpu")).since(before)
@@ -140,7 +148,7 @@ class ServerCounts:
         return "/".join("%.3f" % (n / total) for n in self.datagrams) if total else ""
 
 
-def gloo_row(network, args, size_mb, environment):
+def gloo_row(network, args, size_mb, environment, steady=None):
     workers, _ = host_names(args.workers, 0, "colocated")
     floats = int(size_mb * 2 ** 20) // 4
     master = "%s:%d" % (network.addresses[workers[0]], GLOO_PORT)
@@ -150,11 +158,11 @@ def gloo_row(network, args, size_mb, environment):
             hosts.start(name, ["gloo", "--floats", str(floats), "--rank", str(rank), "--world",
                                str(len(workers)), "--master", master, "--rounds", str(args.rounds)])
     env = dict(environment, GLOO_SOCKET_IFNAME=network.interface)
-    result = measure(network, env, workers, [], args.rounds, start)
+    result = measure(network, env, workers, [], args.rounds, start, steady)
     return row(network, "-", "gloo", "-", "-", size_mb, result)
 
 
-def our_row(network, args, size_mb, variant, job_path, environment):
+def our_row(network, args, size_mb, variant, job_path, environment, steady=None):
     placement, datapath, gso, cores = variant
     workers, servers = host_names(args.workers, args.shards, placement)
 
@@ -167,7 +175,7 @@ def our_row(network, args, size_mb, variant, job_path, environment):
                                "--rounds", str(args.rounds)])
     env = dict(environment, SYNCFABRIC_DATAPATH=datapath, SYNCFABRIC_GSO=gso)
     return row(network, placement, datapath, gso, cores, size_mb,
-               measure(network, env, workers, servers, args.rounds, start))
+               measure(network, env, workers, servers, args.rounds, start, steady))
 
 
 def row(network, placement, datapath, gso, cores, size_mb, measured):
@@ -175,10 +183,11 @@ def row(network, placement, datapath, gso, cores, size_mb, measured):
     return {"network": network.kind, "placement": placement, "datapath": datapath, "gso": gso,
             "cores": cores, "size_mb": size_mb, "round_s": round(round_s, 5),
             "algbw_gbit_s": round(size_mb * 2 ** 20 * 8 / round_s / 1e9, 3),
-            "cpu_s": round(measured["cpu_s"], 5), "rcvbuf_errors": measured["rcvbuf_errors"],
-            "exact": measured["exact"],
+            "cpu_s": round(measured["cpu_s"], 5),
+            "cpu_per_mb_ms": round(measured["cpu_s"] / size_mb * 1000, 3),
+            "rcvbuf_errors": measured["rcvbuf_errors"], "exact": measured["exact"],
             "shard_cpu_us_per_datagram": measured["servers"].us_per_datagram(),
-            "core_shares": measured["servers"].shares()}
+            "core_shares": measured["servers"].shares(), **machine_facts.csv_columns()}
 
 
 def variants(args):
@@ -190,8 +199,23 @@ def variants(args):
             for cores in (args.cores if placement == "dedicated" else [1])]
 
 
+def write_job(network, args, size_mb, placement, folder):
+    """The planner's job for `placement` on this network, in a file in `folder`."""
+    job_path = Path(folder) / ("%s-%s-%g.json" % (network.kind, placement, size_mb))
+    workers, servers = host_names(args.workers, args.shards, placement)
+    job = plan_job({n: network.addresses[n] for n in workers + servers}, workers,
+                   int(size_mb * 2 ** 20), placement, args.shards)
+    job_path.write_text(json.dumps(job))
+    return job_path
+
+
+def environment_of_hosts():
+    """The hosts' processes' environment: one thread for numpy's sums, this checkout first."""
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path.cwd()))
+
+
 def run(args):
-    environment = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path.cwd()))
+    environment = environment_of_hosts()
     rows = []
     steps = len(args.networks) * len(args.sizes) * (1 + len(variants(args)))
     with tqdm(total=steps, desc="host all-reduce") as bar, tempfile.TemporaryDirectory() as folder:
@@ -203,17 +227,13 @@ def run(args):
                     rows.append(gloo)
                     bar.update()
                     for variant in variants(args):
-                        placement = variant[0]
-                        job_path = Path(folder) / ("%s-%s-%g.json" % (kind, placement, size_mb))
-                        ours_workers, ours_servers = host_names(args.workers, args.shards, placement)
-                        job = plan_job({n: network.addresses[n] for n in ours_workers + ours_servers},
-                                       ours_workers, int(size_mb * 2 ** 20), placement, args.shards)
-                        job_path.write_text(json.dumps(job))
+                        job_path = write_job(network, args, size_mb, variant[0], folder)
                         rows.append(our_row(network, args, size_mb, variant, job_path,
                                             environment))
                         bar.update()
                     for ours in rows[-1 - len(variants(args)):]:
                         ours["ratio_to_gloo"] = round(gloo["round_s"] / ours["round_s"], 3)
+                        ours["cpu_ratio_to_gloo"] = round(ours["cpu_s"] / gloo["cpu_s"], 3)
     return rows
 
 
@@ -252,7 +272,8 @@ def summary(r):
         line += "  shards %.2f us/datagram, cores %s" % (r["shard_cpu_us_per_datagram"],
                                                          r["core_shares"])
     if r["datapath"] != "gloo":
-        line += "  %.2fx Gloo's speed" % r["ratio_to_gloo"]
+        line += "  %.2fx Gloo's speed, %.2fx its CPU per byte" % (r["ratio_to_gloo"],
+                                                                r["cpu_ratio_to_gloo"])
     return line + ("" if r["exact"] else "  NOT EXACT")
 
 

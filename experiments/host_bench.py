@@ -11,9 +11,10 @@ Roles (syncfabric/hosts): sender, a worker's fragments built and paced out
 (ReturnedSums); aggregator and shard, the summing nodes (job_roles), the shard also
 returning each sum by multicast. The generator is the native data path's sender, so
 that it is not the limit: each row also gives its rate alone, feeding nobody. A row
-gives the role's datagrams per second and the CPU microseconds it spent on each. It runs
-in a network namespace of its own (root), where loopback carries multicast. Run it with
-nothing else on the machine.
+gives the role's datagrams per second and the CPU microseconds it spent on each, and the
+machine (kernel, cpu_model, mitigations: machine_facts). It runs in a network namespace
+of its own (root), where loopback carries multicast. Run it with nothing else on the
+machine.
 """
 
 import argparse
@@ -31,6 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments.plots.hosts import plot_host_bench
+from experiments import machine_facts
 from experiments.cli import experiment_parser, write_csv
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.gradient_wire import HEADER
@@ -41,7 +43,8 @@ from syncfabric.hosts.receivers import receiving_socket
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
 COLUMNS = ["role", "datapath", "gso", "datagram_bytes", "datagrams_per_s", "gbit_s",
-           "cpu_us_per_datagram", "generator_datagrams_per_s", "iperf_datagrams_per_s"]
+           "cpu_us_per_datagram", "generator_datagrams_per_s", "iperf_datagrams_per_s",
+           *machine_facts.COLUMNS]
 ROLES = ("sender", "receiver", "aggregator", "shard")
 PATHS = (("python", "off"), ("native", "off"), ("native", "on"))
 SIZES = (1472, 8972)
@@ -271,7 +274,8 @@ def inside(args):
                              "datagrams_per_s": round(rate), "gbit_s": round(rate * size * 8 / 1e9, 3),
                              "cpu_us_per_datagram": round(cpu_us, 2),
                              "generator_datagrams_per_s": "" if alone is None else round(alone),
-                             "iperf_datagrams_per_s": round(reference)})
+                             "iperf_datagrams_per_s": round(reference),
+                             **machine_facts.csv_columns()})
     return rows
 
 

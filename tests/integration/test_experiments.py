@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import platform
 import subprocess
 import sys
 
@@ -344,6 +345,30 @@ def test_soak_finds_no_violation_in_30_seconds(tmp_path):
 
 
 @pytest.mark.integration
+def test_host_profile_splits_every_roles_timed_rounds_into_steps(tmp_path):
+    """perf over the timed rounds on loopback: Gloo's ranks, our workers and shard hosts
+    with GSO off and on each get samples, their shares sum to 1, ours include the
+    kernel's send and receive paths, and neither perf nor a namespace is left."""
+    require_root()
+    out = tmp_path / "profile.csv"
+    answer = run("host_profile", "--network", "loopback", "--size", "4", "--rounds", "3",
+                 "--workers", "2", "--shards", "2", "--frequency", "2999", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    roles = {(r["role"], r["gso"]) for r in table}
+    assert roles == {("gloo", "-"), ("worker", "off"), ("worker", "on"), ("shard", "off"),
+                     ("shard", "on")}
+    for role in roles:
+        mine = [r for r in table if (r["role"], r["gso"]) == role]
+        assert sum(float(r["share"]) for r in mine) == pytest.approx(1.0, abs=0.01)
+    steps = {r["step"] for r in table if r["role"] == "worker"}
+    assert {"kernel send", "kernel receive"} <= steps
+    assert subprocess.run(["pgrep", "-x", "perf"], capture_output=True).returncode == 1
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "sfns-ha-" not in namespaces
+
+
+@pytest.mark.integration
 def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp_path):
     """Namespaces on veth and on loopback, no fabric: every row exact, no receive buffer
     overflowed, a ratio to Gloo's time in each of ours, dedicated shard hosts on one
@@ -362,7 +387,10 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
                     for cores in (("1", "2") if placement == "dedicated" else ("1",))]
     assert [r["network"] for r in table if r["datapath"] == "gloo"] == ["veth", "loopback"]
     assert all(r["exact"] == "True" and r["rcvbuf_errors"] == "0" for r in table)
-    assert all(float(r["ratio_to_gloo"]) > 0 for r in table if r["datapath"] != "gloo")
+    assert all(float(r["ratio_to_gloo"]) > 0 and float(r["cpu_ratio_to_gloo"]) > 0
+               for r in table if r["datapath"] != "gloo")
+    assert all(float(r["cpu_per_mb_ms"]) > 0 and r["kernel"] == platform.release()
+               and r["mitigations"] for r in table)
     for r in (r for r in table if r["placement"] == "dedicated"):
         shares = [float(share) for share in r["core_shares"].split("/")]
         assert len(shares) == int(r["cores"]) and min(shares) > 0.2, r

@@ -24,6 +24,7 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "sim.ps_multicast", "sim.selmcast", "sim.ina",
                                     "sim.emulation_check", "calibrate", "allreduce", "leftovers",
                                     "job_setup", "host_bench", "host_allreduce", "host_ranks",
+                                    "host_profile",
                                     "namespace_fabric", "ddp", "tenants",
                                     "traffic.ddp_training"])
 def test_every_script_has_help(module):

@@ -1,0 +1,217 @@
+"""Benchmark: where a round's CPU goes on the hosts, by role and by step, sampled by
+perf over experiments.host_allreduce's timed rounds (2..R): Gloo's ranks, then ours
+with dedicated shards on the native data path, GSO off and on.
+
+    python -m experiments.host_profile --network loopback --size 64 \\
+        --out results/host_profile.csv
+
+`perf record -a` samples every CPU at --frequency, its events on only during the timed
+rounds. Each sample counts for the process it hit (a worker, a shard's host or a Gloo
+rank) and for a step, by the function it hit (STEP_RULES, first match): waiting, kernel
+entry and exit (system calls and the mitigations' thunks), copies between the kernel
+and the process, the kernel's receive and send paths, byte order (our wire's big-endian
+floats), sums, our C data path's other work, Python, numpy (the benchmark's own values
+and checks are there too), Gloo's library, and the rest. Self time only: a step is
+where the CPU was, not who called it. CSV columns: role, gso, step, samples,
+cpu_ms_per_round, share (of the role's samples), and the machine's kernel, cpu_model
+and mitigations. Root; run it alone.
+"""
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from tqdm import tqdm
+
+from experiments import host_allreduce, machine_facts
+from experiments.cli import experiment_parser, write_csv
+from experiments.host_jobs import host_names
+from experiments.host_network import NETWORKS, HostNetwork
+
+COLUMNS = ["role", "gso", "step", "samples", "cpu_ms_per_round", "share",
+           *machine_facts.COLUMNS]
+KERNEL = "[kernel.kallsyms]"
+# (step, the dso it must be in: "kernel", "native", or None for any, symbol pattern)
+STEP_RULES = [
+    ("waiting", "kernel", r"schedule|futex|epoll|ep_poll|do_select|do_sys_poll|poll_schedule|"
+                          r"hrtimer|finish_task_switch|pick_next|default_idle|cpu_idle"),
+    ("kernel entry and exit", "kernel", r"entry_SYSCALL|syscall_return|do_syscall|syscall_exit|"
+                                        r"exit_to_user|_thunk|srso|retbleed|__x64_sys"),
+    ("copies", None, r"copy_user|_copy_to_iter|_copy_from_iter|copy_page|rep_movs|memcpy|"
+                     r"memmove|csum_partial_copy"),
+    ("kernel receive", "kernel", r"recv|rcv|gro|skb_consume|udp_queue|__skb_datagram|netif_rx|"
+                                 r"napi|backlog|softirq|net_rx|skb_release|kfree_skb"),
+    ("kernel send", "kernel", r"send|xmit|output|udp_push|ip_make_skb|ip_append|alloc_skb|"
+                              r"dev_queue|segment|gso|ip_finish|ip_local_out|neigh"),
+    ("byte order", "native", r"copy_big_endian|load_big_endian"),
+    ("sums", "native", r"add_big_endian|sum_fragments|place_sums"),
+    ("data path (C)", "native", r""),
+]
+OTHER_STEPS = ["python", "numpy", "Gloo's library", "other kernel", "other"]
+STEPS = [step for step, _dso, _pattern in STEP_RULES] + OTHER_STEPS
+
+
+def step_of(dso, symbol):
+    """The step a sample in `symbol` of `dso` (as perf names them) counts for."""
+    native = "_native" in dso
+    kernel = dso == KERNEL
+    for step, where, pattern in STEP_RULES:
+        if (where == "kernel" and not kernel) or (where == "native" and not native):
+            continue
+        if re.search(pattern, symbol):
+            return step
+    if "numpy" in dso or "multiarray" in dso:   # before python: numpy's are cpython-311 .so
+        return "numpy"
+    if "torch" in dso or "gloo" in dso:
+        return "Gloo's library"
+    if "python" in dso:
+        return "python"
+    return "other kernel" if kernel else "other"
+
+
+def report_lines(text):
+    """[(samples, pid, dso, symbol)] of `perf report --stdio -n --sort pid,dso,sym -t |`."""
+    found = []
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split("|")]
+        if len(fields) < 5 or line.lstrip().startswith("#") or not fields[1].isdigit():
+            continue
+        pid = int(fields[2].split(":", 1)[0])
+        symbol = re.sub(r"^\[[a-z.]\]\s*", "", fields[4])
+        found.append((int(fields[1]), pid, fields[3], symbol))
+    return found
+
+
+class Perf:
+    """`perf record -a` at `frequency`, started with its events off and turned on only
+    inside window() (through its control FIFO), so that start-up and the untimed first
+    round are not sampled."""
+
+    def __init__(self, data, frequency, folder):
+        self.control, self.ack = Path(folder) / "perf-control", Path(folder) / "perf-ack"
+        for fifo in (self.control, self.ack):
+            os.mkfifo(fifo)
+        self.process = subprocess.Popen(
+            ["perf", "record", "-q", "-a", "-F", str(frequency), "-D", "-1", "-o", str(data),
+             "--control", "fifo:%s,%s" % (self.control, self.ack)])
+        self.commands = open(self.control, "w")   # each opens when perf has opened the other end
+        self.answers = open(self.ack)
+
+    def command(self, word):
+        self.commands.write(word + "\n")
+        self.commands.flush()
+        if self.answers.readline().strip() != "ack":
+            raise RuntimeError("perf did not acknowledge %r" % word)
+
+    @contextlib.contextmanager
+    def window(self):
+        self.command("enable")
+        try:
+            yield
+        finally:
+            self.command("disable")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=120)
+        self.commands.close()
+        self.answers.close()
+
+
+def profile(args, folder):
+    """(the perf report's lines, {pid: (role, gso)}, host_allreduce's rows): Gloo's ranks,
+    then ours with GSO off and on, each sampled over rounds 2..R only."""
+    data = Path(folder) / "perf.data"
+    options = host_allreduce.parse_args(["--workers", str(args.workers), "--shards",
+                                         str(args.shards), "--rounds", str(args.rounds)])
+    environment = host_allreduce.environment_of_hosts()
+    workers, servers = host_names(args.workers, args.shards, "dedicated")
+    roles, rows = {}, []
+    perf = Perf(data, args.frequency, folder)
+    try:
+        with HostNetwork(args.network, workers + servers) as network:
+            def steady(role_of_name, gso):
+                @contextlib.contextmanager
+                def sampled(processes):
+                    roles.update({process.pid: (role_of_name(name), gso)
+                                  for name, process in processes.items()})
+                    with perf.window():
+                        yield
+                return sampled
+            rows.append(host_allreduce.gloo_row(network, options, args.size, environment,
+                                                steady(lambda name: "gloo", "-")))
+            job = host_allreduce.write_job(network, options, args.size, "dedicated", folder)
+            for gso in tqdm(("off", "on"), desc="data path, GSO"):
+                rows.append(host_allreduce.our_row(
+                    network, options, args.size, ("dedicated", "native", gso, 1), job,
+                    environment, steady(lambda name: "worker" if name in workers else "shard",
+                                        gso)))
+    finally:
+        perf.stop()
+    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "-n",
+                             "--sort", "pid,dso,sym", "-t", "|"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            check=True).stdout
+    return report_lines(report), roles, rows
+
+
+def tally(lines, roles, rounds, frequency):
+    """CSV rows: every role's samples per step (over rounds 2..R), as CPU per round
+    and as its share of the role's."""
+    counts = Counter()
+    for samples, pid, dso, symbol in lines:
+        if pid in roles:
+            counts[roles[pid] + (step_of(dso, symbol),)] += samples
+    totals = Counter()
+    for (role, gso, _step), samples in counts.items():
+        totals[role, gso] += samples
+    machine = machine_facts.csv_columns()
+    return [{"role": role, "gso": gso, "step": step, "samples": counts[role, gso, step],
+             "cpu_ms_per_round": round(counts[role, gso, step] / frequency * 1000 / (rounds - 1),
+                                      2),
+             "share": round(counts[role, gso, step] / totals[role, gso], 4), **machine}
+            for role, gso in sorted(totals) for step in STEPS if counts[role, gso, step]]
+
+
+def parse_args(argv):
+    parser = experiment_parser("experiments.host_profile", __doc__)
+    parser.add_argument("--network", choices=NETWORKS, default="loopback")
+    parser.add_argument("--size", type=float, default=64.0, help="buffer in MiB (default 64)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--frequency", type=int, default=999, help="samples per second per CPU")
+    parser.add_argument("--out", type=Path, default=Path("results/host_profile.csv"))
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        sys.exit("error: perf samples every CPU and the hosts run in network namespaces: "
+                 "run it as root")
+    with tempfile.TemporaryDirectory() as folder:
+        lines, roles, runs = profile(args, folder)
+    rows = tally(lines, roles, args.rounds, args.frequency)
+    write_csv(rows, args.out, COLUMNS)
+    for run in runs:
+        print("%s gso %s: %.4f s a round, CPU %.4f s a round (the processes' own count)" % (
+            run["datapath"], run["gso"], run["round_s"], run["cpu_s"]))
+    print("%-7s %-3s %s" % ("role", "gso", "  ".join("%s" % step for step in STEPS)))
+    for role, gso in sorted({(row["role"], row["gso"]) for row in rows}):
+        share = {row["step"]: row for row in rows if (row["role"], row["gso"]) == (role, gso)}
+        print("%-7s %-3s %s" % (role, gso, "  ".join(
+            "%s %.0f%% (%.1f ms)" % (step, share[step]["share"] * 100,
+                                      share[step]["cpu_ms_per_round"])
+            for step in STEPS if step in share)))
+    print("CSV: %s" % args.out)
+
+
+if __name__ == "__main__":
+    main()
