@@ -5,16 +5,17 @@ with dedicated shards on the native data path, GSO off and on.
     python -m experiments.host_profile --network loopback --size 64 \\
         --out results/host_profile.csv
 
-`perf record -a` samples every CPU at --frequency, its events on only during the timed
-rounds. Each sample counts for the process it hit (a worker, a shard's host or a Gloo
-rank) and for a step, by the function it hit (STEP_RULES, first match): waiting, kernel
-entry and exit (system calls and the mitigations' thunks), copies between the kernel
-and the process, the kernel's receive and send paths, byte order (our wire's big-endian
-floats), sums, our C data path's other work, Python, numpy (the benchmark's own values
-and checks are there too), Gloo's library, and the rest. Self time only: a step is
-where the CPU was, not who called it. CSV columns: role, gso, step, samples,
-cpu_ms_per_round, share (of the role's samples), and the machine's kernel, cpu_model
-and mitigations. Root; run it alone.
+`perf record -a` samples every CPU at --frequency; only the samples taken during the
+timed rounds count (by their CLOCK_MONOTONIC stamps). Each counts for the process it
+hit (a worker, a shard's host or a Gloo rank) and for a step, by the function it hit
+(STEP_RULES, first match): waiting and waking threads, memory (page faults on new
+pages, and zeroing), kernel entry and exit (system calls and the mitigations' thunks),
+copies between the kernel and the process, the kernel's receive and send paths, byte
+order (our wire's big-endian floats), sums, our C data path's other work, Python,
+numpy (the benchmark's own values and checks are there too), Gloo's library, and the
+rest. Self time only: a step is where the CPU was, not who called it. CSV columns:
+role, gso, step, samples, cpu_ms_per_round, share (of the role's samples), and the
+machine's kernel, cpu_model and mitigations. Root; run it alone.
 """
 
 import contextlib
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -39,8 +41,13 @@ COLUMNS = ["role", "gso", "step", "samples", "cpu_ms_per_round", "share",
 KERNEL = "[kernel.kallsyms]"
 # (step, the dso it must be in: "kernel", "native", or None for any, symbol pattern)
 STEP_RULES = [
-    ("waiting", "kernel", r"schedule|futex|epoll|ep_poll|do_select|do_sys_poll|poll_schedule|"
-                          r"hrtimer|finish_task_switch|pick_next|default_idle|cpu_idle"),
+    ("waiting and waking", "kernel", r"schedule|futex|epoll|ep_poll|do_select|do_sys_poll|"
+                                     r"poll_schedule|hrtimer|finish_task_switch|pick_next|"
+                                     r"default_idle|cpu_idle|wake_up|_raw_spin_unlock_irq"),
+    ("memory (page faults, zeroing)", None, r"clear_page|page_fault|handle_mm_fault|alloc_pages|"
+                                            r"frozen_pages|get_page_from_freelist|folio|"
+                                            r"lruvec|rmqueue|free_unref|zap_|do_anonymous|"
+                                            r"memset"),
     ("kernel entry and exit", "kernel", r"entry_SYSCALL|syscall_return|do_syscall|syscall_exit|"
                                         r"exit_to_user|_thunk|srso|retbleed|__x64_sys"),
     ("copies", None, r"copy_user|_copy_to_iter|_copy_from_iter|copy_page|rep_movs|memcpy|"
@@ -75,74 +82,69 @@ def step_of(dso, symbol):
     return "other kernel" if kernel else "other"
 
 
-def report_lines(text):
-    """[(samples, pid, dso, symbol)] of `perf report --stdio -n --sort pid,dso,sym -t |`."""
+SAMPLE = re.compile(r"^\s*(\d+)/\d+\s+([\d.]+):\s+[0-9a-f]+\s+(.*)\s+\((.*)\)$")
+
+
+def script_samples(text):
+    """[(pid, time, dso, symbol)] of `perf script -F pid,tid,time,ip,sym,dso`."""
     found = []
     for line in text.splitlines():
-        fields = [field.strip() for field in line.split("|")]
-        if len(fields) < 5 or line.lstrip().startswith("#") or not fields[1].isdigit():
-            continue
-        pid = int(fields[2].split(":", 1)[0])
-        symbol = re.sub(r"^\[[a-z.]\]\s*", "", fields[4])
-        found.append((int(fields[1]), pid, fields[3], symbol))
+        match = SAMPLE.match(line)
+        if match:
+            pid, at, symbol, dso = match.groups()
+            found.append((int(pid), float(at), dso, symbol.strip()))
     return found
 
 
 class Perf:
-    """`perf record -a` at `frequency`, started with its events off and turned on only
-    inside window() (through its control FIFO), so that start-up and the untimed first
-    round are not sampled."""
+    """`perf record -a` at `frequency`, its samples stamped with CLOCK_MONOTONIC (the
+    clock of time.monotonic()), so that only those inside a window() count: neither
+    start-up nor the untimed first round."""
 
-    def __init__(self, data, frequency, folder):
-        self.control, self.ack = Path(folder) / "perf-control", Path(folder) / "perf-ack"
-        for fifo in (self.control, self.ack):
-            os.mkfifo(fifo)
-        self.process = subprocess.Popen(
-            ["perf", "record", "-q", "-a", "-F", str(frequency), "-D", "-1", "-o", str(data),
-             "--control", "fifo:%s,%s" % (self.control, self.ack)])
-        self.commands = open(self.control, "w")   # each opens when perf has opened the other end
-        self.answers = open(self.ack)
-
-    def command(self, word):
-        self.commands.write(word + "\n")
-        self.commands.flush()
-        if self.answers.readline().strip() != "ack":
-            raise RuntimeError("perf did not acknowledge %r" % word)
+    def __init__(self, data, frequency):
+        self.data = data
+        self.process = subprocess.Popen(["perf", "record", "-q", "-a", "-F", str(frequency),
+                                         "-k", "CLOCK_MONOTONIC", "-o", str(data)])
+        self.windows = []   # (start, end, {pid: (role, gso)})
+        while not data.exists() and self.process.poll() is None:
+            time.sleep(0.05)   # recording once its file is there
+        if self.process.poll() is not None:
+            raise RuntimeError("perf record ended at once (exit %d)" % self.process.returncode)
 
     @contextlib.contextmanager
-    def window(self):
-        self.command("enable")
+    def window(self, roles):
+        """Samples of the processes in `roles` ({pid: (role, gso)}) from here to the end."""
+        start = time.monotonic()
         try:
             yield
         finally:
-            self.command("disable")
+            self.windows.append((start, time.monotonic(), roles))
 
     def stop(self):
+        """Stop recording; the samples as script_samples gives them."""
         self.process.send_signal(signal.SIGINT)
         self.process.wait(timeout=120)
-        self.commands.close()
-        self.answers.close()
+        return script_samples(subprocess.run(
+            ["perf", "script", "-i", str(self.data), "-F", "pid,tid,time,ip,sym,dso"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout)
 
 
 def profile(args, folder):
-    """(the perf report's lines, {pid: (role, gso)}, host_allreduce's rows): Gloo's ranks,
-    then ours with GSO off and on, each sampled over rounds 2..R only."""
-    data = Path(folder) / "perf.data"
+    """(samples, Perf.windows, host_allreduce's rows): Gloo's ranks, then ours with GSO
+    off and on, each sampled over rounds 2..R only."""
     options = host_allreduce.parse_args(["--workers", str(args.workers), "--shards",
                                          str(args.shards), "--rounds", str(args.rounds)])
     environment = host_allreduce.environment_of_hosts()
     workers, servers = host_names(args.workers, args.shards, "dedicated")
-    roles, rows = {}, []
-    perf = Perf(data, args.frequency, folder)
+    rows = []
+    perf = Perf(Path(folder) / "perf.data", args.frequency)
+    samples = None
     try:
         with HostNetwork(args.network, workers + servers) as network:
             def steady(role_of_name, gso):
-                @contextlib.contextmanager
-                def sampled(processes):
-                    roles.update({process.pid: (role_of_name(name), gso)
-                                  for name, process in processes.items()})
-                    with perf.window():
-                        yield
+                def sampled(processes):   # `ip netns exec` execs: each Popen's pid is its host's
+                    return perf.window({process.pid: (role_of_name(name), gso)
+                                        for name, process in processes.items()})
                 return sampled
             rows.append(host_allreduce.gloo_row(network, options, args.size, environment,
                                                 steady(lambda name: "gloo", "-")))
@@ -153,28 +155,25 @@ def profile(args, folder):
                     environment, steady(lambda name: "worker" if name in workers else "shard",
                                         gso)))
     finally:
-        perf.stop()
-    report = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "-n",
-                             "--sort", "pid,dso,sym", "-t", "|"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            check=True).stdout
-    return report_lines(report), roles, rows
+        samples = perf.stop()
+    return samples, perf.windows, rows
 
 
-def tally(lines, roles, rounds, frequency):
-    """CSV rows: every role's samples per step (over rounds 2..R), as CPU per round
-    and as its share of the role's."""
+def tally(samples, windows, rounds, frequency):
+    """CSV rows: every role's samples per step in its windows (rounds 2..R), as CPU per
+    round and as its share of the role's."""
     counts = Counter()
-    for samples, pid, dso, symbol in lines:
-        if pid in roles:
-            counts[roles[pid] + (step_of(dso, symbol),)] += samples
+    for pid, at, dso, symbol in samples:
+        for start, end, roles in windows:
+            if pid in roles and start <= at <= end:
+                counts[roles[pid] + (step_of(dso, symbol),)] += 1
     totals = Counter()
-    for (role, gso, _step), samples in counts.items():
-        totals[role, gso] += samples
+    for (role, gso, _step), count in counts.items():
+        totals[role, gso] += count
     machine = machine_facts.csv_columns()
     return [{"role": role, "gso": gso, "step": step, "samples": counts[role, gso, step],
              "cpu_ms_per_round": round(counts[role, gso, step] / frequency * 1000 / (rounds - 1),
-                                      2),
+                                       2),
              "share": round(counts[role, gso, step] / totals[role, gso], 4), **machine}
             for role, gso in sorted(totals) for step in STEPS if counts[role, gso, step]]
 
@@ -197,8 +196,8 @@ def main(argv=None):
         sys.exit("error: perf samples every CPU and the hosts run in network namespaces: "
                  "run it as root")
     with tempfile.TemporaryDirectory() as folder:
-        lines, roles, runs = profile(args, folder)
-    rows = tally(lines, roles, args.rounds, args.frequency)
+        samples, windows, runs = profile(args, folder)
+    rows = tally(samples, windows, args.rounds, args.frequency)
     write_csv(rows, args.out, COLUMNS)
     for run in runs:
         print("%s gso %s: %.4f s a round, CPU %.4f s a round (the processes' own count)" % (

@@ -1,6 +1,6 @@
 """The host profile's counters (experiments/host_profile.py): each sampled function
-counts for one step, perf's report is read line by line, and a role's samples become
-CPU per round and shares."""
+counts for one step, perf script's lines are read, and a role's samples inside its
+timed rounds become CPU per round and shares."""
 
 import pytest
 
@@ -11,8 +11,11 @@ NATIVE = "_native.cpython-311-x86_64-linux-gnu.so"
 
 
 @pytest.mark.parametrize("dso, symbol, step", [
-    (KERNEL, "__schedule", "waiting"),
-    (KERNEL, "do_epoll_wait", "waiting"),
+    (KERNEL, "__schedule", "waiting and waking"),
+    (KERNEL, "do_epoll_wait", "waiting and waking"),
+    (KERNEL, "_raw_spin_unlock_irqrestore", "waiting and waking"),
+    (KERNEL, "clear_page_erms", "memory (page faults, zeroing)"),
+    ("libc.so.6", "__memset_avx512_unaligned_erms", "memory (page faults, zeroing)"),
     (KERNEL, "entry_SYSCALL_64", "kernel entry and exit"),
     (KERNEL, "srso_return_thunk", "kernel entry and exit"),
     (KERNEL, "copy_user_generic", "copies"),
@@ -36,21 +39,25 @@ def test_every_function_counts_for_one_step(dso, symbol, step):
     assert step_of(dso, symbol) == step
 
 
-def test_the_report_gives_samples_process_library_and_function():
-    text = ("# Samples: 1K of event 'cpu-clock:ppp'\n"
-            "#\n"
-            "    12.50%|250|  4321:python3|[kernel.kallsyms]|[k] copy_user_generic\n"
-            "     1.00%|20|  4322:python3|" + NATIVE + "|[.] add_big_endian\n"
-            "\n")
-    assert host_profile.report_lines(text) == [
-        (250, 4321, KERNEL, "copy_user_generic"), (20, 4322, NATIVE, "add_big_endian")]
+def test_perf_scripts_lines_give_process_time_library_and_function():
+    text = (" 4321/4325  41828.143209:  ffffffff815edcb9 copy_user_generic ([kernel.kallsyms])\n"
+            "    0/0     41828.203268:  ffffffff821f4dab pv_native_safe_halt ([kernel.kallsyms])\n"
+            " 4322/4322  41828.5:  7f2395d157d5 gloo::Pair::read(char*, long) (/lib/libtorch.so)\n"
+            "garbage\n")
+    assert host_profile.script_samples(text) == [
+        (4321, 41828.143209, KERNEL, "copy_user_generic"),
+        (0, 41828.203268, KERNEL, "pv_native_safe_halt"),
+        (4322, 41828.5, "/lib/libtorch.so", "gloo::Pair::read(char*, long)")]
 
 
-def test_a_roles_samples_become_cpu_per_timed_round_and_shares():
-    lines = [(300, 1, KERNEL, "udp_sendmsg"), (100, 1, NATIVE, "copy_big_endian"),
-             (50, 2, KERNEL, "udp_recvmsg"), (7, 3, KERNEL, "udp_recvmsg")]   # 3: not ours
-    rows = host_profile.tally(lines, {1: ("worker", "on"), 2: ("worker", "on")}, rounds=5,
-                              frequency=1000)
+def test_only_a_roles_samples_inside_its_windows_count_per_timed_round():
+    samples = [(1, 10.5, KERNEL, "udp_sendmsg")] * 300 + [
+        (1, 10.6, NATIVE, "copy_big_endian")] * 100 + [
+        (2, 10.7, KERNEL, "udp_recvmsg")] * 50 + [
+        (1, 9.0, KERNEL, "udp_sendmsg")] * 40 + [      # before the timed rounds
+        (3, 10.5, KERNEL, "udp_recvmsg")] * 7           # not one of the job's processes
+    windows = [(10.0, 11.0, {1: ("worker", "on"), 2: ("worker", "on")})]
+    rows = host_profile.tally(samples, windows, rounds=5, frequency=1000)
     by_step = {row["step"]: row for row in rows}
     assert set(by_step) == {"kernel send", "byte order", "kernel receive"}
     assert by_step["kernel send"]["cpu_ms_per_round"] == 75.0   # 300 ms over rounds 2..5
