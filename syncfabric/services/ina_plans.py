@@ -3,7 +3,8 @@
 split over several.
 
 A plan is made on what is free in the fabric's book (link capacity minus trees and
-other plans, aggregator capacity minus other plans; ina_placement, inart_placement),
+other plans, aggregator capacity minus other plans; ina_placement, inart_placement, and
+direct_gradients for an equal split too wide for an LP),
 held there (so trees see plans and plans see trees), and installed: for every stream
 (each worker leg to its aggregator or PS, each aggregate to its PS) a flow per switch
 of its path, matching the UDP port of that PS in this job, with a meter at the stream's
@@ -14,7 +15,8 @@ import itertools
 import logging
 import networkx as nx
 
-from syncfabric.decisions import ina_placement, ina_problem, inart_placement
+from syncfabric.decisions import (direct_gradients, ina_placement, ina_problem, inart_placement,
+                                  round_planner)
 from syncfabric.decisions.fabric_view import available_graph
 from syncfabric.decisions.gradient_plan import NO_SHARE, PlacementError, crosses
 from syncfabric.decisions.ina_problem import GRID, InaProblem
@@ -237,9 +239,20 @@ def placement_problem(graph, view, reserved_mbps, request):
     if cut_off:
         raise Conflict("no path from %s to %s while links are down"
                        % (", ".join(cut_off), ", ".join(pss)))
+    if (request["policy"] == inart_placement.EQUAL_SPLIT
+            and len(workers) * len(pss) > round_planner.LP_FRAGMENTS):
+        return wide_plan, (graph, workers, pss)
     if request["policy"] in inart_placement.POLICIES:
         return inart_placement.plan, InartProblem(graph, workers, pss, capacities)
     return ina_placement.plan, InaProblem(graph, workers, pss[0], capacities)
+
+
+def wide_plan(problem, _policy):
+    """An equal split with more fragments than an LP plans in seconds (a job sharded
+    over 100 workers): straight to the shards, as the round planner plans it
+    (direct_gradients)."""
+    graph, workers, pss = problem
+    return direct_gradients.plan(graph, workers, pss)
 
 
 def log_installed(plan_id, request, result):

@@ -6,6 +6,8 @@ import time
 import pytest
 from ryu.lib import hub
 
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.sparse_lp import SparseLp
 from syncfabric.openflow import builders as of
 from tests.harness.in_process import (NOTHING_LISTED, PLAN, again_loads, empty, listed, post,
                                       release_key, steered_to, stream_paths)
@@ -128,6 +130,28 @@ def test_a_two_ps_plan_steers_every_stream_and_leaves_nothing(controller, policy
     meters = sum(len(s["meters"]) for s in controller.state().values())
     legs = sum(len(legs) for legs in plan["workers"].values()) + len(plan["aggregates"])
     assert meters == legs   # one meter per stream, on its first switch
+    controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
+    assert empty(controller)
+
+
+def test_an_equal_split_too_wide_for_the_lp_goes_straight_to_its_shards(controller, monkeypatch):
+    """Past LP_FRAGMENTS (100 workers x 100 shards) an equal split is planned without an
+    LP, as the round planner plans it: every worker straight to every shard, no
+    aggregator, every stream steered, nothing left."""
+    monkeypatch.setattr(round_planner, "LP_FRAGMENTS", 3)
+
+    def no_lp(*_args, **_kwargs):
+        raise AssertionError("an LP was solved")
+    monkeypatch.setattr(SparseLp, "maximize", no_lp)
+    code, plan = post(controller, "/ina/plans", {"job": "j", "workers": ["h1", "h2"],
+                                                 "ps": ["h3", "h4"], "gradient_mb": 1,
+                                                 "policy": "equal-split"})
+    assert code == 201, plan
+    assert plan["aggregates"] == [] and plan["theta_mbps"] > 0
+    assert {(w, leg["ps"], leg["node"]) for w, legs in plan["workers"].items() for leg in legs} \
+        == {(w, s, s) for w in ("h1", "h2") for s in ("h3", "h4")}
+    meters = sum(len(s["meters"]) for s in controller.state().values())
+    assert meters == 4
     controller.request("DELETE", "/ina/plans/%d" % plan["id"], headers=release_key(plan))
     assert empty(controller)
 
