@@ -2,7 +2,7 @@
 perf over experiments.host_allreduce's timed rounds (2..R): Gloo's ranks, then ours
 with dedicated shards on the native data path, GSO off and on.
 
-    python -m experiments.host_profile --network loopback --size 64 \\
+    python -m experiments.host_profile --network loopback --size 64 --rounds 14 \\
         --out results/host_profile.csv
 
 `perf record -a` samples every CPU at --frequency; only the samples taken during the
@@ -182,12 +182,19 @@ def parse_args(argv):
     parser = experiment_parser("experiments.host_profile", __doc__)
     parser.add_argument("--network", choices=NETWORKS, default="loopback")
     parser.add_argument("--size", type=float, default=64.0, help="buffer in MiB (default 64)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=14,
+                        help="per data path (default 14: a shard host's first rounds, 4 "
+                             "of 32 MB, get new sums arrays; later ones use them again)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--frequency", type=int, default=999, help="samples per second per CPU")
     parser.add_argument("--out", type=Path, default=Path("results/host_profile.csv"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.rounds < 2 or args.workers < 2 or args.shards < 1 or args.size <= 0 \
+            or args.frequency < 1:
+        parser.error("needs --rounds >= 2 (the first is not sampled), --workers >= 2, "
+                     "--shards >= 1, a positive --size and --frequency")
+    return args
 
 
 def main(argv=None):
