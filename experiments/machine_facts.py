@@ -44,4 +44,6 @@ def machine():
 
 def csv_columns():
     """{kernel, cpu_model, mitigations}: the machine's columns of a benchmark's rows."""
-    return {"kernel": platform.release(), "cpu_model": cpu_model(), "mitigations": mitigations()}
+    facts = machine()
+    return {"kernel": facts["kernel"], "cpu_model": facts["cpu"],
+            "mitigations": facts["mitigations"]}

@@ -35,7 +35,7 @@ from syncfabric.decisions.round_bounds import (downlink, free_mbps, line_rate_s,
                                                ring_round_s)
 
 MIN_RATE_MBPS = 1e-6
-MAX_PSS = 128      # shards a job may ask for (ina_plans takes 128 PSs a plan)
+MAX_PSS = 128      # shards a job may ask for, and PSs an INA plan may have (ina_plans)
 AUTO_MAX_PSS = 8   # shards "auto" tries at most: each more is another LP to solve
 # a round plans a fragment per worker and shard: past this many the LP takes seconds
 # (32 workers x 32 shards: 2.9 s, x 16: 0.8 s, on 8x8 with aggregators), and the
@@ -101,7 +101,7 @@ def plan_gradients(graph, workers, pss, aggregators, returns):
     """The gradients to `pss`, rated with the trees' `returns`: GRID for one shard,
     InArt's phase 2 with equal shards for several, split as the LP splits them; past
     LP_FRAGMENTS fragments, straight to the shards without an LP (direct_gradients)."""
-    if len(workers) * len(pss) > LP_FRAGMENTS:
+    if too_wide_for_lp(workers, pss):
         return direct_gradients.plan(graph, workers, pss, returns)
     if len(pss) == 1:
         return ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators,
@@ -109,6 +109,12 @@ def plan_gradients(graph, workers, pss, aggregators, returns):
     return inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators,
                                              returns=returns), inart_placement.EQUAL_SPLIT,
                                 lp_split=True)
+
+
+def too_wide_for_lp(workers, pss):
+    """Whether the gradients of `workers` to `pss` have more fragments than the placement
+    LP plans in seconds (LP_FRAGMENTS): they then go straight to the shards."""
+    return len(workers) * len(pss) > LP_FRAGMENTS
 
 
 def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True):

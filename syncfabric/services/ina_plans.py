@@ -34,7 +34,7 @@ LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}
 POLICIES = ina_problem.POLICIES + inart_placement.POLICIES
 GRADIENT_PORT_BASE = 20000          # the UDP port of a plan's PS i: see gradient_port
-MAX_PSS = 128   # a streaming round may shard the model over every worker
+MAX_PSS = round_planner.MAX_PSS   # a streaming round may shard the model over every worker
 MIN_THETA_MBPS = 1e-3
 PLANNING_ATTEMPTS = 3
 
@@ -240,7 +240,7 @@ def placement_problem(graph, view, reserved_mbps, request):
         raise Conflict("no path from %s to %s while links are down"
                        % (", ".join(cut_off), ", ".join(pss)))
     if (request["policy"] == inart_placement.EQUAL_SPLIT
-            and len(workers) * len(pss) > round_planner.LP_FRAGMENTS):
+            and round_planner.too_wide_for_lp(workers, pss)):
         return wide_plan, (graph, workers, pss)
     if request["policy"] in inart_placement.POLICIES:
         return inart_placement.plan, InartProblem(graph, workers, pss, capacities)
