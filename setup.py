@@ -2,7 +2,9 @@
 extension (syncfabric/hosts/datapath/_native.c and its parts) built by the ordinary
 `pip install` where a C compiler and Python's headers are, hardened (stack protector,
 fortified string functions, read-only relocations). Without them the install goes on,
-and the hosts run the Python data path (syncfabric.hosts.datapath says so once).
+and the hosts run the Python data path (syncfabric.hosts.datapath says so once). It
+reads the wire's little-endian float32s where they lie, so a big-endian host is left
+without it and runs the Python path too.
 
 SYNCFABRIC_NATIVE=required (make setup sets it where gcc is) makes a build that fails,
 or warns, fail the install: the suite never runs on a fallback it did not ask for.
@@ -69,4 +71,5 @@ class OptionalBuildExt(build_ext):
         return True
 
 
-setup(ext_modules=[NATIVE], cmdclass={"build_ext": OptionalBuildExt})
+setup(ext_modules=[NATIVE] if sys.byteorder == "little" else [],
+      cmdclass={"build_ext": OptionalBuildExt})

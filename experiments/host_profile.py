@@ -10,8 +10,8 @@ timed rounds count (by their CLOCK_MONOTONIC stamps). Each counts for the proces
 hit (a worker, a shard's host or a Gloo rank) and for a step, by the function it hit
 (STEP_RULES, first match): waiting and waking threads, memory (page faults on new
 pages, and zeroing), kernel entry and exit (system calls and the mitigations' thunks),
-copies between the kernel and the process, the kernel's receive and send paths, byte
-order (our wire's big-endian floats), sums, our C data path's other work, Python,
+copies between the kernel and the process (and within it: a worker placing its sums),
+the kernel's receive and send paths, sums, our C data path's other work, Python,
 numpy (the benchmark's own values and checks are there too), Gloo's library, and the
 rest. Self time only: a step is where the CPU was, not who called it. CSV columns:
 role, gso, step, samples, cpu_ms_per_round, share (of the role's samples), and the
@@ -56,8 +56,7 @@ STEP_RULES = [
                                  r"napi|backlog|softirq|net_rx|skb_release|kfree_skb"),
     ("kernel send", "kernel", r"send|xmit|output|udp_push|ip_make_skb|ip_append|alloc_skb|"
                               r"dev_queue|segment|gso|ip_finish|ip_local_out|neigh"),
-    ("byte order", "native", r"copy_big_endian|load_big_endian"),
-    ("sums", "native", r"add_big_endian|sum_fragments|place_sums"),
+    ("sums", "native", r"add_floats|sum_fragments|place_sums"),
     ("data path (C)", "native", r""),
 ]
 OTHER_STEPS = ["python", "numpy", "Gloo's library", "other kernel", "other"]

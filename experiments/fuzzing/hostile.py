@@ -10,7 +10,7 @@ import struct
 import numpy as np
 from hypothesis import strategies as st
 
-from syncfabric.hosts.gradient_wire import HEADER, ROUND_MAX
+from syncfabric.hosts.gradient_wire import FLOATS, HEADER, ROUND_MAX
 
 JOB = 7
 WORKERS = ("w1", "w2", "w3")
@@ -74,7 +74,7 @@ def fragment(draw, per_fragment, floats, bit):
     carried = max(0, min(per_fragment, floats - min(index, count) * per_fragment))
     length = draw(st.integers(0, per_fragment + 2)) if "length" in faults else carried
     values = draw(st.lists(floats32, min_size=length, max_size=length))
-    packet = HEADER.pack(*fields) + np.array(values, dtype=">f4").tobytes()
+    packet = HEADER.pack(*fields) + np.array(values, dtype=FLOATS).tobytes()
     if "cut" in faults:
         packet = packet[:draw(st.integers(0, HEADER.size + 3))]
     if "extra" in faults:

@@ -1,7 +1,8 @@
-"""Gradients on the wire: seeded float32 gradients, their fragments (job, round, fragment
-id, fragment count and the 64-bit mask of the workers a fragment carries), the sums a
-receiver keeps, and the exact-sum check (float64 from the same seeds, within the float32
-summation bound n * 2**-24 * sum_i |g_i| plus one rounding of the result)."""
+"""Gradients on the wire: seeded float32 gradients, their fragments (a header of job,
+round, fragment id, fragment count and the 64-bit mask of the workers a fragment
+carries, in network order; then little-endian float32s), the sums a receiver keeps,
+and the exact-sum check (float64 from the same seeds, within the float32 summation bound
+n * 2**-24 * sum_i |g_i| plus one rounding of the result)."""
 
 import struct
 
@@ -10,6 +11,9 @@ import numpy as np
 from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
+# the floats after it: little-endian, the order of the hosts we run on (x86-64, arm64),
+# so they are summed where they lie and sent from the caller's array (docs/datapath.md)
+FLOATS = np.dtype("<f4")
 MAX_WORKERS = 64
 ROUND_MAX = 2 ** 32 - 1                 # a round number's 32 bits on the wire (HEADER)
 
@@ -68,7 +72,7 @@ def fragment_packet(job, number, index, mask, values, per_fragment=None):
     per_fragment = per_fragment or floats_per_fragment()
     start = index * per_fragment
     return HEADER.pack(job, number, index, fragment_count(len(values), per_fragment), mask) + \
-        values[start:start + per_fragment].astype(">f4").tobytes()
+        values[start:start + per_fragment].astype(FLOATS).tobytes()
 
 
 class HeldFragments:
@@ -116,7 +120,7 @@ class FragmentSums:
         if job != self.job or number != self.number or not self.fits(index, packet):
             return None
         self.received_bytes += len(packet) + FRAME_OVERHEAD
-        values = np.frombuffer(packet, dtype=">f4", offset=HEADER.size)
+        values = np.frombuffer(packet, dtype=FLOATS, offset=HEADER.size)
         return self.add_values(index, mask, values)
 
     def add_values(self, index, mask, values):
@@ -151,7 +155,7 @@ class FragmentSums:
     def packet(self, index):
         """The datagram carrying fragment `index`'s sum and its workers."""
         return HEADER.pack(self.job, self.number, index, self.count, int(self.have[index])) + \
-            self.values_of(index).astype(">f4").tobytes()
+            self.values_of(index).astype(FLOATS).tobytes()
 
     def total(self):
         """The sums of the fragments held, in order (all of them: the model's sum)."""

@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import HEADER, carries_fragment
+from syncfabric.hosts.gradient_wire import FLOATS, HEADER, carries_fragment
 from syncfabric.hosts.control_messages import control_packet
 from syncfabric.hosts.job_roles import missing_ranges
 from syncfabric.hosts.wire import FRAME_OVERHEAD
@@ -196,4 +196,4 @@ class ReturnedSums:
         if job == layout.id and mask == layout.everyone and current is not None \
                 and shard.first <= index < shard.last \
                 and carries_fragment(packet, layout.floats, layout.per_fragment, index):
-            current.place(index, np.frombuffer(packet, dtype=">f4", offset=HEADER.size))
+            current.place(index, np.frombuffer(packet, dtype=FLOATS, offset=HEADER.size))

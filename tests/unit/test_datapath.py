@@ -133,7 +133,8 @@ def test_a_burst_sent_in_one_call_arrives_whole_and_in_order(gso):
 def test_gso_refused_by_the_path_is_turned_off_for_that_socket(monkeypatch, caplog):
     path, calls = NativeDatapath(gso=True), []
 
-    def refusing(fd, buffer, offsets, lengths, first, stop, address, port, gso):
+    def refusing(fd, buffer, offsets, lengths, payload, payload_offsets, payload_lengths, first,
+                 stop, address, port, gso):
         calls.append(gso)
         if gso:
             raise OSError(5, "Input/output error")   # EIO: the device cannot segment

@@ -25,9 +25,8 @@ NATIVE = "_native.cpython-311-x86_64-linux-gnu.so"
     (KERNEL, "udp_sendmsg", "kernel send"),
     (KERNEL, "dev_hard_start_xmit", "kernel send"),
     (KERNEL, "__slab_free", "other kernel"),
-    (NATIVE, "copy_big_endian", "byte order"),
-    (NATIVE, "load_big_endian", "byte order"),
-    (NATIVE, "add_big_endian", "sums"),
+    (NATIVE, "add_floats", "sums"),
+    (NATIVE, "add_floats.avx2", "sums"),
     (NATIVE, "recv_batch", "data path (C)"),
     ("libc.so.6", "__memmove_avx_unaligned_erms", "copies"),
     ("python3.11", "_PyEval_EvalFrameDefault", "python"),
@@ -52,14 +51,14 @@ def test_perf_scripts_lines_give_process_time_library_and_function():
 
 def test_only_a_roles_samples_inside_its_windows_count_per_timed_round():
     samples = [(1, 10.5, KERNEL, "udp_sendmsg")] * 300 + [
-        (1, 10.6, NATIVE, "copy_big_endian")] * 100 + [
+        (1, 10.6, NATIVE, "add_floats")] * 100 + [
         (2, 10.7, KERNEL, "udp_recvmsg")] * 50 + [
         (1, 9.0, KERNEL, "udp_sendmsg")] * 40 + [      # before the timed rounds
         (3, 10.5, KERNEL, "udp_recvmsg")] * 7           # not one of the job's processes
     windows = [(10.0, 11.0, {1: ("worker", "on"), 2: ("worker", "on")})]
     rows = host_profile.tally(samples, windows, rounds=5, frequency=1000)
     by_step = {row["step"]: row for row in rows}
-    assert set(by_step) == {"kernel send", "byte order", "kernel receive"}
+    assert set(by_step) == {"kernel send", "sums", "kernel receive"}
     assert by_step["kernel send"]["cpu_ms_per_round"] == 75.0   # 300 ms over rounds 2..5
     assert by_step["kernel send"]["share"] == pytest.approx(300 / 450, abs=1e-4)
     assert by_step["kernel receive"]["samples"] == 50

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
 from syncfabric.hosts.job_layout import JobError, JobLayout
 from syncfabric.hosts.control_messages import control_message, control_packet
 from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
@@ -78,7 +78,7 @@ def returned_sums(sock):
     sums = {}
     for packet in datagrams(sock):
         _job, number, index, _count, mask = HEADER.unpack_from(packet)
-        sums[number, index] = (mask, np.frombuffer(packet, dtype=">f4", offset=HEADER.size)[0])
+        sums[number, index] = (mask, np.frombuffer(packet, dtype=WIRE_FLOATS, offset=HEADER.size)[0])
     return sums
 
 
@@ -105,8 +105,8 @@ def test_a_fragment_of_the_wrong_length_changes_no_sum(shard):
     leave a hole counted as summed: both are dropped, and the sums stay exact."""
     layout, node, returned = shard
     w1, w2, w3 = (sender(n) for n in ("w1", "w2", "w3"))
-    spill = HEADER.pack(7, 1, 0, 4, 0b001) + np.full(363, 100.0, dtype=">f4").tobytes()
-    hole = HEADER.pack(7, 1, 1, 4, 0b001) + np.full(361, 100.0, dtype=">f4").tobytes()
+    spill = HEADER.pack(7, 1, 0, 4, 0b001) + np.full(363, 100.0, dtype=WIRE_FLOATS).tobytes()
+    hole = HEADER.pack(7, 1, 1, 4, 0b001) + np.full(361, 100.0, dtype=WIRE_FLOATS).tobytes()
     for packet in (spill, hole):
         w1.sendto(packet, (ADDRESS["ps"], PORT))
     settle(node)
@@ -125,7 +125,7 @@ def test_a_worker_takes_back_only_sums_of_the_right_length():
     returned = ReturnedSums(layout, layout.shards[0], receiving_socket(GROUP, PORT, reuse=False),
                             {1: current})
     ps = sender("ps")
-    whole = np.full(362, 6.0, dtype=">f4")
+    whole = np.full(362, 6.0, dtype=WIRE_FLOATS)
     ps.sendto(HEADER.pack(7, 1, 0, 4, 0b111) + whole.tobytes() + b"\0\0\0\0", (GROUP, PORT))
     ps.sendto(HEADER.pack(7, 1, 1, 4, 0b111) + whole[1:].tobytes(), (GROUP, PORT))
     ps.sendto(HEADER.pack(7, 1, 2, 4, 0b111) + whole.tobytes(), (GROUP, PORT))

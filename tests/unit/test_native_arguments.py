@@ -48,10 +48,12 @@ def test_arrays_misaligned_for_their_type_are_refused(sock):
         receive(sock, offsets=misaligned)
 
 
-def send(sock, first, stop, offsets=(0, 90), lengths=(10, 10), buffer=b"x" * 100, **kw):
+def send(sock, first, stop, offsets=(0, 90), lengths=(10, 10), buffer=b"x" * 100, payload=None,
+         payload_offsets=(0, 0), payload_lengths=(0, 0), **kw):
     return _native.send_batch(sock.fileno(), buffer, np.array(offsets, I64),
-                              np.array(lengths, I64), first, stop, kw.get("address", 0x7F000001),
-                              kw.get("port", 9), False)
+                              np.array(lengths, I64), payload, np.array(payload_offsets, I64),
+                              np.array(payload_lengths, I64), first, stop,
+                              kw.get("address", 0x7F000001), kw.get("port", 9), False)
 
 
 def test_a_send_refuses_ranges_outside_its_datagrams_and_sizes_that_overflow(sock):
@@ -73,12 +75,40 @@ def test_a_send_refuses_ranges_outside_its_datagrams_and_sizes_that_overflow(soc
         send(sock, 0, 2, port=65536)
 
 
-def build(per_fragment=10, floats=40, count=4, number=3, indices=(0, 1), buffer=None):
+def test_a_send_refuses_payload_pieces_outside_their_array_or_too_long_for_udp(sock):
+    floats = np.zeros(100, F32)   # 400 bytes
+    assert send(sock, 0, 2, payload=floats, payload_lengths=(400, 8)) == 2
+    with pytest.raises(ValueError, match="a datagram lies outside the buffer"):
+        send(sock, 0, 2, payload=floats, payload_offsets=(0, 396), payload_lengths=(4, 8))
+    with pytest.raises(ValueError, match="a datagram lies outside the buffer"):
+        send(sock, 0, 2, payload=floats, payload_offsets=(-4, 0), payload_lengths=(4, 4))
+    with pytest.raises(ValueError, match="payload lengths holds 8 bytes, 16 needed"):
+        send(sock, 0, 2, payload=floats, payload_lengths=(4,))
+    huge = np.zeros(65500 // 4, F32)
+    with pytest.raises(ValueError, match="datagram 1 of 65510 bytes: UDP carries 65507"):
+        send(sock, 0, 2, payload=huge, payload_lengths=(4, 65500))
+    with pytest.raises(TypeError, match="payload holds items of format 'B', not float32"):
+        send(sock, 0, 2, payload=bytearray(400))
+
+
+def build(per_fragment=10, floats=40, count=4, number=3, indices=(0, 1), buffer=None,
+          pieces=None):
     n = len(indices)
-    return _native.build_fragments(bytearray(1000) if buffer is None else buffer,
-                                   np.zeros(n, I64), np.zeros(n, I64), 7, number, count,
-                                   np.array(indices, U32), np.ones(n, U64), np.zeros(40, F32),
-                                   np.array(indices, I64) * 10, per_fragment, floats)
+    pieces = [np.zeros(n, I64) for _piece in range(4)] if pieces is None else pieces
+    return _native.build_fragments(bytearray(1000) if buffer is None else buffer, *pieces, 7,
+                                   number, count, np.array(indices, U32), np.ones(n, U64),
+                                   np.zeros(40, F32), np.array(indices, I64) * 10, per_fragment,
+                                   floats)
+
+
+def test_building_writes_headers_and_names_the_floats_where_they_lie():
+    pieces = [np.zeros(2, I64) for _piece in range(4)]
+    buffer = bytearray(48)
+    assert build(per_fragment=10, floats=35, indices=(3, 1), buffer=buffer, pieces=pieces) == 2
+    offsets, lengths, payload_offsets, payload_lengths = (piece.tolist() for piece in pieces)
+    assert (offsets, lengths) == ([0, 24], [24, 24])
+    assert (payload_offsets, payload_lengths) == ([120, 40], [20, 40])   # the last is short
+    assert buffer[8:12] == (3).to_bytes(4, "big") and buffer[32:36] == (1).to_bytes(4, "big")
 
 
 def test_building_refuses_empty_or_huge_fragments_and_rounds_past_32_bits():
@@ -90,8 +120,10 @@ def test_building_refuses_empty_or_huge_fragments_and_rounds_past_32_bits():
         build(number=2 ** 32 + 1)
     with pytest.raises(ValueError, match="the wire carries 32 bits"):
         build(number=-1)
-    with pytest.raises(ValueError, match="buffer holds 100 bytes, 128 needed"):
-        build(buffer=bytearray(100))
+    with pytest.raises(ValueError, match="buffer holds 40 bytes, 48 needed"):
+        build(buffer=bytearray(40))
+    with pytest.raises(ValueError, match="payload offsets holds 8 bytes, 16 needed"):
+        build(pieces=[np.zeros(2, I64), np.zeros(2, I64), np.zeros(1, I64), np.zeros(2, I64)])
 
 
 def summing(rounds=(), count=4, per_fragment=10, floats=40, slots=None, status=None):

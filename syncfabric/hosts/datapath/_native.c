@@ -6,7 +6,7 @@
  *   native_send.c       send_batch, build_fragments
  *   native_sum.c        sum_fragments, place_sums
  *   native_buffers.c    the arguments every call checks first
- *   native_byte_order.c the wire's big-endian float32s */
+ *   native_floats.c     the wire's float32s summed */
 
 #include "native.h"
 

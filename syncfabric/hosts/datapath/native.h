@@ -12,6 +12,13 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The wire's header fields are big-endian (load_be32 and the rest), its float32s
+ * little-endian: this host's order, so they are summed where they lie and sent from the
+ * caller's array. setup.py builds this extension only where that holds. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the wire's float32s are little-endian: the native data path reads them in place"
+#endif
+
 #define HEADER_BYTES 24          /* job, round, fragment, count (4 bytes each), mask (8) */
 #define MAX_MESSAGES 64          /* per recvmmsg / sendmmsg call */
 #define GSO_SEND_SEGMENTS 64     /* segments of one GSO send: what every kernel takes */
@@ -66,11 +73,8 @@ int hold_rounds(PyObject *object, Rounds *rounds, Py_ssize_t floats, Element hav
 void release_rounds(Rounds *rounds);
 PyObject *received_per_round(Rounds *rounds);
 
-/* native_byte_order.c: the wire's big-endian float32s */
-void add_big_endian(float *restrict sums, const unsigned char *restrict payload, Py_ssize_t n);
-void copy_big_endian(unsigned char *restrict out, const float *restrict values, Py_ssize_t n);
-void load_big_endian(float *restrict values, const unsigned char *restrict payload,
-                     Py_ssize_t n);
+/* native_floats.c: the wire's float32s summed */
+void add_floats(float *restrict sums, const unsigned char *restrict payload, Py_ssize_t n);
 
 /* the entry points (native_receive.c, native_send.c, native_sum.c) */
 PyObject *recv_batch(PyObject *self, PyObject *args);

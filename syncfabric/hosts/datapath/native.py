@@ -13,6 +13,7 @@ import numpy as np
 
 from syncfabric.hosts.datapath import _native
 from syncfabric.hosts.datapath.python import Summed
+from syncfabric.hosts.gradient_wire import HEADER
 
 LOG = logging.getLogger("syncfabric.hosts")
 SLOT_BYTES = 65536      # a datagram, or a GRO super-datagram, at most
@@ -53,17 +54,28 @@ class NativeBatch:
 
 
 class NativeDatagrams:
-    """Datagrams built or packed for sending: datagram i is buffer[offsets[i]:][:lengths[i]]."""
+    """Datagrams built or packed for sending: datagram i is buffer[offsets[i]:][:lengths[i]],
+    then, for fragments, bytes payload_offsets[i]..+payload_lengths[i] of `payload`, the
+    caller's float32 array, which the kernel copies from as it sends (no pass builds
+    them). sizes[i]: datagram i's bytes."""
 
-    def __init__(self, buffer, offsets, lengths):
+    def __init__(self, buffer, offsets, lengths, payload=None, payload_offsets=None,
+                 payload_lengths=None):
         self.buffer, self.offsets, self.lengths = buffer, offsets, lengths
+        self.payload, self.payload_offsets = payload, payload_offsets
+        self.payload_lengths = payload_lengths
+        self.sizes = lengths if payload is None else lengths + payload_lengths
 
     def __len__(self):
         return len(self.lengths)
 
     def __getitem__(self, i):
         start = int(self.offsets[i])
-        return bytes(self.buffer[start:start + int(self.lengths[i])])
+        head = bytes(self.buffer[start:start + int(self.lengths[i])])
+        if self.payload is None:
+            return head
+        start = int(self.payload_offsets[i])
+        return head + self.payload.view(np.uint8)[start:start + int(self.payload_lengths[i])].tobytes()
 
 
 class NativeDatapath:
@@ -138,19 +150,22 @@ class NativeDatapath:
 
     def fragments(self, job, number, count, indices, masks, values, starts, per_fragment,
                   floats, out=None):
-        """PythonDatapath.fragments, built in C into one buffer (`out`, if large enough:
-        a new one costs a page fault per 4 KB)."""
+        """PythonDatapath.fragments: their headers built in C into one buffer (`out`, if
+        large enough: a new one costs a page fault per 4 KB), their floats left in
+        `values`, which must not change until they are sent."""
         indices = np.ascontiguousarray(indices, dtype=np.uint32)
         size = len(indices)
         masks = np.ascontiguousarray(np.broadcast_to(np.asarray(masks, dtype=np.uint64), size))
         starts = np.ascontiguousarray(starts, dtype=np.int64)
-        needed = size * (24 + 4 * per_fragment)
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        needed = size * HEADER.size
         buffer = out if out is not None and len(out) >= needed else bytearray(needed)
-        offsets, lengths = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
-        _native.build_fragments(buffer, offsets, lengths, job, number, count, indices, masks,
-                                np.ascontiguousarray(values, dtype=np.float32), starts,
-                                per_fragment, floats)
-        return NativeDatagrams(buffer, offsets, lengths)
+        offsets, lengths, payload_offsets, payload_lengths = (
+            np.zeros(size, dtype=np.int64) for _piece in range(4))
+        _native.build_fragments(buffer, offsets, lengths, payload_offsets, payload_lengths, job,
+                                number, count, indices, masks, values, starts, per_fragment,
+                                floats)
+        return NativeDatagrams(buffer, offsets, lengths, values, payload_offsets, payload_lengths)
 
     def pack(self, packets):
         """`packets` (bytes each, or NativeDatagrams) as NativeDatagrams."""
@@ -162,7 +177,7 @@ class NativeDatapath:
         return NativeDatagrams(b"".join(packets), offsets, lengths)
 
     def lengths(self, packets):
-        return self.pack(packets).lengths
+        return self.pack(packets).sizes
 
     def send(self, sock, packets, first, stop, address):
         """Send packets[first:stop] to `address` in batches (GSO where it works: a socket
@@ -172,8 +187,9 @@ class NativeDatapath:
         gso = self.gso and sock not in self.no_gso
         try:
             return _native.send_batch(sock.fileno(), packets.buffer, packets.offsets,
-                                      packets.lengths, first, stop, self._ip(address[0]),
-                                      address[1], gso)
+                                      packets.lengths, packets.payload, packets.payload_offsets,
+                                      packets.payload_lengths, first, stop,
+                                      self._ip(address[0]), address[1], gso)
         except OSError as error:
             if not gso or error.errno not in GSO_ERRORS:
                 raise

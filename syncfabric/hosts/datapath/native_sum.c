@@ -125,9 +125,9 @@ PyObject *sum_fragments(PyObject *Py_UNUSED(self), PyObject *args)
         }
         float *sums = (float *)round->sums.buf + (Py_ssize_t)slot[index] * per_fragment;
         if (have[index])
-            add_big_endian(sums, packet + HEADER_BYTES, carried);
+            add_floats(sums, packet + HEADER_BYTES, carried);
         else   /* the first is copied: the array may hold an older round's sums */
-            load_big_endian(sums, packet + HEADER_BYTES, carried);
+            memcpy(sums, packet + HEADER_BYTES, 4 * carried);
         have[index] |= mask;
         if (have[index] == expected[index]) {
             status[i] = COMPLETED;
@@ -214,8 +214,8 @@ PyObject *place_sums(PyObject *Py_UNUSED(self), PyObject *args)
             uint8_t *have = round->have.buf;
             if (round->number != number || have[index])
                 continue;
-            load_big_endian((float *)round->sums.buf + block_of[index] * per_fragment,
-                            packet + HEADER_BYTES, (length[i] - HEADER_BYTES) / 4);
+            memcpy((float *)round->sums.buf + block_of[index] * per_fragment,
+                   packet + HEADER_BYTES, length[i] - HEADER_BYTES);
             have[index] = 1;
             round->received++;
         }

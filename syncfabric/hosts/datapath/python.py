@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.gradient_wire import FLOATS, HEADER
 
 CONFIRM = socket.MSG_CONFIRM   # see pacing.CONFIRM
 BATCH = 64                     # datagrams a receive takes at most, as the native path
@@ -103,6 +103,6 @@ class PythonDatapath:
 
 
 def fragment_datagram(job, number, index, count, mask, values, start, per_fragment, floats):
-    """One fragment's datagram (gradient_wire.HEADER, then big-endian float32s)."""
+    """One fragment's datagram (gradient_wire.HEADER, then its FLOATS)."""
     return HEADER.pack(job, number, index, count, mask) + \
-        values[start:min(start + per_fragment, floats)].astype(">f4").tobytes()
+        values[start:min(start + per_fragment, floats)].astype(FLOATS).tobytes()
