@@ -28,6 +28,7 @@ import logging
 import socket
 import time
 from collections import OrderedDict
+from itertools import groupby
 
 import numpy as np
 
@@ -138,8 +139,9 @@ class SummingNode:
         while first < batch.count:
             summed = self.path.sum_fragments(batch, self, first)
             self.dropped += summed.dropped
-            for number, index in summed.completed:
-                self.completed(number, index)
+            self.out_of_window += summed.out_of_window
+            for number, run in groupby(summed.completed, key=lambda pair: pair[0]):
+                self.completed_all(number, [index for _number, index in run])
             for number, index in summed.repeated:
                 self.repeated(number, index)
             if summed.stop < batch.count:   # the data path left it to this node
@@ -203,6 +205,11 @@ class SummingNode:
                 self.completed(number, complete)
 
     def completed(self, number, index):
+        self.completed_all(number, [index])
+
+    def completed_all(self, number, indices):
+        """Fragments `indices` of round `number` hold every worker now: a batch's, queued
+        in one call (a 64 MB round completes thousands of fragments)."""
         raise NotImplementedError
 
     def repeated(self, number, index):
@@ -234,10 +241,11 @@ class ShardNode(SummingNode):
             self.sums_out.push(items, (self.shard.group, self.shard.port),
                                shard.return_mbps / self.share.cores)
 
-    def completed(self, number, index):
-        self._return([(number, index)])
+    def completed_all(self, number, indices):
+        self._return([(number, index) for index in indices])
         if self.on_sum is not None:
-            self.on_sum(number, index, self.rounds[number])
+            for index in indices:
+                self.on_sum(number, index, self.rounds[number])
 
     def control(self, message, address):
         """A worker's hello, or its repair request: {"job", "round", "need": fragment
@@ -275,10 +283,11 @@ class AggregatorNode(SummingNode):
         self.destination = (shard.address, shard.port)
         self.position = layout.aggregations.index(aggregation)
 
-    def completed(self, number, index):
-        """Queue an aggregate, at this core's share of the aggregation's rate in its round."""
+    def completed_all(self, number, indices):
+        """Queue aggregates, at this core's share of the aggregation's rate in their round."""
         rate_mbps = self.rates.at(number).aggregations[self.position].rate_mbps
-        self.sums_out.push([(number, index)], self.destination, rate_mbps / self.share.cores)
+        self.sums_out.push([(number, index) for index in indices], self.destination,
+                           rate_mbps / self.share.cores)
 
     def repeated(self, number, index):
         self.completed(number, index)

@@ -30,6 +30,13 @@ class RoundWindow:
             return True
         return self.newest - self.kept < number <= self.newest + self.ahead
 
+    def bounds(self):
+        """(low, high): the rounds admitted are those with low < number <= high (what
+        admits says, for a whole number, as bounds a data path can compare with)."""
+        if self.newest is None:
+            return -1, ROUND_MAX
+        return self.newest - self.kept, min(ROUND_MAX, self.newest + self.ahead)
+
     def begin(self, number):
         """Round `number` (admitted) is open: the window moves with it if it is newer."""
         if self.newest is None or number > self.newest:

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from experiments.fuzzing.differential import RecordingSocket, to_batch
 from syncfabric.hosts import datapath as datapaths
 from syncfabric.hosts import job_roles
 from syncfabric.hosts.datapath.native import NativeDatapath
@@ -98,7 +99,8 @@ def test_both_paths_sum_alike_and_refuse_alike():
         node = ShardNode(layout, layout.shards[0], receiving_socket(ADDRESS["ps"], PORT, reuse=False),
                          path=path)
         returned = []
-        node.completed = lambda number, index, returned=returned: returned.append((number, index))
+        node.completed_all = lambda number, indices, returned=returned: returned.extend(
+            (number, index) for index in indices)
         feed(node, traffic())
         node.sock.close()
         outcome[name] = ({n: (s.sums.tobytes(), s.have.tolist(), s.received_bytes)
@@ -107,6 +109,26 @@ def test_both_paths_sum_alike_and_refuse_alike():
     sums, dropped, returned = outcome["python"]
     assert 1 not in sums and returned[:8] == [(1, i) for i in range(4)] + [(2, i) for i in range(4)]
     assert dropped == 8 * 5 + 1   # five refused per fragment, and round 1 once forgotten
+
+
+def test_a_flood_of_rounds_outside_the_window_is_refused_in_c_and_counted_alike():
+    """Fragments naming rounds past a node's window (a sender far ahead, or a hostile
+    one): the native path refuses them in C, not one by one in the node's own rule as
+    it did (15 us each), and counts them as the Python path does."""
+    values, source = odd_values(362 * 4), (ADDRESS["w1"], 5000)
+    flood = [(fragment_packet(7, 1, 0, 1, values), source)] + [
+        (fragment_packet(7, 1000 + k, k % 4, 1, values), source) for k in range(40)]
+    outcome = {}
+    for name, path in PATHS.items():
+        layout = JobLayout(report())
+        node = ShardNode(layout, layout.shards[0], RecordingSocket(), path=path)
+        handed, own_rule = [], node.datagram
+        node.datagram = lambda packet, source, own_rule=own_rule, handed=handed: (
+            handed.append(packet), own_rule(packet, source))
+        node.absorb(to_batch(path, flood))
+        outcome[name] = (node.dropped, node.out_of_window, list(node.rounds), len(handed))
+    assert outcome["python"] == (40, 40, [1], 41)
+    assert outcome["native"] == outcome["native-gso"] == (40, 40, [1], 1)   # round 1 opened
 
 
 @pytest.mark.parametrize("gso", [False, True])

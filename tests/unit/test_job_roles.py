@@ -3,6 +3,7 @@ returns each sum once it holds every worker, answers repair requests, and never 
 host outside the job, or a worker speaking for another, change a sum; an aggregator
 sends its aggregate on, and again when a worker repeats a fragment."""
 
+import os
 import socket
 import time
 
@@ -21,7 +22,9 @@ from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
 
-PORT = 29000
+# one port per xdist worker: test_datapath and test_hostile_datagrams bind it too, and may
+# run beside this file
+PORT = 29000 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
 FLOATS = 362 * 4   # four fragments
 ADDRESS = {"w1": "127.0.0.11", "w2": "127.0.0.12", "w3": "127.0.0.13", "agg": "127.0.0.21",
            "ps": "127.0.0.31", "stranger": "127.0.0.50"}

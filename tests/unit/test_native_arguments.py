@@ -132,7 +132,8 @@ def summing(rounds=(), count=4, per_fragment=10, floats=40, slots=None, status=N
                                  count, per_fragment, floats, 40,
                                  np.zeros(count, I64) if slots is None else slots,
                                  np.zeros(1, U32), np.zeros(1, U64), np.zeros(count, U64),
-                                 list(rounds), np.zeros(1, np.int8) if status is None else status,
+                                 list(rounds), -1, 2 ** 32 - 1,
+                                 np.zeros(1, np.int8) if status is None else status,
                                  np.zeros(2, I64))
 
 

@@ -28,7 +28,8 @@
 #define BLOCK_FRAGMENTS 64       /* core_split.BLOCK_FRAGMENTS: no GSO run spans two blocks */
 #define HELD_BUFFERS 12          /* the most buffers one call holds */
 
-enum status { ADDED = 0, COMPLETED = 1, DROPPED = 2, REPEATED = 3, TO_PYTHON = 4 };
+enum status { ADDED = 0, COMPLETED = 1, DROPPED = 2, REPEATED = 3, TO_PYTHON = 4,
+              OUT_OF_WINDOW = 5 };
 
 /* The element types the calls read and write; a buffer must be of its type, contiguous
  * and aligned for it (get_buffer), or the call raises before it touches a byte. */

@@ -23,7 +23,7 @@ SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still i
 MOST_SEGMENTS = _native.MOST_SEGMENTS
 UDP_GRO = 104           # Linux's socket option (Python 3.11 has no constant)
 GSO_ERRORS = (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.EMSGSIZE)
-ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON = range(5)   # _native.c's enum status
+ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON, OUT_OF_WINDOW = range(6)   # native.h's enum status
 
 
 class NativeBatch:
@@ -113,21 +113,25 @@ class NativeDatapath:
     def sum_fragments(self, batch, node, first):
         """The batch's fragments from `first` summed in C, up to the first datagram left
         to the node's own rule (SummingNode.datagram): a control message, or a round it
-        does not keep. Summed.stop: that datagram (batch.count: none)."""
+        opens. A round outside its window is refused in C, counted as the node counts it.
+        Summed.stop: that datagram (batch.count: none)."""
         layout = node.layout
         kept = list(node.rounds.items())
+        window_low, window_high = node.window.bounds()
         stop, completed, received = _native.sum_fragments(
             batch.buffer, batch.offsets, batch.lengths, batch.sources, first, batch.count,
             layout.id, layout.count, layout.per_fragment, layout.floats, node.held.size,
             node.held.slot,
             node.sender_addresses,
             node.sender_masks, node.expected, [(n, s.sums, s.have) for n, s in kept],
-            batch.status, batch.completed)
+            window_low, window_high, batch.status, batch.completed)
         for (_number, sums), added in zip(kept, received):
             sums.received_bytes += added
         status = batch.status[first:stop]
+        out_of_window = int(np.count_nonzero(status == OUT_OF_WINDOW))
         summed = Summed(completed=batch.completed[:2 * completed].reshape(-1, 2).tolist(),
-                        dropped=int(np.count_nonzero(status == DROPPED)), stop=stop)
+                        dropped=int(np.count_nonzero(status == DROPPED)) + out_of_window,
+                        out_of_window=out_of_window, stop=stop)
         for i in first + np.flatnonzero(status == REPEATED):
             start = int(batch.offsets[i])
             summed.repeated.append((int.from_bytes(batch.buffer[start + 4:start + 8], "big"),

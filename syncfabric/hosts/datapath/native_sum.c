@@ -11,7 +11,7 @@ static const char CONTROL_MAGIC[4] = {'S', 'F', 'J', 'C'};   /* job_roles.CONTRO
 
 /* sum_fragments(buffer, offsets, lengths, sources, first, n, job, count, per_fragment,
  *               floats, held_floats, slots, sender_addresses, sender_masks, expected,
- *               rounds, status, completed)
+ *               rounds, window_low, window_high, status, completed)
  *   -> (stop, completed pairs, [bytes received per round])
  * A summing node's rule (python.py: PythonDatapath.sum_fragments) for datagrams 0..n-1:
  * a fragment of the job from a sender allowed its workers, for a kept round
@@ -21,21 +21,25 @@ static const char CONTROL_MAGIC[4] = {'S', 'F', 'J', 'C'};   /* job_roles.CONTRO
  * counted already or is not expected, or it is not a fragment held. status[i] (int8,
  * out) says what became of it: ADDED, COMPLETED (its fragment now holds every expected
  * worker; (round, fragment) appended to `completed`, int64 pairs), DROPPED, REPEATED (its
- * fragment was complete already). It stops at datagram `stop` (n: none) that it leaves to
- * the node, in order: a control message, a fragment it does not sum (another core's:
- * core_split.py), or a round not kept (the node may open it, and forget the oldest). */
+ * fragment was complete already), OUT_OF_WINDOW (a round not kept, outside the node's
+ * window: window_low < round <= window_high, round_window.RoundWindow.bounds). It stops
+ * at datagram `stop` (n: none) that it leaves to the node, in order: a control message, a
+ * fragment it does not sum (another core's: core_split.py), or a round not kept inside
+ * the window, which the node opens, forgetting its oldest if it keeps all it may (that
+ * oldest is then at most window_low + 1: no round in the window is older). */
 PyObject *sum_fragments(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_ssize_t first, n, per_fragment, floats, held_floats;
     uint32_t job, count;
+    long long window_low, window_high;
     PyObject *buffer_object, *offsets_object, *lengths_object, *sources_object,
         *slots_object, *addresses_object, *masks_object, *expected_object, *rounds_object,
         *status_object, *completed_object;
-    if (!PyArg_ParseTuple(args, "OOOOnnO&O&nnnOOOOOOO", &buffer_object, &offsets_object,
+    if (!PyArg_ParseTuple(args, "OOOOnnO&O&nnnOOOOOLLOO", &buffer_object, &offsets_object,
                           &lengths_object, &sources_object, &first, &n, uint32_arg, &job,
                           uint32_arg, &count, &per_fragment, &floats, &held_floats, &slots_object,
                           &addresses_object, &masks_object, &expected_object, &rounds_object,
-                          &status_object, &completed_object))
+                          &window_low, &window_high, &status_object, &completed_object))
         return NULL;
     if (check_layout(count, per_fragment, floats) < 0)
         return NULL;
@@ -102,8 +106,12 @@ PyObject *sum_fragments(PyObject *Py_UNUSED(self), PyObject *args)
         for (Py_ssize_t r = 0; r < rounds.count; r++)
             if (rounds.round[r].number == number)
                 round = &rounds.round[r];
-        if (round == NULL) {
-            status[i] = TO_PYTHON;   /* a round to open, or one too old: the node decides */
+        if (round == NULL) {   /* refused as the node would refuse it, or one it opens */
+            if ((long long)number <= window_low || (long long)number > window_high) {
+                status[i] = OUT_OF_WINDOW;
+                continue;
+            }
+            status[i] = TO_PYTHON;
             stop = i;
             break;
         }

@@ -17,11 +17,13 @@ BATCH = 64                     # datagrams a receive takes at most, as the nativ
 @dataclass
 class Summed:
     """What a data path did with a summing node's batch from some datagram on: the
-    (round, fragment) pairs it completed and repeated, how many datagrams it dropped,
-    and `stop`, the datagram it left to the node's own rule (the batch's count: none)."""
+    (round, fragment) pairs it completed and repeated, how many datagrams it dropped
+    (out_of_window of them naming a round outside the node's window), and `stop`, the
+    datagram it left to the node's own rule (the batch's count: none)."""
     completed: list = field(default_factory=list)
     repeated: list = field(default_factory=list)
     dropped: int = 0
+    out_of_window: int = 0
     stop: int = 0
 
 
