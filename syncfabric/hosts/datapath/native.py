@@ -23,7 +23,7 @@ SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still i
 MOST_SEGMENTS = _native.MOST_SEGMENTS
 UDP_GRO = 104           # Linux's socket option (Python 3.11 has no constant)
 GSO_ERRORS = (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.EMSGSIZE)
-ADDED, COMPLETED, DROPPED, REPEATED, TO_PYTHON, OUT_OF_WINDOW = range(6)   # native.h's enum status
+REPEATED = 3   # native.h's enum status: a datagram of a fragment complete already
 
 
 class NativeBatch:
@@ -118,7 +118,7 @@ class NativeDatapath:
         layout = node.layout
         kept = list(node.rounds.items())
         window_low, window_high = node.window.bounds()
-        stop, completed, received = _native.sum_fragments(
+        stop, completed, received, dropped, out_of_window, repeated = _native.sum_fragments(
             batch.buffer, batch.offsets, batch.lengths, batch.sources, first, batch.count,
             layout.id, layout.count, layout.per_fragment, layout.floats, node.held.size,
             node.held.slot,
@@ -127,12 +127,11 @@ class NativeDatapath:
             window_low, window_high, batch.status, batch.completed)
         for (_number, sums), added in zip(kept, received):
             sums.received_bytes += added
-        status = batch.status[first:stop]
-        out_of_window = int(np.count_nonzero(status == OUT_OF_WINDOW))
         summed = Summed(completed=batch.completed[:2 * completed].reshape(-1, 2).tolist(),
-                        dropped=int(np.count_nonzero(status == DROPPED)) + out_of_window,
-                        out_of_window=out_of_window, stop=stop)
-        for i in first + np.flatnonzero(status == REPEATED):
+                        dropped=dropped + out_of_window, out_of_window=out_of_window, stop=stop)
+        if not repeated:
+            return summed
+        for i in first + np.flatnonzero(batch.status[first:stop] == REPEATED):
             start = int(batch.offsets[i])
             summed.repeated.append((int.from_bytes(batch.buffer[start + 4:start + 8], "big"),
                                     int.from_bytes(batch.buffer[start + 8:start + 12], "big")))

@@ -12,7 +12,8 @@ static const char CONTROL_MAGIC[4] = {'S', 'F', 'J', 'C'};   /* job_roles.CONTRO
 /* sum_fragments(buffer, offsets, lengths, sources, first, n, job, count, per_fragment,
  *               floats, held_floats, slots, sender_addresses, sender_masks, expected,
  *               rounds, window_low, window_high, status, completed)
- *   -> (stop, completed pairs, [bytes received per round])
+ *   -> (stop, completed pairs, [bytes received per round], dropped, out of window,
+ *       repeated: how many of datagrams first..stop-1 have each of these statuses)
  * A summing node's rule (python.py: PythonDatapath.sum_fragments) for datagrams 0..n-1:
  * a fragment of the job from a sender allowed its workers, for a kept round
  * (rounds: [(number, sums float32 of held_floats, have uint64)]; fragment i's sums at
@@ -148,10 +149,14 @@ PyObject *sum_fragments(PyObject *Py_UNUSED(self), PyObject *args)
     }
     Py_END_ALLOW_THREADS
 
+    Py_ssize_t counts[OUT_OF_WINDOW + 1] = {0};   /* datagrams first..stop-1 by status */
+    for (Py_ssize_t i = first; i < stop; i++)
+        counts[status[i]]++;
     PyObject *received = received_per_round(&rounds);
     if (received == NULL)
         goto done;
-    result = Py_BuildValue("nnN", stop, complete_count, received);
+    result = Py_BuildValue("nnNnnn", stop, complete_count, received, counts[DROPPED],
+                           counts[OUT_OF_WINDOW], counts[REPEATED]);
 done:
     release_held(&held);
     release_rounds(&rounds);
