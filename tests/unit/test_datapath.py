@@ -53,6 +53,37 @@ def test_both_paths_build_byte_identical_datagrams(per_fragment, floats):
         assert [bytes(packets[i]) for i in range(len(packets))] == expected, name
 
 
+@pytest.mark.parametrize("gso", [False, True])
+def test_fragments_sent_from_the_callers_array_arrive_as_the_python_path_builds_them(gso):
+    """The native path sends a fragment as its header and a piece of the caller's floats
+    (two iovecs); with GSO, runs of them as one send, the short last fragment too. A GRO
+    receiver gets the Python path's datagrams, byte for byte and in order."""
+    per_fragment, floats = 2237, 2237 * 150 - 5
+    values = odd_values(floats)
+    count = -(-floats // per_fragment)
+    indices = np.arange(count)
+    masks = np.full(count, 0b10, dtype=np.uint64)
+    path = NativeDatapath(gso)
+    built = path.fragments(7, 3, count, indices, masks, values, indices * per_fragment,
+                           per_fragment, floats)
+    expected = PATHS["python"].fragments(7, 3, count, indices, masks, values,
+                                         indices * per_fragment, per_fragment, floats)
+    receiver = receiving_socket("127.0.0.32", 0, reuse=False)
+    path.prepare_receiver(receiver)
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    out.bind(("127.0.0.12", 0))
+    taken = []
+    for first in range(0, count, 50):   # what a receive buffer holds, a batch at a time
+        assert path.send(out, built, first, min(count, first + 50), receiver.getsockname()) \
+            == min(count, first + 50) - first
+        while len(taken) < min(count, first + 50) and select.select([receiver], [], [], 1)[0]:
+            batch = path.receive(receiver)
+            taken += [batch.packet(i) for i in range(batch.count)]
+    assert taken == expected
+    out.close()
+    receiver.close()
+
+
 def feed(node, packets_from):
     """Send each (worker, datagram) to the node from the worker's address; take them all."""
     socks = {}
