@@ -26,13 +26,12 @@ class RoundWindow:
         count: a whole number of 32 bits, within the window."""
         if not whole(number) or not 0 <= number <= ROUND_MAX:
             return False
-        if self.newest is None:
-            return True
-        return self.newest - self.kept < number <= self.newest + self.ahead
+        low, high = self.bounds()
+        return low < number <= high
 
     def bounds(self):
-        """(low, high): the rounds admitted are those with low < number <= high (what
-        admits says, for a whole number, as bounds a data path can compare with)."""
+        """(low, high): the whole rounds admitted are those with low < number <= high
+        (admits' rule, as bounds a data path compares a datagram's round with)."""
         if self.newest is None:
             return -1, ROUND_MAX
         return self.newest - self.kept, min(ROUND_MAX, self.newest + self.ahead)

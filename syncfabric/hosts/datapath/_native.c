@@ -27,7 +27,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
 PyMODINIT_FUNC PyInit__native(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "MOST_SEGMENTS", MOST_SEGMENTS) < 0) {
+    if (m != NULL && (PyModule_AddIntConstant(m, "MOST_SEGMENTS", MOST_SEGMENTS) < 0
+                      || PyModule_AddIntConstant(m, "REPEATED", REPEATED) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

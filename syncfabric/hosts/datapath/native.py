@@ -23,7 +23,7 @@ SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still i
 MOST_SEGMENTS = _native.MOST_SEGMENTS
 UDP_GRO = 104           # Linux's socket option (Python 3.11 has no constant)
 GSO_ERRORS = (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP, errno.EMSGSIZE)
-REPEATED = 3   # native.h's enum status: a datagram of a fragment complete already
+REPEATED = _native.REPEATED   # a datagram's status: its fragment was complete already
 
 
 class NativeBatch:
@@ -75,7 +75,8 @@ class NativeDatagrams:
         if self.payload is None:
             return head
         start = int(self.payload_offsets[i])
-        return head + self.payload.view(np.uint8)[start:start + int(self.payload_lengths[i])].tobytes()
+        floats = self.payload.view(np.uint8)[start:start + int(self.payload_lengths[i])]
+        return head + floats.tobytes()
 
 
 class NativeDatapath:

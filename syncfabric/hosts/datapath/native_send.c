@@ -16,15 +16,15 @@
 #endif
 
 /* Datagrams to send: datagram i is head[offset[i]:][:length[i]], then, where there is a
- * tail, tail[tail_offset[i]:][:tail_length[i]]. */
+ * payload, payload[payload_offset[i]:][:payload_length[i]]. */
 typedef struct {
-    const unsigned char *head, *tail;
-    const int64_t *offset, *length, *tail_offset, *tail_length;
+    const unsigned char *head, *payload;
+    const int64_t *offset, *length, *payload_offset, *payload_length;
 } Datagrams;
 
 static inline int64_t datagram_bytes(const Datagrams *d, Py_ssize_t i)
 {
-    return d->length[i] + (d->tail ? d->tail_length[i] : 0);
+    return d->length[i] + (d->payload ? d->payload_length[i] : 0);
 }
 
 /* Whether datagrams i and j carry fragments of one block (core_split.py); datagrams
@@ -39,29 +39,32 @@ static inline int same_block(const Datagrams *d, Py_ssize_t i, Py_ssize_t j)
 
 /* Hold send_batch's datagrams first..stop-1 in `held` and describe them in `d`: every
  * piece inside its buffer, and no datagram longer than UDP carries; -1 with an error set
- * otherwise. A tail (tail_object not None) comes with its offsets and lengths. */
+ * otherwise. A payload (not None) comes with its offsets and lengths. */
 static int hold_datagrams(Held *held, Datagrams *d, PyObject *head_object,
                           PyObject *offsets_object, PyObject *lengths_object,
-                          PyObject *tail_object, PyObject *tail_offsets_object,
-                          PyObject *tail_lengths_object, Py_ssize_t first, Py_ssize_t stop)
+                          PyObject *payload_object, PyObject *payload_offsets_object,
+                          PyObject *payload_lengths_object, Py_ssize_t first, Py_ssize_t stop)
 {
-    Py_buffer *head, *offsets, *lengths, *tail, *tail_offsets, *tail_lengths;
+    Py_buffer *head, *offsets, *lengths, *payload, *payload_offsets, *payload_lengths;
     if (!(head = hold(held, head_object, 0, BYTES, 0, "buffer"))
         || !(offsets = hold(held, offsets_object, 0, INT64, stop, "offsets"))
         || !(lengths = hold(held, lengths_object, 0, INT64, stop, "lengths"))
         || datagrams_in(head, offsets, lengths, first, stop, UDP_MAX_PAYLOAD) < 0)
         return -1;
     *d = (Datagrams){.head = head->buf, .offset = offsets->buf, .length = lengths->buf};
-    if (tail_object == Py_None)
+    if (payload_object == Py_None)
         return 0;
-    if (!(tail = hold(held, tail_object, 0, FLOAT32, 0, "payload"))
-        || !(tail_offsets = hold(held, tail_offsets_object, 0, INT64, stop, "payload offsets"))
-        || !(tail_lengths = hold(held, tail_lengths_object, 0, INT64, stop, "payload lengths"))
-        || datagrams_in(tail, tail_offsets, tail_lengths, first, stop, UDP_MAX_PAYLOAD) < 0)
+    if (!(payload = hold(held, payload_object, 0, FLOAT32, 0, "payload"))
+        || !(payload_offsets = hold(held, payload_offsets_object, 0, INT64, stop,
+                                    "payload offsets"))
+        || !(payload_lengths = hold(held, payload_lengths_object, 0, INT64, stop,
+                                    "payload lengths"))
+        || datagrams_in(payload, payload_offsets, payload_lengths, first, stop,
+                        UDP_MAX_PAYLOAD) < 0)
         return -1;
-    d->tail = tail->buf;
-    d->tail_offset = tail_offsets->buf;
-    d->tail_length = tail_lengths->buf;
+    d->payload = payload->buf;
+    d->payload_offset = payload_offsets->buf;
+    d->payload_length = payload_lengths->buf;
     for (Py_ssize_t i = first; i < stop; i++)
         if (datagram_bytes(d, i) > UDP_MAX_PAYLOAD) {
             PyErr_Format(PyExc_ValueError, "datagram %zd of %lld bytes: UDP carries %d at most",
@@ -115,7 +118,7 @@ PyObject *send_batch(PyObject *Py_UNUSED(self), PyObject *args)
     to.sin_addr.s_addr = htonl(address);
     to.sin_port = htons((uint16_t)destination_port);
     struct mmsghdr messages[MAX_MESSAGES];
-    struct iovec iovecs[MAX_MESSAGES * GSO_SEND_SEGMENTS * 2];   /* a head and a tail each */
+    struct iovec iovecs[MAX_MESSAGES * GSO_SEND_SEGMENTS * 2];   /* a head and a payload each */
     char controls[MAX_MESSAGES][CMSG_SPACE(sizeof(uint16_t))];
     Py_ssize_t counts[MAX_MESSAGES];
     Py_ssize_t sent = first;
@@ -146,9 +149,9 @@ PyObject *send_batch(PyObject *Py_UNUSED(self), PyObject *args)
                 iovecs[vectors].iov_base = (char *)d.head + d.offset[k];
                 iovecs[vectors].iov_len = d.length[k];
                 vectors++;
-                if (d.tail) {
-                    iovecs[vectors].iov_base = (char *)d.tail + d.tail_offset[k];
-                    iovecs[vectors].iov_len = d.tail_length[k];
+                if (d.payload) {
+                    iovecs[vectors].iov_base = (char *)d.payload + d.payload_offset[k];
+                    iovecs[vectors].iov_len = d.payload_length[k];
                     vectors++;
                 }
             }
