@@ -33,7 +33,8 @@ from syncfabric.hosts.job_roles import ShardNode, wait_until_served
 from syncfabric.hosts.paced_sender import next_due
 from syncfabric.hosts.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
-from syncfabric.hosts.worker_rounds import ResultArrays, ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.warm_arrays import ResultArrays
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -43,6 +44,9 @@ SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answe
 SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its last round
 #                         until the other workers have been quiet this long (at most
 #                         ROUND_FAIL_S): they may still need its sums again
+# result arrays made when the worker starts (warm_arrays): the one a round fills and the
+# one its caller still holds from the round before
+RESULTS_READY = 2
 
 
 def job_request(workers, model_bytes, **options):
@@ -126,7 +130,7 @@ class FabricWorker:
                                    lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
         self.shard_addresses = {shard.address for shard in layout.shards}   # answer repairs
-        self.results = ResultArrays(layout.count * layout.per_fragment)
+        self.results = ResultArrays(layout.count * layout.per_fragment, RESULTS_READY)
         for shard in layout.shards:
             if shard.host != name:
                 returned = ReturnedSums(layout, shard, receiving_socket(

@@ -42,6 +42,7 @@ from syncfabric.hosts.paced_sender import PacedSender, packets_by_round
 from syncfabric.hosts.pacing import CONFIRM
 from syncfabric.hosts.rate_following import RateSchedule
 from syncfabric.hosts.round_window import RoundWindow
+from syncfabric.hosts.warm_arrays import touched_floats
 from syncfabric.hosts.wire import ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -76,6 +77,9 @@ class SummingNode:
         round_bytes = 4 * self.held.size * share.cores   # the part's: its cores share KEPT_BYTES
         self.kept = max(FEWEST_KEPT_ROUNDS, min(KEPT_ROUNDS, KEPT_BYTES // max(1, round_bytes)))
         self.window = RoundWindow(self.kept, KEPT_ROUNDS)
+        # the arrays of the rounds it will keep, made now (warm_arrays); a round forgotten
+        # gives its array to the next
+        self.spare_sums = [touched_floats(self.held.size) for _round in range(self.kept)]
         self.taken = 0                # datagrams taken from the socket
         self.dropped = 0              # datagrams not counted: not ours, or too old
         self.out_of_window = 0        # of those, naming a round outside the window
@@ -99,19 +103,20 @@ class SummingNode:
             sums.start_of(indices), layout.per_fragment, len(sums.total()))
 
     def sums(self, number):
-        """The round's sums (made on its first datagram, in the array of the round it
-        makes the node forget); None for a round too old or outside the window
+        """The round's sums (made on its first datagram, in a spare array or that of the
+        round it makes the node forget); None for a round too old or outside the window
         (counted)."""
         if whole(number) and number in self.rounds:
             return self.rounds[number]
         if not self.window.admits(number):
             self.out_of_window += 1
             return None
-        spare = None
         if len(self.rounds) >= self.kept:   # full: the oldest makes room, or this is older
             if number < next(iter(self.rounds)):
                 return None
             spare = self.rounds.popitem(last=False)[1].sums
+        else:
+            spare = self.spare_sums.pop()
         self.rounds[number] = FragmentSums(self.layout.id, number, self.layout.floats, self.expected,
                                            self.layout.per_fragment, self.held, spare)
         self.rounds = OrderedDict(sorted(self.rounds.items()))

@@ -1,7 +1,6 @@
 """A worker's rounds in flight (fabric_worker): what it gave of each, what came back by
 fragment and what to ask again, and the shards' sums coming back on their trees."""
 
-import sys
 import threading
 import time
 
@@ -23,7 +22,8 @@ class Round:
     def __init__(self, number, layout, result=None):
         self.number, self.layout = number, layout
         self.values = None   # until the first contribution
-        # every float is placed before it is read: `result` (ResultArrays') needs no clearing
+        # every float is placed before it is read: `result` (warm_arrays.ResultArrays')
+        # needs no clearing
         self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32) \
             if result is None else result
         self.ready = np.zeros(layout.count, dtype=bool)   # blocks given whole
@@ -111,26 +111,6 @@ class Round:
                 self.parts.remove(part)
                 done.append(part)
         return done
-
-
-class ResultArrays:
-    """Arrays for rounds' results, each used again once nothing holds it (a round's
-    Futures give views of it): a new array costs the clearing of its pages, which for a
-    large model was much of a round's CPU. At most KEPT of them are kept for reuse."""
-    KEPT = 4
-
-    def __init__(self, floats):
-        self.floats, self.arrays = floats, []
-
-    def take(self):
-        for array in self.arrays:
-            # held by the list, this loop and getrefcount's argument only: nothing else
-            if sys.getrefcount(array) == 3:
-                return array
-        array = np.empty(self.floats, dtype=np.float32)
-        if len(self.arrays) < self.KEPT:
-            self.arrays.append(array)
-        return array
 
 
 class RoundFilling:

@@ -1,8 +1,8 @@
 """The two data paths (syncfabric/hosts/datapath) on loopback: the native one builds
 byte-identical datagrams and sums exactly what the Python one does, with GSO and GRO off
 and on; a job of native and Python workers is exact; without the extension the hosts
-fall back to Python with one warning; and summing nodes and workers use their arrays
-again rather than clearing new ones."""
+fall back to Python with one warning; and summing nodes sum every round in the arrays
+they made when they started."""
 
 import logging
 import select
@@ -24,7 +24,6 @@ from syncfabric.hosts.job_layout import JobLayout
 from syncfabric.hosts.control_messages import control_packet
 from syncfabric.hosts.job_roles import ShardNode
 from syncfabric.hosts.receivers import receiving_socket
-from syncfabric.hosts.worker_rounds import ResultArrays
 from tests.harness.loopback_jobs import assert_exact_rounds, loopback_job
 from tests.unit.test_job_roles import ADDRESS, PORT, report, sender
 
@@ -243,13 +242,15 @@ def test_the_environment_chooses_the_path(monkeypatch):
 
 def test_a_large_shards_host_keeps_few_rounds_and_sums_new_ones_in_their_arrays(monkeypatch):
     """With room for 4 rounds only, round 5 is summed in round 1's array, which held other
-    sums: a fragment's first datagram is copied in, so the sums are still exact."""
+    sums: a fragment's first datagram is copied in, so the sums are still exact. Every
+    round's array is one the node made when it started."""
     monkeypatch.setattr(job_roles, "KEPT_BYTES", 1)
     for path in PATHS.values():
         layout = JobLayout(report())
         node = ShardNode(layout, layout.shards[0], receiving_socket(ADDRESS["ps"], PORT, reuse=False),
                          path=path)
         assert node.kept == job_roles.FEWEST_KEPT_ROUNDS
+        made = {id(array) for array in node.spare_sums}
         arrays = []
         for number in range(1, 7):
             feed(node, [(w, fragment_packet(7, number, index, 1 << i, np.full(362 * 4, number + i,
@@ -260,13 +261,4 @@ def test_a_large_shards_host_keeps_few_rounds_and_sums_new_ones_in_their_arrays(
         node.sock.close()
         assert sorted(node.rounds) == [3, 4, 5, 6]
         assert arrays[4] is arrays[0] and arrays[5] is arrays[1], path.name
-
-
-def test_a_workers_result_array_is_used_again_only_once_nothing_holds_it():
-    arrays = ResultArrays(10)
-    held = arrays.take()[2:5]   # a view of the first array, as a Future's result is
-    second = arrays.take()
-    assert second is not held.base
-    first = id(held.base)
-    del held
-    assert id(arrays.take()) == first and arrays.take() is not second
+        assert {id(array) for array in arrays} == made, path.name
