@@ -33,7 +33,7 @@ from syncfabric.hosts.job_roles import ShardNode, wait_until_served
 from syncfabric.hosts.paced_sender import next_due
 from syncfabric.hosts.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.receivers import Wakeup, receiving_socket
-from syncfabric.hosts.warm_arrays import ResultArrays
+from syncfabric.hosts.warm_arrays import RoundArrays
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.worker_sends import WorkerSends
 
@@ -130,7 +130,8 @@ class FabricWorker:
                                    lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
         self.shard_addresses = {shard.address for shard in layout.shards}   # answer repairs
-        self.results = ResultArrays(layout.count * layout.per_fragment, RESULTS_READY)
+        self.results = RoundArrays(layout.count * layout.per_fragment, RESULTS_READY)
+        self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
         for shard in layout.shards:
             if shard.host != name:
                 returned = ReturnedSums(layout, shard, receiving_socket(
@@ -242,7 +243,7 @@ class FabricWorker:
             return
         self.begun = max(self.begun, number)
         current = self.rounds.get(number) or self.rounds.setdefault(
-            number, Round(number, self.layout, self.results.take()))
+            number, Round(number, self.layout, self.results.take(), self.pieces))
         current.contribute(start, values, future, whole)
         self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
                               start_at, self._between_sends)

@@ -20,10 +20,11 @@ def touched_floats(floats):
     return array
 
 
-class ResultArrays:
-    """Arrays for a worker's rounds' results, each used again once nothing holds it (a
-    round's Futures give views of it). `ready` of them are made now (touched_floats), more
-    as rounds need them; at most max(KEPT, ready) are kept for reuse."""
+class RoundArrays:
+    """Arrays of `floats` that a worker's rounds write (their results, whose Futures give
+    views of them, or the values a caller gives in pieces), each used again once nothing
+    holds it. `ready` of them are made now (touched_floats), more as rounds need them; at
+    most max(KEPT, ready) are kept for reuse."""
     KEPT = 4
 
     def __init__(self, floats, ready=0):

@@ -19,10 +19,11 @@ class Round:
     it gives the whole round at once: it leaves it alone until the Future ends), the
     parts' Futures, and what came back of each shard (by fragment), and when."""
 
-    def __init__(self, number, layout, result=None):
+    def __init__(self, number, layout, result=None, pieces=None):
         self.number, self.layout = number, layout
         self.values = None   # until the first contribution
-        # every float is placed before it is read: `result` (warm_arrays.ResultArrays')
+        self.pieces = pieces   # gives the array for values given in pieces (default: new)
+        # every float is placed before it is read: `result` (warm_arrays.RoundArrays')
         # needs no clearing
         self.result = np.zeros(layout.count * layout.per_fragment, dtype=np.float32) \
             if result is None else result
@@ -43,8 +44,9 @@ class Round:
         if self.values is None and start == 0 and len(values) == self.layout.floats:
             self.values = values   # a whole round: read where it is, not copied
         else:
-            if self.values is None:
-                self.values = np.zeros(self.layout.floats, dtype=np.float32)
+            if self.values is None:   # every float is given before its block is sent
+                self.values = np.empty(self.layout.floats, dtype=np.float32) \
+                    if self.pieces is None else self.pieces.take()
             self.values[start:start + len(values)] = values
         self.parts.append([start, start + len(values), future])
         self.ready[whole] = True

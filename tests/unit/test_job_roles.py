@@ -18,6 +18,7 @@ from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.paced_sender import PacedSender, next_due, packets_by_round
 from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import datagrams, receiving_socket
+from syncfabric.hosts.warm_arrays import RoundArrays
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
@@ -120,6 +121,24 @@ def test_a_fragment_of_the_wrong_length_changes_no_sum(shard):
     settle(node)
     assert returned_sums(returned) == {(1, i): (0b111, 6.0) for i in range(4)}
     assert np.all(node.rounds[1].total() == 6.0)
+
+
+def test_values_given_in_pieces_go_into_an_array_used_again_once_its_round_is_gone():
+    layout = JobLayout(report())
+    pieces = RoundArrays(FLOATS)
+    first = Round(1, layout, pieces=pieces)
+    first.contribute(0, values(0)[:362], None, [0])
+    first.contribute(362, values(1)[362:], None, [1, 2, 3])
+    assert first.values is pieces.arrays[0]
+    assert first.values[0] == 1.0 and first.values[-1] == 2.0
+    held = first.values
+    second = Round(2, layout, pieces=pieces)
+    second.contribute(0, values(2)[:362], None, [0])
+    assert second.values is not held   # the first round's is still held
+    del first, held
+    third = Round(3, layout, pieces=pieces)
+    third.contribute(0, values(2)[:362], None, [0])
+    assert third.values is pieces.arrays[0]
 
 
 def test_a_worker_takes_back_only_sums_of_the_right_length():

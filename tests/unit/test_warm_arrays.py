@@ -4,7 +4,7 @@ used again only once nothing holds them."""
 
 import resource
 
-from syncfabric.hosts.warm_arrays import ResultArrays, touched_floats
+from syncfabric.hosts.warm_arrays import RoundArrays, touched_floats
 
 FLOATS = 8 * 2 ** 20   # 32 MB: far past what malloc keeps, so np.empty maps new pages
 
@@ -22,7 +22,7 @@ def test_a_round_writing_a_warm_array_takes_no_page_faults():
 
 
 def test_a_workers_result_arrays_made_ready_are_the_first_ones_taken():
-    arrays = ResultArrays(FLOATS, ready=2)
+    arrays = RoundArrays(FLOATS, ready=2)
     before = page_faults()
     first, second = arrays.take(), arrays.take()
     first[:] = 1
@@ -32,7 +32,7 @@ def test_a_workers_result_arrays_made_ready_are_the_first_ones_taken():
 
 
 def test_a_workers_result_array_is_used_again_only_once_nothing_holds_it():
-    arrays = ResultArrays(10)
+    arrays = RoundArrays(10)
     held = arrays.take()[2:5]   # a view of the first array, as a Future's result is
     second = arrays.take()
     assert second is not held.base
