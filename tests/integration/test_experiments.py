@@ -390,7 +390,8 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
     assert all(float(r["ratio_to_gloo"]) > 0 and float(r["cpu_ratio_to_gloo"]) > 0
                for r in table if r["datapath"] != "gloo")
     assert all(float(r["cpu_per_mb_ms"]) > 0 and r["kernel"] == platform.release()
-               and r["mitigations"] for r in table)
+               and r["mitigations"] and r["memory"].startswith("transparent huge pages")
+               for r in table)
     for r in (r for r in table if r["placement"] == "dedicated"):
         shares = [float(share) for share in r["core_shares"].split("/")]
         assert len(shares) == int(r["cores"]) and min(shares) > 0.2, r
