@@ -13,9 +13,15 @@ sum is checked exactly. A row per network, placement, data path, GSO/GRO, cores 
 size: round_s is the median of rounds 2..R (each from the last host's start to the last
 host's end), cpu_s every process's CPU in a round (cpu_per_mb_ms: per MiB of the
 buffer; cpu_ratio_to_gloo: ours over Gloo's), rcvbuf_errors the kernel's count of
-datagrams dropped for a full receive buffer over the whole run. kernel, cpu_model and
-mitigations say which machine it was (machine_facts): the kernel's cost per datagram
-differs between machines of one kind.
+datagrams dropped for a full receive buffer over the whole run. kernel, cpu_model,
+mitigations and memory say which machine it was (machine_facts): the kernel's cost per
+datagram, and what a page written first costs, differ between machines of one kind.
+
+--runs N measures every row N times, Gloo's and then ours in turn each time, and
+keeps the rows of the median run (by the geometric mean of our rows' ratio_to_gloo);
+runs_ratio_to_gloo gives each run's ratio, exact and rcvbuf_errors cover every run. On a
+VM one run's ratios may differ from the next's by up to 2x (docs/datapath.md, "Why runs
+differ"): quote the median of 3 or more.
 
 --cores 1,2 runs each dedicated shard host's daemon on 1 and on 2 cores (its --cores):
 shard_cpu_us_per_datagram is what the shard hosts spend on each datagram they take, and
@@ -44,7 +50,7 @@ from experiments.host_network import NETWORKS, HostNetwork
 
 COLUMNS = ["network", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
            "algbw_gbit_s", "cpu_s", "cpu_per_mb_ms", "rcvbuf_errors", "ratio_to_gloo",
-           "cpu_ratio_to_gloo", "exact",
+           "cpu_ratio_to_gloo", "runs_ratio_to_gloo", "exact",
            "shard_cpu_us_per_datagram", "core_shares", *machine_facts.COLUMNS]
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
@@ -217,24 +223,46 @@ def environment_of_hosts():
 def run(args):
     environment = environment_of_hosts()
     rows = []
-    steps = len(args.networks) * len(args.sizes) * (1 + len(variants(args)))
+    steps = len(args.networks) * len(args.sizes) * args.runs * (1 + len(variants(args)))
     with tqdm(total=steps, desc="host all-reduce") as bar, tempfile.TemporaryDirectory() as folder:
         for kind in args.networks:
             workers, servers = host_names(args.workers, args.shards, "dedicated")
             with HostNetwork(kind, workers + servers) as network:
                 for size_mb in args.sizes:
-                    gloo = gloo_row(network, args, size_mb, environment)
-                    rows.append(gloo)
-                    bar.update()
-                    for variant in variants(args):
-                        job_path = write_job(network, args, size_mb, variant[0], folder)
-                        rows.append(our_row(network, args, size_mb, variant, job_path,
-                                            environment))
-                        bar.update()
-                    for ours in rows[-1 - len(variants(args)):]:
-                        ours["ratio_to_gloo"] = round(gloo["round_s"] / ours["round_s"], 3)
-                        ours["cpu_ratio_to_gloo"] = round(ours["cpu_s"] / gloo["cpu_s"], 3)
+                    runs = [one_run(network, args, size_mb, environment, folder, bar)
+                            for _run in range(args.runs)]
+                    rows += median_run(runs)
     return rows
+
+
+def one_run(network, args, size_mb, environment, folder, bar):
+    """Gloo's row, then each of ours, every one with its ratios to Gloo's (Gloo's own: 1)."""
+    gloo = gloo_row(network, args, size_mb, environment)
+    bar.update()
+    ours = []
+    for variant in variants(args):
+        job_path = write_job(network, args, size_mb, variant[0], folder)
+        ours.append(our_row(network, args, size_mb, variant, job_path, environment))
+        bar.update()
+    for row in [gloo] + ours:
+        row["ratio_to_gloo"] = round(gloo["round_s"] / row["round_s"], 3)
+        row["cpu_ratio_to_gloo"] = round(row["cpu_s"] / gloo["cpu_s"], 3)
+    return [gloo] + ours
+
+
+def median_run(runs):
+    """The rows of the run whose geometric mean of our rows' ratio_to_gloo is the median
+    (of an even count, the lower middle one), each with every run's ratio
+    (runs_ratio_to_gloo), exact only if every run's was, and all runs' rcvbuf_errors."""
+    def speed(rows):
+        return statistics.geometric_mean([row["ratio_to_gloo"] for row in rows[1:]])
+    chosen = sorted(runs, key=speed)[(len(runs) - 1) // 2]
+    for i, row in enumerate(chosen):
+        row["runs_ratio_to_gloo"] = "" if i == 0 else \
+            "/".join("%.3f" % rows[i]["ratio_to_gloo"] for rows in runs)
+        row["exact"] = all(rows[i]["exact"] for rows in runs)
+        row["rcvbuf_errors"] = sum(rows[i]["rcvbuf_errors"] for rows in runs)
+    return chosen
 
 
 def parse_args(argv):
@@ -244,6 +272,9 @@ def parse_args(argv):
     parser.add_argument("--sizes", type=comma_list(float), default=[4.0, 64.0, 256.0],
                         help="buffer sizes in MiB (default 4,64,256)")
     parser.add_argument("--rounds", type=int, default=5, help="per row; the first is not timed")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="measure every row this many times, Gloo's and ours in turn; "
+                             "the rows are the median run's (default 1)")
     parser.add_argument("--networks", type=comma_list(str, NETWORKS), default=list(NETWORKS))
     parser.add_argument("--placements", type=comma_list(str, PLACEMENTS), default=list(PLACEMENTS))
     parser.add_argument("--datapaths", type=comma_list(str, DATAPATHS), default=list(DATAPATHS))
@@ -252,8 +283,10 @@ def parse_args(argv):
                              "(default 1)")
     parser.add_argument("--out", type=Path, default=Path("results/host_allreduce.csv"))
     args = parser.parse_args(argv)
-    if args.rounds < 2 or args.workers < 2 or args.shards < 1 or min(args.sizes) <= 0:
-        parser.error("needs --rounds >= 2, --workers >= 2, --shards >= 1 and positive sizes")
+    if args.rounds < 2 or args.runs < 1 or args.workers < 2 or args.shards < 1 \
+            or min(args.sizes) <= 0:
+        parser.error("needs --rounds >= 2, --runs >= 1, --workers >= 2, --shards >= 1 and "
+                     "positive sizes")
     if not all(1 <= cores <= len(os.sched_getaffinity(0)) for cores in args.cores):
         parser.error("--cores: from 1 to %d, the CPUs here" % len(os.sched_getaffinity(0)))
     if "colocated" in args.placements and not 2 <= args.shards <= args.workers:

@@ -388,6 +388,7 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
     assert [r["network"] for r in table if r["datapath"] == "gloo"] == ["veth", "loopback"]
     assert all(r["exact"] == "True" and r["rcvbuf_errors"] == "0" for r in table)
     assert all(float(r["ratio_to_gloo"]) > 0 and float(r["cpu_ratio_to_gloo"]) > 0
+               and float(r["runs_ratio_to_gloo"]) == float(r["ratio_to_gloo"])
                for r in table if r["datapath"] != "gloo")
     assert all(float(r["cpu_per_mb_ms"]) > 0 and r["kernel"] == platform.release()
                and r["mitigations"] and r["memory"].startswith("transparent huge pages")
