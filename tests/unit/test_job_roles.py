@@ -19,7 +19,7 @@ from syncfabric.hosts.paced_sender import PacedSender, next_due, packets_by_roun
 from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import datagrams, receiving_socket
 from syncfabric.hosts.warm_arrays import RoundArrays
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round
+from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
 
@@ -139,6 +139,17 @@ def test_values_given_in_pieces_go_into_an_array_used_again_once_its_round_is_go
     third = Round(3, layout, pieces=pieces)
     third.contribute(0, values(2)[:362], None, [0])
     assert third.values is pieces.arrays[0]
+
+
+def test_a_round_given_whole_is_complete_at_once_and_pieces_fill_the_next():
+    filling = RoundFilling(JobLayout(report()))
+    assert filling.take(0, FLOATS) == (1, [0, 1, 2, 3], True)
+    assert filling.filling is None   # nothing kept of a round given whole
+    assert filling.take(0, 500) == (2, [0], False)
+    with pytest.raises(ValueError, match="were given already"):
+        filling.take(0, FLOATS)
+    assert filling.take(500, FLOATS) == (2, [1, 2, 3], True)
+    assert filling.take(0, FLOATS) == (3, [0, 1, 2, 3], True)
 
 
 def test_a_worker_takes_back_only_sums_of_the_right_length():
