@@ -66,7 +66,9 @@ def bed():
 def daemons(bed):
     with job_daemons(bed, SERVERS) as running:
         yield running
-    assert all("Traceback" not in daemon.log for daemon in running.values())
+    failed = {host: daemon.log[daemon.log.index("Traceback") - 300:][:3000]
+              for host, daemon in running.items() if "Traceback" in daemon.log}
+    assert not failed, failed
 
 
 def post_job(bed, **fields):
