@@ -130,10 +130,10 @@ class RoundFilling:
             if not 0 <= start < stop <= self.layout.floats:
                 raise ValueError("job %d rounds %d float32 values: %d..%d is not among them"
                                  % (self.layout.id, self.layout.floats, start, stop))
-            if self.filling is None and start == 0 and stop == self.layout.floats:
-                self.next_round += 1   # a whole round at once: nothing to keep of it
-                return self.next_round - 1, list(range(self.layout.count)), True
             if self.filling is None:
+                if start == 0 and stop == self.layout.floats:   # whole: nothing to keep
+                    self.next_round += 1
+                    return self.next_round - 1, list(range(self.layout.count)), True
                 self.filling = (self.next_round, np.zeros(self.layout.floats, dtype=bool))
                 self.next_round += 1
             number, filled = self.filling
