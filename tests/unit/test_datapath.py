@@ -16,7 +16,6 @@ import pytest
 from experiments.fuzzing.differential import RecordingSocket, to_batch
 from syncfabric.hosts import datapath as datapaths
 from syncfabric.hosts import job_roles
-from syncfabric.hosts.datapath import native
 from syncfabric.hosts.datapath.native import NativeDatapath
 from syncfabric.hosts.datapath.python import PythonDatapath
 from syncfabric.hosts.fabric_worker import FabricWorker
@@ -179,24 +178,6 @@ def test_a_burst_sent_in_one_call_arrives_whole_and_in_order(gso):
         taken += [(batch.packet(i), batch.source(i)) for i in range(batch.count)]
     assert [p for p, _source in taken] == packets
     assert {source for _p, source in taken} == {out.getsockname()}
-    out.close()
-    receiver.close()
-
-
-def test_without_gro_one_receive_takes_as_many_bytes_as_with_it():
-    """A socket without GRO hands over a datagram a slot: such a receive has
-    SLOTS_WITHOUT_GRO slots, about the 512 KB of GRO's SLOTS_WITH_GRO runs."""
-    path = NativeDatapath(False)
-    receiver = receiving_socket("127.0.0.31", 0, reuse=False)
-    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    out.bind(("127.0.0.11", 0))
-    packets = [bytes([k]) * 8972 for k in range(60)]
-    assert path.send(out, packets, 0, len(packets), receiver.getsockname()) == len(packets)
-    select.select([receiver], [], [], 1)
-    batch = path.receive(receiver)
-    assert batch.count == native.SLOTS_WITHOUT_GRO and batch.filled
-    assert batch.count * 8972 >= native.SLOTS_WITH_GRO * 62804 - 8972   # 7 a GRO run
-    assert [batch.packet(i) for i in range(batch.count)] == packets[:batch.count]
     out.close()
     receiver.close()
 

@@ -17,11 +17,7 @@ from syncfabric.hosts.gradient_wire import HEADER
 
 LOG = logging.getLogger("syncfabric.hosts")
 SLOT_BYTES = 65536      # a datagram, or a GRO super-datagram, at most
-# datagrams one receive takes at most: about 512 KB of them, still in cache when summed.
-# With GRO a slot takes a run of up to 64 KB; without it one datagram, 9 KB at MTU 9000,
-# so a receive takes more of them, and the Python around each call is spread over more
-SLOTS_WITH_GRO = 8
-SLOTS_WITHOUT_GRO = 56
+SLOTS = 8   # datagrams (or GRO runs) one receive takes at most: 512 KB, still in cache when summed
 # segments of one GRO super-datagram at most: the kernel's UDP_MAX_SEGMENTS, 128 since Linux
 # 6.10 (64 before), which it does not expose; a datagram of more is dropped and counted
 MOST_SEGMENTS = _native.MOST_SEGMENTS
@@ -31,16 +27,15 @@ REPEATED = _native.REPEATED   # a datagram's status: its fragment was complete a
 
 
 class NativeBatch:
-    """A thread's receive buffers, for `slots` datagrams or GRO runs: datagram i is
-    buffer[offsets[i]:][:lengths[i]], from sources[i] (IPv4, host order) and ports[i];
-    count of them hold a round's datagrams.
+    """A thread's receive buffers: datagram i is buffer[offsets[i]:][:lengths[i]], from
+    sources[i] (IPv4, host order) and ports[i]; count of them hold a round's datagrams.
     filled: the receive took all it could, so more may wait. truncated, oversized: the
     datagrams the receive dropped (longer than a slot or with a control message cut
     short; more segments than MOST_SEGMENTS)."""
 
-    def __init__(self, slots=SLOTS_WITH_GRO):
-        self.buffer = bytearray(SLOT_BYTES * slots)
-        capacity = slots * MOST_SEGMENTS
+    def __init__(self):
+        self.buffer = bytearray(SLOT_BYTES * SLOTS)
+        capacity = SLOTS * MOST_SEGMENTS
         self.offsets = np.zeros(capacity, dtype=np.int64)
         self.lengths = np.zeros(capacity, dtype=np.int64)
         self.sources = np.zeros(capacity, dtype=np.uint32)
@@ -96,8 +91,7 @@ class NativeDatapath:
     def _batch(self):
         batch = getattr(self.local, "batch", None)
         if batch is None:
-            batch = self.local.batch = NativeBatch(SLOTS_WITH_GRO if self.gso
-                                                   else SLOTS_WITHOUT_GRO)
+            batch = self.local.batch = NativeBatch()
         return batch
 
     def prepare_receiver(self, sock):
@@ -109,9 +103,8 @@ class NativeDatapath:
                 pass   # an older kernel: one datagram at a time
 
     def receive(self, sock):
-        """The datagrams waiting on non-blocking `sock` (up to SLOTS_WITH_GRO, or
-        SLOTS_WITHOUT_GRO when GSO is off; GRO's cut apart), in this thread's buffers:
-        valid until this thread's next receive."""
+        """The datagrams waiting on non-blocking `sock` (up to SLOTS, GRO's cut apart),
+        in this thread's buffers: valid until this thread's next receive."""
         batch = self._batch()
         batch.count, batch.filled, batch.truncated, batch.oversized = _native.recv_batch(
             sock.fileno(), batch.buffer, SLOT_BYTES, batch.offsets, batch.lengths, batch.sources,
