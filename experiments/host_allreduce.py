@@ -9,7 +9,7 @@ W workers and P summing nodes (dedicated: hosts of their own, running the aggreg
 daemon; colocated: in the workers) in network namespaces joined by veth pairs through a
 Linux bridge, or all on loopback (experiments/host_network.py). The job comes from the
 controller's planner with links declared at 100 Gbit/s (experiments/host_jobs.py). Every
-sum is checked exactly. A row per network, placement, data path, GSO/GRO, cores and
+sum is checked exactly. A row per network, MTU, placement, data path, GSO/GRO, cores and
 size: round_s is the median of rounds 2..R (each from the last host's start to the last
 host's end), cpu_s every process's CPU in a round (cpu_per_mb_ms: per MiB of the
 buffer; cpu_ratio_to_gloo: ours over Gloo's), rcvbuf_errors the kernel's count of
@@ -22,6 +22,12 @@ keeps the rows of the median run (by the geometric mean of our rows' ratio_to_gl
 runs_ratio_to_gloo gives each run's ratio, exact and rcvbuf_errors cover every run. On a
 VM one run's ratios may differ from the next's by up to 2x (docs/datapath.md, "Why runs
 differ"): quote the median of 3 or more.
+
+--mtus 9000,65535 (the default) measures each network with its data plane at each MTU
+(veth's links set to it; loopback's takes any), Gloo's rows too, and our fragments fill
+it: 9000 is what NICs take, 65535 the bigger units that loopback and veth allow, seven
+times the bytes per datagram the kernel handles. GSO sends runs of datagrams only where
+two fit in one 64 KB send, so an MTU past 32781 has GSO "off" rows alone.
 
 --cores 1,2 runs each dedicated shard host's daemon on 1 and on 2 cores (its --cores):
 shard_cpu_us_per_datagram is what the shard hosts spend on each datagram they take, and
@@ -46,15 +52,18 @@ from experiments.plots.hosts import plot_host_allreduce
 from experiments import machine_facts
 from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.host_jobs import host_names, plan_job
-from experiments.host_network import NETWORKS, HostNetwork
+from experiments.host_network import MTU, NETWORKS, HostNetwork
+from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.job_layout import MAX_FRAGMENT_BYTES
 
-COLUMNS = ["network", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
+COLUMNS = ["network", "mtu", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
            "algbw_gbit_s", "cpu_s", "cpu_per_mb_ms", "rcvbuf_errors", "ratio_to_gloo",
            "cpu_ratio_to_gloo", "runs_ratio_to_gloo", "exact",
            "shard_cpu_us_per_datagram", "core_shares", *machine_facts.COLUMNS]
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
 GLOO_PORT = 29650
+SMALLEST_MTU, BIGGEST_MTU = 576, 65535   # IPv4's: every host takes 576; a datagram is 64 KB at most
 
 
 class Hosts:
@@ -186,7 +195,7 @@ def our_row(network, args, size_mb, variant, job_path, environment, steady=None)
 
 def row(network, placement, datapath, gso, cores, size_mb, measured):
     round_s = measured["round_s"]
-    return {"network": network.kind, "placement": placement, "datapath": datapath, "gso": gso,
+    return {"network": network.kind, "mtu": network.mtu, "placement": placement, "datapath": datapath, "gso": gso,
             "cores": cores, "size_mb": size_mb, "round_s": round(round_s, 5),
             "algbw_gbit_s": round(size_mb * 2 ** 20 * 8 / round_s / 1e9, 3),
             "cpu_s": round(measured["cpu_s"], 5),
@@ -196,21 +205,28 @@ def row(network, placement, datapath, gso, cores, size_mb, measured):
             "core_shares": measured["servers"].shares(), **machine_facts.csv_columns()}
 
 
-def variants(args):
-    """(placement, data path, gso, cores) of our rows: GSO/GRO only on the native path,
-    more than one core only for dedicated shard hosts (the daemon's)."""
+def variants(args, mtu):
+    """(placement, data path, gso, cores) of our rows on a data plane of `mtu`: GSO/GRO
+    only on the native path and where it sends runs (gso_runs), more than one core only
+    for dedicated shard hosts (the daemon's)."""
     return [(placement, datapath, gso, cores) for placement in args.placements
             for datapath in args.datapaths
-            for gso in (("off", "on") if datapath == "native" else ("off",))
+            for gso in (("off", "on") if datapath == "native" and gso_runs(mtu) else ("off",))
             for cores in (args.cores if placement == "dedicated" else [1])]
+
+
+def gso_runs(mtu):
+    """Whether GSO sends datagrams that fill `mtu` in runs: two fit in one UDP send."""
+    return 2 * (mtu - 20 - 8) <= MAX_FRAGMENT_BYTES + HEADER.size
 
 
 def write_job(network, args, size_mb, placement, folder):
     """The planner's job for `placement` on this network, in a file in `folder`."""
-    job_path = Path(folder) / ("%s-%s-%g.json" % (network.kind, placement, size_mb))
+    job_path = Path(folder) / ("%s-%d-%s-%g.json" % (network.kind, network.mtu, placement,
+                                                    size_mb))
     workers, servers = host_names(args.workers, args.shards, placement)
     job = plan_job({n: network.addresses[n] for n in workers + servers}, workers,
-                   int(size_mb * 2 ** 20), placement, args.shards)
+                   int(size_mb * 2 ** 20), placement, args.shards, network.mtu)
     job_path.write_text(json.dumps(job))
     return job_path
 
@@ -223,15 +239,17 @@ def environment_of_hosts():
 def run(args):
     environment = environment_of_hosts()
     rows = []
-    steps = len(args.networks) * len(args.sizes) * args.runs * (1 + len(variants(args)))
+    steps = len(args.networks) * len(args.sizes) * args.runs \
+        * sum(1 + len(variants(args, mtu)) for mtu in args.mtus)
+    workers, servers = host_names(args.workers, args.shards, "dedicated")
     with tqdm(total=steps, desc="host all-reduce") as bar, tempfile.TemporaryDirectory() as folder:
         for kind in args.networks:
-            workers, servers = host_names(args.workers, args.shards, "dedicated")
-            with HostNetwork(kind, workers + servers) as network:
-                for size_mb in args.sizes:
-                    runs = [one_run(network, args, size_mb, environment, folder, bar)
-                            for _run in range(args.runs)]
-                    rows += median_run(runs)
+            for mtu in args.mtus:
+                with HostNetwork(kind, workers + servers, mtu) as network:
+                    for size_mb in args.sizes:
+                        runs = [one_run(network, args, size_mb, environment, folder, bar)
+                                for _run in range(args.runs)]
+                        rows += median_run(runs)
     return rows
 
 
@@ -240,7 +258,7 @@ def one_run(network, args, size_mb, environment, folder, bar):
     gloo = gloo_row(network, args, size_mb, environment)
     bar.update()
     ours = []
-    for variant in variants(args):
+    for variant in variants(args, network.mtu):
         job_path = write_job(network, args, size_mb, variant[0], folder)
         ours.append(our_row(network, args, size_mb, variant, job_path, environment))
         bar.update()
@@ -278,6 +296,9 @@ def parse_args(argv):
     parser.add_argument("--networks", type=comma_list(str, NETWORKS), default=list(NETWORKS))
     parser.add_argument("--placements", type=comma_list(str, PLACEMENTS), default=list(PLACEMENTS))
     parser.add_argument("--datapaths", type=comma_list(str, DATAPATHS), default=list(DATAPATHS))
+    parser.add_argument("--mtus", type=comma_list(int), default=[MTU, BIGGEST_MTU],
+                        help="the data plane's MTUs, each a network of its own, Gloo's rows "
+                             "too (default %d,%d)" % (MTU, BIGGEST_MTU))
     parser.add_argument("--cores", type=comma_list(int), default=[1],
                         help="cores of each dedicated shard host's daemon, e.g. 1,2 "
                              "(default 1)")
@@ -287,6 +308,9 @@ def parse_args(argv):
             or min(args.sizes) <= 0:
         parser.error("needs --rounds >= 2, --runs >= 1, --workers >= 2, --shards >= 1 and "
                      "positive sizes")
+    if not all(SMALLEST_MTU <= mtu <= BIGGEST_MTU for mtu in args.mtus):
+        parser.error("--mtus: from %d to %d bytes, an IPv4 datagram's least and most"
+                     % (SMALLEST_MTU, BIGGEST_MTU))
     if not all(1 <= cores <= len(os.sched_getaffinity(0)) for cores in args.cores):
         parser.error("--cores: from 1 to %d, the CPUs here" % len(os.sched_getaffinity(0)))
     if "colocated" in args.placements and not 2 <= args.shards <= args.workers:
@@ -297,8 +321,8 @@ def parse_args(argv):
 
 def summary(r):
     """A row as one line of the benchmark's output."""
-    line = "%-8s %-9s %-6s gso %-3s cores %-2s %6g MB: %8.4f s %7.3f Gbit/s cpu %7.4f s  " \
-           "rcvbuf errors %d" % (r["network"], r["placement"], r["datapath"], r["gso"], r["cores"],
+    line = "%-8s mtu %-5d %-9s %-6s gso %-3s cores %-2s %6g MB: %8.4f s %7.3f Gbit/s " \
+           "cpu %7.4f s  rcvbuf errors %d" % (r["network"], r["mtu"], r["placement"], r["datapath"], r["gso"], r["cores"],
                                  r["size_mb"], r["round_s"], r["algbw_gbit_s"], r["cpu_s"],
                                  r["rcvbuf_errors"])
     if r["shard_cpu_us_per_datagram"] != "":

@@ -3,7 +3,9 @@ controller's own code without a controller: the fabric described, the round plan
 (round_planner.plan_job), its gradient plan reported (ina_plans.plan_report) and the
 hosts' job made of it (job_reports.round_report), as POST /jobs would answer.
 
-Links are declared at 100 Gbit/s, so that pacing never binds: the CPU is the limit."""
+Links are declared at 100 Gbit/s, so that pacing never binds: the CPU is the limit. The
+MTU may be past what POST /jobs takes (9000: NICs' jumbo frames, and the switches' meter
+buckets are sized for them): loopback and veth take datagrams of 64 KB."""
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
@@ -11,7 +13,6 @@ from syncfabric.services.ina_plans import plan_report
 from syncfabric.services.job_reports import gradient_mbit, round_report
 
 LINK_MBPS = 100_000.0
-MTU = 9000
 JOB_ID = 1
 
 
@@ -30,11 +31,12 @@ def description(addresses):
                       for port, (name, ip) in enumerate(addresses.items(), start=1)]}
 
 
-def plan_job(addresses, workers, model_bytes, placement, shards):
+def plan_job(addresses, workers, model_bytes, placement, shards, mtu):
     """The hosts' job (GET /jobs/<id>'s answer) for `workers` with `shards` shards placed
-    as `placement` says (dedicated: on the other hosts of `addresses`)."""
+    as `placement` says (dedicated: on the other hosts of `addresses`), its fragments
+    datagrams that fill `mtu`."""
     view = FabricView(description(addresses))
-    request = {"workers": list(workers), "model_bytes": model_bytes, "mtu": MTU,
+    request = {"workers": list(workers), "model_bytes": model_bytes, "mtu": mtu,
                "aggregation": False}
     model_mbit = gradient_mbit(request, shards)
     plan = round_planner.plan_job(view, list(workers), model_mbit, placement, shards,

@@ -1,9 +1,11 @@
 """The hosts of experiments.host_allreduce, with no shaping and the kernel's default
 offloads, alike for us and for Gloo:
 
-- `veth`: each host in a network namespace of its own, joined by a veth pair (MTU 9000)
-  to one Linux bridge in a namespace of its own (multicast flooded: no snooping);
-- `loopback`: every host in one namespace, on its own 127.0.1.x address of `lo`.
+- `veth`: each host in a network namespace of its own, joined by a veth pair (MTU 9000,
+  or as asked, up to 65535) to one Linux bridge in a namespace of its own (multicast
+  flooded: no snooping);
+- `loopback`: every host in one namespace, on its own 127.0.1.x address of `lo` (whose
+  MTU, 65536, holds any datagram).
 
 Namespaces are named sfns-ha-* so that `make leftovers` removes what a dead run left.
 """
@@ -13,7 +15,7 @@ import subprocess
 
 PREFIX = "sfns-ha-"
 NETWORKS = ("veth", "loopback")
-MTU = 9000
+MTU = 9000   # the data plane's MTU by default: jumbo frames, as NICs take them
 
 
 def run(command):
@@ -21,11 +23,11 @@ def run(command):
 
 
 class HostNetwork:
-    """Hosts `names` on network `kind`: addresses[name], namespace[name]; a context manager
-    that removes what it made."""
+    """Hosts `names` on network `kind` whose data plane takes datagrams of `mtu` bytes:
+    addresses[name], namespace[name]; a context manager that removes what it made."""
 
-    def __init__(self, kind, names):
-        self.kind, self.names = kind, list(names)
+    def __init__(self, kind, names, mtu=MTU):
+        self.kind, self.names, self.mtu = kind, list(names), mtu
         if kind == "loopback":
             self.addresses = {n: "127.0.1.%d" % (i + 1) for i, n in enumerate(names)}
             self.namespace = {n: PREFIX + "lo" for n in names}
@@ -59,10 +61,10 @@ class HostNetwork:
             run("ip link add ha%d type veth peer name ha%db" % (i, i))
             run("ip link set ha%d netns %s" % (i, host))
             run("ip link set ha%db netns %s" % (i, switch))
-            run("ip netns exec %s ip link set ha%db mtu %d master br0 up" % (switch, i, MTU))
+            run("ip netns exec %s ip link set ha%db mtu %d master br0 up" % (switch, i, self.mtu))
             inside = "ip netns exec %s " % host
             run(inside + "ip link set ha%d name eth0" % i)
-            run(inside + "ip link set eth0 mtu %d up" % MTU)
+            run(inside + "ip link set eth0 mtu %d up" % self.mtu)
             run(inside + "ip link set lo up")
             run(inside + "ip addr add %s/24 dev eth0" % self.addresses[name])
             run(inside + "ip route add 224.0.0.0/4 dev eth0")

@@ -5,6 +5,9 @@ with dedicated shards on the native data path, GSO off and on.
     python -m experiments.host_profile --network loopback --size 64 --rounds 14 \\
         --out results/host_profile.csv
 
+--mtu sets the data plane's MTU (9000; host_allreduce's --mtus): at 65535 a datagram
+is too big for GSO to send in runs, and only the GSO-off rows are taken.
+
 `perf record -a` samples every CPU at --frequency; only the samples taken during the
 timed rounds count (by their CLOCK_MONOTONIC stamps). Each counts for the process it
 hit (a worker, a shard's host or a Gloo rank) and for a step, by the function it hit
@@ -34,7 +37,7 @@ from tqdm import tqdm
 from experiments import host_allreduce, machine_facts
 from experiments.cli import experiment_parser, write_csv
 from experiments.host_jobs import host_names
-from experiments.host_network import NETWORKS, HostNetwork
+from experiments.host_network import MTU, NETWORKS, HostNetwork
 
 COLUMNS = ["role", "gso", "step", "samples", "cpu_ms_per_round", "share",
            *machine_facts.COLUMNS]
@@ -132,14 +135,15 @@ def profile(args, folder):
     """(samples, Perf.windows, host_allreduce's rows): Gloo's ranks, then ours with GSO
     off and on, each sampled over rounds 2..R only."""
     options = host_allreduce.parse_args(["--workers", str(args.workers), "--shards",
-                                         str(args.shards), "--rounds", str(args.rounds)])
+                                         str(args.shards), "--rounds", str(args.rounds),
+                                         "--mtus", str(args.mtu)])
     environment = host_allreduce.environment_of_hosts()
     workers, servers = host_names(args.workers, args.shards, "dedicated")
     rows = []
     perf = Perf(Path(folder) / "perf.data", args.frequency)
     samples = None
     try:
-        with HostNetwork(args.network, workers + servers) as network:
+        with HostNetwork(args.network, workers + servers, args.mtu) as network:
             def steady(role_of_name, gso):
                 def sampled(processes):   # `ip netns exec` execs: each Popen's pid is its host's
                     return perf.window({process.pid: (role_of_name(name), gso)
@@ -148,7 +152,8 @@ def profile(args, folder):
             rows.append(host_allreduce.gloo_row(network, options, args.size, environment,
                                                 steady(lambda name: "gloo", "-")))
             job = host_allreduce.write_job(network, options, args.size, "dedicated", folder)
-            for gso in tqdm(("off", "on"), desc="data path, GSO"):
+            runs = ("off", "on") if host_allreduce.gso_runs(args.mtu) else ("off",)
+            for gso in tqdm(runs, desc="data path, GSO"):
                 rows.append(host_allreduce.our_row(
                     network, options, args.size, ("dedicated", "native", gso, 1), job,
                     environment, steady(lambda name: "worker" if name in workers else "shard",
@@ -186,6 +191,9 @@ def parse_args(argv):
                              "of 32 MB, get new sums arrays; later ones use them again)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--mtu", type=int, default=MTU,
+                        help="the data plane's MTU, Gloo's and ours (default %d; up to %d: "
+                             "host_allreduce --mtus)" % (MTU, host_allreduce.BIGGEST_MTU))
     parser.add_argument("--frequency", type=int, default=999, help="samples per second per CPU")
     parser.add_argument("--out", type=Path, default=Path("results/host_profile.csv"))
     args = parser.parse_args(argv)
@@ -193,6 +201,9 @@ def parse_args(argv):
             or args.frequency < 1:
         parser.error("needs --rounds >= 2 (the first is not sampled), --workers >= 2, "
                      "--shards >= 1, a positive --size and --frequency")
+    if not host_allreduce.SMALLEST_MTU <= args.mtu <= host_allreduce.BIGGEST_MTU:
+        parser.error("--mtu: from %d to %d bytes" % (host_allreduce.SMALLEST_MTU,
+                                                     host_allreduce.BIGGEST_MTU))
     return args
 
 

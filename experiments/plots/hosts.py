@@ -31,13 +31,13 @@ def plot_host_bench(csv_path):
 
 
 def plot_host_allreduce(csv_path):
-    """Algorithm bandwidth per buffer size, Gloo's and each of ours, per network."""
+    """Algorithm bandwidth per buffer size, Gloo's and each of ours, per network and MTU."""
     rows = read_rows(csv_path)
-    networks = list(dict.fromkeys(r["network"] for r in rows))
+    networks = list(dict.fromkeys((r["network"], r.get("mtu", "")) for r in rows))
     figure, all_axes = plt.subplots(1, len(networks), figsize=(6 * len(networks), 3.8),
                                     squeeze=False)
-    for axes, network in zip(all_axes[0], networks):
-        mine = [r for r in rows if r["network"] == network]
+    for axes, (network, mtu) in zip(all_axes[0], networks):
+        mine = [r for r in rows if (r["network"], r.get("mtu", "")) == (network, mtu)]
         sizes = sorted({float(r["size_mb"]) for r in mine})
         kinds = list(dict.fromkeys(label(r) for r in mine))
         width = 0.8 / len(kinds)
@@ -50,7 +50,8 @@ def plot_host_allreduce(csv_path):
         axes.set_xticks([i + 0.4 - width / 2 for i in range(len(sizes))])
         axes.set_xticklabels(["%g MiB" % size for size in sizes])
         axes.set_ylabel("algorithm bandwidth (Gbit/s)")
-        axes.set_title("all-reduce on %s, the CPU the limit" % network)
+        axes.set_title("all-reduce on %s%s, the CPU the limit"
+                       % (network, ", MTU %s" % mtu if mtu else ""))
     # one legend, right of the panels: inside either, it hides bars
     all_axes[0][-1].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(figure, csv_path)

@@ -22,16 +22,17 @@ def address(worker_index):
     return "127.0.0.%d" % (11 + worker_index)
 
 
-def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS):
+def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
+                 fragment_bytes=FRAGMENT_BYTES):
     """The POST /jobs answer for `workers` on loopback: shard i in worker i, returned on
-    group 239.77.<job>.<i>, every worker sending each other shard its fragments at
-    rate_mbps."""
-    count = -(-model_bytes // FRAGMENT_BYTES)
+    group 239.77.<job>.<i>, every worker sending each other shard its fragments (of
+    fragment_bytes: FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps."""
+    count = -(-model_bytes // fragment_bytes)
     cuts = [count * i // len(workers) for i in range(len(workers) + 1)]
     addresses = {w: address(i) for i, w in enumerate(workers)}
     shards = [{"host": w, "address": addresses[w], "port": port + i,
                "fragments": [cuts[i], cuts[i + 1]],
-               "bytes": [cuts[i] * FRAGMENT_BYTES, min(cuts[i + 1] * FRAGMENT_BYTES, model_bytes)],
+               "bytes": [cuts[i] * fragment_bytes, min(cuts[i + 1] * fragment_bytes, model_bytes)],
                "return": {"tree": i + 1, "group": "239.77.%d.%d" % (job_id % 250, i),
                           "port": port + i, "rate_mbps": rate_mbps}}
               for i, w in enumerate(workers) if cuts[i] < cuts[i + 1]]
@@ -39,7 +40,7 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS):
                          "fragments": s["fragments"], "rate_mbps": rate_mbps}
                         for i, s in enumerate(shards) if s["host"] != w] for w in workers}
     return {"id": job_id, "generation": 1, "release_key": "k", "workers": list(workers),
-            "model_bytes": model_bytes, "fragment_bytes": FRAGMENT_BYTES, "fragments": count,
+            "model_bytes": model_bytes, "fragment_bytes": fragment_bytes, "fragments": count,
             "addresses": addresses, "shards": shards, "destinations": destinations,
             "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}
 

@@ -4,6 +4,7 @@ import csv
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -376,7 +377,7 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
     require_root()
     out = tmp_path / "host.csv"
     answer = run("host_allreduce", "--workers", "2", "--shards", "2", "--sizes", "1",
-                 "--rounds", "3", "--cores", "1,2", "--out", str(out))
+                 "--rounds", "3", "--cores", "1,2", "--mtus", "9000", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
     ours = [(r["network"], r["placement"], r["datapath"], r["gso"], r["cores"]) for r in table
@@ -400,6 +401,28 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
     assert out.with_suffix(".png").stat().st_size > 0
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "sfns-ha-" not in namespaces
+
+
+@pytest.mark.integration
+def test_host_allreduce_on_64_kb_datagrams_over_veth_is_exact_and_leaves_nothing(tmp_path):
+    """The bigger units veth allows: links at a 65535-byte MTU, Gloo's rows and ours on
+    them, fragments that fill it (no GSO rows: one datagram fills a send), every sum
+    exact, no receive buffer overflowed, and no namespace (and so no link) left."""
+    require_root()
+    out = tmp_path / "host.csv"
+    answer = run("host_allreduce", "--workers", "2", "--shards", "2", "--sizes", "4",
+                 "--rounds", "3", "--networks", "veth", "--placements", "dedicated",
+                 "--mtus", "65535", "--out", str(out))
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    table = rows(out)
+    assert [(r["mtu"], r["datapath"], r["gso"]) for r in table] == [
+        ("65535", "gloo", "-"), ("65535", "python", "off"), ("65535", "native", "off")]
+    assert all(r["exact"] == "True" and r["rcvbuf_errors"] == "0" for r in table)
+    assert all(float(r["ratio_to_gloo"]) > 0 for r in table)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "sfns-ha-" not in namespaces
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert not re.search(r"\bha\d+b?[@:]", links)
 
 
 @pytest.mark.integration

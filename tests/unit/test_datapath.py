@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from experiments.fuzzing.differential import RecordingSocket, to_batch
+from syncfabric.decisions.model_shards import fragment_payload_bytes
 from syncfabric.hosts import datapath as datapaths
 from syncfabric.hosts import job_roles
 from syncfabric.hosts.datapath.native import NativeDatapath
@@ -207,6 +208,24 @@ def test_a_job_of_native_and_python_workers_is_exact(first, second):
     job = loopback_job(93, ["w1", "w2"], floats * 4, 29760)
     pair = [FabricWorker(job, "w1", path=PATHS[first]), FabricWorker(job, "w2", path=PATHS[second])]
     try:
+        assert_exact_rounds(pair, floats)
+    finally:
+        for worker in pair:
+            worker.close()
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_job_of_64_kb_datagrams_is_exact_on_every_path(name):
+    """Bigger units where loopback and veth allow them: fragments that fill a 65535-byte
+    MTU, each the most a UDP datagram holds, summed and returned exactly (host_allreduce
+    --mtus measures them)."""
+    fragment_bytes = fragment_payload_bytes(65535)
+    assert fragment_bytes + HEADER.size <= 65507 < fragment_bytes + 4 + HEADER.size
+    floats = fragment_bytes // 4 * 9 + 17   # 10 fragments, the last short
+    job = loopback_job(94, ["w1", "w2"], floats * 4, 29770, fragment_bytes=fragment_bytes)
+    pair = [FabricWorker(job, worker, path=PATHS[name]) for worker in ("w1", "w2")]
+    try:
+        assert pair[0].layout.per_fragment == fragment_bytes // 4
         assert_exact_rounds(pair, floats)
     finally:
         for worker in pair:
