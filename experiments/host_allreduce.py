@@ -63,7 +63,8 @@ COLUMNS = ["network", "mtu", "placement", "datapath", "gso", "cores", "size_mb",
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
 GLOO_PORT = 29650
-SMALLEST_MTU, BIGGEST_MTU = 576, 65535   # IPv4's: every host takes 576; a datagram is 64 KB at most
+# the MTUs an IPv4 data plane may have: every host takes 576, and a datagram is 64 KB at most
+SMALLEST_MTU, BIGGEST_MTU = 576, 65535
 
 
 class Hosts:
@@ -195,8 +196,9 @@ def our_row(network, args, size_mb, variant, job_path, environment, steady=None)
 
 def row(network, placement, datapath, gso, cores, size_mb, measured):
     round_s = measured["round_s"]
-    return {"network": network.kind, "mtu": network.mtu, "placement": placement, "datapath": datapath, "gso": gso,
-            "cores": cores, "size_mb": size_mb, "round_s": round(round_s, 5),
+    return {"network": network.kind, "mtu": network.mtu, "placement": placement,
+            "datapath": datapath, "gso": gso, "cores": cores, "size_mb": size_mb,
+            "round_s": round(round_s, 5),
             "algbw_gbit_s": round(size_mb * 2 ** 20 * 8 / round_s / 1e9, 3),
             "cpu_s": round(measured["cpu_s"], 5),
             "cpu_per_mb_ms": round(measured["cpu_s"] / size_mb * 1000, 3),
