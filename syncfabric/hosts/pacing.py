@@ -53,6 +53,10 @@ BATCH = 64   # datagrams sent in one call of the data path at most (sendmmsg's b
 # which start once the pass is sent
 WINDOW_WAIT_S = 0.0005
 WINDOW_STALL_S = 0.05
+# a stream in window sends once this many of its datagrams may leave (or all it has
+# left): sent as sums came back, a few at a time, a worker's 64 MB pass took 200 calls
+# more of the loop and of the data path than it needs (its window holds 64 at least)
+WINDOW_LEAST_ROOM = 16
 
 
 def perf_counter_at(wall_clock):
@@ -72,7 +76,8 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
     while every stream is further ahead of schedule (it may return early).
     window(i, sent): how many more of stream i's datagrams may leave now that `sent` have
     (flow control: a receiver's buffer holds what is in flight); a stream out of window
-    waits, its receives taken by idle, for at most WINDOW_STALL_S at a time."""
+    (fewer than WINDOW_LEAST_ROOM may leave, and it has more) waits, its receives taken
+    by idle, for at most WINDOW_STALL_S at a time."""
     path = path or datapath()
     streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
     lengths = [path.lengths(packets) for _address, packets, _rate in streams]
@@ -88,7 +93,8 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
         if not pending:
             return
         room = {i: BATCH if window is None else window(i, position[i]) for _when, i in pending}
-        open_ = [(when, i) for when, i in pending if room[i] > 0]
+        open_ = [(when, i) for when, i in pending
+                 if room[i] >= min(WINDOW_LEAST_ROOM, len(lengths[i]) - position[i])]
         if not open_:
             stalled_at = stalled_at or time.perf_counter()
             if time.perf_counter() - stalled_at < WINDOW_STALL_S:
@@ -103,13 +109,13 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
             continue
         address, packets, rate = streams[i]
         first, sizes = position[i], lengths[i]
-        interval = _interval(sizes[first], rate)   # the stream's datagrams are alike
+        interval = _interval(int(sizes[first]), rate)   # the stream's datagrams are alike
         due_now = 1 + int((now + ahead_s - when) / interval)
         stop = min(len(sizes), first + min(due_now, BATCH, room[i]))
         sent = path.send(sock, packets, first, stop, address)
         if sent:
             due[i] = max(when + (sent - 1) * interval, time.perf_counter() - CATCH_UP_S) \
-                + _interval(sizes[first + sent - 1], rate)
+                + _interval(int(sizes[first + sent - 1]), rate)
             position[i] = first + sent
         if first + sent < stop:   # a non-blocking socket's buffer is full: wait for room
             select.select([], [sock], [], SEND_BUFFER_WAIT_S)
