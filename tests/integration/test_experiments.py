@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from experiments.host_network import HostNetwork
 from tests.harness.experiments import PORTS, SMALL, kept_up_or_busy, rows, run
 from tests.harness.testbeds import bridges, require_root
 
@@ -399,6 +400,23 @@ def test_host_allreduce_measures_both_data_paths_beside_gloo_every_sum_exact(tmp
         assert len(shares) == int(r["cores"]) and min(shares) > 0.2, r
         assert float(r["shard_cpu_us_per_datagram"]) > 0
     assert out.with_suffix(".png").stat().st_size > 0
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "sfns-ha-" not in namespaces
+
+
+@pytest.mark.integration
+def test_a_host_network_sets_every_veth_link_to_its_mtu_and_takes_them_away():
+    """host_allreduce's veth network at 65535 bytes: each host's end and the bridge's end
+    of its link at that MTU, and nothing left once it is closed."""
+    require_root()
+    with HostNetwork("veth", ["h1", "h2"], 65535) as network:
+        ends = [network.command(name, ["ip", "-o", "link", "show", "eth0"])
+                for name in network.names]
+        ends += [["ip", "netns", "exec", "sfns-ha-sw", "ip", "-o", "link", "show", "ha%db" % i]
+                 for i in range(len(network.names))]
+        for end in ends:
+            shown = subprocess.run(end, capture_output=True, text=True, check=True).stdout
+            assert " mtu 65535 " in shown, shown
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "sfns-ha-" not in namespaces
 
