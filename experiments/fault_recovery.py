@@ -45,7 +45,8 @@ REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_L
 # default) meets the traffic at any link rate; a killed controller's traffic must outlast a
 # restart of ryu-manager (a few seconds). A job's model is one round's: its rounds, a few
 # a restart long, go on before, through and after the fault.
-TRANSFER_S = {"link": 3.0, "switch": 3.0, "reconnect": 3.0, "controller": 8.0}
+TRANSFER_S = 3.0              # a fault in the data plane's
+CONTROLLER_TRANSFER_S = 8.0   # a killed controller's
 JOB_ROUND_S = 0.5
 DEFAULT_WORKERS = {"job": 8}     # else 15
 DEFAULT_ROUNDS = {"job": 10}     # else 5 (--traffic training)
@@ -91,7 +92,7 @@ def parse_args(argv):
                              "%g s, in %g s for --fault controller, whose transfer must "
                              "outlast a restart of ryu-manager, and in %g s for a job (a "
                              "round's model)"
-                             % (TRANSFER_S["link"], TRANSFER_S["controller"], JOB_ROUND_S))
+                             % (TRANSFER_S, CONTROLLER_TRANSFER_S, JOB_ROUND_S))
     parser.add_argument("--rate-fraction", type=float, default=0.95,
                         help="reservation and sending rate as a fraction of --bw")
     parser.add_argument("--fail-after-s", type=float, default=0.8,
@@ -117,7 +118,8 @@ def parse_args(argv):
                      % (FAULT_ROUND, FAULT_ROUND))
     if args.traffic == "job" and args.bw is not None:
         fit_auto_rate(args, lambda: job_load_mbps(args))
-    model_mb_at(args, JOB_ROUND_S if args.traffic == "job" else TRANSFER_S[args.fault])
+    model_mb_at(args, JOB_ROUND_S if args.traffic == "job" else
+                CONTROLLER_TRANSFER_S if args.fault == "controller" else TRANSFER_S)
     if args.aggregator_bw is None and args.bw is not None:
         args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
     return args

@@ -25,10 +25,9 @@ from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
 from syncfabric.openflow import builders as of
-from syncfabric.services.plan_records import (LivePlan, check_hosts, plan_hold_key, restored_plans,
-                                              save_plans)
-from syncfabric.services.request_fields import (check_fields, distinct_names, job_name,
-                                                positive_number)
+from syncfabric.services.plan_records import LivePlan, plan_hold_key, restored_plans, save_plans
+from syncfabric.services.request_fields import (check_fields, check_hosts, distinct_names,
+                                                job_name, positive_number)
 
 LOG = logging.getLogger("syncfabric.ina")
 REQUEST_FIELDS = {"job", "workers", "ps", "aggregators", "gradient_mb", "policy"}

@@ -30,7 +30,8 @@ from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import DEFAULT_WEIGHT, shares_of
-from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
+from syncfabric.services.request_fields import (check_fields, check_hosts, distinct_names,
+                                               positive_number)
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
 
@@ -110,7 +111,7 @@ class Jobs:
     def create(self, body, release_key, now):
         request = parse_job_request(body)
         book = self.trees.ready_book()
-        check_hosts(book.view, request["workers"])
+        check_hosts(book.view, request["workers"], unknown_error=InvalidRequest)
         job = Job(next(self.next_ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
@@ -311,12 +312,3 @@ def plan_request(job):
     if not request["aggregation"]:
         body["aggregators"] = []
     return body
-
-
-def check_hosts(view, workers):
-    unknown = [w for w in workers if not view.is_host(w)]
-    if unknown:
-        raise InvalidRequest("unknown host(s): %s" % ", ".join(unknown))
-    aggregators = [w for w in workers if view.is_aggregator(w)]
-    if aggregators:
-        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(aggregators))

@@ -8,6 +8,7 @@ from syncfabric.decisions.gradient_plan import GradientPlan
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import InvalidRequest, NotFound
+from syncfabric.services.request_fields import check_hosts
 
 LOG = logging.getLogger("syncfabric.ina")
 STATE_NAME = "ina"
@@ -72,19 +73,3 @@ def restored_plan(record, view, book):
     book.hold_if_free(live.hold_key, live.result.loads())
     live.shares = plan_shares(view, live.request, live.result, live.report["ports"])
     return live
-
-
-def check_hosts(view, workers, pss, aggregators):
-    """NotFound for unknown hosts; InvalidRequest for aggregators in the wrong role."""
-    unknown = [h for h in [*workers, *pss, *aggregators] if not view.is_host(h)]
-    if unknown:
-        raise NotFound("unknown host(s): %s" % ", ".join(unknown))
-    not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
-    if not_aggregators:
-        raise InvalidRequest("not aggregator host(s): %s" % ", ".join(not_aggregators))
-    misplaced = [h for h in workers if view.is_aggregator(h)]
-    if misplaced:
-        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(misplaced))
-    both = sorted(set(pss) & set(aggregators))
-    if both:   # a PS in a switch sums its own shard: it aggregates for no other
-        raise InvalidRequest("%s holds a PS: leave it out of aggregators" % ", ".join(both))

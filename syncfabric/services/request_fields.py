@@ -1,6 +1,7 @@
-"""Checks shared by the services' request parsers; they raise InvalidRequest (400)."""
+"""Checks shared by the services' request parsers; they raise InvalidRequest (400), and
+check_hosts NotFound (404) for unknown hosts unless told otherwise."""
 
-from syncfabric.errors import InvalidRequest
+from syncfabric.errors import InvalidRequest, NotFound
 
 
 def positive_number(value):
@@ -37,3 +38,21 @@ def job_name(body):
     if not isinstance(body["job"], str) or not body["job"]:
         raise InvalidRequest("job must be a non-empty string")
     return body["job"]
+
+
+def check_hosts(view, workers, pss=(), aggregators=(), unknown_error=NotFound):
+    """The hosts a request names, each in a role it can take: unknown_error for hosts the
+    fabric does not have (NotFound; a job's request says InvalidRequest: its workers are
+    fields of its body, not a resource), InvalidRequest for aggregators in the wrong role."""
+    unknown = [h for h in [*workers, *pss, *aggregators] if not view.is_host(h)]
+    if unknown:
+        raise unknown_error("unknown host(s): %s" % ", ".join(unknown))
+    not_aggregators = [a for a in aggregators if not view.is_aggregator(a)]
+    if not_aggregators:
+        raise InvalidRequest("not aggregator host(s): %s" % ", ".join(not_aggregators))
+    misplaced = [h for h in workers if view.is_aggregator(h)]
+    if misplaced:
+        raise InvalidRequest("aggregator host(s) cannot be workers: %s" % ", ".join(misplaced))
+    both = sorted(set(pss) & set(aggregators))
+    if both:   # a PS in a switch sums its own shard: it aggregates for no other
+        raise InvalidRequest("%s holds a PS: leave it out of aggregators" % ", ".join(both))

@@ -10,6 +10,7 @@ from experiments import fidelity
 from experiments.calibrate import streams, trial_clean
 from experiments.fidelity import Usage, verdict
 from experiments.platform_capacity import NotCalibrated, resolve_bw
+from tests.harness.experiments import kept_up_or_busy
 
 IDLE = Usage(ovs_cpu=0.5, machine_busy=0.6)
 
@@ -34,6 +35,17 @@ def test_each_invariant_decides_alone():
     assert verdict(8.0, 8.0, 0.0, 0, Usage(ovs_backlog_kb=357.5))["fidelity_ok"]   # 22 frames
     assert "2048 KB waited for ovs-vswitchd" in queued["fidelity_reason"]
     assert Usage.worst([Usage(ovs_backlog_kb=2048), IDLE]).ovs_backlog_kb == 2048
+
+
+def test_a_test_excuses_a_row_by_its_machine_busy_column_alone():
+    """kept_up_or_busy reads the verdict's columns as a CSV gives them (text)."""
+    def as_csv(row):
+        return {name: str(value) for name, value in row.items()}
+    assert kept_up_or_busy(as_csv(verdict(8.0, 8.0, 0.0, 0, IDLE)))
+    assert kept_up_or_busy(as_csv(verdict(19.0, 9.0, 0.0, 0, Usage(machine_busy=0.99))))
+    slow = as_csv(verdict(19.0, 9.0, 0.0, 0, IDLE))
+    assert not kept_up_or_busy(slow)
+    assert not kept_up_or_busy(dict(slow, fidelity_reason="the machine was busy elsewhere"))
 
 
 def test_a_round_is_judged_by_the_backlog_while_it_ran():
