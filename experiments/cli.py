@@ -114,11 +114,14 @@ def topo_spec(args):
 def build_fabric(args, bw=None, **options):
     """The Topo of the flags at `bw` (default --bw; one rate, or one per switch link), given
     each of `options` that the fabric takes (aggregators="top", aggregator_bw=...:
-    mininet_topos/registry.py)."""
+    mininet_topos/registry.py). While --bw is not a rate yet (auto with no calibration,
+    or --bench) and no `bw` is given, the fabric's own default rate: enough to count its
+    hosts (fabric_host_count), which no rate changes."""
     from mininet_topos.registry import build_topo
-    if bw is None:   # 1 while --bw is not a rate yet: auto with no calibration, or --bench
-        bw = args.bw if isinstance(args.bw, (int, float)) else 1
-    return build_topo(topo_spec(args), bw=bw, **options)
+    if bw is None and isinstance(args.bw, (int, float)):
+        bw = args.bw
+    rate = {} if bw is None else {"bw": bw}
+    return build_topo(topo_spec(args), **rate, **options)
 
 
 def fabric_host_count(args):

@@ -1,10 +1,12 @@
 """The fabrics every experiment can build (mininet_topos/registry.py), named as Mininet's
 --topo names them, a user's own included, and the experiments' --topo flag."""
 
+import argparse
+
 import pytest
 
 from experiments.allreduce import parse_args as allreduce_arguments
-from experiments.cli import fabric_host_count
+from experiments.cli import build_fabric, fabric_host_count
 from mininet_topos.registry import TopoSpec, build_topo, fabric_hosts, parse_topo
 
 USER_FABRIC = '''
@@ -75,3 +77,14 @@ def test_an_experiment_takes_topo_in_place_of_the_spine_leaf_flags(capsys):
     with pytest.raises(SystemExit):
         allreduce_arguments(["--topo", "torus,3", "--bw", "20"])
     assert "no fabric named 'torus'" in capsys.readouterr().err
+
+
+def test_a_fabric_whose_rate_is_not_known_yet_is_built_at_its_own_default():
+    """--bw auto before calibration: counting hosts builds the fabric at the rate its
+    factory defaults to (SpineLeafTopo's 20 Mbit/s), not at a made-up one."""
+    args = argparse.Namespace(topo=parse_topo("spineleaf,spines=2,leaves=2,hosts_per_leaf=3"),
+                              bw="auto")
+    assert fabric_host_count(args) == 6
+    topo = build_fabric(args)
+    assert {topo.linkInfo(*link)["bw"] for link in topo.links()} == {20}
+    assert {build_fabric(args, bw=7).linkInfo(*link)["bw"] for link in topo.links()} == {7}
