@@ -40,9 +40,9 @@ import sys
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.cli import (announce_rate, build_fabric, comma_list, csv_out_argument,
-                             experiment_parser, fabric_arguments, fabric_host_count,
-                             finish_emulated_run, fit_auto_rate, progress_printer, rate_mbps)
+from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             fit_auto_rate, job_fabric, progress_printer, rate_mbps)
 from experiments.defaults import (AGGREGATOR_SHARE, EMULATED_MAX_PSS, JOB_START_S, ROUNDS_APART,
                                  STREAM_MODES, STREAM_PLACEMENT)
 from experiments.plots.training import plot_allreduce
@@ -52,9 +52,6 @@ from experiments.traffic import gloo_peers
 from experiments.traffic.jobs import (job_round_fidelity, job_rounds, planned_load_mbps,
                                      run_job, served_job, stream_job)
 from experiments.traffic.training import run_training
-from mininet_topos.description import describe
-from mininet_topos.registry import fabric_hosts
-from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
@@ -113,17 +110,6 @@ def parse_args(argv):
 def aggregator_rates(args):
     """--aggregator-bw in Mbit/s at args.bw (ValueError if an item is neither)."""
     return [rate_mbps(item, args.bw) for item in args.aggregator_bw or ["%gx" % AGGREGATOR_SHARE]]
-
-
-def job_fabric(args, aggregator_bw):
-    """The job experiments' fabric from their flags, an aggregator host on every switch
-    of its top tier (a spine-leaf's spines, a fat-tree's cores), or none at an
-    aggregator_bw of 0: (topology, its FabricView, its other hosts in order h1, h2, ...)."""
-    if aggregator_bw:
-        topo = build_fabric(args, aggregators="top", aggregator_bw=aggregator_bw)
-    else:
-        topo = build_fabric(args)
-    return topo, FabricView(describe(topo)), fabric_hosts(topo)
 
 
 def heaviest_round(args):

@@ -124,6 +124,20 @@ def build_fabric(args, bw=None, **options):
     return build_topo(topo_spec(args), **rate, **options)
 
 
+def job_fabric(args, aggregator_bw):
+    """The job experiments' fabric from their flags, an aggregator host on every switch
+    of its top tier (a spine-leaf's spines, a fat-tree's cores), or none at an
+    aggregator_bw of 0: (topology, its FabricView, its other hosts in order h1, h2, ...)."""
+    from mininet_topos.description import describe
+    from mininet_topos.registry import fabric_hosts
+    from syncfabric.decisions.fabric_view import FabricView
+    if aggregator_bw:
+        topo = build_fabric(args, aggregators="top", aggregator_bw=aggregator_bw)
+    else:
+        topo = build_fabric(args)
+    return topo, FabricView(describe(topo)), fabric_hosts(topo)
+
+
 def fabric_host_count(args):
     """How many hosts of the flags' fabric can run workers (aggregators not counted)."""
     from mininet_topos.registry import fabric_hosts

@@ -32,8 +32,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
-                             fit_auto_rate, progress_printer, rate_mbps)
-from experiments.allreduce import job_fabric
+                             fit_auto_rate, job_fabric, progress_printer, rate_mbps)
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
 from experiments.testbed import FabricTestbed

@@ -33,10 +33,9 @@ import time
 from tqdm import tqdm
 
 from experiments import fidelity
-from experiments.allreduce import job_fabric
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
-                             fit_auto_rate, progress_printer)
+                             fit_auto_rate, job_fabric, progress_printer)
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.jobs import plot_tenants
 from experiments.tenant_summary import summary

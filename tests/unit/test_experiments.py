@@ -117,12 +117,12 @@ def test_allreduce_with_every_host_a_worker_leaves_out_the_modes_that_need_one_m
 
 
 def test_allreduce_at_aggregator_bw_0_builds_a_fabric_without_aggregators():
-    from experiments import allreduce
+    from experiments import allreduce, cli
     args = allreduce.parse_args(["--bw", "20", "--spines", "2", "--leaves", "2", "--workers", "4",
                                  "--modes", "gloo-allreduce,stream-colocated",
                                  "--aggregator-bw", "0,1x"])
     assert args.aggregator_bw == [0.0, 20.0]
-    assert allreduce.job_fabric(args, 0.0)[1].aggregators == {}
+    assert cli.job_fabric(args, 0.0)[1].aggregators == {}
     assert len(allreduce.job_fabric(args, 20.0)[1].aggregators) == 2
     answer = run("allreduce", "--bw", "20", "--modes", "stream-in-network", "--aggregator-bw", "0")
     assert answer.returncode == 2 and "without aggregators" in answer.stderr
