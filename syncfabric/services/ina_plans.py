@@ -24,7 +24,7 @@ from syncfabric.decisions.inart_placement import InartProblem
 from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.plan_records import LivePlan, plan_hold_key, restored_plans, save_plans
 from syncfabric.services.request_fields import (check_fields, check_hosts, distinct_names,
                                                 job_name, positive_number)
@@ -156,7 +156,7 @@ class InaPlans:
                          **{s: dp for s, dp in connected.items() if dp is not None})
         live.shares = shares
         try:
-            self.installer.install({datapaths[switch]: of.steering_changes(
+            self.installer.install({datapaths[switch]: steering.steering_changes(
                 datapaths[switch], live.id, NO_SHARE, share)[0]
                 for switch, share in shares.items() if switch in datapaths})
         except InstallFailed as failure:
@@ -174,7 +174,7 @@ class InaPlans:
             datapath = self.fabric.datapath_of(switch)
             if datapath is not None:
                 streams = set(live.shares.get(switch, NO_SHARE).meters) | set(dict(meters).get(switch, ()))
-                removals[datapath] = of.steering_removal(datapath, live.id, sorted(streams))
+                removals[datapath] = steering.steering_removal(datapath, live.id, sorted(streams))
         if not self.installer.remove(removals):
             LOG.warning("plan %d: removal not confirmed by every switch", live.id)
 
@@ -223,7 +223,7 @@ class InaPlans:
             return None
         shares = [(live.id, live.shares.get(switch)) for live in list(self.plans.values())]
         return [message for plan_id, share in shares if share is not None
-                for message in of.steering_changes(datapath, plan_id, NO_SHARE, share)[0]]
+                for message in steering.steering_changes(datapath, plan_id, NO_SHARE, share)[0]]
 
 
 def placement_problem(graph, view, reserved_mbps, request):

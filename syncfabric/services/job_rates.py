@@ -17,7 +17,7 @@ from syncfabric.decisions.gradient_plan import NO_SHARE
 from syncfabric.decisions.multicast_trees import fits_in, switch_shares
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.decisions.reservations import ReservationError
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.openflow.tree_messages import tree_changes
 from syncfabric.services.ina_plans import plan_report
 from syncfabric.services.job_shares import part_loads
@@ -87,7 +87,7 @@ class RateChange:
         for switch, share in new_shares.items():
             datapath = fabric.datapath_of(switch)
             if datapath is not None:
-                make, _break = of.steering_changes(datapath, self.live.id,
+                make, _break = steering.steering_changes(datapath, self.live.id,
                                                    old_shares.get(switch, NO_SHARE), share)
                 messages.setdefault(datapath, []).extend(make)
         for reservation, tree in zip(self.reservations, self.new_trees):

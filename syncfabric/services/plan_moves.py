@@ -17,7 +17,7 @@ from syncfabric.decisions.gradient_plan import NO_SHARE, PlacementError, crosses
 from syncfabric.decisions.plan_admission import plan_shares, steering_switches
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InstallFailed, InvalidRequest, NotFound, NotReady
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.ina_plans import plan_report
 
 LOG = logging.getLogger("syncfabric.ina")
@@ -100,7 +100,7 @@ def _switch_over(plans, view, live, result, outcome, now):
     for switch in set(old_shares) | set(new_shares):
         datapath = plans.fabric.datapath_of(switch)
         if datapath is not None:
-            changes[datapath] = of.steering_changes(datapath, live.id,
+            changes[datapath] = steering.steering_changes(datapath, live.id,
                                                     old_shares.get(switch, NO_SHARE),
                                                     new_shares.get(switch, NO_SHARE))
     live.shares = new_shares   # a switch that syncs meanwhile gets the new share

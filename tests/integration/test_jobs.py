@@ -28,6 +28,7 @@ from experiments.traffic.jobs import (job_daemons, output_so_far, program_lines,
 from experiments.controller_process import wait_until
 from syncfabric.hosts.controller_client import ControllerHttpError
 from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.job_daemons import SILENT_S
 from tests.harness.testbeds import running_testbed
 
@@ -122,7 +123,7 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
 
 def admission_drops(switch, job):
     """Packets the switch's table 0 dropped on the way to the job's plan."""
-    flows = "table=0,cookie=%#x/-1" % of.steering_cookie(job["plan"])
+    flows = "table=0,cookie=%#x/-1" % steering.steering_cookie(job["plan"])
     lines = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, flows],
                            capture_output=True, text=True, check=True).stdout.splitlines()
     return sum(int(re.search(r"n_packets=(\d+)", line).group(1)) for line in lines

@@ -8,7 +8,7 @@ from ryu.lib import hub
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.sparse_lp import SparseLp
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from tests.harness.in_process import (NOTHING_LISTED, PLAN, again_loads, empty, listed, post,
                                       release_key, steered_to, stream_paths)
 
@@ -39,7 +39,7 @@ def test_a_failed_link_moves_a_plan_with_its_nodes_ports_and_rates_make_before_b
         return (type(message).__name__ == "OFPFlowMod" and message.command == ofproto.OFPFC_DELETE_STRICT
                 or type(message).__name__ == "OFPMeterMod" and message.command == ofproto.OFPMC_DELETE)
     makes = [i for i, (_dpid, m) in enumerate(sent) if type(m).__name__ == "OFPFlowMod"
-             and m.command == ofproto.OFPFC_ADD and m.cookie == of.steering_cookie(plan["id"])]
+             and m.command == ofproto.OFPFC_ADD and m.cookie == steering.steering_cookie(plan["id"])]
     breaks = [i for i, (_dpid, m) in enumerate(sent) if is_break(m)]
     made = {dpid for i, (dpid, _m) in enumerate(sent) if i in makes}
     confirmed = [max(i for i, (dpid, m) in enumerate(sent) if dpid == switch

@@ -8,7 +8,7 @@ import pytest
 from ryu.lib import hub
 
 from apps import job_controller
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.job_parts import release_parts
 from tests.harness.fake_controller import InProcessController, description
 from tests.harness.in_process import (NOTHING_LISTED, empty, listed, post, release_key,
@@ -128,7 +128,7 @@ def test_a_tree_above_a_link_by_any_amount_is_refused(controller):
 def test_a_job_whose_plan_a_switch_rejects_leaves_nothing(controller):
     for datapath in controller.switches.values():
         datapath.reject = lambda message: (type(message).__name__ == "OFPFlowMod"
-                                           and message.cookie == of.steering_cookie(1))
+                                           and message.cookie == steering.steering_cookie(1))
     code, answer = post(controller, "/jobs", JOB)
     assert code == 500 and "rejected the plan" in answer["error"], answer
     assert listed(controller) == NOTHING_LISTED and empty(controller)

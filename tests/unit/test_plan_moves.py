@@ -12,7 +12,7 @@ from syncfabric.decisions.gradient_plan import (NO_SHARE, GradientPlan, Placemen
                                                 steering_shares)
 from syncfabric.decisions.ina_problem import InaProblem
 from syncfabric.decisions.sync_history import SyncHistory
-from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from tests.harness.fake_controller import description
 from tests.harness.fake_openflow import FakeFlowTable, fake_datapath
 
@@ -83,12 +83,12 @@ def test_steering_changes_take_a_switch_from_one_share_to_the_next_and_back(view
     for switch in set(before) | set(after):
         old, new = before.get(switch, NO_SHARE), after.get(switch, NO_SHARE)
         table, fresh = FakeFlowTable(), FakeFlowTable()
-        for message in of.steering_changes(datapath, 7, NO_SHARE, old)[0]:
+        for message in steering.steering_changes(datapath, 7, NO_SHARE, old)[0]:
             table.apply(message)
-        make, then_break = of.steering_changes(datapath, 7, old, new)
+        make, then_break = steering.steering_changes(datapath, 7, old, new)
         for message in make + then_break:   # OVS would refuse a make that breaks a flow
             table.apply(message)
-        for message in of.steering_changes(datapath, 7, NO_SHARE, new)[0]:
+        for message in steering.steering_changes(datapath, 7, NO_SHARE, new)[0]:
             fresh.apply(message)
         assert table.state() == fresh.state(), switch
         assert not any(type(m).__name__ == "OFPMeterMod" and m.command == datapath.ofproto.OFPMC_DELETE
@@ -101,7 +101,7 @@ def test_a_rate_change_modifies_the_meter_in_place():
     key = ("10.0.0.1", "10.0.0.4", 20001)
     old = SteeringShare({key: (3, 9)}, {9: 4.0})
     new = SteeringShare({key: (3, 9)}, {9: 2.5})
-    make, then_break = of.steering_changes(datapath, 1, old, new)
+    make, then_break = steering.steering_changes(datapath, 1, old, new)
     assert then_break == [] and [(type(m).__name__, m.command) for m in make] == [
         ("OFPMeterMod", datapath.ofproto.OFPMC_MODIFY)]
     assert make[0].bands[0].rate == 2500

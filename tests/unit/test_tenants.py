@@ -11,6 +11,7 @@ from syncfabric.decisions import round_planner
 from syncfabric.decisions.multicast_trees import switch_shares
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.job_rounds import EFFECTIVE_MARGIN
 from tests.harness.fake_controller import connected, description
 from tests.harness.in_process import empty, post, release_key
@@ -39,7 +40,7 @@ def booked_meters(controller):
         for switch, share in plan_shares(view, live.request, live.result,
                                          live.report["ports"]).items():
             for stream, rate in share.meters.items():
-                expected[switch, of.steering_meter_id(live.id, stream)] = of.meter_rate_kbps(rate)
+                expected[switch, steering.steering_meter_id(live.id, stream)] = of.meter_rate_kbps(rate)
     for reservation in services.trees.book:
         for switch, share in switch_shares(view, reservation.tree).items():
             if share.police_mbps is not None:

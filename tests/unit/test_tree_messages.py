@@ -8,6 +8,7 @@ from syncfabric.decisions.multicast_trees import (RANDOM, compute_tree, switch_s
                                                   with_backup_uplinks, without_links)
 from syncfabric.decisions.unicast_routes import unicast_rules
 from syncfabric.openflow import builders as of
+from syncfabric.openflow import steering_messages as steering
 from syncfabric.openflow.tree_messages import tree_changes
 from tests.harness.fabrics import spine_leaf_view
 from tests.harness.fake_openflow import FakeFlowTable, fake_datapath, multicast_walk, walk
@@ -164,8 +165,8 @@ def test_a_tree_moves_make_before_break_and_ends_as_if_installed_afresh():
 
 
 @pytest.mark.parametrize("fields", [
-    of.member_match((3, "10.0.0.1", "10.0.0.9", 4242)),
-    of.closed_match(("10.0.0.9", 4242)),
+    steering.member_match((3, "10.0.0.1", "10.0.0.9", 4242)),
+    steering.closed_match(("10.0.0.9", 4242)),
     {"in_port": 7},
     {},
     {"eth_type": 0x0800, "ip_proto": 17, "ipv4_dst": "239.1.0.7", "ipv4_src": "10.0.0.2"},

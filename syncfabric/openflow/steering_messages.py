@@ -1,0 +1,111 @@
+"""OpenFlow 1.3 messages for a gradient plan's share of one switch (gradient_plan.
+SteeringShare): each stream's flow on the switches of its path, its meter on the first,
+and the plan's admission in table 0 (its members' datagrams admitted, everything else
+to its destinations dropped). A share moves make-before-break (steering_changes): the
+new flows and meters first, members admitted before anything is closed to others; what
+only the old share had goes once every switch confirmed."""
+
+import functools
+
+from syncfabric.openflow.builders import (ETH_TYPE_IPV4, IP_PROTO_UDP, METERS_PER_PLAN,
+                                          PRIORITY_MEMBER, PRIORITY_NOT_MEMBER,
+                                          PRIORITY_STEERING, STEERING_COOKIE_BASE,
+                                          STEERING_METER_BASE, TABLE_ADMISSION,
+                                          admission_flow, delete_flows, flow_add, flow_removal,
+                                          meter_add, shared_match)
+
+
+def member_match(admit):
+    """Table 0's match of a member's datagrams: (in port, src ip, dst ip, UDP port)."""
+    in_port, src_ip, dst_ip, udp_port = admit
+    return {"in_port": in_port, "eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP,
+            "ipv4_src": src_ip, "ipv4_dst": dst_ip, "udp_dst": udp_port}
+
+
+def closed_match(destination):
+    """Table 0's match of everything to a plan's destination: (dst ip, UDP port)."""
+    dst_ip, udp_port = destination
+    return {"eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP, "ipv4_dst": dst_ip,
+            "udp_dst": udp_port}
+
+
+def admission_changes(datapath, cookie, old, new):
+    """(make, then_break) of a plan's admission on one switch, from share `old` to
+    share `new` (gradient_plan.SteeringShare): members are admitted before anything is
+    closed to others, and closed destinations open before their members' flows go."""
+    make = [admission_flow(datapath, cookie, PRIORITY_MEMBER, member_match(admit), admit=True)
+            for admit in sorted(new.admits - old.admits)]
+    make += [admission_flow(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
+                            admit=False) for destination in sorted(new.closed - old.closed)]
+    then_break = [flow_removal(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
+                               TABLE_ADMISSION) for destination in sorted(old.closed - new.closed)]
+    then_break += [flow_removal(datapath, cookie, PRIORITY_MEMBER, member_match(admit),
+                                TABLE_ADMISSION) for admit in sorted(old.admits - new.admits)]
+    return make, then_break
+
+
+def steering_cookie(plan_id):
+    return STEERING_COOKIE_BASE | plan_id
+
+
+def steering_meter_id(plan_id, leg_index):
+    """Meter ids of steering legs live above the tree ids (which name tree meters)."""
+    if leg_index >= METERS_PER_PLAN:
+        raise ValueError("a plan has at most %d legs" % METERS_PER_PLAN)
+    return STEERING_METER_BASE + plan_id * METERS_PER_PLAN + leg_index
+
+
+def steering_flow(datapath, plan_id, key, out_port, meter_id=None):
+    """UDP from key's source to its destination on its port leaves by out_port (held
+    to a stream's rate by meter_id on the stream's first switch)."""
+    parser = datapath.ofproto_parser
+    return flow_add(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
+                    steering_match(parser, key), [parser.OFPActionOutput(out_port)],
+                    meter_id=meter_id)
+
+
+def steering_match(parser, key):
+    """A stream's match, (src ip, dst ip, UDP port), shared (shared_match)."""
+    src_ip, dst_ip, udp_port = key
+    return shared_match(parser, tuple(sorted({
+        "eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP, "ipv4_src": src_ip,
+        "ipv4_dst": dst_ip, "udp_dst": udp_port}.items())))
+
+
+def steering_changes(datapath, plan_id, old, new):
+    """(make, then_break): the messages that take one switch from share `old` of a plan
+    (gradient_plan.SteeringShare) to share `new` without a gap; a stream's meter is
+    named by the plan and the stream's index. make adds the new meters, sets the new rates of kept
+    ones and adds or overwrites flows (an ADD with a flow's match and priority replaces
+    it in place); then_break, once every switch confirmed make, deletes the flows and
+    meters only `old` had. From NO_SHARE, make installs a share. The share's admission
+    (admission_changes) is made after its flows, and broken first."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    meter_id = functools.partial(steering_meter_id, plan_id)
+    make = [meter_add(datapath, meter_id(stream), rate) for stream, rate in new.meters.items()
+            if stream not in old.meters]
+    make += [meter_add(datapath, meter_id(stream), rate, ofproto.OFPMC_MODIFY)
+             for stream, rate in new.meters.items()
+             if stream in old.meters and old.meters[stream] != rate]
+    make += [steering_flow(datapath, plan_id, key, out_port,
+                           None if stream is None else meter_id(stream))
+             for key, (out_port, stream) in new.flows.items()
+             if old.flows.get(key) != (out_port, stream)]
+    then_break = [flow_removal(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
+                               dict(steering_match(parser, key).items()))
+                  for key in old.flows if key not in new.flows]
+    then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
+                                      meter_id=meter_id(stream))
+                   for stream in old.meters if stream not in new.meters]
+    admission_make, admission_break = admission_changes(datapath, steering_cookie(plan_id),
+                                                        old, new)
+    return make + admission_make, admission_break + then_break
+
+
+def steering_removal(datapath, plan_id, streams):
+    """Remove a plan's flows from one switch, then the meters of its streams there."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return [delete_flows(datapath, steering_cookie(plan_id))] + [
+        parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
+                           meter_id=steering_meter_id(plan_id, stream))
+        for stream in streams]
