@@ -116,7 +116,7 @@ class Tenants:
                 continue
             demands = dict({i: demand for i, (_rate, demand) in live.items()},
                            **{NEW_JOB: round_demand(view, variant, planned, self.policy)})
-            targets = self.shares(demands)
+            targets = self.shares(demands, live)
             if best is None or sorted(targets.values()) > sorted(best[2].values()):
                 best = (variant, planned, targets)
         if best[0] is not request:
@@ -157,7 +157,7 @@ class Tenants:
         self.busy = True
         try:
             live = self.live_demands()
-            targets = self.shares({i: demand for i, (_rate, demand) in live.items()})
+            targets = self.shares({i: demand for i, (_rate, demand) in live.items()}, live)
             self.moves.move(targets, now, "policy" if shrink else "release", shrink=shrink, grow=True)
         finally:
             self._finish(now)
@@ -184,12 +184,13 @@ class Tenants:
                                  else replace(need, weight=DEFAULT_WEIGHT))
         return found
 
-    def shares(self, demands):
+    def shares(self, demands, live):
         """{job: Mbit/s} the policy gives `demands` on what other reservations (trees and
-        plans no job holds) leave of the fabric."""
+        plans no job holds) leave of the fabric; live: every installed job's (rate,
+        Demand) by id (live_demands), whose holds are not other reservations."""
         book = self.jobs.trees.book
         room = capacities(book.view)
-        held = job_loads(self.jobs)
+        held = loads_of(live)
         for resource, load in book.reserved_mbps.items():
             if resource in room:
                 room[resource] -= max(0.0, load - held.get(resource, 0.0))
@@ -217,15 +218,13 @@ def scaled_round(planned, rate):
                    predicted_s=planned.predicted_s / factor)
 
 
-def job_loads(jobs):
-    """{resource: Mbit/s} the installed jobs' plans and trees hold."""
+def loads_of(live):
+    """{resource: Mbit/s} the plans and trees of jobs `live` ({id: (rate, Demand)}) hold:
+    each job's demand found once per admission (live_demands), not again per share."""
     held = {}
-    for job in [j for j in jobs.jobs.values() if j.installed]:
-        demand = job_demand(job, jobs.trees, jobs.plans, jobs.trees.book.view)
-        if demand is not None:
-            rate, need = demand
-            for resource, per_mbps in need.per_mbps.items():
-                held[resource] = held.get(resource, 0.0) + rate * per_mbps
+    for rate, demand in live.values():
+        for resource, per_mbps in demand.per_mbps.items():
+            held[resource] = held.get(resource, 0.0) + rate * per_mbps
     return held
 
 

@@ -76,6 +76,24 @@ def test_a_new_job_shrinks_the_other_to_its_share_and_a_release_grows_it_back(on
     assert empty(one_spine)
 
 
+def test_an_admission_finds_each_live_jobs_demand_once(one_spine, monkeypatch):
+    """The live jobs' demands are found once and give both their shares and what they
+    hold, not found again for what they hold."""
+    from syncfabric.services import tenants
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    found = []
+
+    def counted(job, *args):
+        found.append(job.id)
+        return job_demand(job, *args)
+    job_demand = tenants.job_demand
+    monkeypatch.setattr(tenants, "job_demand", counted)
+    status, second = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    assert status == 201, second
+    assert found == [first["id"]]
+    assert job(one_spine, first["id"])["rate_mbps"] < 0.6 * first["rate_mbps"]   # it moved
+
+
 def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
     for worker in FIRST:
