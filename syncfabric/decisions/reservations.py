@@ -156,8 +156,7 @@ class ReservationBook:
         reserved = self.reserved_without(key)
         booked = {}
         for resource, load in loads_mbps.items():
-            capacity = (self.view.graph.edges[resource]["capacity_mbps"]
-                        if isinstance(resource, tuple) else self.view.aggregators[resource])
+            capacity = self.capacity(resource)
             free = capacity - reserved.get(resource, 0.0)
             if not fits_in(free, load, capacity, planned=True):
                 raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
@@ -165,6 +164,39 @@ class ReservationBook:
             booked[resource] = min(load, max(free, 0.0))   # never past capacity: see fits_in
         self.release_hold(key)
         self.hold(key, booked)
+
+    def rebook(self, key, loads_mbps, trees, check=False):
+        """What `key` holds booked as loads_mbps and each reservation of `trees` ({tree
+        id: MulticastTree}) moved to its new tree, together: a job's parts at another rate.
+        With `check` (a rise), ReservationError and nothing changes unless every link's
+        and aggregator's new load fits, what `key` and those trees held counted as free."""
+        if check:
+            self._check_rebook(key, loads_mbps, trees)
+        self.release_hold(key)
+        self.hold(key, loads_mbps)
+        for tree_id, tree in trees.items():
+            self.replace(tree_id, tree)
+
+    def _check_rebook(self, key, loads_mbps, trees):
+        held = dict(self._holds.get(key, {}))
+        new = dict(loads_mbps)
+        for tree_id, tree in trees.items():
+            old = self.get(tree_id).tree
+            for edge in old.edges:
+                held[edge] = held.get(edge, 0.0) + old.bandwidth_mbps
+            for edge in tree.edges:
+                new[edge] = new.get(edge, 0.0) + tree.bandwidth_mbps
+        for resource, load in new.items():
+            capacity = self.capacity(resource)
+            free = capacity - self.reserved_mbps.get(resource, 0.0) + held.get(resource, 0.0)
+            if not fits_in(free, load, capacity, planned=True):
+                raise ReservationError("%s has %.3f Mbit/s, which would need %.3f"
+                                       % (resource, free, load))
+
+    def capacity(self, resource):
+        """Mbit/s of a link ((tail, head)) or an aggregator host (its name)."""
+        return (self.view.graph.edges[resource]["capacity_mbps"]
+                if isinstance(resource, tuple) else self.view.aggregators[resource])
 
     def reserved_without(self, key):
         """{link or aggregator: Mbit/s} booked now, without what `key` holds."""

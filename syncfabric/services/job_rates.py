@@ -14,13 +14,11 @@ the old rates (services/tenants.py).
 from dataclasses import replace
 
 from syncfabric.decisions.gradient_plan import NO_SHARE
-from syncfabric.decisions.multicast_trees import fits_in, switch_shares
+from syncfabric.decisions.multicast_trees import switch_shares
 from syncfabric.decisions.plan_admission import plan_shares
-from syncfabric.decisions.reservations import ReservationError
 from syncfabric.openflow import steering_messages as steering
 from syncfabric.openflow.tree_messages import tree_changes
 from syncfabric.services.ina_plans import plan_report
-from syncfabric.services.job_shares import part_loads
 
 
 class RateChange:
@@ -43,28 +41,17 @@ class RateChange:
     def book(self):
         """Book the new rates in the book in place of the old; ReservationError (and
         nothing changes) if a rise does not fit what others hold."""
-        book = self.trees.book
-        old = part_loads(self.old_result, [r.tree for r in self.reservations])
-        if self.grows:
-            for resource, load in part_loads(self.result, self.new_trees).items():
-                capacity = (book.view.graph.edges[resource]["capacity_mbps"]
-                            if isinstance(resource, tuple) else book.view.aggregators[resource])
-                free = capacity - book.reserved_mbps.get(resource, 0.0) + old.get(resource, 0.0)
-                if not fits_in(free, load, capacity, planned=True):
-                    raise ReservationError("%s has %.3f Mbit/s for job %d, which would need "
-                                           "%.3f" % (resource, free, self.job.id, load))
-        self._rebook(self.result, self.new_trees)
+        self.trees.book.rebook(self.live.hold_key, self.result.loads(),
+                               self._trees(self.new_trees), check=self.grows)
 
     def unbook(self):
         """Book the old rates again (the new ones were not confirmed by the switches)."""
-        self._rebook(self.old_result, [r.tree for r in self.reservations])
+        self.trees.book.rebook(self.live.hold_key, self.old_result.loads(),
+                               self._trees([r.tree for r in self.reservations]))
 
-    def _rebook(self, result, trees):
-        book = self.trees.book
-        book.release_hold(self.live.hold_key)
-        book.hold(self.live.hold_key, result.loads())
-        for reservation, tree in zip(self.reservations, trees):
-            book.replace(reservation.tree_id, tree)
+    def _trees(self, trees):
+        """{tree id: tree}: the job's reservations on `trees`, in order."""
+        return {r.tree_id: tree for r, tree in zip(self.reservations, trees)}
 
     def adopt(self, now):
         """The services report the new rates, and give them to a switch that syncs."""

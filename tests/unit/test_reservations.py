@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -82,6 +83,29 @@ def test_holds_count_against_trees_and_release_cleanly(view):
     book.release_hold(("ina", 1))
     assert dict(book.reserved_mbps) == {}
     book.reserve(tree)
+
+
+def test_a_job_rebooked_at_another_rate_moves_its_hold_and_trees_together(view):
+    """A rise is checked with what the job held counted as free; one that does not fit
+    changes nothing; a fall is booked as it comes."""
+    book = ReservationBook(view)
+    tree = compute_tree(view, "h1", ["h3"], 6.0)
+    link = tree.edges[1]                      # the tree's leaf -> spine hop
+    reservation = book.reserve(tree)
+    book.hold(("ina", 1), {link: 6.0})
+    book.hold(("ina", 2), {link: 4.0})        # another plan's
+    assert book.reserved_mbps[link] == 16.0
+    faster = replace(tree, bandwidth_mbps=8.0)
+    book.rebook(("ina", 1), {link: 8.0}, {reservation.tree_id: faster}, check=True)
+    assert book.reserved_mbps[link] == 20.0 and book.get(reservation.tree_id).tree is faster
+    before = dict(book.reserved_mbps)
+    with pytest.raises(ReservationError, match=r"leaf.*spine.* has 16.000 Mbit/s, which would "
+                                               r"need 18.000"):
+        book.rebook(("ina", 1), {link: 9.0}, {reservation.tree_id: replace(tree, bandwidth_mbps=9.0)},
+                    check=True)
+    assert dict(book.reserved_mbps) == before and book.get(reservation.tree_id).tree is faster
+    book.rebook(("ina", 1), {link: 2.0}, {reservation.tree_id: replace(tree, bandwidth_mbps=2.0)})
+    assert book.reserved_mbps[link] == 8.0
 
 
 def test_a_hold_planned_on_an_earlier_state_is_taken_only_if_it_still_fits():
