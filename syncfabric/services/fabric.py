@@ -24,11 +24,15 @@ from syncfabric.errors import NotReady
 from syncfabric.openflow import builders as of
 from syncfabric.openflow.switch_sync import Readings, difference, summary
 from syncfabric.services.fabric_links import FabricLinks
+from syncfabric.services.switch_connections import SwitchConnections
 
 LOG = logging.getLogger("syncfabric.fabric")
 
 
 class Fabric:
+    """The fabric's description, book and links, and its switches' connections
+    (switch_connections.py), fed by the fabric app (module doc)."""
+
     def __init__(self, metrics, installer):
         self.metrics, self.installer = metrics, installer
         self.view = None
@@ -36,11 +40,8 @@ class Fabric:
         self.generation = 0
         self.links = None               # FabricLinks of the current view
         self.rates = PortRates()
-        self._datapaths = {}            # dpid -> datapath
-        self._synced = set()            # dpids reconciled
+        self.connections = SwitchConnections()
         self._readings = Readings()     # the switches being read
-        self._seen = set()              # dpids connected since the fabric was loaded
-        self._gone_at = {}              # dpid -> when it last disconnected
         self.strangers = Strangers(metrics)   # switches the description lacks
         self.shares = ShareProviders()  # what the other services want on each switch
 
@@ -54,7 +55,7 @@ class Fabric:
 
     def datapath_of(self, switch):
         """The switch's datapath, or None if it is not connected."""
-        return self._datapaths.get(self.view.dpid(switch))
+        return self.connections.datapaths.get(self.view.dpid(switch))
 
     def datapaths_of(self, switches, synced=False):
         """{switch: datapath} for all of them; NotReady naming those not connected (synced:
@@ -68,15 +69,12 @@ class Fabric:
         return datapaths
 
     def is_synced(self, switch):
-        return self.view.dpid(switch) in self._synced
+        return self.view.dpid(switch) in self.connections.synced
 
     def away_for(self, switch, now):
         """Seconds since the switch disconnected if it is not synced again yet; None if
         it is synced or never disconnected."""
-        dpid = self.view.dpid(switch)
-        if dpid in self._synced or dpid not in self._gone_at:
-            return None
-        return now - self._gone_at[dpid]
+        return self.connections.away_for(self.view.dpid(switch), now)
 
     def measured_mbps(self):
         return measured_mbps(self.view, self.rates)
@@ -96,21 +94,17 @@ class Fabric:
         self.links = FabricLinks(view, now)
         self.view, self.book = view, ReservationBook(view)
         self.generation += 1
-        self._synced.clear()
-        self._seen = set(self._datapaths)
-        self._gone_at = {}
+        self.connections.fabric_loaded()
         LOG.info("fabric %s: %d switches, %d hosts, %d unicast rules",
                  "restored" if restored else "loaded", len(view.switches), len(view.hosts),
                  sum(map(len, self.links.routes_around(frozenset()).values())))
-        return {dp: messages for dp in list(self._datapaths.values())
+        return {dp: messages for dp in self.connected()
                 for messages in [self.switch_connected(dp)] if messages}
 
     def switch_connected(self, datapath):
         """Remember the datapath; the requests that read what it holds (None: no fabric
         yet, or a switch not in it). Their replies go to contents_part()."""
-        self._datapaths[datapath.id] = datapath
-        self._seen.add(datapath.id)
-        self._synced.discard(datapath.id)
+        self.connections.connected(datapath)
         if self.view is None:
             LOG.info("dpid %#x connected; waiting for PUT /fabric/topology", datapath.id)
             return None
@@ -131,7 +125,7 @@ class Fabric:
         """A reply (part) to read(): its kind (flows, groups or meters), its body's entries,
         whether more parts follow, and the xid it answers. True once every reply of the
         reading is complete."""
-        if self._datapaths.get(datapath.id) is not datapath:
+        if not self.connections.is_current(datapath):
             return False
         return self._readings.part(datapath.id, kind, entries, more, xid)
 
@@ -161,12 +155,12 @@ class Fabric:
         """The switch answered its reconciliation: the switch's name if it is synced now,
         else None."""
         switch = self.view.switch_by_dpid.get(datapath.id) if self.view else None
-        if switch is None or self._datapaths.get(datapath.id) is not datapath:
+        if switch is None or not self.connections.is_current(datapath):
             return None
         if not batch.confirmed:
             LOG.error("%s did not take its reconciliation: %s", switch, batch.reason())
             return None
-        self._synced.add(datapath.id)
+        self.connections.synced.add(datapath.id)
         self.metrics.reconciliations.labels(switch).inc()
         LOG.info("%s (dpid %#x): reconciled, synced", switch, datapath.id)
         return switch
@@ -174,11 +168,8 @@ class Fabric:
     def switch_gone(self, datapath, now):
         """True if it was the connected datapath of its dpid (then it is forgotten)."""
         dpid = datapath.id
-        if dpid is None or self._datapaths.get(dpid) is not datapath:
+        if not self.connections.gone(datapath, now):
             return False
-        self._gone_at[dpid] = now
-        del self._datapaths[dpid]
-        self._synced.discard(dpid)
         self._readings.end(dpid)
         self.links.routed.pop(self.view.switch_by_dpid.get(dpid), None)
         self.rates.forget(dpid)
@@ -207,19 +198,20 @@ class Fabric:
             return False, {}
 
         def absent(switch, grace_over):
-            dpid = self.view.dpid(switch)
-            return dpid not in self._datapaths and (dpid in self._seen or grace_over)
-        synced = {self.view.switch_by_dpid[d]: self._datapaths[d] for d in self._synced}
+            return self.connections.absent(self.view.dpid(switch), grace_over)
+        synced = {self.view.switch_by_dpid[dpid]: datapath
+                  for dpid, datapath in self.connections.synced_datapaths().items()}
         return self.links.update(self.links.links_down(now, absent), synced)
 
     def connected(self):
-        return list(self._datapaths.values())
+        return list(self.connections.datapaths.values())
 
     # --- reports ----------------------------------------------------------------
 
     def topology_report(self):
         """The description, each switch marked connected/synced, plus unknown connected dpids."""
-        return topology_report(self.view, set(self._datapaths), self._synced)
+        return topology_report(self.view, set(self.connections.datapaths),
+                               self.connections.synced)
 
     def link_states(self):
         """Every directed link's capacity, reservations, rate and utilization."""
