@@ -19,6 +19,16 @@ from syncfabric.decisions.multicast_trees import (CAPACITY_TOLERANCE_MBPS, Multi
 DEFAULT_ADDRESS_POOL = "239.1.0.0/16"
 
 
+def with_trees(loads_mbps, trees):
+    """{link or aggregator: Mbit/s}: `loads_mbps` with each tree's bandwidth added on
+    every edge of it (a job's gradient plan and its return trees, together)."""
+    loads = dict(loads_mbps)
+    for tree in trees:
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
+    return loads
+
+
 class ReservationError(Exception):
     """A reservation that cannot be made (no capacity, no address) or found."""
 
@@ -153,15 +163,11 @@ class ReservationBook:
         nothing changes). For loads planned on an earlier state of the book, within
         their LP's tolerance (booked as what is free, so the book never passes a
         capacity). What `key` holds already counts as free and is replaced."""
-        reserved = self.reserved_without(key)
-        booked = {}
-        for resource, load in loads_mbps.items():
-            capacity = self.capacity(resource)
-            free = capacity - reserved.get(resource, 0.0)
-            if not fits_in(free, load, capacity, planned=True):
-                raise ReservationError("%s has only %.3f Mbit/s unreserved, the plan needs %.3f"
-                                       % (resource, free, load))
-            booked[resource] = min(load, max(free, 0.0))   # never past capacity: see fits_in
+        free = self._free(loads_mbps, self.reserved_without(key),
+                          "%s has only %.3f Mbit/s unreserved, the plan needs %.3f")
+        # never past capacity: see fits_in
+        booked = {resource: min(load, max(free[resource], 0.0))
+                  for resource, load in loads_mbps.items()}
         self.release_hold(key)
         self.hold(key, booked)
 
@@ -178,25 +184,24 @@ class ReservationBook:
             self.replace(tree_id, tree)
 
     def _check_rebook(self, key, loads_mbps, trees):
-        held = dict(self._holds.get(key, {}))
-        new = dict(loads_mbps)
-        for tree_id, tree in trees.items():
-            old = self.get(tree_id).tree
-            for edge in old.edges:
-                held[edge] = held.get(edge, 0.0) + old.bandwidth_mbps
-            for edge in tree.edges:
-                new[edge] = new.get(edge, 0.0) + tree.bandwidth_mbps
-        for resource, load in new.items():
-            capacity = self.capacity(resource)
-            free = capacity - self.reserved_mbps.get(resource, 0.0) + held.get(resource, 0.0)
-            if not fits_in(free, load, capacity, planned=True):
-                raise ReservationError("%s has %.3f Mbit/s, which would need %.3f"
-                                       % (resource, free, load))
+        reserved = self.reserved_without(key)
+        for resource, load in with_trees({}, [self.get(i).tree for i in trees]).items():
+            reserved[resource] -= load
+        self._free(with_trees(loads_mbps, trees.values()), reserved,
+                   "%s has %.3f Mbit/s, which would need %.3f")
 
-    def capacity(self, resource):
-        """Mbit/s of a link ((tail, head)) or an aggregator host (its name)."""
-        return (self.view.graph.edges[resource]["capacity_mbps"]
-                if isinstance(resource, tuple) else self.view.aggregators[resource])
+    def _free(self, loads_mbps, reserved, refusal):
+        """{resource: Mbit/s free} under each load's link or aggregator, `reserved` taken;
+        ReservationError (refusal % (resource, free, load)) at the first load that does
+        not fit, as a planner's loads fit (fits_in)."""
+        free = {}
+        for resource, load in loads_mbps.items():
+            capacity = (self.view.graph.edges[resource]["capacity_mbps"]
+                        if isinstance(resource, tuple) else self.view.aggregators[resource])
+            free[resource] = capacity - reserved.get(resource, 0.0)
+            if not fits_in(free[resource], load, capacity, planned=True):
+                raise ReservationError(refusal % (resource, free[resource], load))
+        return free
 
     def reserved_without(self, key):
         """{link or aggregator: Mbit/s} booked now, without what `key` holds."""

@@ -11,7 +11,7 @@ and `bound_by` (a directed link "a->b", an aggregator, or "ceiling").
 
 from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
 from syncfabric.decisions.round_bounds import line_rate_mbps
-from syncfabric.decisions.reservations import ReservationError
+from syncfabric.decisions.reservations import ReservationError, with_trees
 
 DEFAULT_WEIGHT = 1.0
 DEFAULT_MIN_SHARE = 0.1   # of the workers' slowest link, when a job names no min_rate_mbps
@@ -41,11 +41,7 @@ def job_demand(job, trees, plans, view):
 
 def part_loads(gradients, trees):
     """{link or aggregator: Mbit/s} a job's gradient plan and return trees put there."""
-    loads = dict(gradients.loads())
-    for tree in trees:
-        for edge in tree.edges:
-            loads[edge] = loads.get(edge, 0.0) + tree.bandwidth_mbps
-    return loads
+    return with_trees(gradients.loads(), trees)
 
 
 def capacities(view):
