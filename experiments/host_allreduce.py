@@ -53,6 +53,7 @@ from experiments import machine_facts
 from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import MTU, NETWORKS, HostNetwork
+from syncfabric.decisions.model_shards import MIN_MTU
 from syncfabric.hosts.gradient_wire import HEADER
 from syncfabric.hosts.job_layout import MAX_FRAGMENT_BYTES
 
@@ -63,8 +64,7 @@ COLUMNS = ["network", "mtu", "placement", "datapath", "gso", "cores", "size_mb",
 PLACEMENTS = ("dedicated", "colocated")
 DATAPATHS = ("python", "native")
 GLOO_PORT = 29650
-# the MTUs an IPv4 data plane may have: every host takes 576, and a datagram is 64 KB at most
-SMALLEST_MTU, BIGGEST_MTU = 576, 65535
+BIGGEST_MTU = 65535   # an IPv4 datagram's most (and every host takes MIN_MTU, 576)
 
 
 class Hosts:
@@ -217,6 +217,14 @@ def variants(args, mtu):
             for cores in (args.cores if placement == "dedicated" else [1])]
 
 
+MTU_RANGE = "from %d to %d bytes, an IPv4 datagram's least and most" % (MIN_MTU, BIGGEST_MTU)
+
+
+def ipv4_mtu(mtu):
+    """Whether an IPv4 data plane may have `mtu` (MTU_RANGE)."""
+    return MIN_MTU <= mtu <= BIGGEST_MTU
+
+
 def gso_runs(mtu):
     """Whether GSO sends datagrams that fill `mtu` in runs: two fit in one UDP send."""
     return 2 * (mtu - 20 - 8) <= MAX_FRAGMENT_BYTES + HEADER.size
@@ -310,9 +318,8 @@ def parse_args(argv):
             or min(args.sizes) <= 0:
         parser.error("needs --rounds >= 2, --runs >= 1, --workers >= 2, --shards >= 1 and "
                      "positive sizes")
-    if not all(SMALLEST_MTU <= mtu <= BIGGEST_MTU for mtu in args.mtus):
-        parser.error("--mtus: from %d to %d bytes, an IPv4 datagram's least and most"
-                     % (SMALLEST_MTU, BIGGEST_MTU))
+    if not all(map(ipv4_mtu, args.mtus)):
+        parser.error("--mtus: " + MTU_RANGE)
     if not all(1 <= cores <= len(os.sched_getaffinity(0)) for cores in args.cores):
         parser.error("--cores: from 1 to %d, the CPUs here" % len(os.sched_getaffinity(0)))
     if "colocated" in args.placements and not 2 <= args.shards <= args.workers:
@@ -324,9 +331,9 @@ def parse_args(argv):
 def summary(r):
     """A row as one line of the benchmark's output."""
     line = "%-8s mtu %-5d %-9s %-6s gso %-3s cores %-2s %6g MB: %8.4f s %7.3f Gbit/s " \
-           "cpu %7.4f s  rcvbuf errors %d" % (r["network"], r["mtu"], r["placement"], r["datapath"], r["gso"], r["cores"],
-                                 r["size_mb"], r["round_s"], r["algbw_gbit_s"], r["cpu_s"],
-                                 r["rcvbuf_errors"])
+           "cpu %7.4f s  rcvbuf errors %d" % (
+               r["network"], r["mtu"], r["placement"], r["datapath"], r["gso"], r["cores"],
+               r["size_mb"], r["round_s"], r["algbw_gbit_s"], r["cpu_s"], r["rcvbuf_errors"])
     if r["shard_cpu_us_per_datagram"] != "":
         line += "  shards %.2f us/datagram, cores %s" % (r["shard_cpu_us_per_datagram"],
                                                          r["core_shares"])

@@ -136,7 +136,8 @@ def profile(args, folder):
     off and on, each sampled over rounds 2..R only."""
     options = host_allreduce.parse_args(["--workers", str(args.workers), "--shards",
                                          str(args.shards), "--rounds", str(args.rounds),
-                                         "--mtus", str(args.mtu)])
+                                         "--mtus", str(args.mtu), "--placements", "dedicated",
+                                         "--datapaths", "native"])
     environment = host_allreduce.environment_of_hosts()
     workers, servers = host_names(args.workers, args.shards, "dedicated")
     rows = []
@@ -152,10 +153,11 @@ def profile(args, folder):
             rows.append(host_allreduce.gloo_row(network, options, args.size, environment,
                                                 steady(lambda name: "gloo", "-")))
             job = host_allreduce.write_job(network, options, args.size, "dedicated", folder)
-            runs = ("off", "on") if host_allreduce.gso_runs(args.mtu) else ("off",)
-            for gso in tqdm(runs, desc="data path, GSO"):
+            for variant in tqdm(host_allreduce.variants(options, args.mtu),
+                                desc="data path, GSO"):
+                gso = variant[2]
                 rows.append(host_allreduce.our_row(
-                    network, options, args.size, ("dedicated", "native", gso, 1), job,
+                    network, options, args.size, variant, job,
                     environment, steady(lambda name: "worker" if name in workers else "shard",
                                         gso)))
     finally:
@@ -201,9 +203,8 @@ def parse_args(argv):
             or args.frequency < 1:
         parser.error("needs --rounds >= 2 (the first is not sampled), --workers >= 2, "
                      "--shards >= 1, a positive --size and --frequency")
-    if not host_allreduce.SMALLEST_MTU <= args.mtu <= host_allreduce.BIGGEST_MTU:
-        parser.error("--mtu: from %d to %d bytes" % (host_allreduce.SMALLEST_MTU,
-                                                     host_allreduce.BIGGEST_MTU))
+    if not host_allreduce.ipv4_mtu(args.mtu):
+        parser.error("--mtu: " + host_allreduce.MTU_RANGE)
     return args
 
 
