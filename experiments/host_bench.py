@@ -66,7 +66,8 @@ def job(datagram_bytes, aggregated, senders=("w1", "w2")):
             "fragment_bytes": per * 4, "fragments": FRAGMENTS, "addresses": ADDRESS,
             "shards": [{"host": "ps", "address": ADDRESS["ps"], "port": PORT,
                         "fragments": [0, FRAGMENTS], "bytes": [0, per * 4 * FRAGMENTS],
-                        "return": {"tree": 1, "group": GROUP, "port": PORT, "rate_mbps": 1e6}}],
+                        "return": {"port": PORT, "rate_mbps": 1e6, "trees": [
+                            {"tree": 1, "group": GROUP, "receivers": ["w1", "w2"]}]}}],
             "destinations": {w: legs if w in senders else [] for w in ("w1", "w2")},
             "aggregators": [{"host": "agg", "address": ADDRESS["agg"], "shard": 0, "port": PORT,
                              "rate_mbps": 1e6, "workers": {"w1": [0, FRAGMENTS], "w2": [0, FRAGMENTS]}}]

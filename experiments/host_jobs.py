@@ -44,6 +44,7 @@ def plan_job(addresses, workers, model_bytes, placement, shards, mtu):
     report = plan_report(JOB_ID, {"job": "host_allreduce", "workers": list(workers),
                                   "pss": plan.pss, "ps": plan.pss[0],
                                   "gradient_mb": model_mbit / 8}, plan.gradients, view)
-    trees = [{"id": i + 1, "address": "239.66.0.%d" % (i + 1), "bandwidth_mbps": plan.return_mbps}
-             for i in range(len(plan.pss))]
+    trees = [{"id": i + 1, "address": "239.66.0.%d" % (i + 1), "bandwidth_mbps": plan.return_mbps,
+              "source": tree.source, "receivers": list(tree.receivers)}
+             for i, tree in enumerate(plan.trees)]
     return dict(round_report(request, report, trees, placement), id=JOB_ID, generation=1)

@@ -34,8 +34,8 @@ def job_report(per_fragment, floats, aggregated):
             "fragment_bytes": per_fragment * 4, "fragments": count, "addresses": ADDRESSES,
             "shards": [{"host": "ps", "address": ADDRESSES["ps"], "port": PORT,
                         "fragments": [0, count], "bytes": [0, floats * 4],
-                        "return": {"tree": 1, "group": "239.1.1.1", "port": PORT,
-                                   "rate_mbps": 100.0}}],
+                        "return": {"port": PORT, "rate_mbps": 100.0, "trees": [
+                            {"tree": 1, "group": "239.1.1.1", "receivers": list(WORKERS)}]}}],
             "destinations": {w: [{"shard": 0, "host": to[w], "address": ADDRESSES[to[w]],
                                   "port": PORT, "fragments": [0, count], "rate_mbps": 100.0}]
                              for w in WORKERS},

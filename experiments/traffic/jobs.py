@@ -159,11 +159,10 @@ def report_load_mbps(report):
     """The Mbit/s of flows a job (POST or GET /jobs's answer) puts on the fabric, counted
     as planned_load_mbps counts a plan's: its workers' legs, its aggregates, and each
     shard's return once per worker it reaches (not one in the shard's own host)."""
-    workers = set(report["workers"])
     legs = sum(leg["rate_mbps"] for legs in report["destinations"].values() for leg in legs)
     aggregates = sum(a["rate_mbps"] for a in report["aggregators"])
-    returns = sum(s["return"]["rate_mbps"] * (len(workers) - (s["host"] in workers))
-                  for s in report["shards"])
+    returns = sum(s["return"]["rate_mbps"] * len(tree["receivers"])
+                  for s in report["shards"] for tree in s["return"]["trees"])
     return legs + aggregates + returns
 
 

@@ -7,7 +7,9 @@ over their switches (spreading their ingress), on P of the workers themselves
 (co-located: each keeps its own fragment of its shard), or on P of the aggregators
 (in-network: the switch sums its shard and multicasts it back, as SwitchML does, and no
 host is on the way: the gradients go straight to the shards). Each shard holds 1/P of
-the model and returns it over a multicast tree to the workers.
+the model and returns it over a multicast tree to the workers (MULTICAST), or, as the
+papers' baseline does, one copy per worker, each on a path of its own (UNICAST: a tree
+of one receiver, so its host sends N copies of every sum).
 
 One LP rates the gradients and the returns together (`plan_for`): a shard's sums are
 complete only as fast as its gradients arrive, at f/P (f: a worker's gradient rate), so
@@ -45,13 +47,16 @@ BOUND_REACHED = 1e-6   # a plan this close to the lower bound cannot be bettered
 GAIN = 1e-6        # aggregators that raise the rate by less gain nothing
 AUTO, DEDICATED, COLOCATED, IN_NETWORK = "auto", "dedicated", "colocated", "in-network"
 PLACEMENTS = (AUTO, DEDICATED, COLOCATED, IN_NETWORK)
+MULTICAST, UNICAST = "multicast", "unicast"   # how a shard returns its sums
+RETURNS = (MULTICAST, UNICAST)
 
 
 @dataclass
 class RoundPlan:
     pss: list            # the shard holders, in shard order
-    return_mbps: float   # each shard's return tree's rate
-    trees: list          # multicast_trees.MulticastTree per PS
+    return_mbps: float   # each return tree's rate
+    trees: list          # the return trees (multicast_trees.MulticastTree): one per PS in
+    #                      PS order, or with UNICAST one per PS and receiving worker
     gradients: object    # gradient_plan.GradientPlan, rated together with the trees
     predicted_s: float
     bound_s: float
@@ -67,16 +72,25 @@ def spread(view, candidates):
             for h in column if h is not None]
 
 
-def return_trees(view, workers, pss, reserved_mbps=None):
-    """Each shard's tree to the other workers, chosen at the rate the trees would have if
-    they alone filled the workers' downlinks, each booked before the next is chosen, so
-    that they spread over the core (the LP then rates them); at any rate where that
-    rate does not fit."""
+def return_receivers(workers, pss, returns=MULTICAST):
+    """(shard host, its receivers) of every return tree, in PS order: each shard's tree
+    to the other workers, or with UNICAST a tree to each of them alone."""
+    groups = []
+    for ps in pss:
+        receivers = [w for w in workers if w != ps]
+        groups += [(ps, receivers)] if returns == MULTICAST else [(ps, [w]) for w in receivers]
+    return groups
+
+
+def return_trees(view, workers, pss, reserved_mbps=None, returns=MULTICAST):
+    """The return trees (return_receivers), chosen at the rate they would have if the
+    shards' trees alone filled the workers' downlinks, each booked before the next is
+    chosen, so that they spread over the core (the LP then rates them); at any rate
+    where that rate does not fit."""
     link = min(free_mbps(view, downlink(view, w), reserved_mbps) for w in workers)
     guess = max(MIN_RATE_MBPS, link / len(pss))
     reserved, trees = dict(reserved_mbps or {}), []
-    for ps in pss:
-        receivers = [w for w in workers if w != ps]
+    for ps, receivers in return_receivers(workers, pss, returns):
         try:
             tree = compute_tree(view, ps, receivers, guess, reserved)
         except InfeasibleTree:
@@ -117,12 +131,14 @@ def too_wide_for_lp(workers, pss):
     return len(workers) * len(pss) > LP_FRAGMENTS
 
 
-def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True):
+def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True,
+             returns=MULTICAST):
     """The round with shards on `pss` (module doc), on what reserved_mbps leaves free;
     PlacementError if it does not fit. aggregation: False plans the gradients straight
-    to the PSs, as does a plan whose aggregators would not raise its rate."""
+    to the PSs, as does a plan whose aggregators would not raise its rate. returns:
+    MULTICAST or UNICAST (module doc)."""
     reserved = reserved_mbps or {}
-    trees = return_trees(view, workers, pss, reserved)
+    trees = return_trees(view, workers, pss, reserved, returns)
     returns = tree_loads(trees, 1.0 / len(pss))
     graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
@@ -174,10 +190,10 @@ def shard_range(view, workers, candidates, placement, max_pss, shards=None, aggr
 
 
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
-               placement=DEDICATED, shards=None, aggregation=True):
+               placement=DEDICATED, shards=None, aggregation=True, returns=MULTICAST):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
     dedicated hosts among `candidates`, COLOCATED in the workers' own hosts or
-    IN_NETWORK on the aggregators (shard_hosts).
+    IN_NETWORK on the aggregators (shard_hosts), returning its sums as `returns` says.
     Shard counts are tried doubling from the fewest, up to the widest, until a plan
     reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
     shards: 1 to 3 s at 32 x 32) and few shards kept; a count whose own bound is above
@@ -193,7 +209,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     def attempt(count):
         try:
             return plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps,
-                            aggregation)
+                            aggregation, returns)
         except (PlacementError, InfeasibleTree, ValueError) as error:
             errors.append(str(error))
             return None
@@ -252,18 +268,19 @@ def max_shards(placement, workers):
 
 
 def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
-             reserved_mbps=None):
-    """The fastest round (plan_round) with its shards on dedicated hosts, in the workers'
-    own (colocated), on the aggregators (in-network) or, with auto, whichever predicts
-    the shortest round; of equals the one with the fewest hosts on a fragment's way
-    (in-network, then dedicated: docs/streaming-round.md measures the difference). Auto
-    plans the placements from the lowest bound up, and stops at a plan that reaches S/B
-    or the lowest bound, or before a placement whose bound is above a plan's. The plan
-    carries what a ring all-reduce would take on the same links (ring_s)."""
+             reserved_mbps=None, returns=MULTICAST, candidates=None):
+    """The fastest round (plan_round) with its shards on dedicated hosts (among
+    `candidates`, all the fabric's by default), in the workers' own (colocated), on the
+    aggregators (in-network) or, with auto, whichever predicts the shortest round; of
+    equals the one with the fewest hosts on a fragment's way (in-network, then
+    dedicated: docs/streaming-round.md measures the difference). Auto plans the
+    placements from the lowest bound up, and stops at a plan that reaches S/B or the
+    lowest bound, or before a placement whose bound is above a plan's. The plan carries
+    what a ring all-reduce would take on the same links (ring_s)."""
     floor = line_rate_s(view, workers, model_mbit)
     preference = placement_order(placement)
     bounds = {where: placement_bound(view, workers, where, model_mbit, shards, aggregation,
-                                     reserved_mbps) for where in preference}
+                                     reserved_mbps, candidates) for where in preference}
     lowest = min(bounds.values())
     rounds, errors = [], []
     # the lowest bound first: a placement whose bound is above a plan found cannot beat it
@@ -272,8 +289,9 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
                 1 + BOUND_REACHED):
             break
         try:
-            plan = plan_round(view, workers, view.hosts, model_mbit, max_shards(where, workers),
-                              reserved_mbps, where, shards, aggregation)
+            plan = plan_round(view, workers, candidates or view.hosts, model_mbit,
+                              max_shards(where, workers), reserved_mbps, where, shards,
+                              aggregation, returns)
         except PlacementError as error:
             errors.append(str(error))
             continue
@@ -289,12 +307,12 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
 
 
 def placement_bound(view, workers, placement, model_mbit, shards=None, aggregation=True,
-                    reserved_mbps=None):
+                    reserved_mbps=None, candidates=None):
     """plan_round's lower bound for a placement (infinite where it has too few hosts)."""
     try:
         hosts, fewest, largest, aggregation = shard_range(
-            view, workers, view.hosts, placement, max_shards(placement, workers), shards,
-            aggregation)
+            view, workers, candidates or view.hosts, placement, max_shards(placement, workers),
+            shards, aggregation)
     except PlacementError:
         return float("inf")
     return lower_bound_s(view, workers, hosts[:largest], model_mbit, aggregation, reserved_mbps,
@@ -302,10 +320,11 @@ def placement_bound(view, workers, placement, model_mbit, shards=None, aggregati
 
 
 def bound_without_aggregators_s(view, workers, model_mbit, placement=AUTO, shards=None,
-                                reserved_mbps=None):
+                                reserved_mbps=None, candidates=None):
     """No plan of the job without aggregators is shorter: the lowest of its placements'
     bounds with aggregation off. A plan with them that reaches it needs no plain rival."""
-    return min(placement_bound(view, workers, where, model_mbit, shards, False, reserved_mbps)
+    return min(placement_bound(view, workers, where, model_mbit, shards, False, reserved_mbps,
+                               candidates)
                for where in placement_order(placement))
 
 

@@ -134,8 +134,9 @@ class FabricWorker:
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
         for shard in layout.shards:
             if shard.host != name:
+                group = shard.group_of(name)
                 returned = ReturnedSums(layout, shard, receiving_socket(
-                    shard.group, shard.port, [shard.group], data_ip), self.rounds, self.path)
+                    group, shard.port, [group], data_ip), self.rounds, self.path)
                 self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)

@@ -17,14 +17,21 @@ class JobError(RuntimeError):
 
 @dataclass(frozen=True)
 class Shard:
+    """One PS shard: its fragments first..last-1, summed in `host`, and its return trees,
+    each ((multicast address, its receivers)) at return_mbps: one to every other worker,
+    or one to each of them alone (a job whose sums return by unicast)."""
     index: int
     host: str
     address: str
     port: int
-    first: int          # its fragments: first..last-1
+    first: int
     last: int
-    group: str          # its return tree's multicast address
+    returns: tuple
     return_mbps: float
+
+    def group_of(self, worker):
+        """The address `worker` receives the shard's sums on (None: the shard's host)."""
+        return next((group for group, receivers in self.returns if worker in receivers), None)
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,9 @@ class JobLayout:
         self.per_fragment = report["fragment_bytes"] // 4   # float32s a fragment carries
         self.addresses = dict(report["addresses"])
         self.shards = [Shard(i, s["host"], s["address"], s["port"], *s["fragments"],
-                             s["return"]["group"], s["return"]["rate_mbps"])
+                             tuple((tree["group"], tuple(tree["receivers"]))
+                                   for tree in s["return"]["trees"]),
+                             s["return"]["rate_mbps"])
                        for i, s in enumerate(report["shards"])]
         self.legs = {w: [Leg(leg["shard"], leg["host"], leg["address"], leg["port"],
                              *leg["fragments"], leg["rate_mbps"]) for leg in legs]
@@ -86,6 +95,7 @@ class JobLayout:
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
         self._check_ranges()
+        self._check_returns()
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
         for shard in self.shards:
             self.shard_of[shard.first:shard.last] = shard.index
@@ -106,6 +116,16 @@ class JobLayout:
         shards |= {a.shard for a in self.aggregations}
         if not shards <= set(range(len(self.shards))):
             raise JobError("job %s names a shard it does not have" % self.id)
+
+    def _check_returns(self):
+        """JobError unless every shard's return trees reach each worker but its own host
+        once, and no one else: a worker no tree reaches would wait for its sums forever."""
+        for shard in self.shards:
+            reached = [w for _group, receivers in shard.returns for w in receivers]
+            wanted = [w for w in self.workers if w != shard.host]
+            if sorted(reached) != sorted(wanted):
+                raise JobError("job %s: shard %d's return trees reach %s, not its workers %s"
+                               % (self.id, shard.index, sorted(reached), wanted))
 
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]

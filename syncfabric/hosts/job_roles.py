@@ -229,22 +229,27 @@ class SummingNode:
 
 
 class ShardNode(SummingNode):
-    """A shard's host: returns each fragment's sum on the shard's tree (paced at its
-    rate) as soon as it is complete, and answers repair requests. on_sum(round, index,
+    """A shard's host: returns each fragment's sum on the shard's return trees (paced at
+    their rate) as soon as it is complete, and answers repair requests (the sums asked
+    for go back on the asker's tree). on_sum(round, index,
     values): a worker in this host takes its own shard's sums without the network."""
 
     def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE, rates=None):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
                          path, share, rates)
         self.shard, self.on_sum = shard, on_sum
+        self.worker_at = {layout.addresses[w]: w for w in layout.workers}   # repairs' askers
 
-    def _return(self, items):
-        """Queue (round, fragment) sums of one round for the shard's tree, at this core's
-        share of its rate in that round."""
+    def _return(self, items, worker=None):
+        """Queue (round, fragment) sums of one round for the shard's return trees (only
+        the one `worker` receives on, if named), at this core's share of their rate in
+        that round."""
         if items:
             shard = self.rates.at(items[0][0]).shards[self.shard.index]
-            self.sums_out.push(items, (self.shard.group, self.shard.port),
-                               shard.return_mbps / self.share.cores)
+            groups = [group for group, receivers in self.shard.returns
+                      if worker is None or worker in receivers]
+            self.sums_out.push_copies(items, [(group, self.shard.port) for group in groups],
+                                      shard.return_mbps / self.share.cores)
 
     def completed_all(self, number, indices):
         self._return([(number, index) for index in indices])
@@ -266,7 +271,7 @@ class ShardNode(SummingNode):
         need = [i for i in needed_fragments(message.get("need"), self.shard.first,
                                             self.shard.last) if self.expected[i]]
         complete = [i for i in need if int(sums.have[i]) == int(sums.expected[i])]
-        self._return([(number, i) for i in complete])
+        self._return([(number, i) for i in complete], self.worker_at.get(address[0]))
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
                    if int(sums.have[i]) != int(sums.expected[i])]
         self.sock.sendto(control_packet({"job": self.layout.id, "round": number,

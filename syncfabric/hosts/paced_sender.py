@@ -32,6 +32,16 @@ class PacedSender:
                 self.queue.append((key, address, rate_mbps))
                 self.queued.add((key, address))
 
+    def push_copies(self, keys, addresses, rate_mbps):
+        """Each key to every one of `addresses`, at rate_mbps each: one key's copies one
+        after another, so that every address gets its share of the pace from the start."""
+        if len(addresses) == 1:
+            self.push(keys, addresses[0], rate_mbps)
+            return
+        for key in keys:
+            for address in addresses:
+                self.push([key], address, rate_mbps * len(addresses))
+
     def wait(self):
         """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
         is queued."""

@@ -28,7 +28,7 @@ KEPT_LAYOUTS = 4   # a schedule keeps this many (rounds in flight use at most tw
 def shape(layout):
     """Everything of a layout but its rates: what its hosts sum, where and from whom."""
     return (layout.id, layout.workers, layout.count, layout.per_fragment,
-            [(s.index, s.host, s.address, s.port, s.first, s.last, s.group)
+            [(s.index, s.host, s.address, s.port, s.first, s.last, s.returns)
              for s in layout.shards],
             {w: [(leg.shard, leg.host, leg.address, leg.port, leg.first, leg.last)
                  for leg in legs] for w, legs in layout.legs.items()},

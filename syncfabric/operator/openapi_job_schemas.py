@@ -6,7 +6,7 @@ from syncfabric.decisions import model_shards, round_planner
 from syncfabric.operator.openapi_types import (BOOLEAN, INTEGER, NAME, NUMBER, PATH, POSITIVE,
                                                STRING, TTL, array, choice, described, mapping,
                                                nullable, obj, one_of, ref)
-from syncfabric.services import jobs, tenants
+from syncfabric.services import job_requests, tenants
 
 POLICY = choice(tenants.POLICIES, description=(
     "first-come: a job keeps the rate it was admitted with; fair: max-min fair rates among "
@@ -20,10 +20,14 @@ SHARD = obj({
     "fragments": array(INTEGER),
     "bytes": array(INTEGER),
     "return": obj({
-        "tree": INTEGER,
-        "group": STRING,
         "port": INTEGER,
-        "rate_mbps": NUMBER,
+        "rate_mbps": described(NUMBER, "each of the shard's return trees' rate"),
+        "trees": array(obj({
+            "tree": INTEGER,
+            "group": described(STRING, "the tree's multicast address, which its receivers join"),
+            "receivers": PATH,
+        }), description=("one tree to every other worker (returns: multicast), or one to "
+                         "each of them alone (returns: unicast)")),
     }),
 })
 DESTINATION = obj({
@@ -44,7 +48,7 @@ AGGREGATOR_PART = obj({
 })
 
 JOB_REQUEST = obj({
-    "workers": array(NAME, minItems=2, maxItems=jobs.MAX_WORKERS, uniqueItems=True),
+    "workers": array(NAME, minItems=2, maxItems=job_requests.MAX_WORKERS, uniqueItems=True),
     "model_bytes": {"type": "integer", "minimum": 1},
     "shards": one_of("how many PS shards; auto: the count that predicts the shortest round",
                      choice(["auto"]),
@@ -52,6 +56,13 @@ JOB_REQUEST = obj({
     "placement": choice(round_planner.PLACEMENTS, description=(
         "shards on hosts of their own, in the workers' hosts, or whichever is faster")),
     "aggregation": described(BOOLEAN, "sum gradients in the aggregators"),
+    "returns": choice(round_planner.RETURNS, description=(
+        "multicast: each shard's sums go back on one tree; unicast: one copy per worker, "
+        "each on a path of its own (the papers' baseline)")),
+    "shard_hosts": nullable(array(NAME, minItems=1, maxItems=round_planner.MAX_PSS,
+                                  uniqueItems=True, description=(
+                                      "the hosts the shards are on (a PS named), each a host "
+                                      "of its own; default: the planner's choice"))),
     "ttl_s": TTL,
     "mtu": {"type": "integer", "minimum": model_shards.MIN_MTU,
             "maximum": model_shards.MAX_MTU,
@@ -78,6 +89,7 @@ JOB = obj({
     "fragments": INTEGER,
     "placement": STRING,
     "aggregation": BOOLEAN,
+    "returns": STRING,
     "shards": array(SHARD),
     "destinations": mapping(array(DESTINATION),
                             "per worker, where each part of each shard's fragments goes"),

@@ -4,7 +4,7 @@ a refusal looks for what is on its way (services/job_refusals.py). Planning take
 seconds on large fabrics, so it runs off the event loop."""
 
 from syncfabric.decisions import round_planner
-from syncfabric.services.job_reports import gradient_mbit
+from syncfabric.services.job_reports import gradient_mbit, returns_of
 
 
 def planned_round(view, request, reserved_mbps, metrics, offload):
@@ -12,7 +12,8 @@ def planned_round(view, request, reserved_mbps, metrics, offload):
     with metrics.planning_seconds.labels("job").time():
         return offload(round_planner.plan_job, view, request["workers"],
                        gradient_mbit(request), request["placement"], requested_shards(request),
-                       request["aggregation"], reserved_mbps)
+                       request["aggregation"], reserved_mbps, returns_of(request),
+                       request.get("shard_hosts"))
 
 
 def beats_every_plain_round(view, request, reserved_mbps, planned):
@@ -21,7 +22,7 @@ def beats_every_plain_round(view, request, reserved_mbps, planned):
     planning one to compare with it is wasted."""
     plain_bound_s = round_planner.bound_without_aggregators_s(
         view, request["workers"], gradient_mbit(request), request["placement"],
-        requested_shards(request), reserved_mbps)
+        requested_shards(request), reserved_mbps, request.get("shard_hosts"))
     return round_planner.reaches(planned, plain_bound_s)
 
 

@@ -20,6 +20,12 @@ def gradient_mbit(request, shards=1):
     return wire_mbit(request["model_bytes"], fragment_bytes(request, shards))
 
 
+def returns_of(request):
+    """How the request's shards return their sums (a job saved before it could say:
+    multicast)."""
+    return request.get("returns", round_planner.MULTICAST)
+
+
 def job_report(job, trees, plans, now):
     """What the job's hosts need: the shards (host, bytes, fragments, port, return
     tree), each worker's destinations per shard, each aggregator's part, and the
@@ -55,20 +61,21 @@ def placement_of(view, pss, workers):
 
 def round_report(request, plan, trees, placement):
     """The job's shards, destinations and aggregators from its INA plan's report and its
-    return trees' (one per shard, in shard order), its shards placed as `placement` says."""
+    return trees' (each shard's by their source), its shards placed as `placement` says."""
     model_bytes, pss = request["model_bytes"], list(plan["ports"])
     size = fragment_bytes(request, len(pss))
     held = fragment_ranges(plan["split"], fragment_count(model_bytes, size))
     address, port = plan["addresses"], plan["ports"]
     legs = destinations(plan["workers"], request["workers"], pss, held)
-    shards = [shard_report(ps, tree, held[ps], size, model_bytes, address, port)
-              for ps, tree in zip(pss, trees)]
+    shards = [shard_report(ps, [tree for tree in trees if tree["source"] == ps], held[ps], size,
+                           model_bytes, address, port)
+              for ps in pss]
     aggregators = [aggregator_report(aggregate, pss, legs, address, port)
                    for aggregate in plan["aggregates"]]
     for worker_legs_ in legs.values():
         for leg in worker_legs_:
             leg.update(address=address[leg["host"]], port=port[pss[leg["shard"]]])
-    return_mbps = sum(tree["bandwidth_mbps"] for tree in trees)
+    return_mbps = sum(shard["return"]["rate_mbps"] for shard in shards)
     model_mbit = gradient_mbit(request, len(pss))
     predicted_s = max(model_mbit / plan["theta_mbps"], model_mbit / return_mbps)
     return {"workers": list(request["workers"]),
@@ -77,6 +84,7 @@ def round_report(request, plan, trees, placement):
             "fragments": fragment_count(model_bytes, size),
             "placement": placement,
             "aggregation": request["aggregation"],
+            "returns": returns_of(request),
             "shards": shards,
             "destinations": legs,
             "aggregators": aggregators,
@@ -85,18 +93,20 @@ def round_report(request, plan, trees, placement):
             "predicted_round_s": predicted_s}
 
 
-def shard_report(ps, tree, fragments, size, model_bytes, address, port):
-    """One shard: its host, the fragments and bytes it holds, and its return tree."""
+def shard_report(ps, trees, fragments, size, model_bytes, address, port):
+    """One shard: its host, the fragments and bytes it holds, and its return trees (one
+    to every other worker, or one to each alone), all at one rate."""
     first, last = fragments
     return {"host": ps,
             "address": address[ps],
             "port": port[ps],
             "fragments": [first, last],
             "bytes": [first * size, min(last * size, model_bytes)],
-            "return": {"tree": tree["id"],
-                       "group": tree["address"],
-                       "port": port[ps],
-                       "rate_mbps": tree["bandwidth_mbps"]}}
+            "return": {"port": port[ps],
+                       "rate_mbps": trees[0]["bandwidth_mbps"],
+                       "trees": [{"tree": tree["id"],
+                                  "group": tree["address"],
+                                  "receivers": tree["receivers"]} for tree in trees]}}
 
 
 def aggregator_report(aggregate, pss, legs, address, port):

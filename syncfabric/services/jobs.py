@@ -19,73 +19,22 @@ import hashlib
 import itertools
 import logging
 
-from syncfabric.decisions import round_planner
 from syncfabric.decisions.gradient_plan import PlacementError
-from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
 from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
 from syncfabric.services.job_parts import parts_of, release_parts, restore_jobs, settled
 from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
+from syncfabric.services.job_requests import check_shard_hosts, lease_of, parse_job_request
 from syncfabric.services.job_rounds import parse_round_report
-from syncfabric.services.job_shares import DEFAULT_WEIGHT, shares_of
-from syncfabric.services.request_fields import (check_fields, check_hosts, distinct_names,
-                                               positive_number)
+from syncfabric.services.job_shares import shares_of
+from syncfabric.services.request_fields import check_hosts
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
 
 LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
-REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
-                  "weight", "min_rate_mbps"}
-MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
-
-
-def parse_job_request(body):
-    """The request with its defaults filled in, or InvalidRequest."""
-    check_fields(body, REQUEST_FIELDS, {"workers", "model_bytes"})
-    request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
-                    "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
-                    "min_rate_mbps": None}, **body)
-    if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
-        raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
-    size = request["model_bytes"]
-    if not positive_number(size) or not isinstance(size, int):
-        raise InvalidRequest("model_bytes must be a positive whole number of bytes")
-    shards = request["shards"]
-    if shards != "auto" and not (isinstance(shards, int) and not isinstance(shards, bool)
-                                 and 1 <= shards <= round_planner.MAX_PSS):
-        raise InvalidRequest("shards must be \"auto\" or a number of PS shards from 1 to %d"
-                             % round_planner.MAX_PSS)
-    if request["placement"] not in round_planner.PLACEMENTS:
-        raise InvalidRequest("placement must be one of %s" % ", ".join(round_planner.PLACEMENTS))
-    if not isinstance(request["aggregation"], bool):
-        raise InvalidRequest("aggregation must be true or false")
-    check_ttl(request["ttl_s"])
-    if not positive_number(request["weight"]):
-        raise InvalidRequest("weight must be a positive number (a job's share of what it "
-                             "shares grows with it; default 1)")
-    if request["min_rate_mbps"] is not None and not positive_number(request["min_rate_mbps"]):
-        raise InvalidRequest("min_rate_mbps must be a positive number of Mbit/s or null (10% "
-                             "of the workers' slowest link)")
-    mtu = request["mtu"]
-    if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
-        raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
-                             "from %d to %d" % (MIN_MTU, MAX_MTU))
-    return request
-
-
-def check_ttl(ttl_s):
-    if ttl_s is not None and not positive_number(ttl_s):
-        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
-
-
-def lease_of(body):
-    """A lease renewal's ttl_s, or InvalidRequest."""
-    check_fields(body, {"ttl_s"}, {"ttl_s"})
-    check_ttl(body["ttl_s"])
-    return body["ttl_s"]
 
 
 def expiry(ttl_s, now):
@@ -112,6 +61,7 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_hosts(book.view, request["workers"], unknown_error=InvalidRequest)
+        check_shard_hosts(book.view, request)
         job = Job(next(self.next_ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
@@ -119,8 +69,8 @@ class Jobs:
             job.round = self.tenants.planned(job, book, now)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
-                [TreeSpec(ps, [w for w in request["workers"] if w != ps], job.round.return_mbps,
-                          tree=tree) for ps, tree in zip(job.round.pss, job.round.trees)],
+                [TreeSpec(tree.source, list(tree.receivers), job.round.return_mbps, tree=tree)
+                 for tree in job.round.trees],
                 None, None, now)]
             self._still_wanted(job)
             job.plan_id = self.plans.create(plan_request(job), None, now,

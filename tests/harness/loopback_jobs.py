@@ -33,8 +33,8 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
     shards = [{"host": w, "address": addresses[w], "port": port + i,
                "fragments": [cuts[i], cuts[i + 1]],
                "bytes": [cuts[i] * fragment_bytes, min(cuts[i + 1] * fragment_bytes, model_bytes)],
-               "return": {"tree": i + 1, "group": "239.77.%d.%d" % (job_id % 250, i),
-                          "port": port + i, "rate_mbps": rate_mbps}}
+               "return": one_tree(i + 1, "239.77.%d.%d" % (job_id % 250, i), port + i, rate_mbps,
+                                  [other for other in workers if other != w])}
               for i, w in enumerate(workers) if cuts[i] < cuts[i + 1]]
     destinations = {w: [{"shard": i, "host": s["host"], "address": s["address"], "port": s["port"],
                          "fragments": s["fragments"], "rate_mbps": rate_mbps}
@@ -43,6 +43,12 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
             "model_bytes": model_bytes, "fragment_bytes": fragment_bytes, "fragments": count,
             "addresses": addresses, "shards": shards, "destinations": destinations,
             "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}
+
+
+def one_tree(tree_id, group, port, rate_mbps, receivers):
+    """A shard's "return" in a job's report: one multicast tree to `receivers`."""
+    return {"port": port, "rate_mbps": rate_mbps,
+            "trees": [{"tree": tree_id, "group": group, "receivers": list(receivers)}]}
 
 
 def stand_in_ports():

@@ -22,7 +22,7 @@ from syncfabric.hosts.control_messages import control_message, control_packet
 from syncfabric.hosts.job_roles import ShardNode
 from syncfabric.hosts.receivers import datagrams, receiving_socket
 from experiments.host_ranks import GivenJobs
-from tests.harness.loopback_jobs import FRAGMENT_BYTES, address, assert_exact_rounds
+from tests.harness.loopback_jobs import FRAGMENT_BYTES, address, assert_exact_rounds, one_tree
 
 PS = "127.0.0.31"
 PER_FRAGMENT = FRAGMENT_BYTES // 4
@@ -90,8 +90,7 @@ def dedicated_job(job_id, workers, floats, port):
     addresses = dict({w: address(i) for i, w in enumerate(workers)}, ps=PS)
     shard = {"host": "ps", "address": PS, "port": port, "fragments": [0, count],
              "bytes": [0, floats * 4],
-             "return": {"tree": 1, "group": "239.78.%d.0" % job_id, "port": port,
-                        "rate_mbps": 400.0}}
+             "return": one_tree(1, "239.78.%d.0" % job_id, port, 400.0, workers)}
     legs = {w: [{"shard": 0, "host": "ps", "address": PS, "port": port, "fragments": [0, count],
                  "rate_mbps": 400.0}] for w in workers}
     return {"id": job_id, "generation": 1, "release_key": "k", "workers": list(workers),

@@ -194,7 +194,8 @@ def test_a_job_is_warned_of_by_its_flows(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(platform_capacity, "PLATFORM_FILE", path)   # 672 Mbit/s of flows
     workers = ["h%d" % i for i in range(1, 11)]
     job = {"workers": workers, "destinations": {w: [{"rate_mbps": 42.0}] for w in workers},
-           "shards": [{"host": h, "return": {"rate_mbps": 6.0}}
+           "shards": [{"host": h, "return": {"rate_mbps": 6.0, "trees": [
+                          {"receivers": [w for w in workers if w != h]}]}}
                       for h in ["h1"] + ["h%d" % i for i in range(11, 17)]],
            "aggregators": [{"host": "agg1", "rate_mbps": 6.0}, {"host": "h11", "rate_mbps": 6.0}]}
     assert job_servers(job) == ["agg1", "h11", "h12", "h13", "h14", "h15", "h16"]

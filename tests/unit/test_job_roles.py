@@ -20,6 +20,7 @@ from syncfabric.hosts.pacing import SEND_AHEAD_S
 from syncfabric.hosts.receivers import datagrams, receiving_socket
 from syncfabric.hosts.warm_arrays import RoundArrays
 from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
+from tests.harness.loopback_jobs import one_tree
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
 
@@ -42,7 +43,7 @@ def report(aggregated=False):
             "fragment_bytes": 1448, "fragments": 4, "addresses": ADDRESS,
             "shards": [{"host": "ps", "address": ADDRESS["ps"], "port": PORT, "fragments": [0, 4],
                         "bytes": [0, FLOATS * 4],
-                        "return": {"tree": 1, "group": GROUP, "port": PORT, "rate_mbps": 100.0}}],
+                        "return": one_tree(1, GROUP, PORT, 100.0, ["w1", "w2", "w3"])}],
             "destinations": legs,
             "aggregators": [{"host": "agg", "address": ADDRESS["agg"], "shard": 0, "port": PORT,
                              "rate_mbps": 100.0, "workers": {"w1": [0, 4], "w2": [0, 4]}}]

@@ -38,9 +38,11 @@ def test_a_job_is_admitted_whole_and_released_whole(controller):
         assert all(leg["host"] == aggregator["host"] for w in aggregator["workers"]
                    for leg in job["destinations"][w] if leg["fragments"] == aggregator["workers"][w])
     lists = listed(controller)
-    assert [t["id"] for t in lists["trees"]] == job["trees"] == [s["return"]["tree"] for s in job["shards"]]
+    assert [t["id"] for t in lists["trees"]] == job["trees"] == [t["tree"] for s in job["shards"]
+                                                             for t in s["return"]["trees"]]
     assert [p["id"] for p in lists["plans"]] == [job["plan"]]
-    assert [t["bandwidth_mbps"] for t in lists["trees"]] == [s["return"]["rate_mbps"] for s in job["shards"]]
+    assert [t["bandwidth_mbps"] for t in lists["trees"]] == [s["return"]["rate_mbps"]
+                                                             for s in job["shards"]]
     assert job["predicted_round_s"] >= job["lower_bound_s"] > 0
     assert controller.request("GET", "/jobs")[1]["jobs"] == [{k: v for k, v in job.items()
                                                               if k != "release_key"}]

@@ -304,7 +304,8 @@ function renderDetails() {
   } else if (selected.kind === "job") {
     text += "trees " + item.trees.join(",") + ", plan " + item.plan + "\nshards:\n" +
       item.shards.map(s => "  " + s.host + ": bytes " + s.bytes.join("–") + ", back on " +
-        s.return.group + " at " + s.return.rate_mbps.toFixed(2) + " Mbit/s").join("\n");
+        s.return.trees.map(t => t.group).join(",") + " at " + s.return.rate_mbps.toFixed(2) +
+        " Mbit/s").join("\n");
   } else if (selected.kind === "tree") {
     text += "address " + item.address + "\nvia " + item.edges.map(e => e.join("→")).join(" ");
   } else {

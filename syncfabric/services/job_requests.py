@@ -1,0 +1,94 @@
+"""What a POST /jobs body may ask (no Ryu): its fields checked and its defaults filled in,
+and a lease renewal's. Each field is described in docs/jobs.md; a request in the papers'
+terms names its PS (`shard_hosts`) and how the sums come back (`returns`)."""
+
+from syncfabric.decisions import round_planner
+from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
+from syncfabric.errors import InvalidRequest
+from syncfabric.services.job_shares import DEFAULT_WEIGHT
+from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
+
+REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
+                  "weight", "min_rate_mbps", "returns", "shard_hosts"}
+MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
+
+
+def parse_job_request(body):
+    """The request with its defaults filled in, or InvalidRequest."""
+    check_fields(body, REQUEST_FIELDS, {"workers", "model_bytes"})
+    request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
+                    "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
+                    "min_rate_mbps": None, "returns": round_planner.MULTICAST,
+                    "shard_hosts": None}, **body)
+    if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
+        raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
+    size = request["model_bytes"]
+    if not positive_number(size) or not isinstance(size, int):
+        raise InvalidRequest("model_bytes must be a positive whole number of bytes")
+    shards = request["shards"]
+    if shards != "auto" and not (isinstance(shards, int) and not isinstance(shards, bool)
+                                 and 1 <= shards <= round_planner.MAX_PSS):
+        raise InvalidRequest("shards must be \"auto\" or a number of PS shards from 1 to %d"
+                             % round_planner.MAX_PSS)
+    if request["placement"] not in round_planner.PLACEMENTS:
+        raise InvalidRequest("placement must be one of %s" % ", ".join(round_planner.PLACEMENTS))
+    if not isinstance(request["aggregation"], bool):
+        raise InvalidRequest("aggregation must be true or false")
+    if request["returns"] not in round_planner.RETURNS:
+        raise InvalidRequest("returns must be %s: the sums go back on one tree per shard, or "
+                             "one copy per worker" % " or ".join(round_planner.RETURNS))
+    check_ttl(request["ttl_s"])
+    if not positive_number(request["weight"]):
+        raise InvalidRequest("weight must be a positive number (a job's share of what it "
+                             "shares grows with it; default 1)")
+    if request["min_rate_mbps"] is not None and not positive_number(request["min_rate_mbps"]):
+        raise InvalidRequest("min_rate_mbps must be a positive number of Mbit/s or null (10% "
+                             "of the workers' slowest link)")
+    mtu = request["mtu"]
+    if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
+        raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
+                             "from %d to %d" % (MIN_MTU, MAX_MTU))
+    return named_shard_hosts(request)
+
+
+def named_shard_hosts(request):
+    """A request that names its shards' hosts: they are dedicated hosts, as many shards
+    as hosts (the request says so once filled in); InvalidRequest if it asks otherwise."""
+    hosts = request["shard_hosts"]
+    if hosts is None:
+        return request
+    if not distinct_names(hosts) or len(hosts) > round_planner.MAX_PSS:
+        raise InvalidRequest("shard_hosts must be null (the planner's choice) or a list of 1 "
+                             "to %d distinct host names" % round_planner.MAX_PSS)
+    if request["shards"] not in ("auto", len(hosts)):
+        raise InvalidRequest("shards is %s but shard_hosts names %d host(s): leave shards out"
+                             % (request["shards"], len(hosts)))
+    if request["placement"] not in (round_planner.AUTO, round_planner.DEDICATED):
+        raise InvalidRequest("shard_hosts are hosts of the shards' own: placement must be "
+                             "%s or left out" % round_planner.DEDICATED)
+    return dict(request, shards=len(hosts), placement=round_planner.DEDICATED)
+
+
+def check_shard_hosts(view, request):
+    """InvalidRequest unless every host the request names for its shards is one of the
+    fabric's hosts, neither a worker nor an aggregator."""
+    hosts = request.get("shard_hosts") or []
+    unknown = [h for h in hosts if not view.is_host(h)]
+    if unknown:
+        raise InvalidRequest("unknown host(s): %s" % ", ".join(unknown))
+    taken = [h for h in hosts if h in request["workers"] or view.is_aggregator(h)]
+    if taken:
+        raise InvalidRequest("shard_hosts must be hosts of their own, not workers or "
+                             "aggregators: %s" % ", ".join(taken))
+
+
+def check_ttl(ttl_s):
+    if ttl_s is not None and not positive_number(ttl_s):
+        raise InvalidRequest("ttl_s must be a positive number of seconds or null")
+
+
+def lease_of(body):
+    """A lease renewal's ttl_s, or InvalidRequest."""
+    check_fields(body, {"ttl_s"}, {"ttl_s"})
+    check_ttl(body["ttl_s"])
+    return body["ttl_s"]
