@@ -83,14 +83,16 @@ def return_receivers(workers, pss, returns=MULTICAST):
 
 
 def return_trees(view, workers, pss, reserved_mbps=None, returns=MULTICAST):
-    """The return trees (return_receivers), chosen at the rate they would have if the
-    shards' trees alone filled the workers' downlinks, each booked before the next is
-    chosen, so that they spread over the core (the LP then rates them); at any rate
-    where that rate does not fit."""
+    """The return trees (return_receivers), chosen at the rate they would have if they
+    alone filled the workers' downlinks (a worker's is shared by the shards' trees, a
+    shard's uplink by its unicast copies), each booked before the next is chosen, so that
+    they spread over the core (the LP then rates them); at any rate where that rate does
+    not fit."""
+    groups = return_receivers(workers, pss, returns)
     link = min(free_mbps(view, downlink(view, w), reserved_mbps) for w in workers)
-    guess = max(MIN_RATE_MBPS, link / len(pss))
+    guess = max(MIN_RATE_MBPS, link / len(groups))
     reserved, trees = dict(reserved_mbps or {}), []
-    for ps, receivers in return_receivers(workers, pss, returns):
+    for ps, receivers in groups:
         try:
             tree = compute_tree(view, ps, receivers, guess, reserved)
         except InfeasibleTree:

@@ -23,18 +23,21 @@ def address(worker_index):
 
 
 def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
-                 fragment_bytes=FRAGMENT_BYTES):
+                 fragment_bytes=FRAGMENT_BYTES, returns="multicast"):
     """The POST /jobs answer for `workers` on loopback: shard i in worker i, returned on
-    group 239.77.<job>.<i>, every worker sending each other shard its fragments (of
-    fragment_bytes: FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps."""
+    group 239.77.<job>.<i> (with unicast returns, to worker k alone on 239.<100+i>.<job>.<k>),
+    every worker sending each other shard its fragments (of fragment_bytes:
+    FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps."""
     count = -(-model_bytes // fragment_bytes)
     cuts = [count * i // len(workers) for i in range(len(workers) + 1)]
     addresses = {w: address(i) for i, w in enumerate(workers)}
     shards = [{"host": w, "address": addresses[w], "port": port + i,
                "fragments": [cuts[i], cuts[i + 1]],
                "bytes": [cuts[i] * fragment_bytes, min(cuts[i + 1] * fragment_bytes, model_bytes)],
-               "return": one_tree(i + 1, "239.77.%d.%d" % (job_id % 250, i), port + i, rate_mbps,
-                                  [other for other in workers if other != w])}
+               "return": (one_tree(i + 1, "239.77.%d.%d" % (job_id % 250, i), port + i, rate_mbps,
+                                   [other for other in workers if other != w])
+                          if returns == "multicast" else
+                          tree_each(i, job_id, port + i, rate_mbps, workers))}
               for i, w in enumerate(workers) if cuts[i] < cuts[i + 1]]
     destinations = {w: [{"shard": i, "host": s["host"], "address": s["address"], "port": s["port"],
                          "fragments": s["fragments"], "rate_mbps": rate_mbps}
@@ -49,6 +52,14 @@ def one_tree(tree_id, group, port, rate_mbps, receivers):
     """A shard's "return" in a job's report: one multicast tree to `receivers`."""
     return {"port": port, "rate_mbps": rate_mbps,
             "trees": [{"tree": tree_id, "group": group, "receivers": list(receivers)}]}
+
+
+def tree_each(shard, job_id, port, rate_mbps, workers):
+    """Shard `shard`'s "return" by unicast: a tree to each other worker alone."""
+    receivers = [w for k, w in enumerate(workers) if k != shard]
+    return {"port": port, "rate_mbps": rate_mbps,
+            "trees": [{"tree": 100 * shard + k, "group": "239.%d.%d.%d" % (100 + shard, job_id % 250, k),
+                       "receivers": [w]} for k, w in enumerate(receivers)]}
 
 
 def stand_in_ports():
@@ -130,15 +141,15 @@ class StubController:
         return Handler
 
 
-def assert_exact_rounds(pair, floats, rounds=3):
-    """`rounds` all-reduces of two workers' whole numbers (exact in any order), every
+def assert_exact_rounds(workers, floats, rounds=3):
+    """`rounds` all-reduces of the workers' whole numbers (exact in any order), every
     sum checked."""
-    values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(2)]
+    values = [np.arange(floats, dtype=np.float32) % 1000 + k for k in range(len(workers))]
     for _round in range(rounds):
-        futures = [w.allreduce_async(v) for w, v in zip(pair, values)]
+        futures = [w.allreduce_async(v) for w, v in zip(workers, values)]
         wait(futures, timeout=20)
         for future in futures:
-            assert np.array_equal(future.result(), values[0] + values[1])
+            assert np.array_equal(future.result(), np.sum(values, axis=0))
 
 
 def free_port():

@@ -232,6 +232,23 @@ def test_a_job_of_64_kb_datagrams_is_exact_on_every_path(name):
             worker.close()
 
 
+@pytest.mark.parametrize("name", PATHS)
+def test_sums_returned_by_unicast_reach_every_worker_on_its_own_tree_on_every_path(name):
+    """A job whose shards return a copy of each sum to each worker alone (the papers'
+    baseline): each worker hears only its own tree's group, so every sum exact means every
+    copy arrived."""
+    workers = ["w1", "w2", "w3"]
+    job = loopback_job(95, workers, 4 * 1448 * 9, 29790, returns="unicast")
+    team = [FabricWorker(job, worker, path=PATHS[name]) for worker in workers]
+    try:
+        assert [len(shard.returns) for shard in team[0].layout.shards] == [2, 2, 2]
+        assert team[0].layout.shards[1].group_of("w1") == "239.101.95.0"
+        assert_exact_rounds(team, 1448 * 9)
+    finally:
+        for worker in team:
+            worker.close()
+
+
 def test_without_the_extension_the_hosts_run_python_with_one_warning(monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "syncfabric.hosts.datapath._native", None)   # not built
     monkeypatch.delenv(datapaths.DATAPATH_ENV, raising=False)

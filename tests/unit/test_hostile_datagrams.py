@@ -174,3 +174,13 @@ def test_a_job_whose_ranges_lie_outside_its_fragments_is_refused():
     wrong["destinations"]["w1"][0]["fragments"] = [0, 9]
     with pytest.raises(JobError, match="fragments 0..9 lie outside its 4"):
         JobLayout(wrong)
+
+
+@pytest.mark.parametrize("receivers", [["w1", "w2"], ["w1", "w2", "w3", "w3"],
+                                       ["w1", "w2", "w3", "x"]])
+def test_a_job_whose_return_trees_miss_or_repeat_a_worker_is_refused(receivers):
+    """A worker no return tree reaches would wait for its sums forever."""
+    wrong = report()
+    wrong["shards"][0]["return"]["trees"][0]["receivers"] = receivers
+    with pytest.raises(JobError, match="shard 0's return trees reach"):
+        JobLayout(wrong)
