@@ -13,9 +13,9 @@ parameters (1.2 MB; --hidden sets its size). Modes:
   bound to the data-plane interface, routed by our fabric app
   (syncfabric/hosts/gloo_peers.py);
 - gloo-ps: Gloo reduce from the workers to the PS, then broadcast from it;
-- unicast+ps, multicast+ina: experiments.train's rounds; the communication is the
-  parameter distribution plus the gradient aggregation (the compute between is
-  left out);
+- unicast+ps, multicast+ina: the papers' rounds as jobs (POST /jobs), one PS on the
+  last host: the gradients straight to it and a copy of the sums back to each worker,
+  or the gradients summed in the aggregators and the sums back on one tree;
 - stream, stream-colocated, stream-in-network: the streaming round as users run it,
   a job (POST /jobs, docs/jobs.md) with the aggregator daemon where it sums outside
   the workers and the library in the workers: P PS shards (as
@@ -49,18 +49,18 @@ from experiments.plots.training import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import (job_round_fidelity, job_rounds, planned_load_mbps,
-                                     run_job, served_job, stream_job)
-from experiments.traffic.training import run_training
+from experiments.traffic.jobs import (job_round_fidelity, job_rounds, papers_job, papers_plan,
+                                     plan_load_mbps, planned_load_mbps, run_job, served_job,
+                                     stream_job)
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [
     "predicted_s", "link_mbps"]
 GLOO_MODES = {"gloo-allreduce": "allreduce", "gloo-ps": "ps"}
-TRAINING_MODES = ("unicast+ps", "multicast+ina")
-MODES = tuple(GLOO_MODES) + TRAINING_MODES + STREAM_MODES
-PS_HOST_MODES = {"gloo-ps", "stream"} | set(TRAINING_MODES)   # these need a host beside the workers
+PAPERS_MODES = ("unicast+ps", "multicast+ina")   # of jobs.PAPERS_MODES
+MODES = tuple(GLOO_MODES) + PAPERS_MODES + STREAM_MODES
+PS_HOST_MODES = {"gloo-ps", "stream"} | set(PAPERS_MODES)   # these need a host beside the workers
 IN_AGGREGATOR_MODES = {"multicast+ina", "stream-in-network"}   # these sum in the aggregators
 
 
@@ -79,9 +79,6 @@ def parse_args(argv):
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
                         help="most PS shards the stream modes' planner may use (each is a "
                              "process; default %(default)s, what 2 cores emulate faithfully)")
-    parser.add_argument("--rate-fraction", type=float, default=0.95,
-                        help="unicast+ps's and multicast+ina's parameter sending rate as a "
-                             "fraction of --bw (the stream modes pace at their plans' rates)")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
                         help="width of the MLP's two hidden layers (sets the model's size)")
     csv_out_argument(parser, "allreduce")
@@ -95,8 +92,8 @@ def parse_args(argv):
         per_link_mbps = [rate_mbps(item, 1.0) for item in args.aggregator_bw or ["1x"]]
     except ValueError:
         parser.error("--aggregator-bw must be a comma list of Mbit/s or multiples like 1x")
-    if not 0 < args.rate_fraction <= 1 or min(per_link_mbps) < 0:
-        parser.error("--rate-fraction must be in (0, 1] and --aggregator-bw at least 0")
+    if min(per_link_mbps) < 0:
+        parser.error("--aggregator-bw must be at least 0")
     summing = sorted(set(args.modes) & IN_AGGREGATOR_MODES)
     if 0 in per_link_mbps and summing:
         parser.error("--aggregator-bw 0 builds a fabric without aggregators, where %s cannot "
@@ -114,20 +111,26 @@ def aggregator_rates(args):
 
 def heaviest_round(args):
     """The most Mbit/s of flows one of the run's rounds puts on the fabric at args.bw (for
-    --bw auto): a streaming round's as planned; the others' hosts each sending at the
-    link rate (the workers, the PS, and the aggregators where they aggregate)."""
+    --bw auto): a job's as planned; Gloo's hosts each sending at the link rate (the
+    workers, and the PS for gloo-ps)."""
     heaviest = 0.0
     for aggregator_bw in aggregator_rates(args):
         _topo, view, hosts = job_fabric(args, aggregator_bw)
         for count in args.workers:
             floats = TrainingSetup(workers=count, hidden=args.hidden).parameter_count
             for mode in modes_for(args, count):
-                heaviest = max(heaviest, planned_load_mbps(
-                    view, hosts[:count], hosts[count:], floats, args.max_pss,
-                    STREAM_PLACEMENT[mode]) if mode in STREAM_MODES else args.bw * (
-                    count + (mode in PS_HOST_MODES)
-                    + len(view.aggregators) * (mode == "multicast+ina")))
+                heaviest = max(heaviest, round_load_mbps(args, view, hosts, count, floats, mode))
     return heaviest
+
+
+def round_load_mbps(args, view, hosts, count, floats, mode):
+    """The Mbit/s of flows a round of `mode` puts on the fabric (heaviest_round)."""
+    if mode in STREAM_MODES:
+        return planned_load_mbps(view, hosts[:count], hosts[count:], floats, args.max_pss,
+                                 STREAM_PLACEMENT[mode])
+    if mode in PAPERS_MODES:
+        return plan_load_mbps(papers_plan(view, mode, hosts[-1], hosts[:count], floats))
+    return args.bw * (count + (mode in PS_HOST_MODES))
 
 
 def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):
@@ -145,24 +148,22 @@ def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):
                  pss=1 if r["pattern"] == "ps" else 0) for r in results]
 
 
-def training_rows(bed, mode, workers, ps, setup, rounds, rate_mbps, bar):
-    """One of experiments.train's modes: its rounds' communication."""
-    results = run_training(bed, ps, workers, mode, setup, rounds, rate_mbps,
-                           on_round=lambda _number: bar.update(1))
-    return [dict({key: r[key] for key in fidelity.COLUMNS}, mode=mode, round=r["round"],
-                 comm_s=r["param_s"] + r["aggregate_s"], verified=r["verified"],
-                 repair_passes=r["param_repair_passes"] + r["gradient_repair_passes"], pss=1)
-            for r in results]
+def mode_request(args, view, mode, hosts, count, floats):
+    """The POST /jobs request of a job's mode: a papers' mode with its PS on the last host,
+    or a streaming round with as many shards as round_planner decides for the fabric (at
+    most --max-pss), on dedicated hosts after the workers, in the workers or on the
+    aggregators (STREAM_PLACEMENT)."""
+    if mode in PAPERS_MODES:
+        return papers_job(mode, hosts[-1], hosts[:count], floats)
+    return stream_job(view, hosts[:count], hosts[count:], floats, args.max_pss,
+                      STREAM_PLACEMENT[mode])
 
 
-def stream_rows(bed, view, mode, workers, candidates, floats, rounds, max_pss, link_mbps, bar):
-    """The streaming round as users run it: a job (POST /jobs) with as many shards as
-    round_planner decides for the fabric (at most max_pss), on dedicated hosts among
-    `candidates`, in the workers or on the aggregators (STREAM_PLACEMENT); the daemon on every
-    host the job sums in that is not a worker, the library in every worker (a warning if
-    the job is more than the machine carries at link_mbps). Each round is judged by the
-    backlog while it ran (fidelity.Usage.during)."""
-    request = stream_job(view, workers, candidates, floats, max_pss, STREAM_PLACEMENT[mode])
+def job_rows(bed, mode, request, rounds, link_mbps, bar):
+    """A job's rounds as users run them: the daemon on every host the job sums in that is
+    not a worker, the library in every worker (a warning if the job is more than the
+    machine carries at link_mbps). Each round is judged by the backlog while it ran
+    (fidelity.Usage.during)."""
     with served_job(bed, request, link_mbps) as job:
         sampling = bed.sampler().start()
         results = job_rounds(run_job(bed, job, rounds, start_in_s=JOB_START_S,
@@ -209,15 +210,11 @@ def run(args):
                     bar.set_postfix_str("%d workers, gloo" % count)
                     measured = gloo_rows(bed, modes, workers, ps, setup.parameter_count,
                                          args.rounds, bar)
-                    for mode in (m for m in modes if m in TRAINING_MODES):
+                    for mode in (m for m in modes if m not in GLOO_MODES):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
-                        measured += training_rows(bed, mode, workers, ps, setup, args.rounds,
-                                                  args.rate_fraction * args.bw, bar)
-                    for mode in (m for m in modes if m in STREAM_MODES):
-                        bar.set_postfix_str("%d workers, %s" % (count, mode))
-                        measured += stream_rows(bed, view, mode, workers, hosts[count:],
-                                                setup.parameter_count, args.rounds,
-                                                args.max_pss, args.bw, bar)
+                        request = mode_request(args, view, mode, hosts, count,
+                                               setup.parameter_count)
+                        measured += job_rows(bed, mode, request, args.rounds, args.bw, bar)
                     model_bytes = setup.parameter_count * 4
                     rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,
                                   aggregator_bw=aggregator_bw, model_mb=model_bytes / 1e6,

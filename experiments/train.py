@@ -1,31 +1,34 @@
-"""Real data-parallel training over the emulated fabric: time to accuracy with unicast or
-path-aware multicast for the parameters and direct or in-network aggregation for the
-gradients, in streaming rounds, and as DDP runs it over PyTorch's Gloo.
+"""Real data-parallel training over the emulated fabric: time to accuracy with the sums
+returned by unicast or path-aware multicast and the gradients summed at the PS or in
+the network, in streaming rounds, and as DDP runs it over PyTorch's Gloo.
 
     python -m experiments.train --workers 8 --rounds 30 \\
         --modes unicast+ps,multicast+ina,gloo,stream,stream-colocated --out results/train.csv
 
 An 8x8 spine-leaf with 4 hosts per leaf, 20 Mbit/s links and an aggregator
 host on every spine (9 Mbit/s of aggregation, as in `experiments.ina`). The
-workers are h1..hN, the PS the last host. The job is synchronous SGD on
-scikit-learn's digits with a 64-512-512-10 float32 MLP (1.2 MB of parameters,
-syncfabric/hosts/digits_mlp.py); every parameter and gradient byte crosses
-the fabric through our apps (experiments/traffic/training.py). Each mode trains
-a fresh model with the same seed. The CSV has one row per mode and round: the
-round's wall time split into parameter distribution, compute, gradient
-aggregation and the PS's update, the loss, the test accuracy of the PS's model
-and of the same job run in one process, whether the round's model equals the
-same round computed in one process within the float32 tolerance, and the
-drift from the one-process run. `gloo` is DDP's communication: every worker
-all-reduces its gradient through torch.distributed (Gloo, in the same hosts) and
-takes the same step (experiments/traffic/gloo_training.py). `stream` and
-`stream-colocated` run streaming rounds: PS shards on dedicated hosts or in the
-workers' own, the gradients aggregated on the way in, each shard's sum
-multicast back while later fragments still arrive, every worker taking the
-same step (experiments/traffic/stream_training.py); their param_s is 0, both
-directions are in aggregate_s. The summary compares every mode's time to the
-target accuracy with gloo's. The PNG plots test accuracy against wall-clock
-time.
+workers are h1..hN. The job is synchronous SGD on scikit-learn's digits with a
+64-512-512-10 float32 MLP (1.2 MB of parameters, syncfabric/hosts/digits_mlp.py);
+every gradient byte crosses the fabric. Each mode trains a fresh model with the same
+seed, and every mode but gloo is a job (POST /jobs) whose workers each keep the model
+and take the same step from the same sum (experiments/traffic/training_jobs.py):
+- the papers' modes, PARAMETERS+GRADIENTS: one PS on the last host, the gradients
+  straight to it (`ps`) or summed in the aggregators on the way (`ina`, GRID's plan),
+  the sums back by `unicast` (the PS sends a copy to each worker) or by `multicast`
+  (one reserved tree). ps_downlink_mb and ps_uplink_mb are the PS link's MB per round
+  each way, counted at its switch port;
+- `stream` and `stream-colocated`: PS shards on dedicated hosts or in the workers'
+  own, as many as the round planner decides;
+- `gloo` is DDP's communication: every worker all-reduces its gradient through
+  torch.distributed (Gloo, in the same hosts) and takes the same step
+  (experiments/traffic/gloo_training.py).
+The CSV has one row per mode and round: the round's wall time split into compute,
+the sum (aggregate_s, both directions; param_s is 0) and the step, the loss, the test
+accuracy of the first worker's model and of the same job run in one process, whether
+the round's model equals the same round computed in one process within the float32
+tolerance, and the drift from the one-process run. The summary compares every mode's
+time to the target accuracy with gloo's, and the PS's bytes per round. The PNG plots
+test accuracy against wall-clock time.
 """
 
 import sys
@@ -40,17 +43,17 @@ from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
 from experiments.plots.training import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gloo_training import run_gloo_training
-from experiments.traffic.stream_training import run_stream_training
-from experiments.traffic.training import MODES as PS_MODES
-from experiments.traffic.training import run_training
+from experiments.traffic.jobs import PAPERS_MODES
+from experiments.traffic.training_jobs import mode_request, run_job_training
 from mininet_topos.registry import fabric_hosts
 from syncfabric.hosts.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",
            "reference_accuracy", "error_to_tolerance", "verified", "drift", "param_repair_passes",
-           "gradient_repair_passes", "aggregators_used", "link_mbps"] + fidelity.COLUMNS
-MODES = PS_MODES + ("gloo",) + STREAM_MODES
+           "gradient_repair_passes", "aggregators_used", "link_mbps", "ps_downlink_mb",
+           "ps_uplink_mb"] + fidelity.COLUMNS
+MODES = PAPERS_MODES + ("gloo",) + STREAM_MODES
 DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina", "gloo", "stream",
                  "stream-colocated"]
 BASELINE = "gloo"   # what data-parallel users run: DDP over Gloo
@@ -67,8 +70,9 @@ def parse_args(argv):
                         help="switches with an aggregator: leaves, spines, all or names joined by +")
     parser.add_argument("--aggregator-bw", type=float, default=None,
                         help="aggregator capacity, Mbit/s (default 0.45 x --bw: 9 at 20)")
-    parser.add_argument("--rate-fraction", type=float, default=0.95,
-                        help="parameter sending rate (and multicast reservation) as a fraction of --bw")
+    parser.add_argument("--rate-fraction", type=float, default=1.0,
+                        help="the fraction of its job's planned rates each worker sends at "
+                             "(the meters hold them to the plan)")
     parser.add_argument("--hidden", type=int, default=TrainingSetup.hidden,
                         help="width of the MLP's two hidden layers")
     parser.add_argument("--batch", type=int, default=TrainingSetup.batch,
@@ -106,7 +110,7 @@ def run(args):
             for mode in args.modes:
                 bar.set_postfix_str(mode)
                 results = run_mode(bed, hosts[-1], hosts[:args.workers], mode, setup,
-                                   args.rounds, args.rate_fraction * args.bw,
+                                   args.rounds, args.rate_fraction,
                                    on_round=lambda _number: bar.update(1))
                 rows += [dict({key: result.get(key) for key in COLUMNS}, mode=mode,
                               workers=args.workers, model_mb=setup.parameter_count * 4 / 1e6,
@@ -116,13 +120,14 @@ def run(args):
     return rows, leftovers
 
 
-def run_mode(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round):
-    """One mode's rounds, whichever program runs it."""
+def run_mode(bed, ps, workers, mode, setup, rounds, rate_fraction, on_round):
+    """One mode's rounds: DDP over Gloo, or the mode's job (a papers' mode with its PS
+    on `ps`, whose link is watched)."""
     if mode == "gloo":
         return run_gloo_training(bed, workers, setup, rounds, on_round)
-    if mode in STREAM_MODES:
-        return run_stream_training(bed, workers, mode, setup, rounds, on_round)
-    return run_training(bed, ps, workers, mode, setup, rounds, rate_mbps, on_round=on_round)
+    request = mode_request(bed, mode, ps, workers, setup.parameter_count)
+    return run_job_training(bed, request, setup, rounds, on_round, rate_fraction,
+                            watched=ps if mode in PAPERS_MODES else None)
 
 
 def time_to_accuracy(rows, mode, target):
@@ -160,10 +165,25 @@ def summary(rows, target):
                 mode, 100 * target, reached / baseline, BASELINE,
                 "%.2fx sooner" % (baseline / reached) if reached < baseline
                 else "%.2fx later" % (reached / baseline)))
+    lines += ps_link_lines(rows)
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     same = all(r["test_accuracy"] == r["reference_accuracy"] for r in rows)
     lines.append("every mode's test accuracy equals the reference's at every round: %s" % same)
     return "\n".join(lines)
+
+
+def ps_link_lines(rows):
+    """Per mode with a PS, what its link carried a round each way, in MB and in models
+    (unicast returns one copy per worker up it; multicast one)."""
+    lines = []
+    for mode in dict.fromkeys(r["mode"] for r in rows if r.get("ps_uplink_mb") is not None):
+        row = next(r for r in rows if r["mode"] == mode)
+        lines.append("%s: the PS's link carried %.2f MB down and %.2f MB up a round (%.1f and "
+                     "%.1f models of %.2f MB), counted at its switch" % (
+                         mode, row["ps_downlink_mb"], row["ps_uplink_mb"],
+                         row["ps_downlink_mb"] / row["model_mb"],
+                         row["ps_uplink_mb"] / row["model_mb"], row["model_mb"]))
+    return lines
 
 
 def main(argv=None):

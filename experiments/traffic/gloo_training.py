@@ -9,7 +9,7 @@ import numpy as np
 
 from experiments import fidelity
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.training import RoundCheck
+from experiments.traffic.round_check import RoundCheck
 from syncfabric.hosts.digits_mlp import one_blas_thread
 from syncfabric.hosts.gloo_training import state_path
 

@@ -20,6 +20,9 @@ from syncfabric.hosts.wire import data_mtu
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
 WORKER_PROGRAM = "syncfabric.hosts.job_worker"
+# the papers' modes, PARAMETERS+GRADIENTS: how the sums return, where the gradients sum
+PAPERS_MODES = tuple("%s+%s" % (returns, gradients) for returns in ("unicast", "multicast")
+                     for gradients in ("ps", "ina"))
 
 
 @contextmanager
@@ -179,6 +182,25 @@ def stream_job(view, workers, candidates, floats, max_pss, placement):
     plan = stream_plan(view, workers, candidates, floats, max_pss, placement)
     return {"workers": workers, "model_bytes": floats * 4, "shards": len(plan.pss),
             "placement": placement, "mtu": data_mtu()}
+
+
+def papers_job(mode, ps, workers, floats):
+    """The POST /jobs request of a papers' mode, PARAMETERS+GRADIENTS (PAPERS_MODES): one
+    PS on host `ps`, the gradients straight to it (ps) or summed on the way (ina), the
+    sums back by unicast (a copy to each worker) or multicast (one tree)."""
+    if mode not in PAPERS_MODES:
+        raise ValueError("%r is none of the papers' modes (%s)" % (mode, ", ".join(PAPERS_MODES)))
+    returns, gradients = mode.split("+")
+    return {"workers": list(workers), "model_bytes": floats * 4, "shard_hosts": [ps],
+            "returns": returns, "aggregation": gradients == "ina", "mtu": data_mtu()}
+
+
+def papers_plan(view, mode, ps, workers, floats):
+    """The round the controller plans for papers_job's request on an idle fabric."""
+    request = papers_job(mode, ps, workers, floats)
+    return round_planner.plan_job(view, list(workers), wire_mbit(floats), round_planner.DEDICATED,
+                                  1, request["aggregation"], returns=request["returns"],
+                                  candidates=[ps])
 
 
 def planned_load_mbps(view, workers, candidates, floats, max_pss, placement):

@@ -34,12 +34,19 @@ def parse_args(argv):
                         help="the TrainingSetup's fields as JSON (the same for every worker)")
     parser.add_argument("--states", type=Path, default=None,
                         help="a folder for each round's parameters and momentum")
-    return parser.parse_args(argv)
+    parser.add_argument("--rate-fraction", type=float, default=1.0,
+                        help="the fraction of its planned rates this worker sends at "
+                             "(default %(default)s)")
+    args = parser.parse_args(argv)
+    if not 0 < args.rate_fraction <= 1:
+        parser.error("--rate-fraction must be in (0, 1]")
+    return args
 
 
 def train(args):
     setup = TrainingSetup(**args.setup)
-    worker = FabricWorker(FabricJob.attach(args.controller, args.job), args.name)
+    worker = FabricWorker(FabricJob.attach(args.controller, args.job), args.name,
+                          rate_fraction=args.rate_fraction)
     index = worker.layout.workers.index(args.name)
     parameters = initial_parameters(setup)
     velocity = np.zeros_like(parameters)

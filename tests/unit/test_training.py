@@ -5,7 +5,8 @@ single-process reference, and the reference reaching the accuracy target."""
 import numpy as np
 import pytest
 
-from experiments.traffic.training import ATOL, MODES, error_to_tolerance
+from experiments.traffic.jobs import PAPERS_MODES as MODES
+from experiments.traffic.round_check import ATOL, error_to_tolerance
 from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, dataset, initial_parameters,
                                          layers, loss_and_gradient, minibatch, reference_step,
                                          sgd_update, worker_gradient)
