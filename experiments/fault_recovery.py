@@ -28,11 +28,12 @@ from experiments.cli import (announce_rate, build_fabric, experiment_parser, fab
                              progress_printer, write_csv)
 from experiments.controller_process import wait_until
 from experiments.defaults import AGGREGATOR_SHARE
-from experiments.fault_traffic import FAULT_ROUND, RUNNERS, TRAFFIC, job_request
+from experiments.fault_traffic import FAULT_ROUND, RUNNERS, TRAFFIC, job_request, model_floats
 from experiments.ovs import ofctl
 from experiments.plots.robustness import plot_fault_recovery
 from experiments.testbed import FabricTestbed
-from experiments.traffic.jobs import plan_load_mbps
+from experiments.sim.fabrics import servers
+from experiments.traffic.jobs import papers_plan, plan_load_mbps
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from syncfabric.decisions import round_planner
@@ -48,14 +49,16 @@ REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_L
 TRANSFER_S = 3.0              # a fault in the data plane's
 CONTROLLER_TRANSFER_S = 8.0   # a killed controller's
 JOB_ROUND_S = 0.5
+JOB_TRAFFIC = ("gradients", "job")   # their rounds are a job's whole-number rounds
 DEFAULT_WORKERS = {"job": 8}     # else 15
-DEFAULT_ROUNDS = {"job": 10}     # else 5 (--traffic training)
+DEFAULT_ROUNDS = {"job": 10, "gradients": 10}     # else 5 (--traffic training)
 # what the traffic's runner (experiments/fault_traffic.py) measured, where it did
 MEASURED = ("gap_ms", "lost_ms", "baseline_gap_ms", "baseline_lost_ms", "extra_s", "healthy_s",
             "faulty_rounds", "resent", "healthy_resent", "completion_s", "repair_passes")
 RESTART_PHASES = ("answering_s", "synced_s", "controller_cpu_s")
 SUMMARIZED = {"tree": ("gap_ms", "lost_ms", "baseline_gap_ms", "baseline_lost_ms"),
-              "job": ("extra_s", "resent", "healthy_resent")}
+              "job": ("extra_s", "resent", "healthy_resent"),
+              "gradients": ("extra_s", "resent", "healthy_resent")}
 COLUMNS = ["traffic", "fault", "repair", "run", "gap_ms", "lost_ms", "baseline_gap_ms",
            "baseline_lost_ms", "extra_s", "healthy_s", "faulty_rounds", "resent",
            "healthy_resent", "reconcile_changes", "gap_at_s", *RESTART_PHASES, "repaired",
@@ -67,12 +70,12 @@ def parse_args(argv):
     parser = experiment_parser("experiments.fault_recovery", __doc__)
     fabric_arguments(parser)
     parser.add_argument("--traffic", choices=TRAFFIC, default="tree",
-                        help="what runs through the fault: a model over a tree, a GRID round "
-                             "of gradients, experiments.train's job (multicast+ina), or a "
-                             "job's rounds (POST /jobs)")
+                        help="what runs through the fault: a model over a tree, GRID's rounds "
+                             "of gradients as a job (multicast+ina), experiments.train's job "
+                             "(multicast+ina), or a job's rounds (POST /jobs)")
     parser.add_argument("--rounds", type=int,
-                        help="--traffic training and job: rounds per run; the fault comes in "
-                             "round %d (default %d, and %d for a job)"
+                        help="--traffic gradients, training and job: rounds per run; the fault "
+                             "comes in round %d (default %d, and %d for gradients and a job)"
                              % (FAULT_ROUND, 5, DEFAULT_ROUNDS["job"]))
     parser.add_argument("--fault", choices=FAULTS, default="link")
     parser.add_argument("--repair", default="local",
@@ -108,17 +111,17 @@ def parse_args(argv):
     args.workers = args.workers or DEFAULT_WORKERS.get(args.traffic, 15)
     args.rounds = args.rounds or DEFAULT_ROUNDS.get(args.traffic, 5)
     hosts = fabric_host_count(args)
-    if not 1 <= args.workers < hosts or args.traffic == "job" and args.workers < 2:
-        parser.error("--workers must be between %d and %d"
-                     % (2 if args.traffic == "job" else 1, hosts - 1))
+    fewest = 1 if args.traffic == "tree" else 2
+    if not fewest <= args.workers < hosts:
+        parser.error("--workers must be between %d and %d" % (fewest, hosts - 1))
     if args.runs < 1 or args.fail_after_s < 0:
         parser.error("--runs must be positive, --fail-after-s not negative")
-    if args.traffic in ("training", "job") and args.rounds < FAULT_ROUND:
+    if args.traffic != "tree" and args.rounds < FAULT_ROUND:
         parser.error("--rounds must be at least %d: the fault comes in round %d"
                      % (FAULT_ROUND, FAULT_ROUND))
-    if args.traffic == "job" and args.bw is not None:
+    if args.traffic != "tree" and args.bw is not None:
         fit_auto_rate(args, lambda: job_load_mbps(args))
-    model_mb_at(args, JOB_ROUND_S if args.traffic == "job" else
+    model_mb_at(args, JOB_ROUND_S if args.traffic in JOB_TRAFFIC else
                 CONTROLLER_TRANSFER_S if args.fault == "controller" else TRANSFER_S)
     if args.aggregator_bw is None and args.bw is not None:
         args.aggregator_bw = round(AGGREGATOR_SHARE * args.bw, 2)
@@ -126,15 +129,20 @@ def parse_args(argv):
 
 
 def job_load_mbps(args):
-    """The Mbit/s of flows the job of --traffic job puts on the fabric at --bw, as the
-    controller would plan it (for --bw auto to fit it to the machine). Its rates fill
-    the links whatever the model's size; the size planned is --model-mb's, or auto's."""
+    """The Mbit/s of flows the job of --traffic gradients, training or job puts on the
+    fabric at --bw, as the controller would plan it (for --bw auto to fit it to the
+    machine). Its rates fill the links whatever the model's size; the size planned is
+    --model-mb's, or auto's."""
     topo = build_fabric(args, aggregators="top", aggregator_bw=AGGREGATOR_SHARE * args.bw)
     view = FabricView(describe(topo))
     model_mb = JOB_ROUND_S * args.bw / 8 if args.model_mb == "auto" else args.model_mb
-    request = job_request(view, args.workers, model_mb)
-    return plan_load_mbps(round_planner.plan_job(view, request["workers"],
-                                                 wire_mbit(request["model_bytes"] // 4)))
+    if args.traffic == "job":
+        request = job_request(view, args.workers, model_mb)
+        return plan_load_mbps(round_planner.plan_job(view, request["workers"],
+                                                     wire_mbit(request["model_bytes"] // 4)))
+    hosts = servers(view)
+    return plan_load_mbps(papers_plan(view, "multicast+ina", hosts[-1], hosts[:args.workers],
+                                      model_floats(model_mb)))
 
 
 class Fault:
@@ -357,13 +365,13 @@ def hurt(row):
     wait for a restarted switch instead of moving: its reconciliation is the repair);
     otherwise the controller repaired what the fault broke, and (a tree's transfer) the
     transfer was still going when it was over."""
-    if row["traffic"] == "job":
+    if row["traffic"] in JOB_TRAFFIC:
         return bool(row["faulty_rounds"])
     return row["repaired"] and (row["traffic"] != "tree" or row["during_transfer"])
 
 
 def why_unhurt(row):
-    if row["traffic"] == "job":
+    if row["traffic"] in JOB_TRAFFIC:
         return "no round of the job ran while the fault lasted"
     if not row["repaired"]:
         return "the controller repaired nothing"

@@ -5,7 +5,7 @@ came out right (verified), what the fault cost against the same traffic without 
 the same run (the baseline), and `kept_up(usage)`, the emulator's fidelity verdict.
 
 - tree: the model over a reserved path-aware tree, twice: the baseline, then the fault;
-- gradients: three GRID rounds on one plan: healthy, with the fault, and after;
+- gradients: GRID's rounds as a job (the papers' multicast+ina), as `job` runs one;
 - training: experiments.train's multicast+ina job, the fault in round FAULT_ROUND;
 - job: a job as users run it (POST /jobs, the daemons, the library in every worker),
   the fault FAULT_ROUND rounds in; the rounds it lasted through are its, the others the
@@ -14,14 +14,15 @@ the same run (the baseline), and `kept_up(usage)`, the emulator's fidelity verdi
 
 import statistics
 import threading
+import time
 
 from experiments import fidelity
 from experiments.defaults import JOB_START_S, ROUNDS_APART
 from experiments.sim.fabrics import servers
-from experiments.traffic.gradients import round_fidelity, run_plan
-from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
+from experiments.traffic.jobs import (job_round_fidelity, job_rounds, papers_job, run_job,
+                                     served_job)
 from experiments.traffic.model_transfer import run_transfer
-from experiments.traffic.training import run_training
+from experiments.traffic.training_jobs import run_job_training
 from syncfabric.hosts.digits_mlp import TrainingSetup
 from syncfabric.hosts.wire import data_mtu
 
@@ -50,36 +51,32 @@ def transfer(bed, view, args):
 
 
 def gradient_traffic(bed, view, args, fault):
-    """Three GRID rounds on one plan: healthy, with the fault, and on the plan the
-    controller reports afterwards."""
+    """GRID's rounds as a job: the papers' multicast+ina (the first --workers hosts, the
+    PS the last host, the gradients summed in the aggregators on the way), run as
+    job_traffic runs a job."""
     hosts = servers(view)
-    request = {"job": "fault-recovery", "workers": hosts[:args.workers], "ps": hosts[-1],
-               "policy": "grid", "aggregators": sorted(view.aggregators)}
-
-    def on_go(number):
-        if number == 2:
-            fault.started.set()
-    plan, (healthy, faulty, after) = run_plan(bed, request, 3, args.model_mb, on_go=on_go,
-                                              follow=True)
-    return {"verified": all(r["verified"] for r in (healthy, faulty, after)),
-            "completion_s": faulty["comm_time_s"], "healthy_s": healthy["comm_time_s"],
-            "extra_s": faulty["comm_time_s"] - healthy["comm_time_s"],
-            "repair_passes": faulty["repair_passes"], "plan_id": plan["id"],
-            "revision": after["plan_revision"],
-            "kept_up": lambda usage: round_fidelity(healthy, usage)}
+    return rounds_through(bed, args, fault, papers_job(
+        "multicast+ina", hosts[-1], hosts[:args.workers], model_floats(args.model_mb)))
 
 
 def training_traffic(bed, view, args, fault):
-    """experiments.train's multicast+ina job, the fault in round FAULT_ROUND."""
+    """experiments.train's multicast+ina job, the fault --fail-after-s into round
+    FAULT_ROUND (as its predicted round times place it): the faulty round's time against
+    the median of the others."""
     hosts = servers(view)
+    setup = TrainingSetup(workers=args.workers)
+    request = papers_job("multicast+ina", hosts[-1], hosts[:args.workers], setup.parameter_count)
+    timer = []
 
-    def on_round(number):
-        if number == FAULT_ROUND - 1:
-            fault.started.set()
-    results = run_training(bed, hosts[-1], hosts[:args.workers], "multicast+ina",
-                           TrainingSetup(workers=args.workers), args.rounds,
-                           args.rate_fraction * args.bw, on_round=on_round,
-                           aggregators=sorted(view.aggregators))
+    def started(job, start_at):
+        timer.append(threading.Timer(start_at - time.time() + (FAULT_ROUND - 1)
+                                     * job["predicted_round_s"], fault.started.set))
+        timer[0].start()
+    try:
+        results = run_job_training(bed, request, setup, args.rounds, on_started=started)
+    finally:
+        for waiting in timer:
+            waiting.cancel()
     faulty = results[FAULT_ROUND - 1]
     healthy_s = statistics.median(r["round_s"] for r in results if r is not faulty)
     first = {k: results[0].get(k) for k in fidelity.COLUMNS}
@@ -87,25 +84,35 @@ def training_traffic(bed, view, args, fault):
                             for r in results),
             "completion_s": faulty["round_s"], "healthy_s": healthy_s,
             "extra_s": faulty["round_s"] - healthy_s,
-            "repair_passes": faulty["param_repair_passes"] + faulty["gradient_repair_passes"],
+            "repair_passes": faulty["gradient_repair_passes"],
             "kept_up": lambda _usage: first}
+
+
+def model_floats(model_mb):
+    """The float32s of a model of model_mb MB."""
+    return int(model_mb * 1e6) // 4
 
 
 def job_request(view, workers, model_mb):
     """POST /jobs's body for --traffic job: the first `workers` hosts, a model_mb model
     of float32s, everything else the controller's defaults (shards, placement)."""
-    return {"workers": servers(view)[:workers], "model_bytes": int(model_mb * 1e6) // 4 * 4,
+    return {"workers": servers(view)[:workers], "model_bytes": model_floats(model_mb) * 4,
             "mtu": data_mtu()}
 
 
 def job_traffic(bed, view, args, fault):
-    """A job of the --workers first hosts: --rounds rounds of whole-number gradients,
-    every sum checked, each round ROUNDS_APART times its predicted time after the one
-    before; the fault comes --fail-after-s into round FAULT_ROUND. The rounds that ran
-    while it lasted (fault.overlaps) are its: the slowest of them against the median of
-    the others, and the datagrams workers sent again in them (resent) against a healthy
+    """A job of the --workers first hosts with the controller's defaults (rounds_through)."""
+    return rounds_through(bed, args, fault, job_request(view, args.workers, args.model_mb))
+
+
+def rounds_through(bed, args, fault, request):
+    """The job `request` asks for: --rounds rounds of whole-number gradients, every sum
+    checked, each round ROUNDS_APART times its predicted time after the one before; the
+    fault comes --fail-after-s into round FAULT_ROUND. The rounds that ran while it
+    lasted (fault.overlaps) are its: the slowest of them against the median of the
+    others, and the datagrams workers sent again in them (resent) against a healthy
     round's (healthy_resent)."""
-    with served_job(bed, job_request(view, args.workers, args.model_mb), args.bw) as job:
+    with served_job(bed, request, args.bw) as job:
         every_s = ROUNDS_APART * job["predicted_round_s"]
         fault_round_in_s = JOB_START_S + (FAULT_ROUND - 1) * every_s
         timer = threading.Timer(fault_round_in_s, fault.started.set)

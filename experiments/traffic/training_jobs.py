@@ -45,17 +45,20 @@ def mode_request(bed, mode, ps, workers, floats):
 
 
 def run_job_training(bed, request, setup, rounds, on_round=lambda _number: None,
-                     rate_fraction=1.0, watched=None, timeout_s=120):
+                     rate_fraction=1.0, watched=None, timeout_s=120, on_started=None):
     """Train `rounds` rounds of the job `request` asks for; one row per round (param_s is
     0: both directions are in aggregate_s). rate_fraction: of its planned rates each
     worker sends at. watched: a host whose link's bytes per round, counted at its switch,
-    each row carries (ps_downlink_mb, ps_uplink_mb)."""
+    each row carries (ps_downlink_mb, ps_uplink_mb). on_started(job, start_at): the
+    workers were started, their first round due at start_at (time.time())."""
     with served_job(bed, request) as job, \
             tempfile.TemporaryDirectory(prefix="syncfabric-states-") as states:
         start_at = time.time() + JOB_START_S
         sampling = bed.sampler().start()
         before = bed.switch_port_bytes(watched) if watched else None
         workers = workers_of(bed, job, setup, rounds, rate_fraction, start_at, states)
+        if on_started is not None:
+            on_started(job, start_at)
         lines = program_lines(workers, job, timeout_s + 10 * rounds)
         usage = sampling.stop()
         link = link_per_round(bed.switch_port_bytes(watched), before, rounds) if watched else {}
