@@ -1,5 +1,6 @@
 """ovs-ofctl as the experiments and tests call it: OpenFlow 1.3, its output as lines."""
 
+import re
 import subprocess
 
 
@@ -15,9 +16,14 @@ def ofctl_lines(*arguments):
             if line.strip() and " reply (" not in line]
 
 
-def interface_bytes(name):
-    """(bytes received, bytes sent) on a switch's interface, as OVS counts them."""
-    statistics = subprocess.run(["ovs-vsctl", "get", "Interface", name, "statistics"],
-                                capture_output=True, text=True, check=True).stdout
-    counts = dict(item.split("=") for item in statistics.strip().strip("{}").split(", "))
-    return int(counts["rx_bytes"]), int(counts["tx_bytes"])
+
+def port_bytes(switch, port):
+    """(bytes received, bytes sent) on a switch's port (its name), as the datapath counts
+    them now (OpenFlow port statistics; OVSDB's are refreshed only every 5 s)."""
+    reply = ofctl("dump-ports", switch, port)
+    received = re.search(r"rx pkts=\d+, bytes=(\d+)", reply)
+    sent = re.search(r"tx pkts=\d+, bytes=(\d+)", reply)
+    if received is None or sent is None:
+        raise RuntimeError("ovs-ofctl dump-ports %s %s gave no byte counts: %r"
+                           % (switch, port, reply[:200]))
+    return int(received.group(1)), int(sent.group(1))

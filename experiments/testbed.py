@@ -29,7 +29,7 @@ from pathlib import Path
 from experiments import switch_oracle
 from experiments.controller_process import ALL_APPS, ControllerProcess, wait_until
 from experiments.fidelity import PlatformSampler
-from experiments.ovs import interface_bytes, ofctl
+from experiments.ovs import ofctl, port_bytes
 from mininet_topos.data_plane import DataPlane, apply_ovs_receive_buffer, apply_ovs_send_buffer
 from mininet_topos.description import describe
 from mininet_topos.ovs_state import check_ovs_running
@@ -175,7 +175,7 @@ class FabricTestbed:
         what the host sent, and what it was sent."""
         link = self.net.get(name).defaultIntf().link
         switch_side = link.intf2 if link.intf1.node.name == name else link.intf1
-        return interface_bytes(switch_side.name)
+        return port_bytes(switch_side.node.name, switch_side.name)
 
     def popen(self, name, command, **popen_arguments):
         """A process running `command` in the host (subprocess.Popen's arguments)."""
