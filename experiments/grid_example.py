@@ -7,11 +7,12 @@ Prints one JSON object per policy (no-ina, nearest, grid) with `min_rate` from
 syncfabric/decisions/ina_placement.py in the paper's units (expected 1, 2.4375 and 3), plus
 the LP's, the rounded and the repaired theta. With --emulate, the triangle
 of mininet_topos/grid_example.py runs with links of 3 Mbit/s, PS ingress 9
-and aggregator capacity 9; the INA app installs each policy's plan, and
-experiments/traffic/gradients.py moves seeded float32 gradients through it
-and checks the PS's sum: each object then also has `measured_min_rate_mbps`
-(a worker's gradient on the wire, headers included, over the round's
-communication time), `comm_time_s` and `verified`. Writes a CSV and a PNG.
+and aggregator capacity 9; each policy's plan runs as a job with the PS and the
+policy named (experiments/traffic/policy_rounds.py), whole-number gradients
+checked at every worker as the sums come back: each object then also has
+`measured_min_rate_mbps` (a worker's gradient on the wire, headers included,
+over the round's time), `comm_time_s`, `predicted_comm_time_s` (the job's round,
+returns included) and `verified`. Writes a CSV and a PNG.
 """
 
 
@@ -42,7 +43,8 @@ def planned(topo):
 
 
 def main(argv=None):
-    example_main(argv, "grid_example", __doc__, GridExampleTopo(), planned, {"workers": WORKERS, "ps": "ps"}, "measured_min_rate_mbps", COLUMNS)
+    example_main(argv, "grid_example", __doc__, GridExampleTopo(), planned, WORKERS, ["ps"],
+                 "measured_min_rate_mbps", COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -17,12 +17,14 @@ measured here; every row says whether the emulator kept up
 (packed under the first switches, as a job's workers are when it is scheduled rack
 by rack), the PS is the last host (with --ps P, the last P hosts are the PSs;
 --hetero draws every switch-to-switch link's rate from U[0.5, 1.5] x --bw, seeded,
-host links stay at --bw). For each worker count, PS count and policy the INA app
-plans and installs (apps/ina_controller.py), experiments/traffic/gradients.py moves seeded
-float32 gradients through the plan and checks the PS's sum. The CSV has per
-round the communication time, the achieved minimum rate (a worker's
-gradient on the wire over the communication time), the PS's ingress load
-and the plan's rates; the PNG compares planned and measured minimum rates.
+host links stay at --bw). For each worker count, PS count and policy a job (POST
+/jobs with the PSs and the policy named) is planned and installed, and its rounds run
+as every job's do (experiments/traffic/policy_rounds.py): whole-number gradients from
+every worker, summed on the way as the policy plans, each sum checked and returned on
+its shard's tree while later fragments still arrive. The CSV has per round the
+communication time (the whole round, returns overlapped), the achieved minimum rate (a
+worker's gradient on the wire over it), the PSs' ingress load, counted at their switch
+ports, and the plan's rates; the PNG compares planned and measured minimum rates.
 
 --bench plans GRID for 100 workers on a 64x64 spine-leaf (2 hosts per leaf,
 100 Gbit/s links) with a random 20% of the switches programmable, 5 times,
@@ -47,7 +49,7 @@ from experiments.cli import (announce_rate, build_fabric, comma_list, experiment
 from experiments.defaults import AGGREGATOR_SHARE
 from experiments.plots.ina import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import round_fidelity, run_plan
+from experiments.traffic.policy_rounds import policy_job, run_policy_rounds
 from mininet_topos.description import describe
 from mininet_topos.registry import fabric_hosts
 from mininet_topos.spineleaf import SpineLeafTopo
@@ -181,28 +183,18 @@ def run(args):
                        progress=progress_printer("ina")) as bed:
         jobs = [(n, p, policy) for n in args.workers for p in args.ps for policy in args.policies]
         for n, p, policy in tqdm(jobs, desc="jobs", unit="job", file=sys.stderr):
-            pss = hosts[-p:]
-            sampler = bed.sampler().start()
-            answer, results = run_plan(bed, {
-                "job": "%s-%d-%d" % (policy, n, p), "workers": hosts[:n], "policy": policy,
-                "ps": pss if policy in inart_placement.POLICIES else pss[0]},
-                args.rounds, args.gradient_mb)
-            usage = sampler.stop()
+            job, answer, results = run_policy_rounds(
+                bed, policy_job(hosts[:n], hosts[-p:], policy, args.gradient_mb), args.rounds,
+                args.bw)
             for number, result in enumerate(results, start=1):
-                rows.append({
-                    "policy": policy, "workers": n, "ps_count": p, "round": number,
-                    "comm_time_s": result["comm_time_s"],
-                    "min_rate_mbps": result["min_rate_mbps"],
-                    "ps_ingress_mbps": result["ps_bytes"] * 8 / 1e6 / result["comm_time_s"],
-                    "verified": result["verified"],
-                    "predicted_comm_time_s": answer["predicted_comm_time_s"],
-                    "theta_mbps": answer["theta_mbps"], "theta_lp_mbps": answer["theta_lp_mbps"],
-                    "theta_rounded_mbps": answer["theta_rounded_mbps"],
-                    "theta_repaired_mbps": answer["theta_repaired_mbps"],
-                    "repair_passes": result["repair_passes"],
-                    "aggregators_used": len({a["aggregator"] for a in answer["aggregates"]}),
-                    "link_mbps": args.bw,
-                    **round_fidelity(result, usage)})
+                rows.append(dict(
+                    result, policy=policy, workers=n, ps_count=p, round=number,
+                    predicted_comm_time_s=job["predicted_round_s"],
+                    theta_mbps=answer["theta_mbps"], theta_lp_mbps=answer["theta_lp_mbps"],
+                    theta_rounded_mbps=answer["theta_rounded_mbps"],
+                    theta_repaired_mbps=answer["theta_repaired_mbps"],
+                    aggregators_used=len({a["aggregator"] for a in answer["aggregates"]}),
+                    link_mbps=args.bw))
         leftovers = bed.leftovers()
     return rows, leftovers
 

@@ -9,12 +9,13 @@ switch (aggregator) capacity 6, PS ingress 4, links 6
 atp, equal-split, inart) with `rate` (f, a worker's whole gradient) from
 syncfabric/decisions/inart_placement.py and the split `x` (the paper: 4/3, 2 and 2.5 for
 LBMM, ATP and InArt), plus the LP's, the rounded and the repaired f. With
---emulate the same topology runs in Mininet at those numbers in Mbit/s; the
-INA app installs each policy's plan and experiments/traffic/gradients.py
-moves seeded float32 gradients through it, each PS checking the exact sum of
-its share: each object then also has `measured_rate_mbps` (a worker's
-gradient on the wire over the round's communication time), `comm_time_s`
-and `verified`. Writes a CSV and a PNG.
+--emulate the same topology runs in Mininet at those numbers in Mbit/s; each
+policy's plan runs as a job with the PSs and the policy named
+(experiments/traffic/policy_rounds.py), whole-number gradients checked at every
+worker as each PS's sums of its share come back: each object then also has
+`measured_rate_mbps` (a worker's gradient on the wire over the round's time),
+`comm_time_s`, `predicted_comm_time_s` (the job's round, returns included) and
+`verified`. Writes a CSV and a PNG.
 """
 
 
@@ -46,7 +47,8 @@ def planned(topo):
 
 
 def main(argv=None):
-    example_main(argv, "inart_example", __doc__, InartExampleTopo(), planned, {"workers": WORKERS, "ps": PSS}, "measured_rate_mbps", COLUMNS)
+    example_main(argv, "inart_example", __doc__, InartExampleTopo(), planned, WORKERS, PSS,
+                 "measured_rate_mbps", COLUMNS)
 
 if __name__ == "__main__":
     main()

@@ -26,11 +26,13 @@ The CSV has one row per mode and round: the round's wall time split into compute
 the sum (aggregate_s, both directions; param_s is 0) and the step, the loss, the test
 accuracy of the first worker's model and of the same job run in one process, whether
 the round's model equals the same round computed in one process within the float32
-tolerance, and the drift from the one-process run. The summary compares every mode's
-time to the target accuracy with gloo's, and the PS's bytes per round. The PNG plots
+tolerance, the drift from the one-process run, and the round the job predicts. The
+summary compares every mode's time to the target accuracy with gloo's, each job's
+median round with its prediction, and the PS's bytes per round. The PNG plots
 test accuracy against wall-clock time.
 """
 
+import statistics
 import sys
 
 from tqdm import tqdm
@@ -52,7 +54,7 @@ COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggr
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",
            "reference_accuracy", "error_to_tolerance", "verified", "drift", "param_repair_passes",
            "gradient_repair_passes", "aggregators_used", "link_mbps", "ps_downlink_mb",
-           "ps_uplink_mb"] + fidelity.COLUMNS
+           "ps_uplink_mb", "predicted_round_s"] + fidelity.COLUMNS
 MODES = PAPERS_MODES + ("gloo",) + STREAM_MODES
 DEFAULT_MODES = ["unicast+ps", "multicast+ps", "multicast+ina", "gloo", "stream",
                  "stream-colocated"]
@@ -166,10 +168,22 @@ def summary(rows, target):
                 "%.2fx sooner" % (baseline / reached) if reached < baseline
                 else "%.2fx later" % (reached / baseline)))
     lines += ps_link_lines(rows)
+    lines += predicted_lines(rows)
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     same = all(r["test_accuracy"] == r["reference_accuracy"] for r in rows)
     lines.append("every mode's test accuracy equals the reference's at every round: %s" % same)
     return "\n".join(lines)
+
+
+def predicted_lines(rows):
+    """Per mode run as a job, its median round against the round its job predicts."""
+    lines = []
+    for mode in dict.fromkeys(r["mode"] for r in rows if r.get("predicted_round_s")):
+        group = [r for r in rows if r["mode"] == mode]
+        median = statistics.median(r["round_s"] for r in group)
+        lines.append("%s: median round %.3f s, %.2fx the %.3f s its job predicts" % (
+            mode, median, median / group[0]["predicted_round_s"], group[0]["predicted_round_s"]))
+    return lines
 
 
 def ps_link_lines(rows):

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from experiments import fidelity
 from experiments.cli import ArgumentParser, progress_printer, write_csv
 from experiments.plots.ina import plot_ina
 from experiments.testbed import FabricTestbed
-from experiments.traffic.gradients import round_fidelity, run_plan
+from experiments.traffic.policy_rounds import policy_job, run_policy_rounds
 
 
 def example_arguments(name, doc, argv=None):
@@ -31,40 +32,38 @@ def example_arguments(name, doc, argv=None):
     return args
 
 
-def emulate(args, topo, rows, request, measured_key, name):
-    """Install each row's policy (request: the POST /ina/plans body but policy), run its
-    rounds, and add the measured rate (median), comm_time_s, predicted_comm_time_s,
-    verified and repair_passes to the row. RuntimeError if a switch keeps state."""
+def emulate(args, topo, rows, workers, pss, measured_key, name):
+    """Run each row's policy as a job of `workers` with its PSs on `pss`
+    (policy_rounds), and add the measured rate (median), comm_time_s,
+    predicted_comm_time_s (the job's round), verified and repair_passes to the row.
+    RuntimeError if a switch keeps state."""
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer(name)) as bed:
         for row in tqdm(rows, desc="policies", unit="policy", file=sys.stderr):
-            sampler = bed.sampler().start()
-            answer, results = run_plan(bed, dict(request, job="example-%s" % row["policy"],
-                                                 policy=row["policy"]),
-                                       args.rounds, args.gradient_mb)
-            usage = sampler.stop()
-            verdicts = [round_fidelity(result, usage) for result in results]
+            job, _plan, results = run_policy_rounds(
+                bed, policy_job(workers, pss, row["policy"], args.gradient_mb), args.rounds)
             row.update({measured_key: statistics.median(r["min_rate_mbps"] for r in results)},
                        comm_time_s=statistics.median(r["comm_time_s"] for r in results),
-                       predicted_comm_time_s=answer["predicted_comm_time_s"],
+                       predicted_comm_time_s=job["predicted_round_s"],
                        verified=all(r["verified"] for r in results),
                        repair_passes=max(r["repair_passes"] for r in results),
                        # the row keeps up only if every round did: the first that did not
-                       **next((v for v in verdicts if not v["fidelity_ok"]), verdicts[-1]))
+                       **next(({k: r[k] for k in fidelity.COLUMNS} for r in results
+                               if not r["fidelity_ok"]),
+                              {k: results[-1][k] for k in fidelity.COLUMNS}))
         leftovers = bed.leftovers()
     if leftovers:
         raise RuntimeError("switches still hold steering state: %s" % leftovers)
 
 
-def example_main(argv, name, doc, topo, planned, request, measured_key, columns):
+def example_main(argv, name, doc, topo, planned, workers, pss, measured_key, columns):
     """`python -m experiments.NAME`: plan every policy on `topo` (planned(topo) -> rows),
-    with --emulate run each plan (request: the POST /ina/plans body without policy),
-    then finish."""
+    with --emulate run each as a job of `workers` with its PSs on `pss`, then finish."""
     args = example_arguments(name, doc, argv)
     rows = planned(topo)
     if args.emulate:
         try:
-            emulate(args, topo, rows, request, measured_key, name)
+            emulate(args, topo, rows, workers, pss, measured_key, name)
         except (RuntimeError, ValueError) as error:   # PlatformError is a RuntimeError
             sys.exit("error: %s" % error)
     finish(args, rows, columns)

@@ -49,7 +49,8 @@ def run_job_training(bed, request, setup, rounds, on_round=lambda _number: None,
     """Train `rounds` rounds of the job `request` asks for; one row per round (param_s is
     0: both directions are in aggregate_s). rate_fraction: of its planned rates each
     worker sends at. watched: a host whose link's bytes per round, counted at its switch,
-    each row carries (ps_downlink_mb, ps_uplink_mb). on_started(job, start_at): the
+    each row carries (ps_downlink_mb, ps_uplink_mb); each carries the job's
+    predicted_round_s too. on_started(job, start_at): the
     workers were started, their first round due at start_at (time.time())."""
     with served_job(bed, request) as job, \
             tempfile.TemporaryDirectory(prefix="syncfabric-states-") as states:
@@ -63,8 +64,9 @@ def run_job_training(bed, request, setup, rounds, on_round=lambda _number: None,
         usage = sampling.stop()
         link = link_per_round(bed.switch_port_bytes(watched), before, rounds) if watched else {}
         with one_blas_thread():
-            return [dict(row, **link) for row in training_rows(
-                lines, setup, Path(states), start_at, usage, on_round, len(job["aggregators"]))]
+            return [dict(row, predicted_round_s=job["predicted_round_s"], **link)
+                    for row in training_rows(lines, setup, Path(states), start_at, usage,
+                                             on_round, len(job["aggregators"]))]
 
 
 def workers_of(bed, job, setup, rounds, rate_fraction, start_at, states):

@@ -54,7 +54,8 @@ RETURNS = (MULTICAST, UNICAST)
 @dataclass
 class RoundPlan:
     pss: list            # the shard holders, in shard order
-    return_mbps: float   # each return tree's rate
+    return_mbps: float   # each return tree's rate (at an even split: its shard's share
+    #                      of f sets each tree's own, bandwidth_mbps)
     trees: list          # the return trees (multicast_trees.MulticastTree): one per PS in
     #                      PS order, or with UNICAST one per PS and receiving worker
     gradients: object    # gradient_plan.GradientPlan, rated together with the trees
@@ -127,6 +128,34 @@ def plan_gradients(graph, workers, pss, aggregators, returns):
                                 lp_split=True)
 
 
+def planned_by_policy(graph, workers, pss, aggregators, trees, policy):
+    """The gradients to `pss` as a named policy plans them (a paper's or a baseline's:
+    ina_problem.POLICIES for one PS, inart_placement.POLICIES for several), rated with
+    the return trees. InArt's split may give one shard more than another; its sums then
+    complete, and its trees run, at f times its share, so a split that is not even is
+    planned again with the trees' loads weighted by it."""
+    if policy not in inart_placement.POLICIES:
+        return ina_placement.plan(InaProblem(graph, list(workers), pss[0], aggregators,
+                                             returns=tree_loads(trees, 1.0)), policy)
+    even = tree_loads(trees, 1.0 / len(pss))
+    gradients = inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators,
+                                                  returns=even), policy)
+    if all(abs(share - 1.0 / len(pss)) <= GAIN for share in gradients.split.values()):
+        return gradients
+    weighted = split_loads(trees, gradients.split)
+    return inart_placement.plan(InartProblem(graph, list(workers), list(pss), aggregators,
+                                             returns=weighted), policy, split=gradients.split)
+
+
+def split_loads(trees, split):
+    """{directed link: R_e} of return trees each at its shard's share of f."""
+    loads = {}
+    for tree in trees:
+        for edge in tree.edges:
+            loads[edge] = loads.get(edge, 0.0) + split[tree.source]
+    return loads
+
+
 def too_wide_for_lp(workers, pss):
     """Whether the gradients of `workers` to `pss` have more fragments than the placement
     LP plans in seconds (LP_FRAGMENTS): they then go straight to the shards."""
@@ -134,28 +163,41 @@ def too_wide_for_lp(workers, pss):
 
 
 def plan_for(view, workers, pss, model_mbit, bound_s, reserved_mbps=None, aggregation=True,
-             returns=MULTICAST):
+             returns=MULTICAST, policy=None):
     """The round with shards on `pss` (module doc), on what reserved_mbps leaves free;
     PlacementError if it does not fit. aggregation: False plans the gradients straight
     to the PSs, as does a plan whose aggregators would not raise its rate. returns:
-    MULTICAST or UNICAST (module doc)."""
+    MULTICAST or UNICAST (module doc). policy: a named policy plans the gradients
+    (planned_by_policy), aggregators or not, instead of the planner's choice."""
     reserved = reserved_mbps or {}
     trees = return_trees(view, workers, pss, reserved, returns)
-    returns = tree_loads(trees, 1.0 / len(pss))
     graph = available_graph(view, reserved, frozenset())
     aggregators = {a: c - reserved.get(a, 0.0) for a, c in view.aggregators.items()
                    if aggregation and c - reserved.get(a, 0.0) > MIN_RATE_MBPS}
+    if policy is not None:
+        gradients = planned_by_policy(graph, workers, pss, aggregators, trees, policy)
+    else:
+        gradients = planners_gradients(view, graph, workers, pss, aggregators, trees,
+                                       model_mbit, reserved_mbps)
+    if gradients.f < MIN_RATE_MBPS:
+        raise PlacementError("no rate left for the gradients to %s" % ", ".join(pss))
+    trees = [replace(tree, bandwidth_mbps=gradients.f * gradients.split[tree.source])
+             for tree in trees]
+    return RoundPlan(list(pss), gradients.f / len(pss), trees, gradients,
+                     model_mbit / gradients.f, bound_s)
+
+
+def planners_gradients(view, graph, workers, pss, aggregators, trees, model_mbit, reserved_mbps):
+    """The planner's own gradients to `pss` (plan_gradients), rated with the trees at
+    1/P of f each; without the aggregators where they would not raise the rate."""
+    returns = tree_loads(trees, 1.0 / len(pss))
     gradients = plan_gradients(graph, workers, pss, aggregators, returns)
     if gradients.aggregators_used() and not beats_any_plain_plan(
             view, workers, pss, model_mbit, reserved_mbps, gradients.f):
         plain = plan_gradients(graph, workers, pss, {}, returns)
         if plain.f >= gradients.f * (1 - GAIN):
             gradients = plain
-    if gradients.f < MIN_RATE_MBPS:
-        raise PlacementError("no rate left for the gradients to %s" % ", ".join(pss))
-    return_mbps = gradients.f / len(pss)
-    trees = [replace(tree, bandwidth_mbps=return_mbps) for tree in trees]
-    return RoundPlan(list(pss), return_mbps, trees, gradients, model_mbit / gradients.f, bound_s)
+    return gradients
 
 
 def beats_any_plain_plan(view, workers, pss, model_mbit, reserved_mbps, f):
@@ -192,10 +234,12 @@ def shard_range(view, workers, candidates, placement, max_pss, shards=None, aggr
 
 
 def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=None,
-               placement=DEDICATED, shards=None, aggregation=True, returns=MULTICAST):
+               placement=DEDICATED, shards=None, aggregation=True, returns=MULTICAST,
+               policy=None):
     """The fastest round over P = 1..max_pss shards (module doc), or P = `shards`: on
     dedicated hosts among `candidates`, COLOCATED in the workers' own hosts or
-    IN_NETWORK on the aggregators (shard_hosts), returning its sums as `returns` says.
+    IN_NETWORK on the aggregators (shard_hosts), returning its sums as `returns` says,
+    its gradients planned by `policy` if one is named (plan_for).
     Shard counts are tried doubling from the fewest, up to the widest, until a plan
     reaches the lower bound, so few plans are computed (a plan's LP grows with workers x
     shards: 1 to 3 s at 32 x 32) and few shards kept; a count whose own bound is above
@@ -211,7 +255,7 @@ def plan_round(view, workers, candidates, model_mbit, max_pss=16, reserved_mbps=
     def attempt(count):
         try:
             return plan_for(view, workers, hosts[:count], model_mbit, bound, reserved_mbps,
-                            aggregation, returns)
+                            aggregation, returns, policy)
         except (PlacementError, InfeasibleTree, ValueError) as error:
             errors.append(str(error))
             return None
@@ -270,7 +314,7 @@ def max_shards(placement, workers):
 
 
 def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation=True,
-             reserved_mbps=None, returns=MULTICAST, candidates=None):
+             reserved_mbps=None, returns=MULTICAST, candidates=None, policy=None):
     """The fastest round (plan_round) with its shards on dedicated hosts (among
     `candidates`, all the fabric's by default), in the workers' own (colocated), on the
     aggregators (in-network) or, with auto, whichever predicts the shortest round; of
@@ -278,7 +322,8 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
     dedicated: docs/streaming-round.md measures the difference). Auto plans the
     placements from the lowest bound up, and stops at a plan that reaches S/B or the
     lowest bound, or before a placement whose bound is above a plan's. The plan carries
-    what a ring all-reduce would take on the same links (ring_s)."""
+    what a ring all-reduce would take on the same links (ring_s). returns and policy:
+    as plan_for."""
     floor = line_rate_s(view, workers, model_mbit)
     preference = placement_order(placement)
     bounds = {where: placement_bound(view, workers, where, model_mbit, shards, aggregation,
@@ -293,7 +338,7 @@ def plan_job(view, workers, model_mbit, placement=AUTO, shards=None, aggregation
         try:
             plan = plan_round(view, workers, candidates or view.hosts, model_mbit,
                               max_shards(where, workers), reserved_mbps, where, shards,
-                              aggregation, returns)
+                              aggregation, returns, policy)
         except PlacementError as error:
             errors.append(str(error))
             continue

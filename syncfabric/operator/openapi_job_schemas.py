@@ -63,6 +63,11 @@ JOB_REQUEST = obj({
                                   uniqueItems=True, description=(
                                       "the hosts the shards are on (a PS named), each a host "
                                       "of its own; default: the planner's choice"))),
+    "gradient_policy": nullable(choice(
+        job_requests.ONE_PS_POLICIES + job_requests.SHARDED_POLICIES + (None,), description=(
+            "how the gradients are planned: GRID's policy or a baseline's for one shard, "
+            "InArt's or a baseline's for several (shards or shard_hosts say how many); "
+            "default: the round planner's"))),
     "ttl_s": TTL,
     "mtu": {"type": "integer", "minimum": model_shards.MIN_MTU,
             "maximum": model_shards.MAX_MTU,

@@ -13,7 +13,7 @@ def planned_round(view, request, reserved_mbps, metrics, offload):
         return offload(round_planner.plan_job, view, request["workers"],
                        gradient_mbit(request), request["placement"], requested_shards(request),
                        request["aggregation"], reserved_mbps, returns_of(request),
-                       request.get("shard_hosts"))
+                       request.get("shard_hosts"), request.get("gradient_policy"))
 
 
 def beats_every_plain_round(view, request, reserved_mbps, planned):

@@ -1,16 +1,19 @@
 """What a POST /jobs body may ask (no Ryu): its fields checked and its defaults filled in,
 and a lease renewal's. Each field is described in docs/jobs.md; a request in the papers'
-terms names its PS (`shard_hosts`) and how the sums come back (`returns`)."""
+terms names its PS (`shard_hosts`), how the sums come back (`returns`) and the policy
+that plans the gradients (`gradient_policy`)."""
 
-from syncfabric.decisions import round_planner
+from syncfabric.decisions import ina_problem, inart_placement, round_planner
 from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.errors import InvalidRequest
 from syncfabric.services.job_shares import DEFAULT_WEIGHT
 from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
-                  "weight", "min_rate_mbps", "returns", "shard_hosts"}
+                  "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
+ONE_PS_POLICIES = ina_problem.POLICIES          # GRID and its baselines
+SHARDED_POLICIES = inart_placement.POLICIES     # InArt and its baselines
 
 
 def parse_job_request(body):
@@ -19,7 +22,7 @@ def parse_job_request(body):
     request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
                     "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
                     "min_rate_mbps": None, "returns": round_planner.MULTICAST,
-                    "shard_hosts": None}, **body)
+                    "shard_hosts": None, "gradient_policy": None}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -48,7 +51,7 @@ def parse_job_request(body):
     if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
         raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
                              "from %d to %d" % (MIN_MTU, MAX_MTU))
-    return named_shard_hosts(request)
+    return checked_policy(named_shard_hosts(request))
 
 
 def named_shard_hosts(request):
@@ -67,6 +70,25 @@ def named_shard_hosts(request):
         raise InvalidRequest("shard_hosts are hosts of the shards' own: placement must be "
                              "%s or left out" % round_planner.DEDICATED)
     return dict(request, shards=len(hosts), placement=round_planner.DEDICATED)
+
+
+def checked_policy(request):
+    """A request that names how its gradients are planned (a paper's policy or a
+    baseline's) says how many shards: one for GRID's and its baselines', any number for
+    InArt's; InvalidRequest otherwise."""
+    policy, shards = request["gradient_policy"], request["shards"]
+    if policy is None:
+        return request
+    if policy not in ONE_PS_POLICIES + SHARDED_POLICIES:
+        raise InvalidRequest("gradient_policy must be null (the planner's) or one of %s"
+                             % ", ".join(ONE_PS_POLICIES + SHARDED_POLICIES))
+    if shards == "auto":
+        raise InvalidRequest("a gradient_policy plans for a number of shards: give shards "
+                             "or shard_hosts")
+    if shards > 1 and policy in ONE_PS_POLICIES:
+        raise InvalidRequest("gradient_policy %s plans for one PS; for %d shards use one of %s"
+                             % (policy, shards, ", ".join(SHARDED_POLICIES)))
+    return request
 
 
 def check_shard_hosts(view, request):

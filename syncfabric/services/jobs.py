@@ -69,7 +69,7 @@ class Jobs:
             job.round = self.tenants.planned(job, book, now)
             self._still_wanted(job)
             job.tree_ids = [r.tree_id for r in self.trees.create_trees(
-                [TreeSpec(tree.source, list(tree.receivers), job.round.return_mbps, tree=tree)
+                [TreeSpec(tree.source, list(tree.receivers), tree.bandwidth_mbps, tree=tree)
                  for tree in job.round.trees],
                 None, None, now)]
             self._still_wanted(job)
@@ -253,11 +253,13 @@ def log_admitted(job):
 
 def plan_request(job):
     """The INA plan request of a job's gradients: to its shards' hosts, on what its
-    trees leave."""
+    trees leave, under the policy it named (else the planner's, as the plans service
+    knows it)."""
     pss, request = job.round.pss, job.request
     body = {"job": "job-%d" % job.id, "workers": request["workers"],
             "ps": pss if len(pss) > 1 else pss[0],
-            "policy": "equal-split" if len(pss) > 1 else "grid",
+            "policy": request.get("gradient_policy") or (
+                "equal-split" if len(pss) > 1 else "grid"),
             "gradient_mb": gradient_mbit(request, len(pss)) / 8}
     if not request["aggregation"]:
         body["aggregators"] = []

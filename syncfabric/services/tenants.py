@@ -96,11 +96,13 @@ class Tenants:
 
     def _fairest(self, view, request, floor, live):
         """(request, its round, every job's share) of the new job planned on `floor`, and,
-        if it may aggregate, planned again without aggregators: of the two, the one whose
+        if it may aggregate and names no policy for its gradients, planned again without
+        aggregators: of the two, the one whose
         shares, smallest first, are larger. Every job's gradients may meet in the same
         aggregators' links, which the fabric's bisection would spare. Alone on the
         fabric, a first plan as short as any without aggregators can be is kept as is."""
-        variants = [request] + ([dict(request, aggregation=False)] if request["aggregation"]
+        variants = [request] + ([dict(request, aggregation=False)]
+                                if request["aggregation"] and not request.get("gradient_policy")
                                 else [])
         best = None
         for variant in variants:

@@ -1,12 +1,13 @@
-"""GRID steering for real: ryu-manager (INA + fabric apps) + OVS + Mininet on the GRID
-paper's triangle, with real gradients through aggregator hosts."""
+"""GRID steering for real: ryu-manager + OVS + Mininet on the GRID paper's triangle, a job
+whose gradients a named policy plans (POST /jobs with the PS and the policy), with
+whole-number gradients through the aggregator hosts and every sum checked."""
 
 import re
 import subprocess
 
 import pytest
 
-from experiments.traffic.gradients import run_gradient_rounds
+from experiments.traffic.policy_rounds import policy_job, run_policy_rounds
 from mininet_topos.grid_example import GridExampleTopo
 from tests.harness.testbeds import running_testbed
 
@@ -20,11 +21,6 @@ GRADIENT_MB = 0.2
 @pytest.fixture(scope="module")
 def bed():
     yield from running_testbed(GridExampleTopo(), OF_PORT, REST_PORT)
-
-
-def post_plan(bed, **fields):
-    body = dict({"job": "test", "workers": WORKERS, "ps": "ps", "gradient_mb": GRADIENT_MB}, **fields)
-    return bed.client.request("POST", "/ina/plans", body)
 
 
 def steering_packets(switch):
@@ -41,38 +37,30 @@ def steering_packets(switch):
     return counts
 
 
-def test_gradients_reach_the_chosen_aggregators_and_the_ps_sum_is_exact(bed):
-    plan = post_plan(bed, policy="grid")
-    try:
-        assert plan["theta_mbps"] == pytest.approx(3.0)
-        (result,) = run_gradient_rounds(bed, plan, 1, GRADIENT_MB)
-        assert result["verified"] is True and result["error_to_bound"] <= 1
-        # every aggregator in the plan received its workers' fragments ...
-        assert set(plan["aggregators"]) == {"agg-s1", "agg-s2", "agg-s3"}
-        for aggregator, info in plan["aggregators"].items():
-            assert result["aggregator_bytes"][aggregator] >= 0.2e6 * len(info["workers"])
-        # ... and the switches counted them on the planned paths
-        ip = plan["addresses"]
-        for worker, legs in plan["workers"].items():
-            (leg,) = legs
-            first_switch = leg["path"][1]
-            assert steering_packets(first_switch)[ip[worker], ip[leg["node"]]] > 0
-        crossing = [w for w, (leg,) in plan["workers"].items() if leg["path"][1:3] == ["s1", "s2"]]
-        assert len(crossing) == 1 and steering_packets("s2")[ip[crossing[0]], ip["agg-s2"]] > 0
-    finally:
-        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
-    assert bed.leftovers() == {}
+def test_gradients_reach_the_chosen_aggregators_and_every_sum_is_exact(bed):
+    counted = {}
+
+    def count(_job, plan):
+        counted.update(plan=plan, packets={s: steering_packets(s) for s in ("s1", "s2", "s3")})
+    _job, plan, (result,) = run_policy_rounds(
+        bed, policy_job(WORKERS, ["ps"], "grid", GRADIENT_MB), 1, before_release=count)
+    assert plan["theta_mbps"] == pytest.approx(3.0)
+    assert result["verified"] is True
+    # every aggregator in the plan took its workers' fragments, on the planned paths
+    assert set(plan["aggregators"]) == {"agg-s1", "agg-s2", "agg-s3"}
+    ip = plan["addresses"]
+    for worker, legs in plan["workers"].items():
+        (leg,) = legs
+        assert counted["packets"][leg["path"][1]][ip[worker], ip[leg["node"]]] > 0
+    crossing = [w for w, (leg,) in plan["workers"].items() if leg["path"][1:3] == ["s1", "s2"]]
+    assert len(crossing) == 1 and counted["packets"]["s2"][ip[crossing[0]], ip["agg-s2"]] > 0
+    assert bed.client.get("/jobs") == {"jobs": []} and bed.leftovers() == {}
 
 
 def test_nearest_splits_a_gradient_between_aggregator_and_ps_and_the_sum_stays_exact(bed):
-    plan = post_plan(bed, policy="nearest")
-    try:
-        assert plan["theta_mbps"] == pytest.approx(2.4375)
-        assert [leg["node"] for leg in plan["workers"]["w1"]] == ["agg-s1", "ps"]
-        (result,) = run_gradient_rounds(bed, plan, 1, GRADIENT_MB)
-        assert result["verified"] is True
-    finally:
-        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
-    assert bed.leftovers() == {}
-
-
+    _job, plan, (result,) = run_policy_rounds(
+        bed, policy_job(WORKERS, ["ps"], "nearest", GRADIENT_MB), 1)
+    assert plan["theta_mbps"] == pytest.approx(2.4375)
+    assert [leg["node"] for leg in plan["workers"]["w1"]] == ["agg-s1", "ps"]
+    assert result["verified"] is True
+    assert bed.client.get("/jobs") == {"jobs": []} and bed.leftovers() == {}

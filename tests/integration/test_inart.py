@@ -1,9 +1,10 @@
-"""InArt for real: ryu-manager (INA + fabric apps) + OVS + Mininet on the InArt paper's toy
-(two switches, two PSs), with real gradients split between the PSs."""
+"""InArt for real: ryu-manager + OVS + Mininet on the InArt paper's toy (two switches, two
+PSs): a job whose model InArt's policies (and its baselines) split between the PSs, with
+whole-number gradients and every sum checked; and the INA plans API's answers."""
 
 import pytest
 
-from experiments.traffic.gradients import run_gradient_rounds
+from experiments.traffic.policy_rounds import policy_job, run_policy_rounds
 from mininet_topos.inart_example import InartExampleTopo
 from tests.harness.testbeds import running_testbed
 
@@ -26,21 +27,17 @@ def post_plan(bed, **fields):
 
 
 @pytest.mark.parametrize("policy", ["inart", "atp", "lbmm", "equal-split"])
-def test_a_two_ps_plan_delivers_exact_sums_of_both_shares_and_leaves_nothing(bed, policy):
-    plan = post_plan(bed, policy=policy)
-    try:
-        assert set(plan["ports"]) == {"s1", "s2"} and len(set(plan["ports"].values())) == 2
-        assert sum(plan["split"].values()) == pytest.approx(1.0)
-        (result,) = run_gradient_rounds(bed, plan, 1, GRADIENT_MB)
-        assert result["verified"] is True and result["error_to_bound"] <= 1
-        if policy != "lbmm":
-            assert plan["aggregates"] and {a["ps"] for a in plan["aggregates"]} <= {"s1", "s2"}
-            for aggregate in plan["aggregates"]:   # every aggregator used got its inputs
-                assert result["aggregator_bytes"][aggregate["aggregator"]] > 0
-        else:
-            assert plan["aggregates"] == []
-    finally:
-        bed.client.request("DELETE", "/ina/plans/%d" % plan["id"])
+def test_a_two_ps_job_returns_exact_sums_of_both_shares_and_leaves_nothing(bed, policy):
+    _job, plan, (result,) = run_policy_rounds(
+        bed, policy_job(WORKERS, ["s1", "s2"], policy, GRADIENT_MB), 1)
+    assert set(plan["ports"]) == {"s1", "s2"} and len(set(plan["ports"].values())) == 2
+    assert sum(plan["split"].values()) == pytest.approx(1.0)
+    assert result["verified"] is True
+    if policy != "lbmm":
+        assert plan["aggregates"] and {a["ps"] for a in plan["aggregates"]} <= {"s1", "s2"}
+    else:
+        assert plan["aggregates"] == []
+    assert bed.client.get("/jobs") == {"jobs": []}
     assert bed.client.get("/ina/plans") == {"plans": []}
     assert bed.leftovers() == {}
 
