@@ -74,7 +74,28 @@ def test_returning_by_unicast_is_slower_where_the_ps_uplink_carries_every_copy(
     assert rounds["unicast"] > 1.3 * rounds["multicast"]
 
 
+@pytest.mark.parametrize("policy, shards", [("nearest", ["h4"]), ("no-ina", ["h4"]),
+                                            ("inart", ["h3", "h4"]), ("lbmm", ["h3", "h4"])])
+def test_a_job_that_names_its_gradients_policy_is_planned_by_it(controller, policy, shards):
+    workers = ["h1", "h2"] if len(shards) > 1 else WORKERS
+    code, job = post(controller, "/jobs", dict(PAPERS_JOB, workers=workers, shard_hosts=shards,
+                                               gradient_policy=policy))
+    assert code == 201, job
+    plan = controller.request("GET", "/ina/plans/%d" % job["plan"])[1]
+    assert plan["policy"] == policy and [s["host"] for s in job["shards"]] == shards
+    # each shard's trees run at its share of the gradients' rate
+    for shard in job["shards"]:
+        assert shard["return"]["rate_mbps"] == pytest.approx(
+            plan["theta_mbps"] * plan["split"][shard["host"]], rel=1e-6)
+    controller.request("DELETE", "/jobs/%d" % job["id"], headers=release_key(job))
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+
+
 @pytest.mark.parametrize("body, message", [
+    (dict(PAPERS_JOB, gradient_policy="fastest"), "gradient_policy must be null"),
+    (dict(PAPERS_JOB, shard_hosts=None, gradient_policy="grid"), "give shards or shard_hosts"),
+    (dict(PAPERS_JOB, shard_hosts=["h4", "h5"], workers=["h1", "h2"], gradient_policy="grid"),
+     "plans for one PS; for 2 shards use one of"),
     (dict(PAPERS_JOB, returns="broadcast"), "returns must be multicast or unicast"),
     (dict(PAPERS_JOB, shard_hosts=["h3"]), "not workers or aggregators: h3"),
     (dict(PAPERS_JOB, shard_hosts=["agg-spine1"]), "not workers or aggregators: agg-spine1"),

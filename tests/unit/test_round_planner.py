@@ -166,3 +166,29 @@ def test_auto_plans_from_the_lowest_bound_and_leaves_out_what_cannot_beat_a_plan
     assert planned == [round_planner.COLOCATED] and set(plan.pss) <= set(workers)
     assert plan.predicted_s == pytest.approx(plan.bound_s, rel=0.01)
     assert plan.gradients.aggregators_used() and gradients and all(gradients)
+
+
+def test_an_uneven_split_is_planned_again_with_each_tree_at_its_shards_share(monkeypatch):
+    """InArt may give one PS more of the model; its trees then carry that share of f, and
+    the gradients are planned again, at that split, with the trees' loads so weighted."""
+    from dataclasses import replace
+
+    from syncfabric.decisions import inart_placement
+    view = fabric(2, 2, 2, 20, 9)
+    real_plan, calls = inart_placement.plan, []
+
+    def uneven_then_real(problem, policy, split=None, **options):
+        calls.append((dict(problem.returns), split))
+        if split is None:
+            return replace(real_plan(problem, policy), split={"h3": 0.75, "h4": 0.25})
+        return real_plan(problem, policy, split=split, **options)
+    monkeypatch.setattr(inart_placement, "plan", uneven_then_real)
+    planned = round_planner.plan_for(view, ["h1", "h2"], ["h3", "h4"], 8.0, 0.1,
+                                     policy=inart_placement.INART)
+    (even, _), (weighted, split) = calls
+    assert split == {"h3": 0.75, "h4": 0.25}
+    assert weighted["leaf1", "h1"] == pytest.approx(1.0) == even["leaf1", "h1"]   # both trees
+    assert (even["h3", "leaf2"], weighted["h3", "leaf2"]) == pytest.approx((0.5, 0.75))
+    rates = {tree.source: tree.bandwidth_mbps for tree in planned.trees}
+    assert rates == pytest.approx({"h3": 0.75 * planned.gradients.f,
+                                   "h4": 0.25 * planned.gradients.f})
