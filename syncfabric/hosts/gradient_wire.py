@@ -24,11 +24,6 @@ def floats_per_fragment():
     return (chunk_payload_bytes() - HEADER.size) // 4
 
 
-def gradient(seed, worker, number, floats):
-    """Worker `worker`'s gradient in round `number`: seeded standard normal float32."""
-    return np.random.default_rng([seed, worker, number]).standard_normal(floats, dtype=np.float32)
-
-
 def gradient_floats(gradient_mb):
     return int(gradient_mb * 1e6) // 4
 
@@ -48,22 +43,6 @@ def carries_fragment(packet, floats, per_fragment, index):
 def wire_mbit(floats):
     """Megabits a gradient of `floats` float32 takes on a link, headers included."""
     return (floats * 4 + fragment_count(floats) * (FRAME_OVERHEAD + HEADER.size)) * 8 / 1e6
-
-
-def exact_sum_check(total, seed, workers, number, floats, start=0):
-    """(ok, worst error / bound) of `total`, the sum of elements start.. of every
-    worker's gradient, against their float64 sum."""
-    stop = start + len(total)
-    exact = np.zeros(len(total))
-    magnitude = np.zeros(len(total))
-    for worker in range(workers):
-        g = gradient(seed, worker, number, floats)[start:stop].astype(np.float64)
-        exact += g
-        magnitude += np.abs(g)
-    unit = 2.0 ** -24
-    bound = workers * unit * magnitude + unit * np.abs(exact) + np.finfo(np.float32).tiny
-    ratio = float(np.max(np.abs(total.astype(np.float64) - exact) / bound))
-    return ratio <= 1.0, ratio
 
 
 def fragment_packet(job, number, index, mask, values, per_fragment=None):
@@ -151,11 +130,6 @@ class FragmentSums:
         """[[fragment, mask of workers missing], ...]."""
         short = np.flatnonzero(self.have != self.expected)
         return [[int(i), int(self.expected[i]) & ~int(self.have[i])] for i in short]
-
-    def packet(self, index):
-        """The datagram carrying fragment `index`'s sum and its workers."""
-        return HEADER.pack(self.job, self.number, index, self.count, int(self.have[index])) + \
-            self.values_of(index).astype(FLOATS).tobytes()
 
     def total(self):
         """The sums of the fragments held, in order (all of them: the model's sum)."""

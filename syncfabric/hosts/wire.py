@@ -54,11 +54,6 @@ def ranges(indices):
     return result
 
 
-def expand(chunk_ranges):
-    """The indices of [[first, last_exclusive], ...] (ranges' inverse)."""
-    return [index for first, last in chunk_ranges for index in range(first, last)]
-
-
 def chunk_packets(number, data, indices):
     """Datagrams carrying chunks `indices` of `data` in round `number`."""
     chunks, size = chunk_count(len(data)), chunk_bytes()

@@ -33,7 +33,7 @@ def test_every_script_has_help(module):
 
 
 @pytest.mark.parametrize("program", ["hosts.peer_sync", "hosts.model_transfer",
-                                     "hosts.gradient_host", "hosts.load_probe", "hosts.job_training",
+                                     "hosts.load_probe", "hosts.job_training",
                                      "hosts.gloo_peers", "hosts.gloo_training", "hosts.job_worker",
                                      "aggregator"])
 def test_every_host_program_has_help(program):

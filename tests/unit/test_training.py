@@ -49,7 +49,7 @@ def network_sum(gradients):
             aggregator.add(fragment_packet(7, 1, index, 1 << worker, gradients[worker]))
     for index in range(count):
         ps.add(fragment_packet(7, 1, index, 0b100, gradients[2]))
-        ps.add(aggregator.packet(index))
+        ps.add(fragment_packet(7, 1, index, 0b011, aggregator.total()))
     assert not ps.missing()
     return ps.total()
 
