@@ -18,7 +18,7 @@ and who may change what.
   release key the POST carried in `X-Release-Key` (or, without one, a new key
   the answer returns as `release_key`); its DELETE must carry that key, else
   403, so a client releases only what it created. Leases and fabric changes
-  release anything. syncfabric/hosts/controller_client.py sends the token and one
+  release anything. syncfabric/hosts/transport/controller_client.py sends the token and one
   key per client for you.
 """
 

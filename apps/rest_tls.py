@@ -1,7 +1,7 @@
 """The REST API over TLS. With SYNCFABRIC_REST_CERT and SYNCFABRIC_REST_KEY in
 ryu-manager's environment (files: the server's certificate chain and its private key),
 the API answers https only; the hosts verify it against the CA file SYNCFABRIC_CA
-names (syncfabric/hosts/controller_client.py). Ryu's REST server has no TLS of its
+names (syncfabric/hosts/transport/controller_client.py). Ryu's REST server has no TLS of its
 own (its stream server's TLS hands a socket where eventlet's WSGI server wants the
 application), so the listening socket ryu-manager's wsgi.start_service makes is
 wrapped, as eventlet's documentation serves WSGI over TLS."""

@@ -31,7 +31,7 @@ from experiments.plots.robustness import plot_admission_flood
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
 from mininet_topos.registry import fabric_hosts
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.packets.wire import data_mtu
 
 MODES = ("clean", "flood")
 COLUMNS = ["mode", "round", "comm_s", "verified", "flood_pps", "flood_sent", "admission_drops",

@@ -11,7 +11,7 @@ workers are h1..hN, the PS the last host; the model is the training MLP's float3
 parameters (1.2 MB; --hidden sets its size). Modes:
 - gloo-allreduce: the workers all-reduce their gradients (DDP's step), Gloo
   bound to the data-plane interface, routed by our fabric app
-  (syncfabric/hosts/gloo_peers.py);
+  (syncfabric/hosts/training/gloo_peers.py);
 - gloo-ps: Gloo reduce from the workers to the PS, then broadcast from it;
 - unicast+ps, multicast+ina: the papers' rounds as jobs (POST /jobs), one PS on the
   last host: the gradients straight to it and a copy of the sums back to each worker,
@@ -52,7 +52,7 @@ from experiments.traffic import gloo_peers
 from experiments.traffic.jobs import (job_round_fidelity, job_rounds, papers_job, papers_plan,
                                      plan_load_mbps, planned_load_mbps, run_job, served_job,
                                      stream_job)
-from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.training.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
            "line_rate_s", "bound_s", "verified", "repair_passes"] + fidelity.COLUMNS + [

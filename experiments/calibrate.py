@@ -40,8 +40,8 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic.launch import run_in_hosts
 from mininet_topos.data_plane import BASELINE, DataPlane
 from mininet_topos.platform_net import PlatformError, shape_links
-from syncfabric.hosts.control_channel import accept_named
-from syncfabric.hosts.load_probe import COORDINATOR_PORT
+from syncfabric.hosts.transport.control_channel import accept_named
+from syncfabric.hosts.patterns.load_probe import COORDINATOR_PORT
 
 SEND_FRACTION = 0.95
 CONFIRMATIONS = 2
@@ -221,7 +221,7 @@ class Calibration:
         return round(low, 2), False, trials
 
     def run(self):
-        command = [sys.executable, "-m", "syncfabric.hosts.load_probe",
+        command = [sys.executable, "-m", "syncfabric.hosts.patterns.load_probe",
                    "--coordinator", "%s:%d" % (self.bed.management_ip, COORDINATOR_PORT)]
 
         def drive():

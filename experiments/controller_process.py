@@ -23,7 +23,7 @@ from pathlib import Path
 
 from experiments.fidelity import process_cpu_seconds
 from mininet_topos.ovs_state import PlatformError
-from syncfabric.hosts.controller_client import TOKEN_ENV, ControllerClient
+from syncfabric.hosts.transport.controller_client import TOKEN_ENV, ControllerClient
 
 # every app ryu-manager may load for the experiments (apps/)
 ALL_APPS = ("apps.fabric_controller", "apps.multicast_controller", "apps.selmcast_controller",

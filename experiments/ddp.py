@@ -43,7 +43,7 @@ from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_serve
                                      planned_load_mbps, round_totals, stream_job,
                                      warn_over_capacity)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
-from syncfabric.hosts.gradient_wire import wire_mbit
+from syncfabric.hosts.packets.gradient_wire import wire_mbit
 
 COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_exposed_s", "loss",
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",

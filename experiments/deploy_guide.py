@@ -50,7 +50,7 @@ JOB = (CURL + """ -X POST --data '{"workers": ["h1", "h2", "h3", "h4"], "model_b
        "https://CONTROLLER:8080/jobs")
 SMOKE_TEST = ("SYNCFABRIC_REST_TOKEN=$(cat /etc/syncfabric/rest-token) "
               "SYNCFABRIC_CA=/etc/syncfabric/ca.pem "
-              "/opt/syncfabric/venv/bin/python -m syncfabric.hosts.job_worker "
+              "/opt/syncfabric/venv/bin/python -m syncfabric.hosts.jobs.job_worker "
               "--controller https://CONTROLLER:8080 --job JOB --name HOST --rounds 5")
 RELEASE = CURL + ' -H "X-Release-Key: KEY" -X DELETE https://CONTROLLER:8080/jobs/JOB'
 RUN = (CONF_FOLDER, TOKEN, CA, CONTROLLER_REQUEST, CONTROLLER_NAME, CONTROLLER_CERT, CONTROLLER,

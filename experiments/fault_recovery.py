@@ -38,7 +38,7 @@ from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.hosts.gradient_wire import wire_mbit
+from syncfabric.hosts.packets.gradient_wire import wire_mbit
 
 FAULTS = ("link", "switch", "reconnect", "controller")
 REPAIRS = {"local": "1", "mbb": "0"}   # --repair: the controller's SYNCFABRIC_LOCAL_REPAIR

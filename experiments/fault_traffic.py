@@ -23,8 +23,8 @@ from experiments.traffic.jobs import (job_round_fidelity, job_rounds, papers_job
                                      served_job)
 from experiments.traffic.model_transfer import run_transfer
 from experiments.traffic.training_jobs import run_job_training
-from syncfabric.hosts.digits_mlp import TrainingSetup
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.training.digits_mlp import TrainingSetup
+from syncfabric.hosts.packets.wire import data_mtu
 
 FAULT_ROUND = 3   # --traffic training and job: the round the fault comes in
 TRAFFIC = ("tree", "gradients", "training", "job")

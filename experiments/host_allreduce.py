@@ -54,8 +54,8 @@ from experiments.cli import comma_list, experiment_parser, write_csv
 from experiments.host_jobs import host_names, plan_job
 from experiments.host_network import MTU, NETWORKS, HostNetwork
 from syncfabric.decisions.model_shards import MIN_MTU
-from syncfabric.hosts.gradient_wire import HEADER
-from syncfabric.hosts.job_layout import MAX_FRAGMENT_BYTES
+from syncfabric.hosts.packets.gradient_wire import HEADER
+from syncfabric.hosts.jobs.job_layout import MAX_FRAGMENT_BYTES
 
 COLUMNS = ["network", "mtu", "placement", "datapath", "gso", "cores", "size_mb", "round_s",
            "algbw_gbit_s", "cpu_s", "cpu_per_mb_ms", "rcvbuf_errors", "ratio_to_gloo",

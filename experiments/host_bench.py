@@ -35,12 +35,12 @@ from experiments.plots.hosts import plot_host_bench
 from experiments import machine_facts
 from experiments.cli import experiment_parser, write_csv
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import HEADER
-from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.pacing import send_streams
-from syncfabric.hosts.receivers import receiving_socket
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round
+from syncfabric.hosts.packets.gradient_wire import HEADER
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.transport.pacing import send_streams
+from syncfabric.hosts.transport.receivers import receiving_socket
+from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round
 
 COLUMNS = ["role", "datapath", "gso", "datagram_bytes", "datagrams_per_s", "gbit_s",
            "cpu_us_per_datagram", "generator_datagrams_per_s", "iperf_datagrams_per_s",

@@ -56,7 +56,7 @@ def run_rounds(floats, rank, workers, rounds, reduce):
 
 
 def worker(args):
-    from syncfabric.hosts.fabric_worker import FabricWorker
+    from syncfabric.hosts.jobs.fabric_worker import FabricWorker
     report = json.loads(args.job.read_text())
     fabric = FabricWorker(report, args.name)
     try:
@@ -78,7 +78,7 @@ class GivenJobs:
 
 
 def shard(args):
-    from syncfabric.hosts.job_daemon import JobDaemon
+    from syncfabric.hosts.jobs.job_daemon import JobDaemon
     daemon = JobDaemon(GivenJobs(json.loads(args.job.read_text())), args.name, cores=args.cores)
 
     def commands():

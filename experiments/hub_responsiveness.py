@@ -31,7 +31,7 @@ from experiments.cli import experiment_parser, progress_printer, write_csv
 from experiments.controller_process import ControllerProcess, wait_until
 from experiments.sim.fabrics import paper_scale_fabric
 from experiments.testbed import check_port_free
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
 
 COLUMNS = ["probe", "phase", "samples", "median_ms", "max_ms"]
 # the apps that plan and install (the jobs' app plans nothing this benchmark asks for)

@@ -32,8 +32,8 @@ from experiments.testbed import FabricTestbed
 from experiments.workloads import make_jobs, spread
 from mininet_topos.platform_net import PlatformError
 from mininet_topos.registry import fabric_hosts
-from syncfabric.hosts.controller_client import ControllerHttpError
-from syncfabric.hosts.wire import chunk_payload_bytes
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
+from syncfabric.hosts.packets.wire import chunk_payload_bytes
 
 MODES = ("random", "path-aware")
 COLUMNS = ["mode", "jobs", "admitted", "job_mbps", "max_link_util", "cov", "max_reserved_util",

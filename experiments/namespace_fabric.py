@@ -29,7 +29,7 @@ from experiments.defaults import (JOB_START_S, NAMESPACE_MANAGEMENT_BRIDGE,
 from experiments.traffic.jobs import run_job, served_job
 from mininet_topos.ovs_state import PlatformError
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.controller_client import TOKEN_ENV
+from syncfabric.hosts.transport.controller_client import TOKEN_ENV
 
 MANAGEMENT_IP = NAMESPACE_MANAGEMENT_PREFIX + ".1"
 OFFLOADS = "tx off rx off tso off gso off gro off"

@@ -29,7 +29,7 @@ from experiments.plots.multicast import plot_ps_distribution
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.registry import fabric_hosts
-from syncfabric.hosts.model_transfer import MODES
+from syncfabric.hosts.patterns.model_transfer import MODES
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "link_mbps", "completion_s", "line_rate_s",
            "tree_setup_s", "bytes_sent", "repair_passes", "verified", "planned_mbps",

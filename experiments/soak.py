@@ -50,7 +50,7 @@ from experiments.testbed import FabricTestbed
 from mininet_topos.description import describe
 from mininet_topos.platform_net import PlatformError
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerClient, ControllerHttpError
 
 EXPECTED = {"create": {201, 409}, "delete": {200, 404}, "foreign delete": {403, 404}}
 RESOURCES = {"tree": "/multicast/trees", "plan": "/ina/plans", "round": "/selmcast/rounds"}

@@ -43,8 +43,8 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_daemons, job_round_fidelity, plan_load_mbps
 from experiments.traffic.tenant_jobs import Tenant, fabric_rounds, gloo_rounds, run_tenants
 from syncfabric.decisions import round_planner
-from syncfabric.hosts.gradient_wire import wire_mbit
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.packets.gradient_wire import wire_mbit
+from syncfabric.hosts.packets.wire import data_mtu
 
 COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "solo_round_s",
            "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",

@@ -37,8 +37,8 @@ from mininet_topos.platform_net import (PlatformError, add_management_network, c
                                         check_management_network_free,
                                         remove_management_network, start_network,
                                         switch_ports)
-from syncfabric.hosts.controller_client import TOKEN_ENV
-from syncfabric.hosts.wire import MTU_ENV
+from syncfabric.hosts.transport.controller_client import TOKEN_ENV
+from syncfabric.hosts.packets.wire import MTU_ENV
 from syncfabric.services.state_files import STATE_DIR_ENV
 
 DEFAULT_OF_PORT = 6653

@@ -8,7 +8,7 @@ the network, in streaming rounds, and as DDP runs it over PyTorch's Gloo.
 An 8x8 spine-leaf with 4 hosts per leaf, 20 Mbit/s links and an aggregator
 host on every spine (9 Mbit/s of aggregation, as in `experiments.ina`). The
 workers are h1..hN. The job is synchronous SGD on scikit-learn's digits with a
-64-512-512-10 float32 MLP (1.2 MB of parameters, syncfabric/hosts/digits_mlp.py);
+64-512-512-10 float32 MLP (1.2 MB of parameters, syncfabric/hosts/training/digits_mlp.py);
 every gradient byte crosses the fabric. Each mode trains a fresh model with the same
 seed, and every mode but gloo is a job (POST /jobs) whose workers each keep the model
 and take the same step from the same sum (experiments/traffic/training_jobs.py):
@@ -48,7 +48,7 @@ from experiments.traffic.gloo_training import run_gloo_training
 from experiments.traffic.jobs import PAPERS_MODES
 from experiments.traffic.training_jobs import mode_request, run_job_training
 from mininet_topos.registry import fabric_hosts
-from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.training.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
            "update_s", "round_s", "elapsed_s", "loss", "reference_loss", "test_accuracy",

@@ -14,13 +14,13 @@ import socket
 import numpy as np
 
 from experiments.fuzzing.hostile import SLOT_BYTES, job_report
-from syncfabric.hosts.core_split import CoreShare
+from syncfabric.hosts.jobs.core_split import CoreShare
 from syncfabric.hosts.datapath import _native
 from syncfabric.hosts.datapath.native import NativeBatch, NativeDatapath
 from syncfabric.hosts.datapath.python import PythonBatch, PythonDatapath
-from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round
 
 PATHS = {"python": PythonDatapath(), "native": NativeDatapath(gso=True)}
 MSG_TRUNC, MSG_CTRUNC = 0x20, 0x08

@@ -10,7 +10,7 @@ import struct
 import numpy as np
 from hypothesis import strategies as st
 
-from syncfabric.hosts.gradient_wire import FLOATS, HEADER, ROUND_MAX
+from syncfabric.hosts.packets.gradient_wire import FLOATS, HEADER, ROUND_MAX
 
 JOB = 7
 WORKERS = ("w1", "w2", "w3")

@@ -33,7 +33,7 @@ from experiments.sim.network import capacities, path_flow, plan_flow, simulate, 
 from syncfabric.decisions import ina_placement, ina_problem
 from syncfabric.decisions.multicast_trees import PATH_AWARE, compute_tree
 from syncfabric.decisions.unicast_routes import host_pair_paths
-from syncfabric.hosts.gradient_wire import gradient_floats, wire_mbit
+from syncfabric.hosts.packets.gradient_wire import gradient_floats, wire_mbit
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 PS_CSV, INA_CSV = DATA / "ps_distribution_8x8.csv", DATA / "ina_grid_8x8.csv"

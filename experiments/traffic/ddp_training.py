@@ -30,8 +30,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from experiments.traffic.torch_models import digits, model_factory
 from syncfabric.hosts.cli import wait_until
-from syncfabric.hosts.gloo_peers import joined, rank_parser
-from syncfabric.hosts.job_lease import LEASE_S
+from syncfabric.hosts.training.gloo_peers import joined, rank_parser
+from syncfabric.hosts.jobs.job_lease import LEASE_S
 from syncfabric.torch import fabric_hook
 
 PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated",

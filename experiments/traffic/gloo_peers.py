@@ -1,4 +1,4 @@
-"""Gloo in a testbed: the ranks of syncfabric/hosts/gloo_peers.py (or another rank
+"""Gloo in a testbed: the ranks of syncfabric/hosts/training/gloo_peers.py (or another rank
 program) started in the hosts, bound to their data-plane interfaces, rank 0's rows read
 as they come."""
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from syncfabric.hosts.gloo_peers import TIMEOUT_S
+from syncfabric.hosts.training.gloo_peers import TIMEOUT_S
 
 GLOO_PORT = 29500    # rank 0's rendezvous port, on its data-plane address
 
@@ -15,7 +15,7 @@ GLOO_PORT = 29500    # rank 0's rendezvous port, on its data-plane address
 def run_in_fabric(bed, workers, ps, floats, rounds, patterns, seed=0, on_row=lambda row: None):
     """Run the peers in the testbed's hosts (the workers' ranks in order, then the PS if
     given); returns rank 0's rows, handing each to on_row as it arrives."""
-    return run_ranks(bed, list(workers) + ([ps] if ps else []), "syncfabric.hosts.gloo_peers",
+    return run_ranks(bed, list(workers) + ([ps] if ps else []), "syncfabric.hosts.training.gloo_peers",
                      ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
                       str(rounds), "--patterns", ",".join(patterns), "--seed", str(seed)], on_row)
 

@@ -1,5 +1,5 @@
 """experiments.train's job as DistributedDataParallel runs it, in a testbed: the ranks of
-syncfabric/hosts/gloo_training.py in the workers' hosts, and every round checked against
+syncfabric/hosts/training/gloo_training.py in the workers' hosts, and every round checked against
 the one-process reference as experiments.train checks its own modes."""
 
 import json
@@ -10,8 +10,8 @@ import numpy as np
 from experiments import fidelity
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.round_check import RoundCheck
-from syncfabric.hosts.digits_mlp import one_blas_thread
-from syncfabric.hosts.gloo_training import state_path
+from syncfabric.hosts.training.digits_mlp import one_blas_thread
+from syncfabric.hosts.training.gloo_training import state_path
 
 
 def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None):
@@ -19,7 +19,7 @@ def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None
     (param_s is 0: the all-reduce is aggregate_s), each round checked after the run."""
     with tempfile.TemporaryDirectory(prefix="syncfabric-gloo-") as state_dir:
         sampling = bed.sampler().start()
-        rows = run_ranks(bed, list(workers), "syncfabric.hosts.gloo_training",
+        rows = run_ranks(bed, list(workers), "syncfabric.hosts.training.gloo_training",
                          ["--setup", json.dumps(setup.as_dict()), "--rounds", str(rounds),
                           "--state-dir", state_dir], on_row=lambda row: on_round(row["round"]))
         kept_up = fidelity.verdict(None, None, None, 0, sampling.stop())

@@ -15,11 +15,11 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.platform_capacity import NotCalibrated, fitting_rate
 from syncfabric.decisions import round_planner
-from syncfabric.hosts.gradient_wire import wire_mbit
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.packets.gradient_wire import wire_mbit
+from syncfabric.hosts.packets.wire import data_mtu
 
 DAEMON = [sys.executable, "-m", "syncfabric.aggregator"]
-WORKER_PROGRAM = "syncfabric.hosts.job_worker"
+WORKER_PROGRAM = "syncfabric.hosts.jobs.job_worker"
 # the papers' modes, PARAMETERS+GRADIENTS: how the sums return, where the gradients sum
 PAPERS_MODES = tuple("%s+%s" % (returns, gradients) for returns in ("unicast", "multicast")
                      for gradients in ("ps", "ina"))

@@ -1,5 +1,5 @@
 """Parameter distribution in a testbed: the PS and worker programs
-(syncfabric/hosts/model_transfer.py) started in their hosts for one job."""
+(syncfabric/hosts/patterns/model_transfer.py) started in their hosts for one job."""
 
 import json
 import subprocess
@@ -11,7 +11,7 @@ from experiments.traffic.launch import run_in_hosts
 def run_transfer(bed, ps, workers, mode, model_mb, rate_mbps, rounds=1, timeout_s=600):
     """Run one PS (host name) and its workers inside the testbed's hosts; returns the
     PS's per-round results. Raises RuntimeError with the programs' output on failure."""
-    command = [sys.executable, "-m", "syncfabric.hosts.model_transfer"]
+    command = [sys.executable, "-m", "syncfabric.hosts.patterns.model_transfer"]
 
     def drive():
         server = bed.popen(

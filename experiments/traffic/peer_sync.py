@@ -1,7 +1,7 @@
 """Peer-to-peer sync with real update bytes: every worker multicasts its update to the
 receivers SELMCAST (or random-p) chose for it, over its round's reserved tree.
 
-    python -m syncfabric.hosts.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
+    python -m syncfabric.hosts.patterns.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
         --coordinator 172.30.0.1:7100 --update-mb 1
 
 Peers run inside Mininet hosts; the coordinator (SyncCoordinator, run by the
@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 
 from experiments.traffic.launch import run_in_hosts
-from syncfabric.hosts.control_channel import accept_named
-from syncfabric.hosts.rate_control import LossAdaptiveRate
-from syncfabric.hosts.wire import chunk_count, model_bytes, ranges, wire_bytes
+from syncfabric.hosts.transport.control_channel import accept_named
+from syncfabric.hosts.transport.rate_control import LossAdaptiveRate
+from syncfabric.hosts.packets.wire import chunk_count, model_bytes, ranges, wire_bytes
 
 COORDINATOR_PORT = 7100
 
@@ -197,7 +197,7 @@ def run_peer_sync(bed, workers, update_mb, requests, rate_fraction=0.95, timeout
     """Start a peer in each worker host, run one round per request body (the POST
     /selmcast/rounds fields other than workers), stop the peers; returns per-round results.
     RuntimeError with the peers' output if anything fails."""
-    command = [sys.executable, "-m", "syncfabric.hosts.peer_sync", "peer",
+    command = [sys.executable, "-m", "syncfabric.hosts.patterns.peer_sync", "peer",
                "--coordinator", "%s:%d" % (bed.management_ip, COORDINATOR_PORT),
                "--update-mb", str(update_mb)]
     coordinator = SyncCoordinator(bed.client, bed.management_ip, workers, update_mb, rate_fraction,

@@ -8,8 +8,8 @@ InArt's split); the rounds run on the one engine every job runs on.
 
 from experiments.defaults import JOB_START_S, ROUNDS_APART
 from experiments.traffic.jobs import job_round_fidelity, job_rounds, run_job, served_job
-from syncfabric.hosts.gradient_wire import gradient_floats
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.packets.gradient_wire import gradient_floats
+from syncfabric.hosts.packets.wire import data_mtu
 from syncfabric.services.job_reports import gradient_mbit
 
 

@@ -13,7 +13,7 @@ round 30); the test accuracy stayed the same.
 
 import numpy as np
 
-from syncfabric.hosts.digits_mlp import (ReferenceRun, accuracy, initial_parameters,
+from syncfabric.hosts.training.digits_mlp import (ReferenceRun, accuracy, initial_parameters,
                                          reference_step)
 
 ATOL, RTOL = 1e-6, 1e-4

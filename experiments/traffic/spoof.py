@@ -17,7 +17,7 @@ import sys
 import time
 
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.packets.gradient_wire import HEADER
 
 DATAGRAM_BYTES = 1472
 IPV4_HEADER = struct.Struct("!BBHHHBBH4s4s")

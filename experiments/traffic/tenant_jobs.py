@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_rounds, program_lines, start_workers
-from syncfabric.hosts.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
+from syncfabric.hosts.transport.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
                                                 ControllerHttpError)
 
 WATCH_S = 0.25   # how often a fabric job's report is read while it runs
@@ -49,7 +49,7 @@ def gloo_rounds(bed, workers, floats, rounds, start_at=None, seed=0):
     (time.time(); None: once the ranks have joined): rows of round, started_at, round_s,
     verified."""
     starting = [] if start_at is None else ["--start-at", repr(start_at)]
-    results = run_ranks(bed, workers, "syncfabric.hosts.gloo_peers",
+    results = run_ranks(bed, workers, "syncfabric.hosts.training.gloo_peers",
                         ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
                          str(rounds), "--patterns", "allreduce", "--seed", str(seed),
                          *starting])

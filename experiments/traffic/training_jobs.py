@@ -1,5 +1,5 @@
 """experiments.train's job, run as users run it: a job (POST /jobs, docs/jobs.md) whose
-workers each run syncfabric/hosts/job_training.py, the training loop of a user's
+workers each run syncfabric/hosts/training/job_training.py, the training loop of a user's
 script. Every worker keeps its own copy of the model; per round each computes the
 gradient of its minibatch, sums it with the others' through the fabric and takes the
 same SGD step from the same sum. A round ends when its slowest worker has taken its
@@ -29,9 +29,9 @@ from experiments.traffic.jobs import (PAPERS_MODES, job_round_fidelity, papers_j
 from experiments.traffic.round_check import RoundCheck
 from mininet_topos.description import describe
 from syncfabric.decisions.fabric_view import FabricView
-from syncfabric.hosts.digits_mlp import one_blas_thread
+from syncfabric.hosts.training.digits_mlp import one_blas_thread
 
-PROGRAM = "syncfabric.hosts.job_training"
+PROGRAM = "syncfabric.hosts.training.job_training"
 
 
 def mode_request(bed, mode, ps, workers, floats):

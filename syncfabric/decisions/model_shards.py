@@ -1,7 +1,7 @@
 """A model cut into fragments (one datagram's payload each) and the fragments shared out
 among PS shards: what the controller tells a job, and what its hosts send and sum.
 
-The host side frames fragments (syncfabric/hosts/gradient_wire.py); these sizes are the
+The host side frames fragments (syncfabric/hosts/packets/gradient_wire.py); these sizes are the
 contract between the two, and a test holds them equal.
 """
 

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
-from syncfabric.hosts.fabric_worker import ROUND_FAIL_S, FabricJob, FabricWorker, job_request
-from syncfabric.hosts.gradient_wire import MAX_WORKERS
-from syncfabric.hosts.wire import data_mtu
+from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
+from syncfabric.hosts.jobs.fabric_worker import ROUND_FAIL_S, FabricJob, FabricWorker, job_request
+from syncfabric.hosts.packets.gradient_wire import MAX_WORKERS
+from syncfabric.hosts.packets.wire import data_mtu
 
 LOG = logging.getLogger("syncfabric.torch")
 WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # summed as float32 on the wire

@@ -14,7 +14,7 @@ from mininet_topos.platform_net import management_network_exists
 from mininet_topos.spineleaf import SpineLeafTopo
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.unicast_routes import host_pair_paths, unicast_rules
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
 from syncfabric.openflow.builders import FABRIC_COOKIE
 from tests.harness.testbeds import bridges, controllers_on_port, require_root
 

@@ -60,7 +60,7 @@ def test_the_toy_plans_at_the_planners_rates(bed):
     ({"ps": []}, 400, "ps must be"),
 ])
 def test_bad_multi_ps_requests_are_refused_and_change_nothing(bed, fields, status, words):
-    from syncfabric.hosts.controller_client import ControllerHttpError
+    from syncfabric.hosts.transport.controller_client import ControllerHttpError
     with pytest.raises(ControllerHttpError) as error:
         post_plan(bed, **fields)
     assert error.value.status == status and words in error.value.body["error"]

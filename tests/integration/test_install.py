@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-HOST_MODULES = ["syncfabric.aggregator", "syncfabric.hosts.fabric_worker",
-                "syncfabric.hosts.job_daemon", "syncfabric.hosts.job_worker",
+HOST_MODULES = ["syncfabric.aggregator", "syncfabric.hosts.jobs.fabric_worker",
+                "syncfabric.hosts.jobs.job_daemon", "syncfabric.hosts.jobs.job_worker",
                 "syncfabric.hosts.datapath._native"]
 ROLES = {   # extra: (modules it must import, distributions it must not bring)
     "": (HOST_MODULES, ["torch", "ryu", "eventlet", "scipy", "networkx", "matplotlib",

@@ -26,7 +26,7 @@ from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import (job_daemons, output_so_far, program_lines, run_job,
                                      start_workers, worker_lines)
 from experiments.controller_process import wait_until
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
 from syncfabric.openflow import builders as of
 from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.job_daemons import SILENT_S

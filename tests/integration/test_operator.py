@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from experiments import api_fuzz, ui_pictures
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
 from syncfabric.operator import openapi
 from tests.harness.testbeds import running_testbed
 

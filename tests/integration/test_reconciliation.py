@@ -9,7 +9,7 @@ from experiments.ovs import ofctl
 from experiments.switch_oracle import switch_state
 from experiments.controller_process import wait_until
 from mininet_topos.spineleaf import SpineLeafTopo
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerClient, ControllerHttpError
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration

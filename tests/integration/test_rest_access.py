@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from experiments.controller_process import ALL_APPS, ryu_manager_command, wait_until
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerClient, ControllerHttpError
 from tests.harness.testbeds import require_root
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ import pytest
 
 from experiments.traffic.peer_sync import run_peer_sync
 from mininet_topos.spineleaf import SpineLeafTopo
-from syncfabric.hosts.wire import model_bytes, wire_bytes
+from syncfabric.hosts.packets.wire import model_bytes, wire_bytes
 from tests.harness.testbeds import running_testbed
 
 pytestmark = pytest.mark.integration

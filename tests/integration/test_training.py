@@ -8,7 +8,7 @@ import pytest
 
 from experiments.traffic.jobs import PAPERS_MODES, papers_job
 from experiments.traffic.training_jobs import run_job_training
-from syncfabric.hosts.digits_mlp import TrainingSetup
+from syncfabric.hosts.training.digits_mlp import TrainingSetup
 from mininet_topos.spineleaf import SpineLeafTopo
 from tests.harness.testbeds import running_testbed
 

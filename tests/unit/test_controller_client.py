@@ -6,7 +6,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from syncfabric.hosts.controller_client import ControllerClient
+from syncfabric.hosts.transport.controller_client import ControllerClient
 
 
 def free_port():

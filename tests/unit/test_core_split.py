@@ -1,4 +1,4 @@
-"""A summing node on several cores (syncfabric/hosts/core_split.py), on loopback: the
+"""A summing node on several cores (syncfabric/hosts/jobs/core_split.py), on loopback: the
 kernel steers each datagram to the socket of its fragment's core and every control
 message to core 0; the native sender never puts two blocks in one GSO run; a datagram
 that reaches the wrong core is summed by its own; a repair request is answered by every
@@ -12,15 +12,15 @@ import time
 import numpy as np
 import pytest
 
-from syncfabric.hosts.core_split import CoreShare, core_of, core_sockets
+from syncfabric.hosts.jobs.core_split import CoreShare, core_of, core_sockets
 from syncfabric.hosts.datapath.native import NativeDatapath
-from syncfabric.hosts.fabric_worker import FabricWorker
-from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
-from syncfabric.hosts.job_daemon import JobDaemon
-from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.control_messages import control_message, control_packet
-from syncfabric.hosts.job_roles import ShardNode
-from syncfabric.hosts.receivers import datagrams, receiving_socket
+from syncfabric.hosts.jobs.fabric_worker import FabricWorker
+from syncfabric.hosts.packets.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.jobs.job_daemon import JobDaemon
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.packets.control_messages import control_message, control_packet
+from syncfabric.hosts.jobs.job_roles import ShardNode
+from syncfabric.hosts.transport.receivers import datagrams, receiving_socket
 from experiments.host_ranks import GivenJobs
 from tests.harness.loopback_jobs import FRAGMENT_BYTES, address, assert_exact_rounds, one_tree
 

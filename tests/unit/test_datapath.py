@@ -16,15 +16,15 @@ import pytest
 from experiments.fuzzing.differential import RecordingSocket, to_batch
 from syncfabric.decisions.model_shards import fragment_payload_bytes
 from syncfabric.hosts import datapath as datapaths
-from syncfabric.hosts import job_roles
+from syncfabric.hosts.jobs import job_roles
 from syncfabric.hosts.datapath.native import NativeDatapath
 from syncfabric.hosts.datapath.python import PythonDatapath
-from syncfabric.hosts.fabric_worker import FabricWorker
-from syncfabric.hosts.gradient_wire import HEADER, fragment_packet
-from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.control_messages import control_packet
-from syncfabric.hosts.job_roles import ShardNode
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.jobs.fabric_worker import FabricWorker
+from syncfabric.hosts.packets.gradient_wire import HEADER, fragment_packet
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.packets.control_messages import control_packet
+from syncfabric.hosts.jobs.job_roles import ShardNode
+from syncfabric.hosts.transport.receivers import receiving_socket
 from tests.harness.loopback_jobs import assert_exact_rounds, loopback_job
 from tests.unit.test_job_roles import ADDRESS, PORT, report, sender
 

@@ -32,9 +32,9 @@ def test_every_script_has_help(module):
     assert answer.returncode == 0 and "usage:" in answer.stdout
 
 
-@pytest.mark.parametrize("program", ["hosts.peer_sync", "hosts.model_transfer",
-                                     "hosts.load_probe", "hosts.job_training",
-                                     "hosts.gloo_peers", "hosts.gloo_training", "hosts.job_worker",
+@pytest.mark.parametrize("program", ["hosts.patterns.peer_sync", "hosts.patterns.model_transfer",
+                                     "hosts.patterns.load_probe", "hosts.training.job_training",
+                                     "hosts.training.gloo_peers", "hosts.training.gloo_training", "hosts.jobs.job_worker",
                                      "aggregator"])
 def test_every_host_program_has_help(program):
     answer = subprocess.run([sys.executable, "-m", "syncfabric." + program, "--help"],

@@ -11,10 +11,10 @@ from concurrent.futures import wait
 import numpy as np
 import pytest
 
-from syncfabric.hosts import fabric_worker, worker_sends
-from syncfabric.hosts.fabric_worker import REPAIR_QUIET_S, FabricWorker
-from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.pacing import send_streams
+from syncfabric.hosts.jobs import fabric_worker, worker_sends
+from syncfabric.hosts.jobs.fabric_worker import REPAIR_QUIET_S, FabricWorker
+from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.transport.pacing import send_streams
 from tests.harness.loopback_jobs import loopback_job
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths

@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 
-from syncfabric.hosts import gloo_peers
+from syncfabric.hosts.training import gloo_peers
 
 
 def free_port():
@@ -19,7 +19,7 @@ def peers(world, workers, floats, rounds, patterns):
     master = "127.0.0.1:%d" % free_port()
     environment = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
     processes = [subprocess.Popen(
-        [sys.executable, "-m", "syncfabric.hosts.gloo_peers", "--name", "h%d" % rank,
+        [sys.executable, "-m", "syncfabric.hosts.training.gloo_peers", "--name", "h%d" % rank,
          "--data-ip", "127.0.0.1", "--rank", str(rank), "--world", str(world),
          "--workers", str(workers), "--master", master, "--floats", str(floats),
          "--rounds", str(rounds), "--patterns", patterns],

@@ -4,7 +4,7 @@ against a float32 summation bound checked here."""
 import numpy as np
 import pytest
 
-from syncfabric.hosts.gradient_wire import (HEADER, FragmentSums, floats_per_fragment,
+from syncfabric.hosts.packets.gradient_wire import (HEADER, FragmentSums, floats_per_fragment,
                                             fragment_count, fragment_packet)
 
 FLOATS = 3 * floats_per_fragment() + 17   # a short last fragment
@@ -173,8 +173,8 @@ def test_an_aggregator_gets_nested_ranges_from_workers_that_skip_the_one_before_
 
 def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
     from syncfabric.decisions import model_shards
-    from syncfabric.hosts.gradient_wire import wire_mbit
-    from syncfabric.hosts.wire import FRAME_OVERHEAD
+    from syncfabric.hosts.packets.gradient_wire import wire_mbit
+    from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
     assert model_shards.FRAGMENT_PAYLOAD_BYTES == floats_per_fragment() * 4
     assert model_shards.FRAGMENT_WIRE_OVERHEAD_BYTES == FRAME_OVERHEAD + HEADER.size
     assert model_shards.fragment_count(4 * 1000) == fragment_count(1000)
@@ -183,7 +183,7 @@ def test_the_controller_sizes_fragments_as_the_hosts_frame_them():
 
 def test_jumbo_fragments_are_sized_alike_on_both_sides(monkeypatch):
     from syncfabric.decisions import model_shards
-    from syncfabric.hosts.wire import MTU_ENV
+    from syncfabric.hosts.packets.wire import MTU_ENV
     monkeypatch.setenv(MTU_ENV, "9000")
     assert model_shards.fragment_payload_bytes(9000) == floats_per_fragment() * 4 == 8948
     assert model_shards.fragment_count(4 * 100000, 8948) == fragment_count(100000)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.datapath.python import BATCH
-from syncfabric.hosts.fabric_worker import FabricWorker
-from syncfabric.hosts.gradient_wire import ROUND_MAX, fragment_packet
-from syncfabric.hosts.job_daemon import JobDaemon, counts
-from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.control_messages import control_packet
-from syncfabric.hosts.job_roles import KEPT_ROUNDS
-from syncfabric.hosts.round_window import RoundWindow
+from syncfabric.hosts.jobs.fabric_worker import FabricWorker
+from syncfabric.hosts.packets.gradient_wire import ROUND_MAX, fragment_packet
+from syncfabric.hosts.jobs.job_daemon import JobDaemon, counts
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.packets.control_messages import control_packet
+from syncfabric.hosts.jobs.job_roles import KEPT_ROUNDS
+from syncfabric.hosts.jobs.round_window import RoundWindow
 from tests.harness.loopback_jobs import loopback_job
 from tests.unit.test_job_roles import ADDRESS, PORT, report, returned_sums, sender, settle, values
 from tests.unit.test_job_roles import shard  # noqa: F401  (the fixture these tests use)

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from syncfabric.hosts.fabric_worker import FabricJob
-from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.job_lease import LEASE_S
+from syncfabric.hosts.jobs.fabric_worker import FabricJob
+from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.jobs.job_lease import LEASE_S
 from tests.harness.loopback_jobs import StubController
 
 TTL_S = 0.3

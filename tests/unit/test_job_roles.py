@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
-from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.control_messages import control_message, control_packet
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.paced_sender import PacedSender, next_due, packets_by_round
-from syncfabric.hosts.pacing import SEND_AHEAD_S
-from syncfabric.hosts.receivers import datagrams, receiving_socket
-from syncfabric.hosts.warm_arrays import RoundArrays
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.packets.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.packets.control_messages import control_message, control_packet
+from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.transport.paced_sender import PacedSender, next_due, packets_by_round
+from syncfabric.hosts.transport.pacing import SEND_AHEAD_S
+from syncfabric.hosts.transport.receivers import datagrams, receiving_socket
+from syncfabric.hosts.jobs.warm_arrays import RoundArrays
+from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFilling
 from tests.harness.loopback_jobs import one_tree
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths

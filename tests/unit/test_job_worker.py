@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from syncfabric.hosts import job_worker
+from syncfabric.hosts.jobs import job_worker
 from tests.harness.loopback_jobs import loopback_job
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths

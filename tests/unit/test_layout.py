@@ -20,11 +20,22 @@ MAY_IMPORT = {
     "openflow": {"decisions", "openflow"},
     "services": {"decisions", "openflow", "services"},
     "operator": {"decisions", "openflow", "services", "operator"},
-    "hosts": {"hosts"},   # runs on any Linux host: none of the controller's layers
-    "torch": {"hosts", "torch"},   # DDP's hook: the host side, in a PyTorch process
+    # the host side runs on any Linux host: none of the controller's layers, and its own
+    # parts in layers of their own (syncfabric/hosts/__init__.py); its root (cli) is
+    # below them all
+    "hosts": {"hosts"},
+    "hosts.packets": {"hosts.packets"},
+    "hosts.datapath": {"hosts.packets", "hosts.datapath"},
+    "hosts.transport": {"hosts.packets", "hosts.datapath", "hosts.transport"},
+    "hosts.jobs": {"hosts", "hosts.packets", "hosts.datapath", "hosts.transport", "hosts.jobs"},
+    "hosts.patterns": {"hosts", "hosts.packets", "hosts.datapath", "hosts.transport",
+                       "hosts.patterns"},
+    "hosts.training": {"hosts", "hosts.packets", "hosts.jobs", "hosts.training"},
+    # DDP's hook: the host side's job engine, in a PyTorch process
+    "torch": {"hosts.packets", "hosts.transport", "hosts.jobs", "torch"},
 }
 # the commands at the top of the package (python -m syncfabric.X), and what they may import
-ENTRY_POINTS = {"aggregator.py": {"hosts"}}
+ENTRY_POINTS = {"aggregator.py": {"hosts.jobs"}}
 NEVER_IN_LIBRARY = {"ryu", "mininet", "apps", "experiments", "mininet_topos", "tests"}
 # what ryu-manager loads: the apps, their shared context and REST layer, the operator's
 # endpoints, ARP replies and the launch-by-path stand-in
@@ -55,10 +66,15 @@ def imported_modules(path):
 
 
 def layer_of(module):
-    """The layer (a folder of syncfabric) a dotted module is in, or None."""
+    """The layer (a folder of syncfabric, or of its host side: hosts.jobs) a dotted module
+    is in, or None."""
     parts = module.split(".")
     in_folder = len(parts) > 1 and (LIBRARY / parts[1]).is_dir()
-    return parts[1] if parts[0] == "syncfabric" and in_folder else None
+    if parts[0] != "syncfabric" or not in_folder:
+        return None
+    if parts[1] == "hosts" and len(parts) > 2 and (LIBRARY / "hosts" / parts[2]).is_dir():
+        return "hosts." + parts[2]
+    return parts[1]
 
 
 def back_arrows(path):
@@ -102,7 +118,24 @@ def test_a_back_arrow_is_caught(tmp_path, monkeypatch):
 def test_every_library_module_is_in_a_layer():
     for module in library_modules():
         parts = module.with_suffix("").parts
-        assert len(parts) == 2 or parts[1] in MAY_IMPORT, module
+        assert len(parts) == 2 or layer_of(".".join(parts)) in MAY_IMPORT, module
+
+
+@pytest.mark.parametrize("probe, arrow", [
+    ("packets", "from syncfabric.hosts.jobs.job_layout import JobLayout"),
+    ("transport", "from syncfabric.hosts.jobs import fabric_worker"),
+    ("jobs", "from syncfabric.hosts.patterns.model_transfer import parse_args"),
+    ("jobs", "from syncfabric.hosts.training import digits_mlp"),
+    ("patterns", "from syncfabric.hosts.jobs.job_roles import ShardNode"),
+    ("datapath", "from syncfabric.hosts.transport import pacing"),
+])
+def test_a_host_part_importing_one_above_or_beside_it_is_caught(probe, arrow):
+    copy = LIBRARY / "hosts" / probe / "_back_arrow_probe.py"
+    try:
+        copy.write_text(arrow + "\n")
+        assert back_arrows(copy), arrow
+    finally:
+        copy.unlink()
 
 
 def test_apps_hold_only_what_ryu_loads():

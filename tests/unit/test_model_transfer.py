@@ -1,9 +1,9 @@
 import hashlib
 import time
 
-from syncfabric.hosts import pacing
+from syncfabric.hosts.transport import pacing
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.wire import chunk_bytes, chunk_count, model_bytes, ranges, wire_bytes
+from syncfabric.hosts.packets.wire import chunk_bytes, chunk_count, model_bytes, ranges, wire_bytes
 
 # the sockets below are stand-ins whose sendto the Python data path calls; the pacing is
 # the data paths' common code (pacing.send_streams)
@@ -53,7 +53,7 @@ def test_a_full_send_buffer_delays_a_datagram_and_loses_none(monkeypatch):
 
 def test_a_stream_held_up_catches_up_no_faster_than_a_meter_allows():
     import time
-    from syncfabric.hosts import pacing
+    from syncfabric.hosts.transport import pacing
 
     class SlowOnce:
         """The first send is held up 200 ms (a busy CPU); every send's time is kept."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from syncfabric.hosts.rate_control import (BACKOFF, HOLD_S, INTERVAL_S, PROBE_STEP,
+from syncfabric.hosts.transport.rate_control import (BACKOFF, HOLD_S, INTERVAL_S, PROBE_STEP,
                                            LossAdaptiveRate, ReceiverLoss)
 
 # Worst-receiver loss every 0.1 s, as a 19 Mbit/s tree on an overloaded 8x8 reported it:

@@ -5,11 +5,11 @@ sums in flight) through a rate-only generation, and serves anew one that moved t
 
 import copy
 
-from syncfabric.hosts.job_daemon import JobDaemon
-from syncfabric.hosts.job_layout import JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.rate_following import RateSchedule, same_shape
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.jobs.job_daemon import JobDaemon
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.jobs.rate_following import RateSchedule, same_shape
+from syncfabric.hosts.transport.receivers import receiving_socket
 from tests.unit.test_job_roles import ADDRESS, PORT, report
 
 

@@ -5,7 +5,7 @@ import logging
 import select
 import socket
 
-from syncfabric.hosts import receivers
+from syncfabric.hosts.transport import receivers
 
 
 def waited_for(sock, count):

@@ -7,7 +7,7 @@ fabric on every rank alike (leaving no job), and falls back when asked."""
 import numpy as np
 import pytest
 
-from syncfabric.hosts.job_lease import LEASE_S
+from syncfabric.hosts.jobs.job_lease import LEASE_S
 from syncfabric.torch import registration
 from syncfabric.torch.registration import FabricHookError, hosts_problem, where_gradients_are
 from tests.harness.loopback_jobs import StubController, address, run_ranks

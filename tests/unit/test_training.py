@@ -7,10 +7,10 @@ import pytest
 
 from experiments.traffic.jobs import PAPERS_MODES as MODES
 from experiments.traffic.round_check import ATOL, error_to_tolerance
-from syncfabric.hosts.digits_mlp import (ReferenceRun, TrainingSetup, dataset, initial_parameters,
+from syncfabric.hosts.training.digits_mlp import (ReferenceRun, TrainingSetup, dataset, initial_parameters,
                                          layers, loss_and_gradient, minibatch, reference_step,
                                          sgd_update, worker_gradient)
-from syncfabric.hosts.gradient_wire import FragmentSums, fragment_count, fragment_packet
+from syncfabric.hosts.packets.gradient_wire import FragmentSums, fragment_count, fragment_packet
 
 TINY = TrainingSetup(workers=3, hidden=8, batch=5)
 

@@ -4,7 +4,7 @@ used again only once nothing holds them."""
 
 import resource
 
-from syncfabric.hosts.warm_arrays import RoundArrays, touched_floats
+from syncfabric.hosts.jobs.warm_arrays import RoundArrays, touched_floats
 
 FLOATS = 8 * 2 ** 20   # 32 MB: far past what malloc keeps, so np.empty maps new pages
 

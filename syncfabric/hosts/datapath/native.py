@@ -13,7 +13,7 @@ import numpy as np
 
 from syncfabric.hosts.datapath import _native
 from syncfabric.hosts.datapath.python import Summed
-from syncfabric.hosts.gradient_wire import HEADER
+from syncfabric.hosts.packets.gradient_wire import HEADER
 
 LOG = logging.getLogger("syncfabric.hosts")
 SLOT_BYTES = 65536      # a datagram, or a GRO super-datagram, at most

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import FLOATS, HEADER
+from syncfabric.hosts.packets.gradient_wire import FLOATS, HEADER
 
 CONFIRM = socket.MSG_CONFIRM   # see pacing.CONFIRM
 BATCH = 64                     # datagrams a receive takes at most, as the native path

@@ -1,7 +1,7 @@
 """A peer of a SELMCAST job: it multicasts its update to the receivers the controller chose
 for it, over its round's reserved tree, and receives the updates sent to it.
 
-    python -m syncfabric.hosts.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
+    python -m syncfabric.hosts.patterns.peer_sync peer --name h3 --data-ip 10.0.0.3 \\
         --coordinator 10.0.0.254:7100 --update-mb 1
 """
 
@@ -9,10 +9,10 @@ import hashlib
 import sys
 
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
-from syncfabric.hosts.control_channel import CoordinatedProgram
-from syncfabric.hosts.pacing import multicast_sender, send_paced
-from syncfabric.hosts.receivers import ChunkReceiver, Watch, drain
-from syncfabric.hosts.wire import DATA_PORT, chunk_count, model_bytes
+from syncfabric.hosts.transport.control_channel import CoordinatedProgram
+from syncfabric.hosts.transport.pacing import multicast_sender, send_paced
+from syncfabric.hosts.transport.receivers import ChunkReceiver, Watch, drain
+from syncfabric.hosts.packets.wire import DATA_PORT, chunk_count, model_bytes
 
 
 class Peer(CoordinatedProgram):
@@ -59,7 +59,7 @@ class Peer(CoordinatedProgram):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m syncfabric.hosts.peer_sync",
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.patterns.peer_sync",
                             description=__doc__.split("\n\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
     peer = roles.add_parser("peer", help="a worker that sends and receives updates")

@@ -7,7 +7,7 @@ import socket
 import time
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.wire import FRAME_OVERHEAD, HEADER, chunk_packets
+from syncfabric.hosts.packets.wire import FRAME_OVERHEAD, HEADER, chunk_packets
 
 
 def multicast_sender(data_ip):

@@ -24,18 +24,18 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from syncfabric.hosts.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
+from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_lease import LEASE_S, LeaseKeeper
-from syncfabric.hosts.control_messages import control_message, missing_pairs, whole
-from syncfabric.hosts.job_roles import ShardNode, wait_until_served
-from syncfabric.hosts.paced_sender import next_due
-from syncfabric.hosts.rate_following import JobFollower, RateSchedule
-from syncfabric.hosts.receivers import Wakeup, receiving_socket
-from syncfabric.hosts.warm_arrays import RoundArrays
-from syncfabric.hosts.worker_rounds import ReturnedSums, Round, RoundFilling
-from syncfabric.hosts.worker_sends import WorkerSends
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
+from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
+from syncfabric.hosts.jobs.job_roles import ShardNode, wait_until_served
+from syncfabric.hosts.transport.paced_sender import next_due
+from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
+from syncfabric.hosts.transport.receivers import Wakeup, receiving_socket
+from syncfabric.hosts.jobs.warm_arrays import RoundArrays
+from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.jobs.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
 ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)

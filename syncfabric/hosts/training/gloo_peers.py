@@ -1,7 +1,7 @@
 """What data-parallel users run today, on the job's hosts: PyTorch's torch.distributed
 with the Gloo backend, bound to the data-plane interface and routed by our fabric app.
 
-    GLOO_SOCKET_IFNAME=h1-eth0 python -m syncfabric.hosts.gloo_peers --name h1 \\
+    GLOO_SOCKET_IFNAME=h1-eth0 python -m syncfabric.hosts.training.gloo_peers --name h1 \\
         --data-ip 10.0.0.1 --rank 0 --world 9 --workers 8 --master 10.0.0.1:29500 \\
         --floats 300000 --rounds 5 --patterns allreduce,ps
 

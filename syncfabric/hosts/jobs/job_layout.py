@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import HEADER, MAX_WORKERS
+from syncfabric.hosts.packets.gradient_wire import HEADER, MAX_WORKERS
 
 MAX_FRAGMENT_BYTES = 65507 - HEADER.size   # a UDP datagram's payload less the fragment header
 

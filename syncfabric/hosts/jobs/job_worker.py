@@ -1,7 +1,7 @@
 """Rounds of a job from one worker, with whole-number gradients whose sums are exact in
 float32, each checked bit for bit: a job's smoke test on any host.
 
-    python -m syncfabric.hosts.job_worker --controller http://10.0.0.254:8080 --job 1 \\
+    python -m syncfabric.hosts.jobs.job_worker --controller http://10.0.0.254:8080 --job 1 \\
         --name h1 --rounds 5
 
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
-from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
-from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.pacing import perf_counter_at
+from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker
+from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.transport.pacing import perf_counter_at
 
 MAGNITUDE = 8   # |values| < 8: a sum over 64 workers stays a whole number below 2**24
 # how long before its scheduled start (--every) a round is handed to the worker, which
@@ -37,7 +37,7 @@ def whole_gradient(seed, worker, number, floats):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m syncfabric.hosts.job_worker",
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.jobs.job_worker",
                             description=__doc__.split("\n\n")[0])
     job_program_arguments(parser, rounds=1)
     parser.add_argument("--in-flight", type=int, default=1,

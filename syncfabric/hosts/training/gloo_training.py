@@ -2,7 +2,7 @@
 worker computes the gradient of its minibatch, Gloo all-reduces the gradients, and every
 worker applies the identical step to its own copy of the model.
 
-    GLOO_SOCKET_IFNAME=h1-eth0 python -m syncfabric.hosts.gloo_training --name h1 \\
+    GLOO_SOCKET_IFNAME=h1-eth0 python -m syncfabric.hosts.training.gloo_training --name h1 \\
         --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 \\
         --setup '{"workers": 8, ...}' --rounds 30 --state-dir /tmp/job
 
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+from syncfabric.hosts.training.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                          one_blas_thread, sgd_update, worker_gradient)
-from syncfabric.hosts.gloo_peers import joined, rank_parser, slowest, timed
+from syncfabric.hosts.training.gloo_peers import joined, rank_parser, slowest, timed
 
 
 def state_path(state_dir, number):

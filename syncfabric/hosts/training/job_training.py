@@ -3,7 +3,7 @@ worker holds the model, computes its minibatch's gradient (digits_mlp), sums it 
 every other worker's through the fabric (FabricWorker.allreduce) and takes the same SGD
 step from the same sum (SwitchML's return).
 
-    python -m syncfabric.hosts.job_training --controller http://10.0.0.254:8080 --job 1 \\
+    python -m syncfabric.hosts.training.job_training --controller http://10.0.0.254:8080 --job 1 \\
         --name h1 --rounds 30 --setup '{"workers": 8}'
 
 It prints a JSON line per round: its loss, how long the gradient, the sum and the step
@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 
 from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
-from syncfabric.hosts.digits_mlp import (TrainingSetup, dataset, initial_parameters,
+from syncfabric.hosts.training.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                          one_blas_thread, sgd_update, worker_gradient)
-from syncfabric.hosts.fabric_worker import FabricJob, FabricWorker
-from syncfabric.hosts.job_layout import JobError
+from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker
+from syncfabric.hosts.jobs.job_layout import JobError
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m syncfabric.hosts.job_training",
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.training.job_training",
                             description=__doc__.split("\n\n")[0])
     job_program_arguments(parser, rounds=30)
     parser.add_argument("--setup", type=json.loads, default={},

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syncfabric.hosts.receivers import receiving_socket
+from syncfabric.hosts.transport.receivers import receiving_socket
 
 BLOCK_FRAGMENTS = 64          # _native.c's BLOCK_FRAGMENTS
 SO_ATTACH_REUSEPORT_CBPF = 51   # linux/socket.h (Python's socket module lacks it)

@@ -7,10 +7,10 @@ import time
 import numpy as np
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import FLOATS, HEADER, carries_fragment
-from syncfabric.hosts.control_messages import control_packet
-from syncfabric.hosts.job_roles import missing_ranges
-from syncfabric.hosts.wire import FRAME_OVERHEAD
+from syncfabric.hosts.packets.gradient_wire import FLOATS, HEADER, carries_fragment
+from syncfabric.hosts.packets.control_messages import control_packet
+from syncfabric.hosts.jobs.job_roles import missing_ranges
+from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
 
 
 class Round:

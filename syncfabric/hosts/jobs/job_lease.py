@@ -8,7 +8,7 @@ switches keep the job's flows."""
 import logging
 import threading
 
-from syncfabric.hosts.controller_client import ControllerHttpError
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
 
 LOG = logging.getLogger("syncfabric.hosts")
 LEASE_S = 30.0   # the lease a job gets when its creator names none: the time a job whose

@@ -8,8 +8,8 @@ a round, so it cannot push the rounds in flight out of the node's memory. Withou
 window, sixteen control messages naming rounds 2**32 + k from a member's address made a
 node forget every real round (docs/security.md)."""
 
-from syncfabric.hosts.control_messages import whole
-from syncfabric.hosts.gradient_wire import ROUND_MAX
+from syncfabric.hosts.packets.control_messages import whole
+from syncfabric.hosts.packets.gradient_wire import ROUND_MAX
 
 
 class RoundWindow:

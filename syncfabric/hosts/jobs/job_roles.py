@@ -32,18 +32,18 @@ from itertools import groupby
 
 import numpy as np
 
-from syncfabric.hosts.control_messages import (control_message, control_packet, needed_fragments,
+from syncfabric.hosts.packets.control_messages import (control_message, control_packet, needed_fragments,
                                               whole)
-from syncfabric.hosts.core_split import WHOLE, core_expected, core_of
+from syncfabric.hosts.jobs.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.gradient_wire import HEADER, FragmentSums, HeldFragments
-from syncfabric.hosts.job_layout import JobError
-from syncfabric.hosts.paced_sender import PacedSender, packets_by_round
-from syncfabric.hosts.pacing import CONFIRM
-from syncfabric.hosts.rate_following import RateSchedule
-from syncfabric.hosts.round_window import RoundWindow
-from syncfabric.hosts.warm_arrays import touched_floats
-from syncfabric.hosts.wire import ranges
+from syncfabric.hosts.packets.gradient_wire import HEADER, FragmentSums, HeldFragments
+from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.transport.paced_sender import PacedSender, packets_by_round
+from syncfabric.hosts.transport.pacing import CONFIRM
+from syncfabric.hosts.jobs.rate_following import RateSchedule
+from syncfabric.hosts.jobs.round_window import RoundWindow
+from syncfabric.hosts.jobs.warm_arrays import touched_floats
+from syncfabric.hosts.packets.wire import ranges
 
 LOG = logging.getLogger("syncfabric.hosts")
 KEPT_ROUNDS = 16   # a summing node keeps this many rounds of a job (rounds in flight at once),

@@ -9,10 +9,10 @@ from collections import Counter
 
 import numpy as np
 
-from syncfabric.hosts.gradient_wire import HEADER
-from syncfabric.hosts.paced_sender import PacedSender, packets_by_round
-from syncfabric.hosts.pacing import BATCH, SEND_AHEAD_S, perf_counter_at, send_streams
-from syncfabric.hosts.receivers import RECEIVE_BUFFER_BYTES
+from syncfabric.hosts.packets.gradient_wire import HEADER
+from syncfabric.hosts.transport.paced_sender import PacedSender, packets_by_round
+from syncfabric.hosts.transport.pacing import BATCH, SEND_AHEAD_S, perf_counter_at, send_streams
+from syncfabric.hosts.transport.receivers import RECEIVE_BUFFER_BYTES
 
 
 class WorkerSends:

@@ -8,8 +8,8 @@ from collections import deque
 import numpy as np
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.pacing import BATCH, SEND_AHEAD_S
-from syncfabric.hosts.wire import FRAME_OVERHEAD
+from syncfabric.hosts.transport.pacing import BATCH, SEND_AHEAD_S
+from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
 
 
 class PacedSender:

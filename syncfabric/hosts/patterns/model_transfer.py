@@ -1,7 +1,7 @@
 """Parameter distribution with real model bytes: the PS and worker programs on their hosts.
 
-    python -m syncfabric.hosts.model_transfer worker --ps 10.0.0.1 --name h2
-    python -m syncfabric.hosts.model_transfer ps --name h1 --workers h2,h3 --mode path-aware \\
+    python -m syncfabric.hosts.patterns.model_transfer worker --ps 10.0.0.1 --name h2
+    python -m syncfabric.hosts.patterns.model_transfer ps --name h1 --workers h2,h3 --mode path-aware \\
         --controller http://CONTROLLER:8080 --model-mb 5 --rate-mbps 19 --rounds 3
 
 The model is S MB of float32 (numpy, seeded). Workers connect to the PS over
@@ -25,12 +25,12 @@ import sys
 import time
 
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
-from syncfabric.hosts.control_channel import CoordinatedProgram, accept_named
-from syncfabric.hosts.controller_client import RESTART_GRACE_S, ControllerClient
-from syncfabric.hosts.pacing import multicast_sender, send_paced
-from syncfabric.hosts.rate_control import LossAdaptiveRate, ReceiverLoss
-from syncfabric.hosts.receivers import ChunkReceiver, receive_chunks
-from syncfabric.hosts.wire import DATA_PORT, chunk_count, model_bytes, wire_bytes
+from syncfabric.hosts.transport.control_channel import CoordinatedProgram, accept_named
+from syncfabric.hosts.transport.controller_client import RESTART_GRACE_S, ControllerClient
+from syncfabric.hosts.transport.pacing import multicast_sender, send_paced
+from syncfabric.hosts.transport.rate_control import LossAdaptiveRate, ReceiverLoss
+from syncfabric.hosts.transport.receivers import ChunkReceiver, receive_chunks
+from syncfabric.hosts.packets.wire import DATA_PORT, chunk_count, model_bytes, wire_bytes
 
 CONTROL_PORT = 7000
 MULTICAST_MODES = ("random", "path-aware")
@@ -228,7 +228,7 @@ class Worker(CoordinatedProgram):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m syncfabric.hosts.model_transfer",
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.patterns.model_transfer",
                             description=__doc__.split("\n\n")[0])
     roles = parser.add_subparsers(dest="role", required=True)
     ps = roles.add_parser("ps", help="the parameter server")

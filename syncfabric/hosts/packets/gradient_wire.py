@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 
-from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
+from syncfabric.hosts.packets.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 HEADER = struct.Struct("!IIIIQ")        # job, round, fragment, fragment count, worker mask
 # the floats after it: little-endian, the order of the hosts we run on (x86-64, arm64),

@@ -17,8 +17,8 @@ the controller knows from which round new rates can hold.
 import logging
 import threading
 
-from syncfabric.hosts.controller_client import ControllerHttpError
-from syncfabric.hosts.job_layout import JobError, JobLayout
+from syncfabric.hosts.transport.controller_client import ControllerHttpError
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 
 LOG = logging.getLogger("syncfabric.hosts")
 FOLLOW_POLL_S = 0.5

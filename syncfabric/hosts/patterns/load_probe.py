@@ -1,7 +1,7 @@
 """Paced UDP load for calibration: every host sends its streams for a few seconds and
 counts what reaches it, so the coordinator can tell loss per stream.
 
-    python -m syncfabric.hosts.load_probe --name h1 --data-ip 10.0.0.1 \\
+    python -m syncfabric.hosts.patterns.load_probe --name h1 --data-ip 10.0.0.1 \\
         --coordinator 172.30.0.1:7300
 
 Per step the coordinator tells each host which streams to send ([address, Mbit/s]),
@@ -17,10 +17,10 @@ import time
 import numpy as np
 
 from syncfabric.hosts.cli import ArgumentParser, host_program_arguments
-from syncfabric.hosts.control_channel import CoordinatedProgram
-from syncfabric.hosts.pacing import multicast_sender, send_streams
-from syncfabric.hosts.receivers import datagrams, receiving_socket
-from syncfabric.hosts.wire import FRAME_OVERHEAD, chunk_payload_bytes
+from syncfabric.hosts.transport.control_channel import CoordinatedProgram
+from syncfabric.hosts.transport.pacing import multicast_sender, send_streams
+from syncfabric.hosts.transport.receivers import datagrams, receiving_socket
+from syncfabric.hosts.packets.wire import FRAME_OVERHEAD, chunk_payload_bytes
 
 COORDINATOR_PORT = 7300
 PROBE_PORT = 7301
@@ -81,7 +81,7 @@ class Prober(CoordinatedProgram):
 
 
 def parse_args(argv):
-    parser = ArgumentParser(prog="python -m syncfabric.hosts.load_probe",
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.patterns.load_probe",
                             description=__doc__.split("\n\n")[0])
     host_program_arguments(parser)
     return parser.parse_args(argv)

@@ -11,8 +11,8 @@ import selectors
 import threading
 import time
 
-from syncfabric.hosts.paced_sender import next_due
-from syncfabric.hosts.receivers import Wakeup
+from syncfabric.hosts.transport.paced_sender import next_due
+from syncfabric.hosts.transport.receivers import Wakeup
 
 LOG = logging.getLogger("syncfabric.aggregator")
 

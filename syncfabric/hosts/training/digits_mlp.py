@@ -1,7 +1,7 @@
 """The training job's arithmetic: scikit-learn's digits (shipped with the package, no
 download), a float32 MLP in numpy, and synchronous data-parallel SGD with momentum.
 
-The distributed job (syncfabric/hosts/job_training.py) and its single-process
+The distributed job (syncfabric/hosts/training/job_training.py) and its single-process
 reference (ReferenceRun) call the same functions, so any difference between them
 comes from the network's arithmetic: the order in which aggregators and the PS
 add the workers' gradients. Every float is float32.

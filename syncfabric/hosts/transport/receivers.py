@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.wire import HEADER, chunk_bytes, chunk_count, ranges
+from syncfabric.hosts.packets.wire import HEADER, chunk_bytes, chunk_count, ranges
 
 QUIET_BEFORE_REPORT_S = 0.05             # let in-flight chunks land before reporting
 RECEIVE_BUFFER_BYTES = 16 * 1024 * 1024

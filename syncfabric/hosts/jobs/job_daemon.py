@@ -34,12 +34,12 @@ import threading
 from urllib.parse import quote
 
 from syncfabric.hosts.cli import ArgumentParser
-from syncfabric.hosts.controller_client import ControllerClient, ControllerHttpError
-from syncfabric.hosts.core_split import CoreShare, core_sockets
-from syncfabric.hosts.job_layout import JobError, JobLayout
-from syncfabric.hosts.job_roles import AggregatorNode, ShardNode
-from syncfabric.hosts.rate_following import RateSchedule, same_shape
-from syncfabric.hosts.serving_loop import ServingLoop
+from syncfabric.hosts.transport.controller_client import ControllerClient, ControllerHttpError
+from syncfabric.hosts.jobs.core_split import CoreShare, core_sockets
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
+from syncfabric.hosts.jobs.rate_following import RateSchedule, same_shape
+from syncfabric.hosts.jobs.serving_loop import ServingLoop
 
 LOG = logging.getLogger("syncfabric.aggregator")
 POLL_S = 0.5
