@@ -110,7 +110,7 @@ def joined(args):
 
 def rank_parser(program, doc, world_help):
     """A rank program's parser, with the arguments the Gloo driver gives every rank."""
-    parser = ArgumentParser(prog="python -m syncfabric.hosts." + program,
+    parser = ArgumentParser(prog="python -m syncfabric.hosts.training." + program,
                             description=doc.split("\n\n")[0])
     parser.add_argument("--name", required=True, help="this host's name in the fabric")
     parser.add_argument("--data-ip", required=True, help="this host's data-plane address")
