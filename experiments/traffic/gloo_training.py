@@ -15,7 +15,7 @@ from syncfabric.hosts.training.gloo_training import state_path
 
 
 def run_gloo_training(bed, workers, setup, rounds, on_round=lambda _number: None):
-    """Train `rounds` rounds as DDP does, in the workers' hosts; returns run_training's rows
+    """Train `rounds` rounds as DDP does, in the workers' hosts; returns run_job_training's rows
     (param_s is 0: the all-reduce is aggregate_s), each round checked after the run."""
     with tempfile.TemporaryDirectory(prefix="syncfabric-gloo-") as state_dir:
         sampling = bed.sampler().start()
