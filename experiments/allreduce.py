@@ -49,9 +49,8 @@ from experiments.plots.training import plot_allreduce
 from experiments.platform_capacity import capacity_warning
 from experiments.testbed import FabricTestbed
 from experiments.traffic import gloo_peers
-from experiments.traffic.jobs import (job_round_fidelity, job_rounds, papers_job, papers_plan,
-                                     plan_load_mbps, planned_load_mbps, run_job, served_job,
-                                     stream_job)
+from experiments.traffic.jobs import (job_round_fidelity, job_rounds, mode_job, papers_plan,
+                                     plan_load_mbps, planned_load_mbps, run_job, served_job)
 from syncfabric.hosts.training.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "pss", "aggregator_bw", "model_mb", "round", "comm_s",
@@ -148,17 +147,6 @@ def gloo_rows(bed, modes, workers, ps, floats, rounds, bar):
                  pss=1 if r["pattern"] == "ps" else 0) for r in results]
 
 
-def mode_request(args, view, mode, hosts, count, floats):
-    """The POST /jobs request of a job's mode: a papers' mode with its PS on the last host,
-    or a streaming round with as many shards as round_planner decides for the fabric (at
-    most --max-pss), on dedicated hosts after the workers, in the workers or on the
-    aggregators (STREAM_PLACEMENT)."""
-    if mode in PAPERS_MODES:
-        return papers_job(mode, hosts[-1], hosts[:count], floats)
-    return stream_job(view, hosts[:count], hosts[count:], floats, args.max_pss,
-                      STREAM_PLACEMENT[mode])
-
-
 def job_rows(bed, mode, request, rounds, link_mbps, bar):
     """A job's rounds as users run them: the daemon on every host the job sums in that is
     not a worker, the library in every worker (a warning if the job is more than the
@@ -212,8 +200,8 @@ def run(args):
                                          args.rounds, bar)
                     for mode in (m for m in modes if m not in GLOO_MODES):
                         bar.set_postfix_str("%d workers, %s" % (count, mode))
-                        request = mode_request(args, view, mode, hosts, count,
-                                               setup.parameter_count)
+                        request = mode_job(view, mode, workers, ps, hosts[count:],
+                                           setup.parameter_count, args.max_pss)
                         measured += job_rows(bed, mode, request, args.rounds, args.bw, bar)
                     model_bytes = setup.parameter_count * 4
                     rows += [dict({"bound_s": None, "predicted_s": None}, **row, workers=count,

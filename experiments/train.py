@@ -41,13 +41,15 @@ from experiments import fidelity
 from experiments.cli import (announce_rate, build_fabric, comma_list, csv_out_argument,
                              experiment_parser, fabric_arguments, fabric_host_count,
                              finish_emulated_run, progress_printer)
-from experiments.defaults import AGGREGATOR_SHARE, STREAM_MODES
+from experiments.defaults import AGGREGATOR_SHARE, EMULATED_MAX_PSS, STREAM_MODES
 from experiments.plots.training import plot_train
 from experiments.testbed import FabricTestbed
 from experiments.traffic.gloo_training import run_gloo_training
-from experiments.traffic.jobs import PAPERS_MODES
-from experiments.traffic.training_jobs import mode_request, run_job_training
+from experiments.traffic.jobs import PAPERS_MODES, mode_job
+from experiments.traffic.training_jobs import run_job_training
+from mininet_topos.description import describe
 from mininet_topos.registry import fabric_hosts
+from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.training.digits_mlp import TrainingSetup
 
 COLUMNS = ["mode", "workers", "model_mb", "round", "param_s", "compute_s", "aggregate_s",
@@ -127,7 +129,9 @@ def run_mode(bed, ps, workers, mode, setup, rounds, rate_fraction, on_round):
     on `ps`, whose link is watched)."""
     if mode == "gloo":
         return run_gloo_training(bed, workers, setup, rounds, on_round)
-    request = mode_request(bed, mode, ps, workers, setup.parameter_count)
+    view = FabricView(describe(bed.topo))
+    request = mode_job(view, mode, workers, ps, [h for h in view.hosts if h not in workers],
+                       setup.parameter_count, EMULATED_MAX_PSS)
     return run_job_training(bed, request, setup, rounds, on_round, rate_fraction,
                             watched=ps if mode in PAPERS_MODES else None)
 

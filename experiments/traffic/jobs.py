@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from tqdm import tqdm
 
 from experiments import fidelity
+from experiments.defaults import STREAM_PLACEMENT
 from experiments.platform_capacity import NotCalibrated, fitting_rate
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.packets.gradient_wire import wire_mbit
@@ -193,6 +194,16 @@ def papers_job(mode, ps, workers, floats):
     returns, gradients = mode.split("+")
     return {"workers": list(workers), "model_bytes": floats * 4, "shard_hosts": [ps],
             "returns": returns, "aggregation": gradients == "ina", "mtu": data_mtu()}
+
+
+def mode_job(view, mode, workers, ps, candidates, floats, max_pss):
+    """The POST /jobs request of a job's mode for `workers`: a papers' mode with its PS on
+    `ps` (papers_job), or a streaming round (stream_job) of at most max_pss shards, on
+    dedicated hosts among `candidates`, in the workers or on the aggregators as
+    STREAM_PLACEMENT says."""
+    if mode in PAPERS_MODES:
+        return papers_job(mode, ps, workers, floats)
+    return stream_job(view, workers, candidates, floats, max_pss, STREAM_PLACEMENT[mode])
 
 
 def papers_plan(view, mode, ps, workers, floats):

@@ -6,7 +6,7 @@ same SGD step from the same sum. A round ends when its slowest worker has taken 
 step; the first worker's model is checked after every round against one process
 (round_check.RoundCheck).
 
-Every mode is a job request:
+Every mode is a job request (jobs.mode_job):
 - the papers' modes, PARAMETERS+GRADIENTS (jobs.PAPERS_MODES): one PS on a host of its own,
   the gradients straight to it (`ps`) or summed in the network on the way (`ina`,
   GRID's plan), and the sums back by `unicast` (one copy per worker, each on its own
@@ -22,26 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.defaults import EMULATED_MAX_PSS, JOB_START_S, STREAM_PLACEMENT
-from experiments.traffic.jobs import (PAPERS_MODES, job_round_fidelity, papers_job,
-                                     program_lines, round_totals, served_job, start_program,
-                                     stream_job)
+from experiments.defaults import JOB_START_S
+from experiments.traffic.jobs import (job_round_fidelity, program_lines, round_totals,
+                                     served_job, start_program)
 from experiments.traffic.round_check import RoundCheck
-from mininet_topos.description import describe
-from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.hosts.training.digits_mlp import one_blas_thread
 
 PROGRAM = "syncfabric.hosts.training.job_training"
-
-
-def mode_request(bed, mode, ps, workers, floats):
-    """The POST /jobs request of `mode` for `workers` on the testbed's fabric: a papers'
-    mode with its PS on host `ps`, or a streaming mode (ps unused)."""
-    if mode in PAPERS_MODES:
-        return papers_job(mode, ps, workers, floats)
-    view = FabricView(describe(bed.topo))
-    return stream_job(view, workers, [h for h in view.hosts if h not in workers], floats,
-                      EMULATED_MAX_PSS, STREAM_PLACEMENT[mode])
 
 
 def run_job_training(bed, request, setup, rounds, on_round=lambda _number: None,

@@ -107,11 +107,7 @@ def return_trees(view, workers, pss, reserved_mbps=None, returns=MULTICAST):
 def tree_loads(trees, share):
     """{directed link: R_e}: what the trees put on each link per unit of f, each at
     `share` of it (gradient_plan)."""
-    loads = {}
-    for tree in trees:
-        for edge in tree.edges:
-            loads[edge] = loads.get(edge, 0.0) + share
-    return loads
+    return split_loads(trees, {tree.source: share for tree in trees})
 
 
 def plan_gradients(graph, workers, pss, aggregators, returns):

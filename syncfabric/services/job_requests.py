@@ -7,7 +7,8 @@ from syncfabric.decisions import ina_problem, inart_placement, round_planner
 from syncfabric.decisions.model_shards import DEFAULT_MTU, MAX_MTU, MIN_MTU
 from syncfabric.errors import InvalidRequest
 from syncfabric.services.job_shares import DEFAULT_WEIGHT
-from syncfabric.services.request_fields import check_fields, distinct_names, positive_number
+from syncfabric.services.request_fields import (check_fields, check_hosts, distinct_names,
+                                               positive_number)
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
                   "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy"}
@@ -91,13 +92,12 @@ def checked_policy(request):
     return request
 
 
-def check_shard_hosts(view, request):
-    """InvalidRequest unless every host the request names for its shards is one of the
-    fabric's hosts, neither a worker nor an aggregator."""
-    hosts = request.get("shard_hosts") or []
-    unknown = [h for h in hosts if not view.is_host(h)]
-    if unknown:
-        raise InvalidRequest("unknown host(s): %s" % ", ".join(unknown))
+def check_job_hosts(view, request):
+    """InvalidRequest unless the request's workers, and the hosts it names for its
+    shards, are the fabric's hosts in roles they can take: a shard's host neither a
+    worker nor an aggregator."""
+    hosts = request["shard_hosts"] or []
+    check_hosts(view, request["workers"], pss=hosts, unknown_error=InvalidRequest)
     taken = [h for h in hosts if h in request["workers"] or view.is_aggregator(h)]
     if taken:
         raise InvalidRequest("shard_hosts must be hosts of their own, not workers or "

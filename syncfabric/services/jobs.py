@@ -20,16 +20,15 @@ import itertools
 import logging
 
 from syncfabric.decisions.gradient_plan import PlacementError
-from syncfabric.errors import Conflict, InvalidRequest, NotFound, NotReady, ServiceError
+from syncfabric.errors import Conflict, NotFound, NotReady, ServiceError
 from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
 from syncfabric.services.job_parts import parts_of, release_parts, restore_jobs, settled
 from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
-from syncfabric.services.job_requests import check_shard_hosts, lease_of, parse_job_request
+from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
 from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import shares_of
-from syncfabric.services.request_fields import check_hosts
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
 
@@ -60,8 +59,7 @@ class Jobs:
     def create(self, body, release_key, now):
         request = parse_job_request(body)
         book = self.trees.ready_book()
-        check_hosts(book.view, request["workers"], unknown_error=InvalidRequest)
-        check_shard_hosts(book.view, request)
+        check_job_hosts(book.view, request)
         job = Job(next(self.next_ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
