@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mininet_topos.ovs_state import PlatformError, existing_bridges
+from mininet_topos.traffic_classes import BORROWED_QUEUE
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
@@ -59,10 +60,13 @@ class DataPlane:
     def port_queue(self, switch_ports):
         """The frames each of `switch_ports` ports may queue (0: the kernel's queue): at most
         `switch_queue`, and few enough that OVS's transmit socket holds every queue full at
-        once, or a send would fail before a queue overflows and its drops go uncounted."""
+        once, or a send would fail before a queue overflows and its drops go uncounted.
+        This is the guaranteed class's queue; the borrowed class's BORROWED_QUEUE frames
+        come on top (traffic_classes.py)."""
         if not self.switch_queue:
             return 0
-        fitting = self.ovs_send_buffer // (max(switch_ports, 1) * frame_truesize(self.mtu))
+        fitting = (self.ovs_send_buffer // (max(switch_ports, 1) * frame_truesize(self.mtu))
+                   - BORROWED_QUEUE)
         if fitting < MIN_PORT_QUEUE:
             raise PlatformError(
                 "%d switch ports would get %d-frame queues within OVS's %s send buffer; a "

@@ -23,6 +23,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
 from mininet_topos.ovs_state import PlatformError, existing_bridges
+from mininet_topos.traffic_classes import class_commands, rate_commands
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
@@ -136,8 +137,7 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
                     node.cmd("ip link set %s mtu %d" % (interface, mtu))
         for host in net.hosts:
             host.cmd("ip route add %s dev %s" % (MULTICAST_NET, host.defaultIntf()))
-        if port_queue:
-            set_switch_queues(net, port_queue)
+        add_traffic_classes(net, port_queue)
     except BaseException:
         net.stop()
         raise
@@ -155,27 +155,47 @@ def is_shaped(intf):
     return 0 < (intf.params.get("bw") or 0) <= intf.bwParamMax
 
 
-def set_switch_queues(net, frames):
-    """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
-    `frames` that drops at its head: the send that meets a full queue succeeds, and the
-    qdisc counts the one frame it dropped."""
-    command = "qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d"
-    _tc_batch([command % (intf.name, frames) for switch in net.switches for intf in switch.intfList()
-               if intf.name != "lo" and is_shaped(intf)])
+def add_traffic_classes(net, frames):
+    """Give every shaped interface the guaranteed and borrowed classes (traffic_classes.py);
+    a switch port's classes queue in pfifo_head_drop, the guaranteed one `frames` deep
+    (0: the kernel's queues): the send that meets a full queue succeeds, and the qdisc
+    counts the one frame it dropped."""
+    root_side = []
+    for node in net.switches + net.hosts:
+        for intf in node.intfList():
+            if intf.name == "lo" or not is_shaped(intf):
+                continue
+            commands = class_commands(intf.name, intf.params["bw"],
+                                      frames if node in net.switches else 0)
+            if node.inNamespace:
+                _tc_in(node, commands)
+            else:
+                root_side += commands
+    if root_side:
+        _tc_batch(root_side)
 
 
 def shape_links(net, mbps):
     """Reshape every data-plane link of `net` to `mbps` in place (the HTB class that
-    ShapedLink set up), without restarting anything: calibration probes rate after rate."""
+    ShapedLink set up, and the traffic classes under it), without restarting anything:
+    calibration probes rate after rate."""
     command = "class change dev %s parent 5:0 classid 5:1 htb rate %fMbit burst 15k"
     root_side = []
     for link in net.links:
         for intf in (link.intf1, link.intf2):
+            commands = [command % (intf.name, mbps)] + rate_commands(intf.name, mbps)
             if intf.node.inNamespace:
-                intf.node.cmd("tc " + command % (intf.name, mbps))
+                _tc_in(intf.node, commands)
             else:
-                root_side.append(command % (intf.name, mbps))
+                root_side += commands
     _tc_batch(root_side)
+
+
+def _tc_in(node, commands):
+    """Run tc commands in a host's namespace, in one shell command; PlatformError if one fails."""
+    output = node.cmd(" && ".join("tc " + command for command in commands) + " && echo tc-ok")
+    if "tc-ok" not in output:
+        raise PlatformError("tc failed on %s: %s" % (node.name, output.strip()))
 
 
 def _tc_batch(commands):

@@ -15,6 +15,8 @@ tree_messages.py, a gradient plan's steering and admission in steering_messages.
 
 import functools
 
+from syncfabric.traffic_classes import BORROWED_DSCP
+
 FABRIC_COOKIE = 0x5346_0000_0000_0001
 MULTICAST_COOKIE_BASE = 0x5346_0002_0000_0000  # | tree id
 APP_COOKIE_MASK = 0xFFFF_FFFF_0000_0000    # the bits shared by every cookie of one app
@@ -57,6 +59,32 @@ def flow_add(datapath, cookie, priority, match, actions, meter_id=None):
     return parser.OFPFlowMod(datapath=datapath, cookie=cookie, table_id=TABLE_FORWARDING,
                              priority=priority, match=match, instructions=instructions,
                              command=ofproto.OFPFC_ADD)
+
+
+def metered_flows(datapath, cookie, priority, match_fields, actions, meter_id):
+    """A forwarding flow held to its rate by meter_id, and, if it has a meter, its
+    borrowed twin: the same match in the borrowed class (one priority higher, DSCP
+    BORROWED_DSCP) with the same actions and no meter. Borrowed datagrams are what a
+    job sends beyond its floor; the switch's queues serve them only from what
+    guaranteed traffic leaves (syncfabric/traffic_classes.py)."""
+    parser = datapath.ofproto_parser
+    flows = [flow_add(datapath, cookie, priority, shared_match(parser, match_fields), actions,
+                      meter_id=meter_id)]
+    if meter_id is not None:
+        flows.append(flow_add(datapath, cookie, priority + 1,
+                              shared_match(parser, borrowed_fields(match_fields)), actions))
+    return flows
+
+
+def borrowed_fields(match_fields):
+    """A match's sorted (name, value) pairs, narrowed to the borrowed class."""
+    return tuple(sorted(dict(match_fields, ip_dscp=BORROWED_DSCP).items()))
+
+
+def metered_flow_removals(datapath, cookie, priority, match_fields):
+    """Delete a flow of metered_flows and its borrowed twin (a twin absent is no error)."""
+    return [flow_removal(datapath, cookie, priority, dict(match_fields)),
+            flow_removal(datapath, cookie, priority + 1, dict(borrowed_fields(match_fields)))]
 
 
 def admission_flow(datapath, cookie, priority, match_fields, admit):

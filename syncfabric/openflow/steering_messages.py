@@ -11,8 +11,8 @@ from syncfabric.openflow.builders import (ETH_TYPE_IPV4, IP_PROTO_UDP, METERS_PE
                                           PRIORITY_MEMBER, PRIORITY_NOT_MEMBER,
                                           PRIORITY_STEERING, STEERING_COOKIE_BASE,
                                           STEERING_METER_BASE, TABLE_ADMISSION,
-                                          admission_flow, delete_flows, flow_add, flow_removal,
-                                          meter_add, shared_match)
+                                          admission_flow, delete_flows, flow_removal, meter_add,
+                                          metered_flow_removals, metered_flows)
 
 
 def member_match(admit):
@@ -55,21 +55,20 @@ def steering_meter_id(plan_id, leg_index):
     return STEERING_METER_BASE + plan_id * METERS_PER_PLAN + leg_index
 
 
-def steering_flow(datapath, plan_id, key, out_port, meter_id=None):
+def steering_flows(datapath, plan_id, key, out_port, meter_id=None):
     """UDP from key's source to its destination on its port leaves by out_port (held
-    to a stream's rate by meter_id on the stream's first switch)."""
+    to a stream's rate by meter_id on the stream's first switch, where its borrowed
+    twin has no meter: builders.metered_flows)."""
     parser = datapath.ofproto_parser
-    return flow_add(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
-                    steering_match(parser, key), [parser.OFPActionOutput(out_port)],
-                    meter_id=meter_id)
+    return metered_flows(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
+                         steering_fields(key), [parser.OFPActionOutput(out_port)], meter_id)
 
 
-def steering_match(parser, key):
-    """A stream's match, (src ip, dst ip, UDP port), shared (shared_match)."""
+def steering_fields(key):
+    """A stream's match fields, (src ip, dst ip, UDP port), as sorted (name, value) pairs."""
     src_ip, dst_ip, udp_port = key
-    return shared_match(parser, tuple(sorted({
-        "eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP, "ipv4_src": src_ip,
-        "ipv4_dst": dst_ip, "udp_dst": udp_port}.items())))
+    return tuple(sorted({"eth_type": ETH_TYPE_IPV4, "ip_proto": IP_PROTO_UDP,
+                         "ipv4_src": src_ip, "ipv4_dst": dst_ip, "udp_dst": udp_port}.items()))
 
 
 def steering_changes(datapath, plan_id, old, new):
@@ -87,13 +86,18 @@ def steering_changes(datapath, plan_id, old, new):
     make += [meter_add(datapath, meter_id(stream), rate, ofproto.OFPMC_MODIFY)
              for stream, rate in new.meters.items()
              if stream in old.meters and old.meters[stream] != rate]
-    make += [steering_flow(datapath, plan_id, key, out_port,
-                           None if stream is None else meter_id(stream))
-             for key, (out_port, stream) in new.flows.items()
-             if old.flows.get(key) != (out_port, stream)]
-    then_break = [flow_removal(datapath, steering_cookie(plan_id), PRIORITY_STEERING,
-                               dict(steering_match(parser, key).items()))
-                  for key in old.flows if key not in new.flows]
+    for key, (out_port, stream) in new.flows.items():
+        if old.flows.get(key) != (out_port, stream):
+            make += steering_flows(datapath, plan_id, key, out_port,
+                                   None if stream is None else meter_id(stream))
+    then_break = []
+    for key, (_out_port, stream) in old.flows.items():
+        if key not in new.flows:
+            then_break += metered_flow_removals(datapath, steering_cookie(plan_id),
+                                                PRIORITY_STEERING, steering_fields(key))
+        elif stream is not None and new.flows[key][1] is None:   # its twin only
+            then_break += metered_flow_removals(datapath, steering_cookie(plan_id),
+                                                PRIORITY_STEERING, steering_fields(key))[1:]
     then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
                                       meter_id=meter_id(stream))
                    for stream in old.meters if stream not in new.meters]

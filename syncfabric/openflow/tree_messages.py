@@ -5,7 +5,8 @@ share needs is made first, what only the old one had is removed once every switc
 confirmed (tree_changes)."""
 
 from syncfabric.openflow.builders import (ETH_TYPE_IPV4, PRIORITY_MULTICAST, delete_flows,
-                                          flow_add, flow_removal, meter_add, multicast_cookie)
+                                          meter_add, metered_flow_removals, metered_flows,
+                                          multicast_cookie)
 
 FAILOVER_GROUP_BASE = 0x4000_0000   # + tree id * FAILOVER_GROUPS_PER_TREE + uplink index
 FAILOVER_GROUPS_PER_TREE = 0x100
@@ -46,11 +47,14 @@ def tree_changes(datapath, tree_id, address, old, new):
         make.append(replication_group(datapath, tree_id, new.out_ports, new_failover,
                                       modify=old is not None))
     meter_id = None if new.police_mbps is None else tree_id
-    make += [tree_flow(datapath, tree_id, address, in_port, meter_id)
-             for in_port in new.in_ports if in_port not in old_in_ports]
-    then_break = [flow_removal(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST,
-                               tree_match(in_port, address))
-                  for in_port in old_in_ports if in_port not in new.in_ports]
+    for in_port in new.in_ports:
+        if in_port not in old_in_ports:
+            make += tree_flows(datapath, tree_id, address, in_port, meter_id)
+    then_break = []
+    for in_port in old_in_ports:
+        if in_port not in new.in_ports:
+            then_break += metered_flow_removals(datapath, multicast_cookie(tree_id),
+                                                PRIORITY_MULTICAST, tree_match(in_port, address))
     then_break += [group_delete(datapath, failover_group_id(tree_id, index))
                    for index in old_failover if index not in new_failover]
     if old_police is not None and new.police_mbps is None:
@@ -103,12 +107,13 @@ def replication_group(datapath, tree_id, out_ports, failover, modify):
                               group_id=tree_id, buckets=buckets)
 
 
-def tree_flow(datapath, tree_id, address, in_port, meter_id):
-    """The flow that sends the tree's packets arriving on in_port to its ALL group."""
+def tree_flows(datapath, tree_id, address, in_port, meter_id):
+    """The flow that sends the tree's packets arriving on in_port to its ALL group, and
+    where it is metered, its borrowed twin (builders.metered_flows)."""
     parser = datapath.ofproto_parser
-    return flow_add(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST,
-                    parser.OFPMatch(**tree_match(in_port, address)),
-                    [parser.OFPActionGroup(tree_id)], meter_id=meter_id)
+    return metered_flows(datapath, multicast_cookie(tree_id), PRIORITY_MULTICAST,
+                         tuple(sorted(tree_match(in_port, address).items())),
+                         [parser.OFPActionGroup(tree_id)], meter_id)
 
 
 def group_delete(datapath, group_id):

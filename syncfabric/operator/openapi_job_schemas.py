@@ -12,6 +12,15 @@ POLICY = choice(tenants.POLICIES, description=(
     "first-come: a job keeps the rate it was admitted with; fair: max-min fair rates among "
     "the jobs that share a link or an aggregator, planned again as jobs come and go; "
     "weighted: as fair, in proportion to each job's weight"))
+BORROW = described(BOOLEAN, (
+    "jobs send beyond their share (their floor, sent in the guaranteed class) in the "
+    "borrowed class, which switches serve only from what guaranteed traffic leaves "
+    "(docs/sharing.md); default false: shares are caps"))
+BORROW_REPORT = nullable(obj({
+    "dscp": described(INTEGER, "the DSCP that marks the borrowed class"),
+    "ceiling_mbps": described(NUMBER, (
+        "what each host sends in all at most: the workers' slowest link"))},
+    required=["dscp", "ceiling_mbps"]))
 
 SHARD = obj({
     "host": NAME,
@@ -116,6 +125,9 @@ JOB = obj({
     "min_rate_mbps": NUMBER,
     "fair_share_mbps": described(NUMBER, (
         "the rate weighted max-min fairness gives it among the jobs installed now")),
+    "borrow": described(BORROW_REPORT, (
+        "null: the job's hosts send at its rates (its share is a cap); else they may "
+        "borrow what is idle beyond them")),
     "bound_by": described(STRING, (
         "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
         "workers' links)")),
@@ -127,10 +139,10 @@ JOB_SCHEMAS = {
     "JobRequest": JOB_REQUEST,
     "Job": JOB,
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
-    "PolicyRequest": obj({"policy": POLICY}, required=["policy"], additional=False,
-                         example={"policy": "fair"}),
-    "Policy": obj({"policy": POLICY, "policies": array(STRING)},
-                  required=["policy", "policies"]),
+    "PolicyRequest": obj({"policy": POLICY, "borrow": BORROW}, required=["policy"],
+                         additional=False, example={"policy": "fair", "borrow": True}),
+    "Policy": obj({"policy": POLICY, "policies": array(STRING), "borrow": BORROW},
+                  required=["policy", "policies", "borrow"]),
     "JobLease": obj({"ttl_s": TTL}, required=["ttl_s"], additional=False,
                     example={"ttl_s": 30}),
 }

@@ -163,7 +163,8 @@ class Jobs:
 
     def report(self, job, now):
         shares = shares_of(self, job)
-        return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}))
+        return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}),
+                    borrow=self.tenants.borrow_report(job))
 
     # --- events and timers ------------------------------------------------------
 

@@ -33,6 +33,7 @@ from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
                                             min_rate_mbps, part_loads)
 from syncfabric.services.request_fields import check_fields
+from syncfabric.traffic_classes import BORROWED_DSCP
 
 LOG = logging.getLogger("syncfabric.jobs")
 FIRST_COME, FAIR, WEIGHTED = "first-come", "fair", "weighted"
@@ -43,10 +44,15 @@ NEW_JOB = "new"           # the job being admitted, among the demands
 
 
 def parse_policy(body):
-    check_fields(body, {"policy"}, {"policy"})
+    """(policy, borrow) of PUT /fabric/policy's body; borrow defaults to false."""
+    check_fields(body, {"policy", "borrow"}, {"policy"})
     if body["policy"] not in POLICIES:
         raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
-    return body["policy"]
+    borrow = body.get("borrow", False)
+    if not isinstance(borrow, bool):
+        raise InvalidRequest("borrow must be true or false (whether jobs may send beyond "
+                             "their share, in the borrowed class)")
+    return body["policy"], borrow
 
 
 class Tenants:
@@ -56,18 +62,23 @@ class Tenants:
     def __init__(self, jobs, store, wait_until):
         self.jobs, self.store, self.wait_until = jobs, store, wait_until
         self.moves = RateMoves(jobs, wait_until)
-        self.policy = (store.load(STATE_NAME) or {}).get("policy", FAIR)
+        saved = store.load(STATE_NAME) or {}
+        self.policy = saved.get("policy", FAIR)
+        # jobs send beyond their share (their floor) in the borrowed class
+        # (syncfabric/traffic_classes.py), told so in their reports (borrow_report)
+        self.borrow = saved.get("borrow", False)
         self.busy = False      # a re-plan is under way (they run one at a time)
         self.pending = False   # "grow" or "shrink": a job went, or the policy changed, while
         #                        a re-plan was under way: rebalance after it
 
     def show(self):
-        return {"policy": self.policy, "policies": list(POLICIES)}
+        return {"policy": self.policy, "policies": list(POLICIES), "borrow": self.borrow}
 
     def set_policy(self, body, now):
-        self.policy = parse_policy(body)
-        self.store.save(STATE_NAME, {"policy": self.policy})
-        LOG.info("admission policy: %s", self.policy)
+        self.policy, self.borrow = parse_policy(body)
+        self.store.save(STATE_NAME, {"policy": self.policy, "borrow": self.borrow})
+        LOG.info("admission policy: %s, %s", self.policy,
+                 "jobs borrow what is idle" if self.borrow else "shares are caps")
         self.rebalance(now, shrink=True)
         return self.show()
 
@@ -174,6 +185,15 @@ class Tenants:
         if self.pending:
             shrink, self.pending = self.pending == "shrink", False
             self.rebalance(now, shrink)
+
+    def borrow_report(self, job):
+        """What a job's hosts are told of borrowing: None (they send at their rates), or
+        the DSCP of the borrowed class and the ceiling of what they send in all (the
+        workers' slowest link)."""
+        if not self.borrow or self.jobs.trees.book is None:
+            return None
+        return {"dscp": BORROWED_DSCP, "ceiling_mbps": round_bounds.line_rate_mbps(
+            self.jobs.trees.book.view, job.request["workers"])}
 
     def live_demands(self, leaving_out=None):
         """{job id: (rate, Demand)} of the installed jobs (with weight 1 under fair)."""

@@ -168,10 +168,14 @@ def test_switch_port_queues_fit_in_ovs_transmit_socket_or_shorten_or_fail():
 
     assert frame_truesize(9000) == 16640 and frame_truesize(1500) == 2304
     assert switch_ports(SpineLeafTopo(spines=8, leaves=8, hosts_per_leaf=4, bw=10)) == 8 * 8 + 8 * 12
+    from mininet_topos.traffic_classes import BORROWED_QUEUE
+
     plane = DataPlane()
     assert plane.port_queue(160) == plane.switch_queue           # 8x8, 4 hosts a leaf
-    assert plane.port_queue(160) * 160 * 16640 <= plane.ovs_send_buffer
-    assert plane.port_queue(400) == plane.ovs_send_buffer // (400 * 16640) < plane.switch_queue
+    # both classes' queues full at once, on every port
+    assert (plane.port_queue(160) + BORROWED_QUEUE) * 160 * 16640 <= plane.ovs_send_buffer
+    assert plane.port_queue(400) == plane.ovs_send_buffer // (400 * 16640) - BORROWED_QUEUE \
+        < plane.switch_queue
     assert BASELINE.port_queue(160) == 0                          # the kernel's queues, as before
     with pytest.raises(PlatformError, match="needs a larger buffer"):
         DataPlane(ovs_send_buffer=16 << 20).port_queue(160)

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from syncfabric.traffic_classes import BORROWED_DSCP
 from syncfabric.decisions.multicast_trees import (RANDOM, compute_tree, switch_shares,
                                                   with_backup_uplinks, without_links)
 from syncfabric.decisions.unicast_routes import unicast_rules
@@ -72,14 +73,23 @@ def test_a_tree_is_policed_once_at_its_ingress_switch_and_forwarded_by_groups_af
     assert [share.police_mbps for share in shares.values()] == [5.0, None, None]
     ofproto = fake_datapath().ofproto
     for switch, share in shares.items():
-        *meter, group, flow = tree_changes(fake_datapath(), 9, ADDRESS, None, share)[0]
-        metered = [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
+        messages = tree_changes(fake_datapath(), 9, ADDRESS, None, share)[0]
         if switch == "leaf1":
-            assert meter[0].flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
-            assert (meter[0].bands[0].rate, meter[0].bands[0].burst_size) == (5000, 500)
+            meter, group, flow, borrowed = messages
+            metered = [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
+            assert meter.flags == ofproto.OFPMF_KBPS | ofproto.OFPMF_BURST
+            assert (meter.bands[0].rate, meter.bands[0].burst_size) == (5000, 500)
             assert [i.meter_id for i in metered] == [9]
+            # the borrowed class's twin: same match and group, one priority up, no meter
+            twin_match = dict(borrowed.match.items())
+            assert twin_match.pop("ip_dscp") == BORROWED_DSCP
+            assert twin_match == dict(flow.match.items())
+            assert borrowed.priority == flow.priority + 1
+            assert [i.type for i in borrowed.instructions] == [ofproto.OFPIT_APPLY_ACTIONS]
+            assert borrowed.instructions[0].actions[0].group_id == 9
         else:
-            assert meter == [] and metered == []
+            group, flow = messages
+            assert not [i for i in flow.instructions if i.type == ofproto.OFPIT_METER]
         assert group.type == ofproto.OFPGT_ALL and len(group.buckets) == len(share.out_ports)
         assert dict(flow.match.items())["in_port"] == share.in_ports[0]
         assert flow.cookie == of.multicast_cookie(9)

@@ -1,0 +1,61 @@
+"""The fabric's two traffic classes (syncfabric/traffic_classes.py) on the emulated
+fabric's shaped interfaces, switch ports and hosts' alike.
+
+Mininet's TCLink shapes an interface with HTB root 5: and one class 5:1 at the link's
+rate. Under 5:1 we put two (../shared/PLATFORM.md, "Priority and sharing"):
+- 5:10, guaranteed: rate and ceiling the link's, priority 0. It never waits for
+  borrowed traffic: its own rate is the link's.
+- 5:20, borrowed: a token rate, ceiling the link's, priority 1. It sends only what 5:1
+  has left once 5:10 took its part, so it is served from what guaranteed traffic leaves.
+Filters at the root choose by DSCP: BORROWED_DSCP to 5:20, everything else (guaranteed,
+ARP, TCP) to 5:10. The catch-all is needed: 5:1 is no longer a leaf, and HTB would send
+what no filter classifies to its unshaped direct queue.
+
+A switch port's classes each queue in a pfifo_head_drop (data_plane.py says why): the
+guaranteed one `frames` deep (handle 10:, where packet_drops reads a port's drops), the
+borrowed one BORROWED_QUEUE (handle 20:). A host's classes keep the kernel's default
+queues. The classes go with their interfaces when the fabric stops.
+"""
+
+from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
+
+GUARANTEED_CLASS, BORROWED_CLASS = "5:10", "5:20"
+GUARANTEED_QUEUE, BORROWED_QUEUE_HANDLE = "10:", "20:"
+BORROWED_QUEUE = 64          # frames a switch port's borrowed class queues
+BORROWED_MIN_RATE = "8kbit"  # HTB needs a rate: borrowed traffic is assured next to nothing
+QUANTUM_BYTES = 10000        # above a jumbo frame; set, or tc warns at our rates
+DSCP_MASK = 0xfc             # the TOS byte's DSCP bits
+
+
+def class_commands(interface, rate_mbps, frames=0):
+    """tc commands (without the leading `tc`) that give `interface`, shaped by Mininet
+    at rate_mbps, the two classes and their filters; frames > 0: a switch port's queues
+    (guaranteed `frames`, borrowed BORROWED_QUEUE deep, both dropping at their head)."""
+    link = "%fMbit" % rate_mbps
+    commands = [
+        "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 0 quantum %d"
+        % (interface, GUARANTEED_CLASS, link, link, QUANTUM_BYTES),
+        "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
+        % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
+    if frames:
+        commands += [
+            "qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
+            % (interface, GUARANTEED_CLASS, GUARANTEED_QUEUE, frames),
+            "qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
+            % (interface, BORROWED_CLASS, BORROWED_QUEUE_HANDLE, BORROWED_QUEUE)]
+    commands += [
+        "filter add dev %s parent 5: protocol ip prio 1 u32 match ip dsfield 0x%02x 0x%02x "
+        "flowid %s" % (interface, tos_byte(BORROWED_DSCP), DSCP_MASK, BORROWED_CLASS),
+        "filter add dev %s parent 5: protocol all prio 2 u32 match u32 0 0 flowid %s"
+        % (interface, GUARANTEED_CLASS)]
+    return commands
+
+
+def rate_commands(interface, rate_mbps):
+    """tc commands that move both classes' ceilings, and the guaranteed class's rate, to
+    a link reshaped to rate_mbps (platform_net.shape_links)."""
+    link = "%fMbit" % rate_mbps
+    return ["class change dev %s parent 5:1 classid %s htb rate %s ceil %s prio 0 quantum %d"
+            % (interface, GUARANTEED_CLASS, link, link, QUANTUM_BYTES),
+            "class change dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
+            % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
