@@ -4,6 +4,7 @@ receivers of a multicast address get from a sender that sends as fast as it like
 import json
 import subprocess
 import time
+from dataclasses import dataclass
 
 
 def ping_all_loss_pct(net, timeout_s=1):
@@ -36,20 +37,49 @@ def multicast_goodput_mbps(sender, receivers, address, send_mbps, seconds=5, por
     not one of our programs, that can send above a tree's reservation. The bytes each
     received over the send's duration: iperf's own rate runs until the stream's last
     packets arrive, and over multicast they can be lost."""
-    for host in (sender, *receivers):
-        host.cmd("ip route replace 224.0.0.0/4 dev %s" % host.defaultIntf())
-    servers = {host.name: host.popen(["stdbuf", "-oL", "iperf", "--server", "--udp",
-                                      "--bind", address, "--port", str(port), "--reportstyle", "C"],
-                                     stdout=subprocess.PIPE, text=True)
-               for host in receivers}
+    return concurrent_goodputs_mbps([UdpStream(sender, receivers, address, port, send_mbps)],
+                                    seconds)[0]
+
+
+@dataclass(frozen=True)
+class UdpStream:
+    """An iperf 2 UDP stream from `sender` to `address` (a multicast group its
+    `receivers` join, or one receiver's own address) at send_mbps, its datagrams marked
+    with the IPv4 TOS byte `tos` (syncfabric/traffic_classes.py's tos_byte)."""
+    sender: object
+    receivers: tuple
+    address: str
+    port: int
+    send_mbps: float
+    tos: int = 0
+
+
+def concurrent_goodputs_mbps(streams, seconds=5):
+    """[{receiver name: Mbit/s}] that each UdpStream's receivers got, the streams sent at
+    once for `seconds` (multicast_goodput_mbps's rule for the rate)."""
+    for stream in streams:
+        for host in (stream.sender, *stream.receivers):
+            host.cmd("ip route replace 224.0.0.0/4 dev %s" % host.defaultIntf())
+    servers = [{host.name: host.popen(["stdbuf", "-oL", "iperf", "--server", "--udp", "--bind",
+                                       stream.address, "--port", str(stream.port),
+                                       "--reportstyle", "C"], stdout=subprocess.PIPE, text=True)
+                for host in stream.receivers} for stream in streams]
     time.sleep(1.0)   # joined and listening
-    sender.cmd("iperf --client %s --udp --port %d --bandwidth %dK --time %d --ttl 8 --len 1400"
-               % (address, port, int(send_mbps * 1000), seconds))
+    clients = [stream.sender.popen(
+        ["iperf", "--client", stream.address, "--udp", "--port", str(stream.port),
+         "--bandwidth", "%dK" % int(stream.send_mbps * 1000), "--time", str(seconds),
+         "--ttl", "8", "--len", "1400", "--tos", str(stream.tos)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for stream in streams]
+    for client in clients:
+        client.wait(timeout=seconds + 30)
     time.sleep(1.0)
-    goodput = {}
-    for name, server in servers.items():
-        server.terminate()
-        output, _ = server.communicate(timeout=10)
-        reports = [line.split(",") for line in output.splitlines() if line.count(",") >= 8]
-        goodput[name] = int(reports[-1][7]) * 8 / seconds / 1e6 if reports else 0.0
-    return goodput
+    goodputs = []
+    for receiving in servers:
+        goodput = {}
+        for name, server in receiving.items():
+            server.terminate()
+            output, _ = server.communicate(timeout=10)
+            reports = [line.split(",") for line in output.splitlines() if line.count(",") >= 8]
+            goodput[name] = int(reports[-1][7]) * 8 / seconds / 1e6 if reports else 0.0
+        goodputs.append(goodput)
+    return goodputs

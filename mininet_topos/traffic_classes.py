@@ -17,6 +17,9 @@ borrowed one BORROWED_QUEUE (handle 20:). A host's classes keep the kernel's def
 queues. The classes go with their interfaces when the fabric stops.
 """
 
+import re
+import subprocess
+
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 
 GUARANTEED_CLASS, BORROWED_CLASS = "5:10", "5:20"
@@ -59,3 +62,32 @@ def rate_commands(interface, rate_mbps):
             % (interface, GUARANTEED_CLASS, link, link, QUANTUM_BYTES),
             "class change dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
             % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
+
+
+QUEUE_STATS = re.compile(r"qdisc pfifo_head_drop (\d+:) parent \S+ .*?\n\s*Sent (\d+) bytes "
+                         r"(\d+) pkt \(dropped (\d+),")
+CLASS_OF_QUEUE = {GUARANTEED_QUEUE: "guaranteed", BORROWED_QUEUE_HANDLE: "borrowed"}
+
+
+def queue_counters(qdisc_text):
+    """{"guaranteed" | "borrowed": {"bytes", "packets", "dropped"}} of a switch port, read
+    from `tc -s qdisc show dev <port>`: what each class's queue sent, and dropped at its
+    head."""
+    found = {}
+    for handle, sent, packets, dropped in QUEUE_STATS.findall(qdisc_text):
+        if handle in CLASS_OF_QUEUE:
+            found[CLASS_OF_QUEUE[handle]] = {"bytes": int(sent), "packets": int(packets),
+                                             "dropped": int(dropped)}
+    return found
+
+
+def switch_class_counters(net):
+    """{switch port: queue_counters} of every shaped switch port of a started fabric."""
+    counters = {}
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if intf.name != "lo" and 0 < (intf.params.get("bw") or 0):
+                text = subprocess.run(["tc", "-s", "qdisc", "show", "dev", intf.name],
+                                      capture_output=True, text=True, check=True).stdout
+                counters[intf.name] = queue_counters(text)
+    return counters

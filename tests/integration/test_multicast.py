@@ -7,26 +7,31 @@ import time
 
 import pytest
 
-from experiments.host_measurements import multicast_goodput_mbps
+from experiments.host_measurements import (UdpStream, concurrent_goodputs_mbps,
+                                           multicast_goodput_mbps)
 from experiments.ovs import ofctl
 from experiments.controller_process import wait_until
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
+from mininet_topos.traffic_classes import switch_class_counters
 from syncfabric.decisions.fabric_view import FabricView
+from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 from tests.harness.testbeds import require_root
 
 pytestmark = pytest.mark.integration
 
 OF_PORT, REST_PORT = 16656, 18083
+LINK_MBPS = 20
+BORROWED_TOS = tos_byte(BORROWED_DSCP)
 SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 
 
 @pytest.fixture(scope="module")
 def bed():
     require_root()
-    topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=20)
+    topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=LINK_MBPS)
     with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT) as testbed:
         testbed.view = FabricView(describe(topo))
         yield testbed
@@ -66,10 +71,13 @@ def test_tree_is_installed_hop_by_hop_and_release_removes_it(bed):
         groups = [line for line in state[switch] if line.startswith("group_id=%d," % tree["id"])]
         assert len(groups) == 1 and groups[0].count("bucket=") == children
         flows = [line for line in state[switch] if "nw_dst=%s" % tree["address"] in line]
-        assert len(flows) == in_ports
         policed = switch == "leaf1"   # h1's switch: the tree's only meter
+        borrowed = [line for line in flows if "nw_tos=4" in line]   # the meter's twin
+        assert (len(flows), len(borrowed)) == (in_ports + policed, int(policed))
         assert any("rate=5000" in line for line in state[switch]) == policed   # the meter band
-        assert ("meter:%d" % tree["id"] in flows[0]) == policed
+        guaranteed = [line for line in flows if line not in borrowed]
+        assert ("meter:%d" % tree["id"] in guaranteed[0]) == policed
+        assert not any("meter:" in line for line in borrowed)
     # leaf1 reaches the spines through a FAST_FAILOVER group: the uplink while it is live
     (failover,) = [line for line in state["leaf1"] if "type=ff" in line]
     assert re.search(r"bucket=watch_port:(\d+),actions=output:\1,bucket=watch_port:(\d+),"
@@ -150,4 +158,48 @@ def test_a_greedy_sender_gets_its_reservation_and_one_within_it_loses_nothing(be
         bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert all(mbps >= 0.98 * 4 for mbps in within.values()), within
     assert all(0.9 * 5 <= mbps <= 1.05 * 5 for mbps in greedy.values()), greedy
+    assert multicast_state(bed) == NOTHING
+
+
+def test_borrowed_datagrams_pass_the_meter_and_take_the_idle_link(bed):
+    """A tree metered at 5 Mbit/s: what its source sends unmarked is held to 5, what it
+    marks borrowed (DSCP 1) passes the meter's twin and takes the idle 20 Mbit/s link."""
+    tree = post_tree(bed, receivers=["h3"], bandwidth_mbps=5)
+    source, receiver = bed.host("h1"), bed.host("h3")
+    try:
+        guaranteed, = concurrent_goodputs_mbps(
+            [UdpStream(source, (receiver,), tree["address"], 5001, 25)], seconds=3)
+        borrowed, = concurrent_goodputs_mbps(
+            [UdpStream(source, (receiver,), tree["address"], 5001, 25, BORROWED_TOS)], seconds=3)
+    finally:
+        bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    assert 0.9 * 5 <= guaranteed["h3"] <= 1.25 * 5, guaranteed   # the meter's bucket passes more
+    assert borrowed["h3"] >= 0.9 * LINK_MBPS, borrowed
+    assert multicast_state(bed) == NOTHING
+
+
+def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
+    """h1's tree sends its 8 Mbit/s floor unmarked while h2 floods borrowed datagrams on
+    a tree to the same receiver: the floor arrives whole, no switch queue drops a
+    guaranteed datagram (the classes' counters), and the flood gets what is left."""
+    floor = post_tree(bed, source="h1", receivers=["h3"], bandwidth_mbps=8)
+    flood = post_tree(bed, source="h2", receivers=["h3"], bandwidth_mbps=2)
+    receiver = bed.host("h3")
+    before = switch_class_counters(bed.net)
+    try:
+        kept, flooded = concurrent_goodputs_mbps(
+            [UdpStream(bed.host("h1"), (receiver,), floor["address"], 5001, 8),
+             UdpStream(bed.host("h2"), (receiver,), flood["address"], 5002, 30, BORROWED_TOS)],
+            seconds=4)
+    finally:
+        for tree in (floor, flood):
+            bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
+    after = switch_class_counters(bed.net)
+    assert kept["h3"] >= 0.98 * 8, kept
+    assert flooded["h3"] >= 0.8 * (LINK_MBPS - 8), flooded
+    guaranteed_drops = sum(after[port]["guaranteed"]["dropped"]
+                           - before[port]["guaranteed"]["dropped"] for port in after)
+    borrowed_drops = sum(after[port]["borrowed"]["dropped"] - before[port]["borrowed"]["dropped"]
+                         for port in after)
+    assert guaranteed_drops == 0 and borrowed_drops > 0, (guaranteed_drops, borrowed_drops)
     assert multicast_state(bed) == NOTHING
