@@ -13,8 +13,9 @@ what no filter classifies to its unshaped direct queue.
 
 A switch port's classes each queue in a pfifo_head_drop (data_plane.py says why): the
 guaranteed one `frames` deep (handle 10:, where packet_drops reads a port's drops), the
-borrowed one BORROWED_QUEUE (handle 20:). A host's classes keep the kernel's default
-queues. The classes go with their interfaces when the fabric stops.
+borrowed one BORROWED_QUEUE (handle 20:). A host's guaranteed class keeps the kernel's
+default queue, its borrowed one the same short queue. The classes go with their
+interfaces when the fabric stops.
 """
 
 import re
@@ -32,8 +33,10 @@ DSCP_MASK = 0xfc             # the TOS byte's DSCP bits
 
 def class_commands(interface, rate_mbps, frames=0):
     """tc commands (without the leading `tc`) that give `interface`, shaped by Mininet
-    at rate_mbps, the two classes and their filters; frames > 0: a switch port's queues
-    (guaranteed `frames`, borrowed BORROWED_QUEUE deep, both dropping at their head)."""
+    at rate_mbps, the two classes and their filters. The borrowed class queues
+    BORROWED_QUEUE frames and drops at its head (a host's too: borrowed datagrams the
+    link has no room for are dropped, not held in its senders' socket buffers); frames
+    > 0: a switch port's guaranteed queue, as deep, dropping at its head."""
     link = "%fMbit" % rate_mbps
     commands = [
         "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 0 quantum %d"
@@ -41,11 +44,10 @@ def class_commands(interface, rate_mbps, frames=0):
         "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
         % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
     if frames:
-        commands += [
-            "qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
-            % (interface, GUARANTEED_CLASS, GUARANTEED_QUEUE, frames),
-            "qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
-            % (interface, BORROWED_CLASS, BORROWED_QUEUE_HANDLE, BORROWED_QUEUE)]
+        commands.append("qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
+                        % (interface, GUARANTEED_CLASS, GUARANTEED_QUEUE, frames))
+    commands.append("qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
+                    % (interface, BORROWED_CLASS, BORROWED_QUEUE_HANDLE, BORROWED_QUEUE))
     commands += [
         "filter add dev %s parent 5: protocol ip prio 1 u32 match ip dsfield 0x%02x 0x%02x "
         "flowid %s" % (interface, tos_byte(BORROWED_DSCP), DSCP_MASK, BORROWED_CLASS),

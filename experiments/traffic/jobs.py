@@ -230,9 +230,12 @@ def plan_load_mbps(plan):
 
 def round_totals(per_worker):
     """What a round took over every worker (their lines of it): datagrams sent and resent,
-    repair requests, and the slowest first pass against the time its rates plan."""
+    those of the first pass sent borrowed and, of them, lost (a job that borrows), repair
+    requests, and the slowest first pass against the time its rates plan."""
     return {"sent": sum(r["sent"] for r in per_worker),
             "resent": sum(r["resent"] for r in per_worker),
+            "borrowed": sum(r.get("borrowed", 0) for r in per_worker),
+            "borrowed_lost": sum(r.get("borrowed_lost", 0) for r in per_worker),
             "repair_requests": max(r["repair_requests"] for r in per_worker),
             "rate_ratio": min(r["planned_first_pass_s"] / r["first_pass_s"]
                               for r in per_worker if r["first_pass_s"] > 0)}
@@ -252,6 +255,7 @@ def job_rounds(lines):
 
 def job_round_fidelity(row, usage):
     """Whether the emulator kept up with a round (fidelity.verdict): the workers' first
-    pass against the time their rates plan, and the share of fragments sent again."""
-    return fidelity.verdict(1.0, row["rate_ratio"], row["resent"] / max(row["sent"], 1),
-                            row["resent"], usage)
+    pass against the time their rates plan, and the share of fragments sent again, but
+    for borrowed ones lost: the borrowed class is what switches drop by design."""
+    resent = row["resent"] - row.get("borrowed_lost", 0)
+    return fidelity.verdict(1.0, row["rate_ratio"], resent / max(row["sent"], 1), resent, usage)

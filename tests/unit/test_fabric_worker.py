@@ -93,8 +93,9 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
     def first_pass(sock, streams, idle, *arguments):
         mine = [1] if sock is first.sock else []
         passing.extend(mine)
-        send_streams(sock, streams, idle, *arguments)
+        borrowed = send_streams(sock, streams, idle, *arguments)
         del passing[:len(mine)]
+        return borrowed
     first.selector.select = counted_select
     monkeypatch.setattr(worker_sends, "send_streams", first_pass)
     futures = [worker.allreduce_async(values(i)) for i, worker in enumerate(workers)]

@@ -183,6 +183,18 @@ class NativeDatapath:
     def lengths(self, packets):
         return self.pack(packets).sizes
 
+    def reversed(self, packets):
+        """`packets` packed in the opposite order, without a copy of their bytes: what a
+        two-ended sender sends from the back (pacing.send_streams)."""
+        packets = self.pack(packets)
+
+        def backward(array):
+            return None if array is None else np.ascontiguousarray(array[::-1])
+        return NativeDatagrams(packets.buffer, backward(packets.offsets),
+                               backward(packets.lengths), packets.payload,
+                               backward(packets.payload_offsets),
+                               backward(packets.payload_lengths))
+
     def send(self, sock, packets, first, stop, address):
         """Send packets[first:stop] to `address` in batches (GSO where it works: a socket
         whose send it fails on sends without from then on); how many left before the

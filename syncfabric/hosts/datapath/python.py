@@ -93,6 +93,10 @@ class PythonDatapath:
     def lengths(self, packets):
         return [len(packet) for packet in packets]
 
+    def reversed(self, packets):
+        """`packets` in the opposite order (pacing.send_streams sends them from the back)."""
+        return list(reversed(packets))
+
     def send(self, sock, packets, first, stop, address):
         """Send packets[first:stop] to `address`; how many left before the socket's
         buffer filled."""

@@ -38,7 +38,8 @@ from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFillin
 from syncfabric.hosts.jobs.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
-ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off)
+ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off),
+ROUND_FAIL_ROUNDS = 2.0  # or this many of its predicted rounds if longer (a slow shared round)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
 SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answer hello
 SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its last round
@@ -283,10 +284,11 @@ class FabricWorker:
             for start, stop, future in current.summed_parts():   # each float placed once:
                 future.set_result(current.result[start:stop])     # nothing writes it again
             waiting = current.sent and number in self.rounds   # all sent, not all back
-            if waiting and now - current.progress_at > ROUND_FAIL_S:
+            fail_s = round_fail_s(self.rates.at(number))
+            if waiting and now - current.progress_at > fail_s:
                 self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
-                                    % (number, self.layout.id, ROUND_FAIL_S,
-                                       blame(self.layout, self.own, current))))
+                                    % (number, self.layout.id, fail_s,
+                                       blame(self.layout, self.own, current, fail_s))))
             elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
@@ -299,9 +301,17 @@ class FabricWorker:
                 future.set_exception(error)
 
 
-def blame(layout, own_nodes, current):
-    """Which hosts the round waits for: a shard's host that answers no repair request,
-    or whoever should have carried the workers a shard still misses."""
+def round_fail_s(layout):
+    """How long a round of `layout`'s rates may go without progress before it fails:
+    ROUND_FAIL_S, or ROUND_FAIL_ROUNDS of the round the controller predicts if longer (a
+    slow shared round of 14 s on 8x8 failed after 4)."""
+    return max(ROUND_FAIL_S, ROUND_FAIL_ROUNDS * (layout.predicted_round_s or 0.0))
+
+
+def blame(layout, own_nodes, current, fail_s):
+    """Which hosts the round waits for: a shard's host that answers no repair request
+    (within half of fail_s), or whoever should have carried the workers a shard still
+    misses."""
     at_fault = set()
     own = {node.shard.index: node for node in own_nodes}
     for shard in layout.shards:
@@ -310,7 +320,7 @@ def blame(layout, own_nodes, current):
         if shard.index in own:
             sums = own[shard.index].rounds.get(current.number)
             missing = sums.missing() if sums is not None else []
-        elif time.monotonic() - current.replies.get(shard.index, (0.0, []))[0] > ROUND_FAIL_S / 2:
+        elif time.monotonic() - current.replies.get(shard.index, (0.0, []))[0] > fail_s / 2:
             at_fault.add("%s (shard %d's host) answers no repair request"
                          % (shard.host, shard.index))
             continue

@@ -94,6 +94,10 @@ class JobLayout:
         self.aggregations = [Aggregation(a["host"], a["shard"], a["port"], a["rate_mbps"],
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
+        self.borrow = borrow_of(report.get("borrow"), self.id)   # (dscp, ceiling) or None
+        # what the controller predicts a round of these rates takes (None: a job saved
+        # before reports had it); a round's failure is timed by it (FabricWorker)
+        self.predicted_round_s = report.get("predicted_round_s")
         self._check_ranges()
         self._check_returns()
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
@@ -182,6 +186,20 @@ class JobLayout:
         for number, leg in enumerate(self.legs.get(worker, ())):
             numbers[leg.first:leg.last] = number
         return numbers
+
+
+def borrow_of(borrow, job_id):
+    """(DSCP, ceiling Mbit/s) of what a job's report allows its hosts to borrow beyond
+    their rates (the controller's `borrow`), or None; JobError if it is not one."""
+    if borrow is None:
+        return None
+    dscp, ceiling = (borrow.get("dscp"), borrow.get("ceiling_mbps")) \
+        if isinstance(borrow, dict) else (None, None)
+    if not (isinstance(dscp, int) and 0 <= dscp < 64 and isinstance(ceiling, (int, float))
+            and ceiling > 0):
+        raise JobError("job %s: borrow must name a DSCP (0-63) and a positive ceiling_mbps, "
+                       "not %r" % (job_id, borrow))
+    return dscp, float(ceiling)
 
 
 def striped_order(shards, count):

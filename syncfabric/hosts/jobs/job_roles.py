@@ -38,6 +38,7 @@ from syncfabric.hosts.jobs.core_split import WHOLE, core_expected, core_of
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.packets.gradient_wire import HEADER, FragmentSums, HeldFragments
 from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.transport.borrowing import Borrowing
 from syncfabric.hosts.transport.paced_sender import PacedSender, packets_by_round
 from syncfabric.hosts.transport.pacing import CONFIRM
 from syncfabric.hosts.jobs.rate_following import RateSchedule
@@ -85,8 +86,10 @@ class SummingNode:
         self.out_of_window = 0        # of those, naming a round outside the window
         self.truncated = 0            # dropped by the data path: cut short (see NativeBatch)
         self.oversized = 0            # dropped by the data path: more segments than it holds
+        # beyond its rates, in the borrowed class, if the job allows it (transport/borrowing)
         self.sums_out = PacedSender(sock, self._sum_packets,
-                                    HEADER.size + 4 * layout.per_fragment, self.path)
+                                    HEADER.size + 4 * layout.per_fragment, self.path,
+                                    Borrowing.of(sock, layout.borrow))
 
     def _sum_packets(self, items):
         """(the (round, fragment)s still kept, the datagrams of their sums)."""
@@ -242,14 +245,17 @@ class ShardNode(SummingNode):
 
     def _return(self, items, worker=None):
         """Queue (round, fragment) sums of one round for the shard's return trees (only
-        the one `worker` receives on, if named), at this core's share of their rate in
-        that round."""
+        the one `worker` receives on, if named: a repair), at this core's share of their
+        rate in that round."""
         if items:
             shard = self.rates.at(items[0][0]).shards[self.shard.index]
             groups = [group for group, receivers in self.shard.returns
                       if worker is None or worker in receivers]
+            rate_mbps = shard.return_mbps / self.share.cores
+            if self.sums_out.borrowing is not None:
+                self.sums_out.borrowing.set_floor(rate_mbps * len(self.shard.returns))
             self.sums_out.push_copies(items, [(group, self.shard.port) for group in groups],
-                                      shard.return_mbps / self.share.cores)
+                                      rate_mbps, repair=worker is not None)
 
     def completed_all(self, number, indices):
         self._return([(number, index) for index in indices])
@@ -295,9 +301,10 @@ class AggregatorNode(SummingNode):
 
     def completed_all(self, number, indices):
         """Queue aggregates, at this core's share of the aggregation's rate in their round."""
-        rate_mbps = self.rates.at(number).aggregations[self.position].rate_mbps
-        self.sums_out.push([(number, index) for index in indices], self.destination,
-                           rate_mbps / self.share.cores)
+        rate_mbps = self.rates.at(number).aggregations[self.position].rate_mbps / self.share.cores
+        if self.sums_out.borrowing is not None:
+            self.sums_out.borrowing.set_floor(rate_mbps)
+        self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps)
 
     def repeated(self, number, index):
         self.completed(number, index)

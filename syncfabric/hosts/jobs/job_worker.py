@@ -7,7 +7,9 @@ float32, each checked bit for bit: a job's smoke test on any host.
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
 per round ({"round", "started_at" (time.time()), "seconds", "exact"} and what the round
 took: datagrams "sent" and "resent", "repair_requests", "first_pass_s" and
-"planned_first_pass_s"), once every round is over, and a last one with the summary;
+"planned_first_pass_s", and for a job that borrows, the first pass's datagrams sent
+"borrowed" and of them "borrowed_lost"), once every round is over, and a last one with
+the summary;
 its exit status is 1 if a round failed or a sum was not exact.
 """
 

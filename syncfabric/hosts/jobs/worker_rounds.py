@@ -36,7 +36,10 @@ class Round:
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
-                      "planned_first_pass_s": 0.0}   # what FabricWorker.stats keeps of it
+                      "planned_first_pass_s": 0.0, "borrowed": 0, "borrowed_lost": 0}
+        #            (what FabricWorker.stats keeps of it; borrowed: datagrams of the first
+        #            pass sent in the borrowed class, borrowed_lost: of those, asked again)
+        self.borrowed = set()   # the fragments its first passes sent borrowed, not yet asked
 
     def contribute(self, start, values, future, whole):
         """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)

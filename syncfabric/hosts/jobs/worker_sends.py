@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 
 from syncfabric.hosts.packets.gradient_wire import HEADER
+from syncfabric.hosts.transport.borrowing import Borrowing
 from syncfabric.hosts.transport.paced_sender import PacedSender, packets_by_round
 from syncfabric.hosts.transport.pacing import BATCH, SEND_AHEAD_S, perf_counter_at, send_streams
 from syncfabric.hosts.transport.receivers import RECEIVE_BUFFER_BYTES
@@ -31,6 +32,9 @@ class WorkerSends:
                                   for leg in legs)
         self.legs, self.leg_numbers = layout.legs.get(name, []), layout.leg_numbers(name)
         self.scratch = {}   # leg number -> the buffer its first passes are built in
+        # beyond its legs' rates, in the borrowed class, if the job allows it (a first
+        # pass from both ends: pacing.send_streams); repairs go at the legs' rates
+        self.borrowing = Borrowing.of(sock, layout.borrow)
 
     def window(self, leg):
         """How many of a leg's fragments may be in flight (sent, their sum not back): half
@@ -52,12 +56,13 @@ class WorkerSends:
             mine = local[layout.shard_of[local] == shard]
             own[shard].add_local(current.number, mine, current.values,
                                  layout.block_of[mine] * layout.per_fragment, self.bit)
-        streams, flights = [], []
+        streams, flights, sent_indices = [], [], []
         rates = self.rates.at(current.number).legs.get(self.name, [])
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
             scratch = self.scratch.get(number)
-            _given, packets = current.packets(mine, self.bit, self.path, scratch)
+            given, packets = current.packets(mine, self.bit, self.path, scratch)
+            sent_indices.append(given)
             self.scratch[number] = getattr(packets, "buffer", None)   # the native path's
             streams.append(((leg.address, leg.port), packets,
                             rates[number].rate_mbps * self.rate_fraction))
@@ -67,14 +72,29 @@ class WorkerSends:
             _number, leg, size, before = flights[stream]   # `before`: sent by earlier pieces
             return size - before - sent + int(np.count_nonzero(current.have[leg.first:leg.last]))
         started = perf_counter_at(start_at)
-        send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path, window)
-        for (number, _leg, _size, before), (_address, packets, _rate) in zip(flights, streams):
+        borrowing = self.borrowing
+        if borrowing is not None:
+            borrowing.set_floor(sum(rate for _address, _packets, rate in streams))
+            borrowing = borrowing if borrowing.active() and streams else None
+        borrowed = send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path,
+                                window, borrowing)
+        for (number, _leg, _size, before), (_address, packets, _rate), given, count in zip(
+                flights, streams, sent_indices, borrowed):
             current.sent_on_leg[number] = before + len(packets)
+            current.borrowed.update(given[len(given) - count:])
+            current.stats["borrowed"] += count
+        if self.borrowing is not None:
+            self.borrowing.count(sent=sum(borrowed))
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)
 
     def send_again(self, current, indices):
         """Queue fragments `indices` of round `current` for their legs, at their rates."""
         layout = self.rates.at(current.number)
+        lost = current.borrowed.intersection(indices)   # counted once: asked again later,
+        current.borrowed -= lost                         # a repair was lost, not a loan
+        current.stats["borrowed_lost"] += len(lost)
+        if self.borrowing is not None and lost:
+            self.borrowing.count(lost=len(lost))
         for index in indices:
             leg = layout.leg_of(self.name, index)
             if leg is not None:

@@ -3,13 +3,15 @@ node's sums, a worker's repairs): PacedSender, and the datagrams of (round, frag
 keys built a round at a time."""
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 import numpy as np
 
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.transport.pacing import BATCH, SEND_AHEAD_S
 from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
+
+LENT_KEPT = 65536   # borrowed datagrams remembered, to count those asked for again
 
 
 class PacedSender:
@@ -18,34 +20,57 @@ class PacedSender:
     data path. An item is a key, built into its datagram only when it is sent
     (packets_of(keys): the datagrams of the keys still wanted); a key queued twice for
     one address is sent once. nominal_bytes: a datagram's usual size, for how many fall
-    due before they are built."""
+    due before they are built.
 
-    def __init__(self, sock, packets_of, nominal_bytes, path=None):
+    With `borrowing` (transport/borrowing.Borrowing) it also sends from the back of its
+    queue, at the borrowed rate, in the borrowed class; a key pushed as a repair goes
+    only from the front, and one sent borrowed that is pushed again as a repair was
+    lost (counted)."""
+
+    def __init__(self, sock, packets_of, nominal_bytes, path=None, borrowing=None):
         self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
         self.nominal_bytes = nominal_bytes
         self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
         self.due = time.perf_counter()
+        self.borrowing, self.borrowed_due = borrowing, self.due
+        self.repairs = set()      # (key, address) queued as repairs: never borrowed
+        self.lent = OrderedDict()   # (key, address) sent borrowed lately (LENT_KEPT at most)
 
-    def push(self, keys, address, rate_mbps):
+    def push(self, keys, address, rate_mbps, repair=False):
         for key in keys:
+            if repair and (key, address) in self.lent:   # sent borrowed, and lost
+                del self.lent[key, address]
+                self.borrowing.count(lost=1)
             if (key, address) not in self.queued:
                 self.queue.append((key, address, rate_mbps))
                 self.queued.add((key, address))
+                if repair:
+                    self.repairs.add((key, address))
 
-    def push_copies(self, keys, addresses, rate_mbps):
+    def push_copies(self, keys, addresses, rate_mbps, repair=False):
         """Each key to every one of `addresses`, at rate_mbps each: one key's copies one
         after another, so that every address gets its share of the pace from the start."""
         if len(addresses) == 1:
-            self.push(keys, addresses[0], rate_mbps)
+            self.push(keys, addresses[0], rate_mbps, repair)
             return
         for key in keys:
             for address in addresses:
-                self.push([key], address, rate_mbps * len(addresses))
+                self.push([key], address, rate_mbps * len(addresses), repair)
 
     def wait(self):
         """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
         is queued."""
-        return None if not self.queue else max(0.0, self.due - SEND_AHEAD_S - time.perf_counter())
+        if not self.queue:
+            return None
+        due = self.due
+        if self._lending():
+            due = min(due, self.borrowed_due)
+        return max(0.0, due - SEND_AHEAD_S - time.perf_counter())
+
+    def _lending(self):
+        """Whether the back of the queue may go borrowed now."""
+        return self.borrowing is not None and self.borrowing.active() \
+            and (self.queue[-1][0], self.queue[-1][1]) not in self.repairs
 
     def send_due(self):
         """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
@@ -63,12 +88,48 @@ class PacedSender:
             sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
             unsent = wanted[sent:]   # the buffer is full: these again later, first
             self.queue.extendleft((key, address, rate) for key in reversed(unsent))
-            for key in set(keys) - set(unsent):
-                self.queued.discard((key, address))
+            self._sent(set(keys) - set(unsent), address)
             wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
             self.due += wire_bytes * 8 / (rate * 1e6)
             if unsent:
                 return
+        if self.queue and self._lending():
+            self._send_borrowed(now)
+
+    def _send_borrowed(self, now):
+        """Send from the back of the queue what the borrowed rate lets go by now, in the
+        borrowed class, up to the first repair from the back."""
+        self.borrowed_due = max(self.borrowed_due, now - 0.002)
+        while self.queue and self._lending() and self.borrowed_due <= now + SEND_AHEAD_S:
+            _key, address, rate = self.queue[-1]
+            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (self.borrowing.rate() * 1e6)
+            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.borrowed_due) / nominal))
+            keys = []
+            while self.queue and len(keys) < room and self.queue[-1][1:] == (address, rate) \
+                    and (self.queue[-1][0], address) not in self.repairs:
+                keys.append(self.queue.pop()[0])
+            keys.reverse()
+            wanted, packets = self.packets_of(keys)
+            with self.borrowing.marked():
+                sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
+            unsent = wanted[sent:]   # the buffer is full: these again later, last
+            self.queue.extend((key, address, rate) for key in unsent)
+            done = set(keys) - set(unsent)
+            self._sent(done, address)
+            for key in wanted[:sent]:
+                self.lent[key, address] = None
+            while len(self.lent) > LENT_KEPT:
+                self.lent.popitem(last=False)
+            self.borrowing.count(sent=sent)
+            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
+            self.borrowed_due += wire_bytes * 8 / (self.borrowing.rate() * 1e6)
+            if unsent:
+                return
+
+    def _sent(self, keys, address):
+        for key in keys:
+            self.queued.discard((key, address))
+            self.repairs.discard((key, address))
 
 
 def packets_by_round(items, build, path):

@@ -2,6 +2,7 @@
 bytes (a number, or a callable for a sender that adapts), waiting for room when a
 non-blocking socket's buffer is full."""
 
+import functools
 import select
 import socket
 import time
@@ -48,6 +49,7 @@ CATCH_UP_S = 0.02
 # sends its 9000-byte fragments in pairs); the burst is well inside a meter's 100 ms bucket
 SEND_AHEAD_S = 0.004
 BATCH = 64   # datagrams sent in one call of the data path at most (sendmmsg's batch)
+FRONT, BACK = 0, 1   # a stream's two ends: guaranteed from the front, borrowed from the back
 # a stream out of its window (send_streams) looks again this often, and sends on after
 # WINDOW_STALL_S: a datagram lost in flight holds the window until the round's repairs,
 # which start once the pass is sent
@@ -66,7 +68,8 @@ def perf_counter_at(wall_clock):
     return now if wall_clock is None else now + max(0.0, wall_clock - time.time())
 
 
-def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None, window=None):
+def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None, window=None,
+                 borrowing=None):
     """streams: [(address, packets, rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
     time.perf_counter(); default now); a rate may be a callable giving the rate now, for a
@@ -77,53 +80,112 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
     window(i, sent): how many more of stream i's datagrams may leave now that `sent` have
     (flow control: a receiver's buffer holds what is in flight); a stream out of window
     (fewer than WINDOW_LEAST_ROOM may leave, and it has more) waits, its receives taken
-    by idle, for at most WINDOW_STALL_S at a time."""
-    path = path or datapath()
-    streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
-    lengths = [path.lengths(packets) for _address, packets, _rate in streams]
-    now = time.perf_counter() if start is None else start
-    # the streams' first datagrams spread over one interval, not all at once: streams in
-    # step send a burst of one datagram each per interval, from every sender together
-    due = [now + i / len(streams) * _interval(sizes[0], rate) if len(sizes) else now
-           for i, ((_address, _packets, rate), sizes) in enumerate(zip(streams, lengths))]
-    position = [0] * len(streams)
+    by idle, for at most WINDOW_STALL_S at a time.
+    borrowing (transport/borrowing.Borrowing), if given: each stream is sent from both
+    ends, from the front at its rate in the guaranteed class and from the back at its
+    part of the borrowed rate in the borrowed class, until the two meet. Returns, per
+    stream, how many of its last datagrams left borrowed."""
+    paced = PacedStreams(sock, streams, path or datapath(), borrowing,
+                         time.perf_counter() if start is None else start)
     stalled_at = None   # since when every stream due is out of window
     while True:
-        pending = [(due[i], i) for i, sizes in enumerate(lengths) if position[i] < len(sizes)]
+        pending = paced.pending()
         if not pending:
-            return
-        room = {i: BATCH if window is None else window(i, position[i]) for _when, i in pending}
-        open_ = [(when, i) for when, i in pending
-                 if room[i] >= min(WINDOW_LEAST_ROOM, len(lengths[i]) - position[i])]
+            return paced.borrowed_counts()
+        room = paced.room(window)
+        open_ = [(when, end) for when, end in pending
+                 if room[end[0]] >= min(WINDOW_LEAST_ROOM, paced.left(end[0]))]
         if not open_:
             stalled_at = stalled_at or time.perf_counter()
             if time.perf_counter() - stalled_at < WINDOW_STALL_S:
                 (idle or time.sleep)(WINDOW_WAIT_S)
                 continue
-            open_, room = pending, {i: BATCH for _when, i in pending}   # send on: repairs mend it
+            open_, room = pending, {i: BATCH for i in room}   # send on: repairs mend it
         stalled_at = None
-        when, i = min(open_)
+        when, end = min(open_)
         now = time.perf_counter()
         if when - now > ahead_s:
             (idle or time.sleep)(when - now)
             continue
-        address, packets, rate = streams[i]
-        first, sizes = position[i], lengths[i]
-        interval = _interval(int(sizes[first]), rate)   # the stream's datagrams are alike
-        due_now = 1 + int((now + ahead_s - when) / interval)
-        stop = min(len(sizes), first + min(due_now, BATCH, room[i]))
-        sent = path.send(sock, packets, first, stop, address)
-        if sent:
-            due[i] = max(when + (sent - 1) * interval, time.perf_counter() - CATCH_UP_S) \
-                + _interval(int(sizes[first + sent - 1]), rate)
-            position[i] = first + sent
-        if first + sent < stop:   # a non-blocking socket's buffer is full: wait for room
+        sent, count = paced.send(end, when, now, ahead_s, room[end[0]])
+        if sent < count:   # a non-blocking socket's buffer is full: wait for room
             select.select([], [sock], [], SEND_BUFFER_WAIT_S)
-        elif idle is not None and stop - first == BATCH:   # a full batch: more is due at once
+        elif idle is not None and count == BATCH:   # a full batch: more is due at once
             idle(0)   # take what came meanwhile (returns, a summing node's fragments)
+
+
+class PacedStreams:
+    """send_streams' streams as they are sent: each stream's ends (FRONT, and BACK with
+    borrowing), when each is next due, and how far each has come."""
+
+    def __init__(self, sock, streams, path, borrowing, now):
+        self.sock, self.path, self.borrowing = sock, path, borrowing
+        self.streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
+        self.lengths = [path.lengths(packets) for _address, packets, _rate in self.streams]
+        # the streams' first datagrams spread over one interval, not all at once: streams in
+        # step send a burst of one datagram each per interval, from every sender together
+        count = len(self.streams)
+        self.due = {(i, FRONT): now + i / count * _interval(sizes[0], rate) if len(sizes) else now
+                    for i, ((_address, _packets, rate), sizes)
+                    in enumerate(zip(self.streams, self.lengths))}
+        self.front, self.back = [0] * count, [len(sizes) for sizes in self.lengths]
+        self.backward = {}   # stream -> its datagrams in the opposite order, for its back end
+        if borrowing is not None:
+            floors = [_rate_now(rate) for _address, _packets, rate in self.streams]
+            self.borrowed = [functools.partial(borrowing.rate, floor / sum(floors))
+                             for floor in floors]
+            self.due.update({(i, BACK): now + (i + 0.5) / count
+                             * _interval(sizes[-1], self.borrowed[i])
+                             for i, sizes in enumerate(self.lengths) if len(sizes)})
+
+    def pending(self):
+        """[(when due, (stream, end))] of the ends with datagrams left."""
+        return [(when, end) for end, when in self.due.items()
+                if self.front[end[0]] < self.back[end[0]]]
+
+    def left(self, i):
+        return self.back[i] - self.front[i]
+
+    def room(self, window):
+        """{stream: how many of its datagrams may leave now} of the streams with any left."""
+        return {i: BATCH if window is None else window(i, len(self.lengths[i]) - self.left(i))
+                for i in range(len(self.streams)) if self.left(i) > 0}
+
+    def borrowed_counts(self):
+        return [len(sizes) - last for sizes, last in zip(self.lengths, self.back)]
+
+    def send(self, end, when, now, ahead_s, room):
+        """Send what end (stream, FRONT | BACK), due at `when`, has due by now + ahead_s
+        (at most `room`); (how many left, how many were tried)."""
+        i, side = end
+        address, packets, rate = self.streams[i]
+        sizes = self.lengths[i]
+        if side == BACK:
+            rate = self.borrowed[i]
+            packets = self.backward.get(i) or self.backward.setdefault(
+                i, self.path.reversed(packets))
+            first, size = len(sizes) - self.back[i], sizes[self.back[i] - 1]
+        else:
+            first, size = self.front[i], sizes[self.front[i]]
+        interval = _interval(int(size), rate)   # the stream's datagrams are alike
+        count = min(1 + int((now + ahead_s - when) / interval), BATCH, room, self.left(i))
+        if side == BACK:
+            with self.borrowing.marked():
+                sent = self.path.send(self.sock, packets, first, first + count, address)
+            self.back[i] -= sent
+        else:
+            sent = self.path.send(self.sock, packets, first, first + count, address)
+            self.front[i] += sent
+        if sent:
+            self.due[end] = max(when + (sent - 1) * interval,
+                                time.perf_counter() - CATCH_UP_S) + interval
+        return sent, count
 
 
 def _interval(size, rate_mbps):
     """Seconds between datagrams of `size` bytes at rate_mbps (a number or a callable)."""
-    rate = rate_mbps() if callable(rate_mbps) else rate_mbps
-    return (size + FRAME_OVERHEAD) * 8 / (rate * 1e6)
+    return (size + FRAME_OVERHEAD) * 8 / (_rate_now(rate_mbps) * 1e6)
+
+
+def _rate_now(rate_mbps):
+    return rate_mbps() if callable(rate_mbps) else rate_mbps

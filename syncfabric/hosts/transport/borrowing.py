@@ -1,0 +1,81 @@
+"""What a host sends beyond its floor, in the fabric's borrowed class
+(syncfabric/traffic_classes.py), which switches serve only from what guaranteed traffic
+leaves.
+
+A sender's floor (its planned rates, metered) goes in the guaranteed class; on top of
+it, a borrowed rate in the borrowed class, which adapts to what gets through
+(rate_control.LossAdaptiveRate): a borrowed datagram asked for again was lost, and every
+INTERVAL_S the share of them lost moves the rate, up to what the host's link leaves
+above its floor. A sender marks a run of borrowed datagrams (marked()) and returns to
+guaranteed; repairs always go guaranteed, so a round never takes longer than its floor
+allows.
+"""
+
+import contextlib
+import socket
+import time
+
+from syncfabric.hosts.transport.rate_control import FLOOR_FRACTION, LossAdaptiveRate
+from syncfabric.traffic_classes import GUARANTEED_DSCP, tos_byte
+
+START_FRACTION = 0.5   # of what the link leaves above the floor: where the rate starts
+INTERVAL_S = 0.25      # the loss of the borrowed datagrams judged this often at most
+MIN_SENT = 16          # borrowed datagrams an interval must hold to say anything
+
+
+class Borrowing:
+    """A sender's borrowing on `sock`: datagrams marked with `dscp` within marked(), at
+    a rate of up to what its link (ceiling_mbps) leaves above its floor (set_floor: its
+    rates move as other jobs come and go)."""
+
+    def __init__(self, sock, dscp, ceiling_mbps):
+        self.sock, self.borrowed_tos, self.ceiling = sock, tos_byte(dscp), ceiling_mbps
+        self.adaptive = LossAdaptiveRate(0.0)   # no spare until a floor is set
+        self.sent = self.lost = 0               # in the interval being gathered
+        self.interval_start = time.monotonic()
+        self.total_sent = self.total_lost = 0
+
+    @classmethod
+    def of(cls, sock, borrow):
+        """The Borrowing a job's report allows (JobLayout.borrow: (dscp, ceiling) or
+        None); None if it allows none."""
+        return None if borrow is None else cls(sock, *borrow)
+
+    def set_floor(self, floor_mbps):
+        """The sender's floor now: it borrows up to what the link leaves above it, from
+        START_FRACTION of that if it had next to nothing to borrow before."""
+        spare = max(0.0, self.ceiling - floor_mbps)
+        adaptive = self.adaptive
+        if spare != adaptive.ceiling:
+            adaptive.ceiling = spare
+            adaptive.rate = min(spare, adaptive.rate)
+            if adaptive.rate < FLOOR_FRACTION * spare:
+                adaptive.rate = START_FRACTION * spare
+
+    def active(self):
+        """Whether it has anything to borrow."""
+        return self.adaptive() > 0
+
+    def rate(self, part=1.0):
+        """A stream's borrowed rate now, for one that carries `part` of the floor."""
+        return self.adaptive() * part
+
+    @contextlib.contextmanager
+    def marked(self):
+        """The socket's datagrams sent meanwhile go in the borrowed class."""
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.borrowed_tos)
+        try:
+            yield
+        finally:
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos_byte(GUARANTEED_DSCP))
+
+    def count(self, sent=0, lost=0, now=None):
+        """Borrowed datagrams sent, and borrowed ones found lost (asked for again); once an
+        interval holds enough, their share lost moves the rate."""
+        now = time.monotonic() if now is None else now
+        self.sent, self.lost = self.sent + sent, self.lost + lost
+        self.total_sent, self.total_lost = self.total_sent + sent, self.total_lost + lost
+        if self.sent >= MIN_SENT and now - self.interval_start >= INTERVAL_S:
+            self.adaptive.update(min(1.0, self.lost / self.sent), now)
+            self.sent = self.lost = 0
+            self.interval_start = now
