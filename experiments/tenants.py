@@ -5,7 +5,9 @@ leaves, while the others run. Each mode runs the same jobs, in the same run:
 - fabric-first-come: jobs through the controller (POST /jobs) under the first-come
   policy; a job refused with 409 falls back to Gloo, as the hook's fallback=True does;
 - fabric-fair: the same under the fair policy: max-min fair rates, live jobs
-  re-planned as jobs come and go (services/tenants.py).
+  re-planned as jobs come and go (services/tenants.py);
+- fabric-borrow: fair shares as floors, and what is idle borrowed beyond them in the
+  borrowed class (syncfabric/traffic_classes.py, docs/sharing.md).
 
     python -m experiments.tenants --jobs 4 --workers-per-job 8 --arrivals staggered \\
         --out results/tenants.csv
@@ -42,6 +44,7 @@ from experiments.tenant_summary import summary
 from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_daemons, job_round_fidelity, plan_load_mbps
 from experiments.traffic.tenant_jobs import Tenant, fabric_rounds, gloo_rounds, run_tenants
+from mininet_topos.data_plane import DataPlane
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.packets.gradient_wire import wire_mbit
 from syncfabric.hosts.packets.wire import data_mtu
@@ -50,7 +53,9 @@ COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "s
            "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",
            "fidelity_reason", "ran_as", "predicted_s", "arrived_s", "left_s", "model_mb",
            "link_mbps"]
-POLICY_OF = {"fabric-first-come": "first-come", "fabric-fair": "fair"}
+# the fabric's policy in each mode (PUT /fabric/policy's body)
+POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
+             "fabric-borrow": {"policy": "fair", "borrow": True}}
 MODES = ("gloo",) + tuple(POLICY_OF)
 ARRIVALS = ("staggered", "together")
 PLACEMENTS = (round_planner.IN_NETWORK, round_planner.COLOCATED)
@@ -173,7 +178,7 @@ def mode_rows(args, mode, runs, solo, started_at, usage):
 def run_mode(bed, args, mode, jobs, bar):
     """Each job alone (its solo rounds), then all of them as --arrivals says."""
     if mode in POLICY_OF:
-        bed.client.put("/fabric/policy", {"policy": POLICY_OF[mode]})
+        bed.client.put("/fabric/policy", POLICY_OF[mode])
     solo = {}
     for tenant in jobs:
         bar.set_postfix_str("%s, job %d alone" % (mode, tenant.index))
@@ -208,7 +213,8 @@ def run(args):
     rows = []
     with tqdm(total=len(args.modes), desc="modes", unit="mode", file=sys.stderr) as bar:
         with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
-                           progress=progress_printer("tenants")) as bed:
+                           progress=progress_printer("tenants"),
+                           data_plane=DataPlane(traffic_classes=True)) as bed:
             with job_daemons(bed, aggregators):
                 for mode in args.modes:
                     rows += run_mode(bed, args, mode, jobs, bar)

@@ -125,7 +125,8 @@ class FabricTestbed:
                           % (len(self.topo.switches()), len(self.topo.hosts())))
             apply_ovs_receive_buffer(self.data_plane.ovs_receive_buffer)
             self.net = start_network(self.topo, self.of_port, mtu=self.data_plane.mtu,
-                                     port_queue=port_queue)
+                                     port_queue=port_queue,
+                                     traffic_classes=self.data_plane.traffic_classes)
             os.environ[MTU_ENV] = str(self.data_plane.mtu)   # for the programs started in hosts
             self.management_ip = add_management_network(self.net)
             self.management_url = "http://%s:%d" % (self.management_ip, self.rest_port)

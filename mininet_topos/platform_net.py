@@ -118,10 +118,12 @@ class RemoteControllerNode(RemoteController):
 
 
 def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="warning", mtu=1500,
-                  port_queue=0):
+                  port_queue=0, traffic_classes=False):
     """Build and start `topo` with every data-plane interface at `mtu` and every shaped
     switch port queueing `port_queue` frames (0: the kernel's queue; see
-    mininet_topos/data_plane.py); returns the started Mininet (stop it with net.stop())."""
+    mininet_topos/data_plane.py), with traffic_classes, in its guaranteed class, beside
+    the borrowed one (traffic_classes.py); returns the started Mininet (stop it with
+    net.stop())."""
     setLogLevel(log_level)
     switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
     net = Mininet(topo=topo, switch=switch, link=ShapedLink, controller=None,
@@ -137,7 +139,11 @@ def start_network(topo, controller_port, controller_ip="127.0.0.1", log_level="w
                     node.cmd("ip link set %s mtu %d" % (interface, mtu))
         for host in net.hosts:
             host.cmd("ip route add %s dev %s" % (MULTICAST_NET, host.defaultIntf()))
-        add_traffic_classes(net, port_queue)
+        net.traffic_classes = traffic_classes   # shape_links reshapes them too
+        if traffic_classes:
+            add_traffic_classes(net, port_queue)
+        elif port_queue:
+            set_switch_queues(net, port_queue)
     except BaseException:
         net.stop()
         raise
@@ -153,6 +159,15 @@ def switch_ports(topo):
 def is_shaped(intf):
     """Whether Mininet gave `intf` its HTB class: it ignores a rate outside 0..bwParamMax."""
     return 0 < (intf.params.get("bw") or 0) <= intf.bwParamMax
+
+
+def set_switch_queues(net, frames):
+    """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
+    `frames` that drops at its head: the send that meets a full queue succeeds, and the
+    qdisc counts the one frame it dropped."""
+    command = "qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d"
+    _tc_batch([command % (intf.name, frames) for switch in net.switches for intf in switch.intfList()
+               if intf.name != "lo" and is_shaped(intf)])
 
 
 def add_traffic_classes(net, frames):
@@ -183,7 +198,9 @@ def shape_links(net, mbps):
     root_side = []
     for link in net.links:
         for intf in (link.intf1, link.intf2):
-            commands = [command % (intf.name, mbps)] + rate_commands(intf.name, mbps)
+            commands = [command % (intf.name, mbps)]
+            if net.traffic_classes:
+                commands += rate_commands(intf.name, mbps)
             if intf.node.inNamespace:
                 _tc_in(intf.node, commands)
             else:

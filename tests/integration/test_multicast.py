@@ -13,6 +13,7 @@ from experiments.ovs import ofctl
 from experiments.controller_process import wait_until
 from experiments.testbed import FabricTestbed
 from experiments.traffic.model_transfer import run_transfer
+from mininet_topos.data_plane import DataPlane
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from mininet_topos.traffic_classes import switch_class_counters
@@ -32,7 +33,8 @@ SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
 def bed():
     require_root()
     topo = SpineLeafTopo(spines=2, leaves=2, hosts_per_leaf=2, bw=LINK_MBPS)
-    with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT) as testbed:
+    with FabricTestbed(topo, of_port=OF_PORT, rest_port=REST_PORT,
+                       data_plane=DataPlane(traffic_classes=True)) as testbed:
         testbed.view = FabricView(describe(topo))
         yield testbed
 

@@ -14,6 +14,7 @@ from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.packets.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.packets.control_messages import control_message, control_packet
+from syncfabric.hosts.jobs.fabric_worker import ROUND_FAIL_S, round_fail_s
 from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.transport.paced_sender import PacedSender, next_due, packets_by_round
 from syncfabric.hosts.transport.pacing import SEND_AHEAD_S
@@ -299,3 +300,27 @@ def test_keys_of_several_rounds_are_built_a_round_at_once_and_forgotten_rounds_s
     kept, packets = packets_by_round([(3, 5), (1, 7), (2, 0), (3, 6)], build, datapath("python"))
     assert calls == [(1, [7]), (2, [0]), (3, [5, 6])]
     assert kept == [(1, 7), (3, 5), (3, 6)] and packets == [b"1:7", b"3:5", b"3:6"]
+
+
+def test_a_layout_reads_what_it_may_borrow_and_refuses_a_borrow_that_is_not_one():
+    assert JobLayout(report()).borrow is None
+    allowed = JobLayout(dict(report(), borrow={"dscp": 1, "ceiling_mbps": 20}))
+    assert allowed.borrow == (1, 20.0)
+    for bad in ({"dscp": 64, "ceiling_mbps": 20}, {"dscp": 1, "ceiling_mbps": 0},
+                {"dscp": "1", "ceiling_mbps": 20}, [1, 20]):
+        with pytest.raises(JobError, match="borrow must name a DSCP"):
+            JobLayout(dict(report(), borrow=bad))
+
+
+def test_a_hosts_floor_is_everything_the_jobs_rates_send_out_of_it():
+    layout = JobLayout(report(aggregated=True))
+    assert layout.host_floor_mbps("w1") == 100.0    # its leg
+    assert layout.host_floor_mbps("agg") == 100.0   # its aggregate
+    assert layout.host_floor_mbps("ps") == 100.0    # its shard's one return tree
+    assert layout.host_floor_mbps("stranger") == 0.0
+
+
+def test_a_round_fails_after_two_predicted_rounds_when_they_are_long():
+    assert round_fail_s(JobLayout(report())) == ROUND_FAIL_S   # no prediction
+    assert round_fail_s(JobLayout(dict(report(), predicted_round_s=0.5))) == ROUND_FAIL_S
+    assert round_fail_s(JobLayout(dict(report(), predicted_round_s=7.0))) == 14.0

@@ -172,10 +172,11 @@ def test_switch_port_queues_fit_in_ovs_transmit_socket_or_shorten_or_fail():
 
     plane = DataPlane()
     assert plane.port_queue(160) == plane.switch_queue           # 8x8, 4 hosts a leaf
-    # both classes' queues full at once, on every port
-    assert (plane.port_queue(160) + BORROWED_QUEUE) * 160 * 16640 <= plane.ovs_send_buffer
-    assert plane.port_queue(400) == plane.ovs_send_buffer // (400 * 16640) - BORROWED_QUEUE \
-        < plane.switch_queue
+    assert plane.port_queue(160) * 160 * 16640 <= plane.ovs_send_buffer
+    assert plane.port_queue(400) == plane.ovs_send_buffer // (400 * 16640) < plane.switch_queue
+    classes = DataPlane(traffic_classes=True)   # both classes' queues full at once, every port
+    assert (classes.port_queue(160) + BORROWED_QUEUE) * 160 * 16640 <= classes.ovs_send_buffer
+    assert classes.port_queue(400) == plane.port_queue(400) - BORROWED_QUEUE
     assert BASELINE.port_queue(160) == 0                          # the kernel's queues, as before
     with pytest.raises(PlatformError, match="needs a larger buffer"):
         DataPlane(ovs_send_buffer=16 << 20).port_queue(160)

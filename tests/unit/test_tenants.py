@@ -13,6 +13,7 @@ from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.openflow import builders as of
 from syncfabric.openflow import steering_messages as steering
 from syncfabric.services.job_rounds import EFFECTIVE_MARGIN
+from syncfabric.traffic_classes import BORROWED_DSCP
 from tests.harness.fake_controller import connected, description
 from tests.harness.in_process import empty, post, release_key
 
@@ -182,3 +183,17 @@ def test_a_job_whose_aggregators_others_load_is_planned_without_them():
         assert jobs[0]["aggregators"] and not jobs[1]["aggregators"]
         assert jobs[1]["aggregation"] is False
         assert jobs[1]["rate_mbps"] >= job(controller, jobs[0]["id"])["rate_mbps"] * 0.98
+
+
+def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_spine):
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    assert first["borrow"] is None   # shares are caps by default
+    status, shown = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
+    assert status == 200 and shown["borrow"] is True
+    # the borrowed class's DSCP, and what a host sends in all at most: its link
+    assert job(one_spine, first["id"])["borrow"] == {"dscp": BORROWED_DSCP, "ceiling_mbps": 20.0}
+    status, answer = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": 1})
+    assert status == 400 and "borrow must be true or false" in answer["error"]
+    assert one_spine.request("GET", "/fabric/policy")[1]["borrow"] is True
+    one_spine.request("PUT", "/fabric/policy", {"policy": "fair"})
+    assert job(one_spine, first["id"])["borrow"] is None

@@ -174,6 +174,13 @@ class JobLayout:
             mask |= self.bit[worker]
         return mask
 
+    def host_floor_mbps(self, host):
+        """What the job's rates send out of `host` in all (its legs as a worker, its
+        shards' returns, its aggregates): the floor its senders borrow beyond."""
+        floor = sum(leg.rate_mbps for leg in self.legs.get(host, ()))
+        floor += sum(s.return_mbps * len(s.returns) for s in self.shards_of(host))
+        return floor + sum(a.rate_mbps for a in self.aggregations_of(host))
+
     def leg_of(self, worker, fragment):
         """The leg of `worker` that carries `fragment` (None: its own shard's)."""
         return next((leg for leg in self.legs.get(worker, ())

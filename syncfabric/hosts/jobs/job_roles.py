@@ -248,12 +248,14 @@ class ShardNode(SummingNode):
         the one `worker` receives on, if named: a repair), at this core's share of their
         rate in that round."""
         if items:
-            shard = self.rates.at(items[0][0]).shards[self.shard.index]
+            layout = self.rates.at(items[0][0])
+            shard = layout.shards[self.shard.index]
             groups = [group for group, receivers in self.shard.returns
                       if worker is None or worker in receivers]
             rate_mbps = shard.return_mbps / self.share.cores
             if self.sums_out.borrowing is not None:
-                self.sums_out.borrowing.set_floor(rate_mbps * len(self.shard.returns))
+                self.sums_out.borrowing.set_floor(rate_mbps * len(self.shard.returns),
+                                                  layout.host_floor_mbps(self.shard.host))
             self.sums_out.push_copies(items, [(group, self.shard.port) for group in groups],
                                       rate_mbps, repair=worker is not None)
 
@@ -301,9 +303,11 @@ class AggregatorNode(SummingNode):
 
     def completed_all(self, number, indices):
         """Queue aggregates, at this core's share of the aggregation's rate in their round."""
-        rate_mbps = self.rates.at(number).aggregations[self.position].rate_mbps / self.share.cores
+        layout = self.rates.at(number)
+        aggregation = layout.aggregations[self.position]
+        rate_mbps = aggregation.rate_mbps / self.share.cores
         if self.sums_out.borrowing is not None:
-            self.sums_out.borrowing.set_floor(rate_mbps)
+            self.sums_out.borrowing.set_floor(rate_mbps, layout.host_floor_mbps(aggregation.host))
         self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps)
 
     def repeated(self, number, index):

@@ -31,8 +31,8 @@ class Borrowing:
     def __init__(self, sock, dscp, ceiling_mbps):
         self.sock, self.borrowed_tos, self.ceiling = sock, tos_byte(dscp), ceiling_mbps
         self.adaptive = LossAdaptiveRate(0.0)   # no spare until a floor is set
-        self.sent = self.lost = 0               # in the interval being gathered
-        self.interval_start = time.monotonic()
+        self.sent = self.lost = 0               # in the interval being gathered,
+        self.interval_start = None              # which began at its first count
         self.total_sent = self.total_lost = 0
 
     @classmethod
@@ -41,10 +41,15 @@ class Borrowing:
         None); None if it allows none."""
         return None if borrow is None else cls(sock, *borrow)
 
-    def set_floor(self, floor_mbps):
-        """The sender's floor now: it borrows up to what the link leaves above it, from
-        START_FRACTION of that if it had next to nothing to borrow before."""
-        spare = max(0.0, self.ceiling - floor_mbps)
+    def set_floor(self, floor_mbps, host_floor_mbps):
+        """The sender's floor now, and its host's (every sender of the host's together:
+        a worker's legs, its shard's returns): it borrows its floor's part of what the
+        link leaves above the host's, from START_FRACTION of that if it had next to
+        nothing to borrow before."""
+        if floor_mbps <= 0 or host_floor_mbps <= 0:
+            spare = 0.0
+        else:
+            spare = max(0.0, self.ceiling - host_floor_mbps) * floor_mbps / host_floor_mbps
         adaptive = self.adaptive
         if spare != adaptive.ceiling:
             adaptive.ceiling = spare
@@ -73,6 +78,8 @@ class Borrowing:
         """Borrowed datagrams sent, and borrowed ones found lost (asked for again); once an
         interval holds enough, their share lost moves the rate."""
         now = time.monotonic() if now is None else now
+        if self.interval_start is None:
+            self.interval_start = now
         self.sent, self.lost = self.sent + sent, self.lost + lost
         self.total_sent, self.total_lost = self.total_sent + sent, self.total_lost + lost
         if self.sent >= MIN_SENT and now - self.interval_start >= INTERVAL_S:

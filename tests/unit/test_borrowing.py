@@ -1,0 +1,107 @@
+"""Borrowing beyond a floor (syncfabric/hosts/transport/borrowing.py) with a socket that
+records each datagram's class: a first pass from both ends, the floor's datagrams from
+the front unmarked and the borrowed ones from the back marked, each sent once; a summing
+node's queue the same way, its repairs never marked; the borrowed rate's arithmetic."""
+
+import socket
+
+import pytest
+
+from syncfabric.hosts.datapath.python import PythonDatapath
+from syncfabric.hosts.transport.borrowing import START_FRACTION, Borrowing
+from syncfabric.hosts.transport.paced_sender import PacedSender
+from syncfabric.hosts.transport.pacing import send_streams
+from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
+
+ADDRESS = ("10.0.0.2", 5000)
+BORROWED_TOS = tos_byte(BORROWED_DSCP)
+
+
+class ClassRecordingSocket:
+    """A socket that keeps every datagram sent, with the TOS byte it was sent with."""
+
+    def __init__(self):
+        self.tos, self.sent = 0, []
+
+    def setsockopt(self, level, option, value):
+        assert (level, option) == (socket.IPPROTO_IP, socket.IP_TOS)
+        self.tos = value
+
+    def sendto(self, packet, _flags, address):
+        assert address == ADDRESS
+        self.sent.append((self.tos, packet))
+
+
+def datagrams(count, size=1000):
+    return [i.to_bytes(4, "big") * (size // 4) for i in range(count)]
+
+
+def numbers(sent):
+    return [int.from_bytes(packet[:4], "big") for _tos, packet in sent]
+
+
+def lending(sock, floor_mbps, ceiling_mbps):
+    borrowing = Borrowing(sock, BORROWED_DSCP, ceiling_mbps)
+    borrowing.set_floor(floor_mbps, floor_mbps)
+    return borrowing
+
+
+def test_a_first_pass_sends_its_floor_from_the_front_and_borrows_from_the_back():
+    sock = ClassRecordingSocket()
+    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), 80.0)], path=PythonDatapath(),
+                             borrowing=lending(sock, 80.0, 160.0))
+    assert sorted(numbers(sock.sent)) == list(range(200))   # every datagram, once
+    guaranteed = [n for (tos, _p), n in zip(sock.sent, numbers(sock.sent)) if tos == 0]
+    lent = [n for (tos, _p), n in zip(sock.sent, numbers(sock.sent)) if tos == BORROWED_TOS]
+    assert len(lent) == borrowed and 0 < borrowed < 200
+    assert guaranteed == list(range(200 - borrowed))        # the front, in order
+    assert sorted(lent) == list(range(200 - borrowed, 200))  # the back
+    assert lent[0] == 199                                    # from its end
+    assert sock.tos == 0   # the socket is left guaranteed
+    # at 80 Mbit/s of floor and 40 borrowed (half of the 80 spare), about a third is lent
+    assert borrowed == pytest.approx(200 / 3, rel=0.25)
+
+
+def test_without_borrowing_a_first_pass_is_all_guaranteed():
+    sock = ClassRecordingSocket()
+    assert send_streams(sock, [(ADDRESS, datagrams(50), 80.0)], path=PythonDatapath()) == [0]
+    assert [tos for tos, _packet in sock.sent] == [0] * 50
+
+
+def test_a_summing_nodes_repairs_are_never_borrowed_and_a_lent_one_asked_again_is_lost():
+    sock = ClassRecordingSocket()
+    borrowing = lending(sock, 8.0, 16.0)
+    packets = dict(enumerate(datagrams(100)))
+    sender = PacedSender(sock, lambda keys: (keys, [packets[k] for k in keys]), 1000,
+                         PythonDatapath(), borrowing)
+    sender.push(range(100), ADDRESS, 8.0)
+    while sender.wait() is not None:
+        sender.send_due()
+    lent = [n for (tos, _p), n in zip(sock.sent, numbers(sock.sent)) if tos == BORROWED_TOS]
+    assert sorted(numbers(sock.sent)) == list(range(100)) and lent and 99 in lent
+    assert borrowing.total_sent == len(lent)
+    sock.sent.clear()
+    sender.push([lent[0], 0], ADDRESS, 8.0, repair=True)   # a lent sum and a floor's
+    while sender.wait() is not None:
+        sender.send_due()
+    assert sorted(numbers(sock.sent)) == sorted([lent[0], 0])
+    assert [tos for tos, _packet in sock.sent] == [0, 0]   # repairs go guaranteed
+    assert borrowing.total_lost == 1
+
+
+def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
+    borrowing = Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0)
+    assert not borrowing.active()                 # no floor yet
+    borrowing.set_floor(5.0, 10.0)                # half its host's floor: half the 10 spare
+    assert borrowing.adaptive.ceiling == 5.0 and borrowing.rate() == START_FRACTION * 5.0
+    borrowing.set_floor(5.0, 20.0)                # the host's floor takes the link
+    assert not borrowing.active()
+    borrowing.set_floor(10.0, 10.0)
+    before = borrowing.rate()
+    borrowing.count(sent=100, now=10.0)
+    borrowing.count(lost=50, now=10.5)            # half of what it lent was lost
+    assert borrowing.rate() < before
+    cut = borrowing.rate()
+    borrowing.count(sent=100, now=11.0)
+    borrowing.count(sent=100, now=11.5)           # clean: it probes back up
+    assert borrowing.rate() > cut
