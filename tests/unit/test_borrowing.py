@@ -58,8 +58,8 @@ def test_a_first_pass_sends_its_floor_from_the_front_and_borrows_from_the_back()
     assert sorted(lent) == list(range(200 - borrowed, 200))  # the back
     assert lent[0] == 199                                    # from its end
     assert sock.tos == 0   # the socket is left guaranteed
-    # at 80 Mbit/s of floor and 40 borrowed (half of the 80 spare), about a third is lent
-    assert borrowed == pytest.approx(200 / 3, rel=0.25)
+    # at 80 Mbit/s of floor and 20 borrowed (a quarter of the 80 spare), a fifth is lent
+    assert borrowed == pytest.approx(200 / 5, rel=0.25)
 
 
 def test_without_borrowing_a_first_pass_is_all_guaranteed():
@@ -99,8 +99,8 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     borrowing.set_floor(10.0, 10.0)
     before = borrowing.rate()
     borrowing.count(sent=100, now=10.0)
-    borrowing.count(lost=50, now=10.5)            # half of what it lent was lost
-    assert borrowing.rate() < before
+    borrowing.count(lost=1, now=10.5)             # one of what it lent was lost
+    assert borrowing.rate() == before / 2
     cut = borrowing.rate()
     borrowing.count(sent=100, now=11.0)
     borrowing.count(sent=100, now=11.5)           # clean: it probes back up

@@ -5,8 +5,8 @@ leaves.
 A sender's floor (its planned rates, metered) goes in the guaranteed class; on top of
 it, a borrowed rate in the borrowed class, which adapts to what gets through
 (rate_control.LossAdaptiveRate): a borrowed datagram asked for again was lost, and every
-INTERVAL_S the share of them lost moves the rate, up to what the host's link leaves
-above its floor. A sender marks a run of borrowed datagrams (marked()) and returns to
+INTERVAL_S an interval with a loss halves the rate, one without raises it a step, up
+to its part of what the host's link leaves above its host's floor. A sender marks a run of borrowed datagrams (marked()) and returns to
 guaranteed; repairs always go guaranteed, so a round never takes longer than its floor
 allows.
 """
@@ -18,7 +18,7 @@ import time
 from syncfabric.hosts.transport.rate_control import FLOOR_FRACTION, LossAdaptiveRate
 from syncfabric.traffic_classes import GUARANTEED_DSCP, tos_byte
 
-START_FRACTION = 0.5   # of what the link leaves above the floor: where the rate starts
+START_FRACTION = 0.25  # of what the link leaves above the floor: where the rate starts
 INTERVAL_S = 0.25      # the loss of the borrowed datagrams judged this often at most
 MIN_SENT = 16          # borrowed datagrams an interval must hold to say anything
 
@@ -83,6 +83,7 @@ class Borrowing:
         self.sent, self.lost = self.sent + sent, self.lost + lost
         self.total_sent, self.total_lost = self.total_sent + sent, self.total_lost + lost
         if self.sent >= MIN_SENT and now - self.interval_start >= INTERVAL_S:
-            self.adaptive.update(min(1.0, self.lost / self.sent), now)
+            # any loss halves it: each costs its round a repair's wait (REPAIR_QUIET_S)
+            self.adaptive.update(1.0 if self.lost else 0.0, now)
             self.sent = self.lost = 0
             self.interval_start = now
