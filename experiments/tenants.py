@@ -15,14 +15,20 @@ leaves, while the others run. Each mode runs the same jobs, in the same run:
 An 8x8 spine-leaf with 4 hosts per leaf and an aggregator host on every spine (their
 daemons serve every job); job k's workers are the k-th host of every leaf (so every
 job spans the fabric), arriving k x --apart seconds after the first (staggered) or
-all at once (together). Each job is a --model-bytes all-reduce of --rounds rounds of
-whole-number gradients, every sum checked. Before the jobs share, each runs
+all at once (together). Each job is a --model-bytes all-reduce (or job k's of the
+--model-mb mix) of --rounds rounds of whole-number gradients, every sum checked, back to
+back or --compute-s apart (a training step's compute). Before the jobs share, each runs
 --solo-rounds alone (solo_round_s). --bw auto fits the rate to every job at once.
+Every shaped interface has the guaranteed and borrowed classes (docs/sharing.md), in
+every mode.
 
 The CSV has one row per mode, job and round: `started_s` (since the mode's first job
-arrived), `round_s`, `concurrent_jobs` (jobs running while it ran), `solo_round_s`,
-`share_mbps` and `fair_share_mbps` (the controller's, that round), `generation`,
-`verified` and the fidelity verdict. The summary gives, per mode, Jain's index of the
+arrived), `round_s`, `iteration_s` (to the next round's start: the round and the
+compute), `concurrent_jobs` (jobs running while it ran), `solo_round_s` and
+`solo_iteration_s`, `share_mbps` and `fair_share_mbps` (the controller's, that round),
+`generation`, `verified`, the fidelity verdict and, for a fabric job, its workers'
+gradient datagrams in each class: `guaranteed_bytes`, `borrowed_bytes` and
+`borrowed_lost` (datagrams). The summary gives, per mode, Jain's index of the
 jobs' goodput while all run, how far rounds are from what their share predicts, the
 spread of the jobs' round times, the rates after each departure and the mean job
 completion time. The PNG plots each job's round time against time.
@@ -52,7 +58,8 @@ from syncfabric.hosts.packets.wire import data_mtu
 COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "solo_round_s",
            "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",
            "fidelity_reason", "ran_as", "predicted_s", "arrived_s", "left_s", "model_mb",
-           "link_mbps"]
+           "link_mbps", "iteration_s", "solo_iteration_s", "guaranteed_bytes", "borrowed_bytes",
+           "borrowed_lost"]
 # the fabric's policy in each mode (PUT /fabric/policy's body)
 POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
              "fabric-borrow": {"policy": "fair", "borrow": True}}
@@ -82,6 +89,13 @@ def parse_args(argv):
                              "the shorter round the planner predicts on the default fabric)")
     parser.add_argument("--model-bytes", type=int, default=4_000_000,
                         help="each job's float32 model, bytes (a multiple of 4)")
+    parser.add_argument("--model-mb", type=comma_list(float), default=None, metavar="A,B,...",
+                        help="a mix of job sizes instead: job k's model is the (k mod n)-th, "
+                             "in MB (10^6 bytes)")
+    parser.add_argument("--compute-s", type=float, default=0.0, metavar="SECONDS",
+                        help="every worker of every job waits this long between rounds, "
+                             "standing in for a training step's compute; Gloo's too "
+                             "(default 0: back to back)")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(MODES),
                         help="comma list of %s" % ", ".join(MODES))
     csv_out_argument(parser, "tenants")
@@ -92,21 +106,26 @@ def parse_args(argv):
         parser.error("--jobs x --workers-per-job must fit the %d hosts, with 2 to 64 workers "
                      "a job" % hosts)
     if args.rounds < 1 or args.solo_rounds < 1 or args.apart < 0 or args.model_bytes % 4 \
-            or args.model_bytes <= 0:
-        parser.error("--rounds and --solo-rounds must be positive, --apart not negative and "
-                     "--model-bytes a positive multiple of 4")
+            or args.model_bytes <= 0 or args.compute_s < 0:
+        parser.error("--rounds and --solo-rounds must be positive, --apart and --compute-s not "
+                     "negative and --model-bytes a positive multiple of 4")
+    args.model_sizes = [args.model_bytes] if args.model_mb is None else \
+        [int(mb * 1e6) // 4 * 4 for mb in args.model_mb]
+    if min(args.model_sizes) <= 0:
+        parser.error("--model-mb must be positive sizes")
     if args.bw is not None:
-        fit_auto_rate(args, lambda: args.jobs * one_job_load(args))
+        fit_auto_rate(args, lambda: all_jobs_load(args))
     return args
 
 
-def one_job_load(args):
-    """Mbit/s of flows one job puts on the fabric at args.bw, planned alone as the
+def all_jobs_load(args):
+    """Mbit/s of flows the jobs put on the fabric at args.bw, each planned alone as the
     controller plans it."""
     _topo, view, hosts = job_fabric(args, AGGREGATOR_SHARE * args.bw)
-    return plan_load_mbps(round_planner.plan_job(view, tenants(args, view, hosts)[0].workers,
-                                                 wire_mbit(args.model_bytes // 4),
-                                                 args.placement))
+    return sum(plan_load_mbps(round_planner.plan_job(view, tenant.workers,
+                                                     wire_mbit(tenant.model_bytes // 4),
+                                                     args.placement))
+               for tenant in tenants(args, view, hosts))
 
 
 def tenants(args, view, hosts):
@@ -118,12 +137,13 @@ def tenants(args, view, hosts):
     racks = list(by_switch.values())
     spread = [rack[i] for i in range(max(map(len, racks))) for rack in racks if i < len(rack)]
     apart = args.apart if args.arrivals == "staggered" else 0.0
-    return [Tenant(k, spread[k * args.workers_per_job:(k + 1) * args.workers_per_job], k * apart)
+    return [Tenant(k, spread[k * args.workers_per_job:(k + 1) * args.workers_per_job], k * apart,
+                   args.model_sizes[k % len(args.model_sizes)])
             for k in range(args.jobs)]
 
 
 def job_request(args, tenant):
-    return {"workers": tenant.workers, "model_bytes": args.model_bytes, "mtu": data_mtu(),
+    return {"workers": tenant.workers, "model_bytes": tenant.model_bytes, "mtu": data_mtu(),
             "placement": args.placement}
 
 
@@ -134,10 +154,11 @@ def runner(bed, args, mode, rounds):
     count in its completion time)."""
     if mode == "gloo":
         def run_one(tenant, run, arrival):
-            run.rows = gloo_rounds(bed, tenant.workers, args.model_bytes // 4, rounds, arrival)
+            run.rows = gloo_rounds(bed, tenant.workers, tenant.model_bytes // 4, rounds, arrival,
+                                   compute_s=args.compute_s)
     else:
         def run_one(tenant, run, _arrival):
-            fabric_rounds(bed, job_request(args, tenant), rounds, run)
+            fabric_rounds(bed, job_request(args, tenant), rounds, run, args.compute_s)
     return run_one
 
 
@@ -149,11 +170,34 @@ def first_arrival_s(mode, ranks):
     return GLOO_LOAD_S + GLOO_LOAD_PER_RANK_S * ranks
 
 
+def iterations_s(rows, compute_s):
+    """{round: seconds from its start to the next round's start} of one job's rows (the
+    last: its round and one compute)."""
+    ordered = sorted(rows, key=lambda row: row["round"])
+    found = {row["round"]: later["started_at"] - row["started_at"]
+             for row, later in zip(ordered, ordered[1:])}
+    if ordered:
+        found[ordered[-1]["round"]] = ordered[-1]["round_s"] + compute_s
+    return found
+
+
+def class_columns(row):
+    """A fabric round's workers' gradient datagrams in each class: bytes sent guaranteed
+    (first pass and repairs), bytes sent borrowed, and borrowed datagrams lost."""
+    if "datagram_bytes" not in row:
+        return {"guaranteed_bytes": None, "borrowed_bytes": None, "borrowed_lost": None}
+    guaranteed = row["sent"] - row["borrowed"] + row["resent"]
+    return {"guaranteed_bytes": guaranteed * row["datagram_bytes"],
+            "borrowed_bytes": row["borrowed"] * row["datagram_bytes"],
+            "borrowed_lost": row["borrowed_lost"]}
+
+
 def mode_rows(args, mode, runs, solo, started_at, usage):
     """The CSV rows of one mode's shared runs."""
     rows = []
     spans = [(run.arrived_at, run.left_at) for run in runs]
     for run in runs:
+        iteration = iterations_s(run.rows, args.compute_s)
         for row in run.rows:
             ended_at = row["started_at"] + row["round_s"]
             kept_up = (job_round_fidelity(row, usage.during(row["started_at"], ended_at))
@@ -164,14 +208,15 @@ def mode_rows(args, mode, runs, solo, started_at, usage):
                 mode=mode, job=run.tenant.index, round=row["round"],
                 started_s=round(row["started_at"] - started_at, 3), round_s=row["round_s"],
                 concurrent_jobs=sum(a < ended_at and row["started_at"] < b for a, b in spans),
-                solo_round_s=solo[run.tenant.index], share_mbps=row.get("share_mbps"),
+                solo_round_s=solo[run.tenant.index][0], share_mbps=row.get("share_mbps"),
                 fair_share_mbps=row.get("fair_share_mbps"), generation=row.get("generation"),
                 verified=row["verified"], fidelity_ok=kept_up["fidelity_ok"],
                 fidelity_reason=kept_up["fidelity_reason"], ran_as=run.ran_as,
                 predicted_s=row.get("predicted_s"),
                 arrived_s=round(run.arrived_at - started_at, 3),
-                left_s=round(run.left_at - started_at, 3), model_mb=args.model_bytes / 1e6,
-                link_mbps=args.bw))
+                left_s=round(run.left_at - started_at, 3), model_mb=run.tenant.model_bytes / 1e6,
+                link_mbps=args.bw, iteration_s=round(iteration[row["round"]], 4),
+                solo_iteration_s=solo[run.tenant.index][1], **class_columns(row)))
     return rows
 
 
@@ -182,13 +227,15 @@ def run_mode(bed, args, mode, jobs, bar):
     solo = {}
     for tenant in jobs:
         bar.set_postfix_str("%s, job %d alone" % (mode, tenant.index))
-        alone, = run_tenants([Tenant(tenant.index, tenant.workers, 0.0)],
+        alone, = run_tenants([Tenant(tenant.index, tenant.workers, 0.0, tenant.model_bytes)],
                              runner(bed, args, mode, args.solo_rounds),
                              time.time() + first_arrival_s(mode, len(tenant.workers)),
                              mode == "gloo")
         if alone.failure:
             raise RuntimeError("%s, alone: %s" % (mode, alone.failure))
-        solo[tenant.index] = statistics.median(r["round_s"] for r in alone.rows)
+        solo[tenant.index] = (statistics.median(r["round_s"] for r in alone.rows),
+                              statistics.median(iterations_s(alone.rows,
+                                                             args.compute_s).values()))
     bar.set_postfix_str("%s, %d jobs" % (mode, len(jobs)))
     sampling = bed.sampler().start()
     started_at = time.time() + first_arrival_s(mode, sum(len(job.workers) for job in jobs))

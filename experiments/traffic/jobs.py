@@ -77,13 +77,16 @@ def start_program(bed, job, program, arguments, start_at=None, own=None):
             for worker in job["workers"]}
 
 
-def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None, every_s=None):
+def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None, every_s=None,
+                  compute_s=0.0):
     """Each worker of `job` running job_worker's `rounds` rounds (with every_s, round k
-    at start_at + (k-1) x every_s on every worker); {worker: Popen}."""
+    at start_at + (k-1) x every_s on every worker; with compute_s, each round that long
+    after the one before came back); {worker: Popen}."""
     every = [] if every_s is None else ["--every", repr(every_s)]
+    computing = ["--compute-s", repr(compute_s)] if compute_s else []
     return start_program(bed, job, WORKER_PROGRAM, ["--rounds", str(rounds), "--in-flight",
-                                                    str(in_flight), "--seed", str(seed), *every],
-                         start_at)
+                                                    str(in_flight), "--seed", str(seed), *every,
+                                                    *computing], start_at)
 
 
 def worker_lines(process, timeout_s=120):

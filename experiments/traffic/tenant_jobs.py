@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import job_rounds, program_lines, start_workers
+from syncfabric.hosts.packets.gradient_wire import HEADER
 from syncfabric.hosts.transport.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
                                                 ControllerHttpError)
 
@@ -24,10 +25,12 @@ WATCH_S = 0.25   # how often a fabric job's report is read while it runs
 
 @dataclass
 class Tenant:
-    """Job `index`: its workers and when it arrives (seconds after the first)."""
+    """Job `index`: its workers, when it arrives (seconds after the first) and its
+    float32 model's bytes."""
     index: int
     workers: list
     arrives_s: float
+    model_bytes: int
 
 
 @dataclass
@@ -44,15 +47,15 @@ class TenantRun:
     failure: str = None
 
 
-def gloo_rounds(bed, workers, floats, rounds, start_at=None, seed=0):
-    """Gloo's all-reduce among `workers`, `rounds` rounds back to back from start_at
-    (time.time(); None: once the ranks have joined): rows of round, started_at, round_s,
-    verified."""
+def gloo_rounds(bed, workers, floats, rounds, start_at=None, seed=0, compute_s=0.0):
+    """Gloo's all-reduce among `workers`, `rounds` rounds from start_at (time.time();
+    None: once the ranks have joined), back to back or compute_s apart: rows of round,
+    started_at, round_s, verified."""
     starting = [] if start_at is None else ["--start-at", repr(start_at)]
     results = run_ranks(bed, workers, "syncfabric.hosts.training.gloo_peers",
                         ["--workers", str(len(workers)), "--floats", str(floats), "--rounds",
                          str(rounds), "--patterns", "allreduce", "--seed", str(seed),
-                         *starting])
+                         "--compute-s", repr(compute_s), *starting])
     return [{"round": r["round"], "started_at": r["started_at"], "round_s": r["comm_s"],
              "verified": r["verified"], "rate_ratio": None, "resent": 0, "sent": 0}
             for r in results]
@@ -88,9 +91,10 @@ class ReportWatch:
         return generation, before[-1]["fair_share_mbps"]
 
 
-def fabric_rounds(bed, request, rounds, run):
+def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
     """POST /jobs `request` and run its `rounds` rounds in its workers (job_worker), back
-    to back; fills `run` (TenantRun). Refused (409): its rounds over Gloo instead."""
+    to back or compute_s apart; fills `run` (TenantRun). Refused (409): its rounds over
+    Gloo instead."""
     client = ControllerClient(bed.client.base_url, ADMISSION_TIMEOUT_S, bed.client.token)
     try:
         job = client.request("POST", "/jobs", request)
@@ -98,12 +102,14 @@ def fabric_rounds(bed, request, rounds, run):
         if error.status != 409:
             raise
         run.refusal = str(error)
-        run.rows = gloo_rounds(bed, request["workers"], request["model_bytes"] // 4, rounds)
+        run.rows = gloo_rounds(bed, request["workers"], request["model_bytes"] // 4, rounds,
+                               compute_s=compute_s)
         return   # its processes start now: it pays their loading, as a fallback does
     run.ran_as = "fabric"
     watch = ReportWatch(bed.client, job["id"])
     try:
-        lines = program_lines(start_workers(bed, job, rounds), job, timeout_s=60 * rounds)
+        lines = program_lines(start_workers(bed, job, rounds, compute_s=compute_s), job,
+                              timeout_s=(60 + compute_s) * rounds)
     finally:
         watch.stop()
         client.request("DELETE", "/jobs/%d" % job["id"])   # its creator holds the key
@@ -111,7 +117,8 @@ def fabric_rounds(bed, request, rounds, run):
         report, fair = watch.in_round(result["round"], result["ended_at"])
         run.rows.append(dict(result, round_s=result["comm_s"], verified=result["exact"],
                              generation=report["generation"], share_mbps=report["rate_mbps"],
-                             fair_share_mbps=fair, predicted_s=report["predicted_round_s"]))
+                             fair_share_mbps=fair, predicted_s=report["predicted_round_s"],
+                             datagram_bytes=job["fragment_bytes"] + HEADER.size))
 
 
 def run_tenants(tenants, run_one, started_at, launch_early=False):

@@ -49,10 +49,15 @@ def parse_args(argv):
                              "is back, if later), so that every worker starts each round "
                              "together, as ranks leave a barrier; its datagrams are made "
                              "%g s before (default: back to back)" % MADE_AHEAD_S)
+    parser.add_argument("--compute-s", type=float, default=0.0, metavar="SECONDS",
+                        help="wait this long after each round's sum is back before the next, "
+                             "standing in for a training step's compute (default 0)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.every is not None and (args.start_at is None or args.in_flight != 1 or args.every <= 0):
         parser.error("--every needs --start-at, --in-flight 1 and a positive number of seconds")
+    if args.compute_s < 0 or (args.compute_s and (args.in_flight != 1 or args.every)):
+        parser.error("--compute-s must be 0 or more, with --in-flight 1 and no --every")
     return args
 
 
@@ -82,6 +87,8 @@ def run(args):
         if args.every is None:
             wait_until(args.start_at)
         for number, values in gradients.items():
+            if number > 1:
+                time.sleep(args.compute_s)   # the step's compute, once the sum is back
             due = slot(args, number)
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)

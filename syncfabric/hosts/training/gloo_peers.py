@@ -127,6 +127,8 @@ def run(args):
         if args.start_at is not None:
             time.sleep(max(0.0, args.start_at - time.time()))
         for number in range(1, args.rounds + 1):
+            if number > 1:
+                time.sleep(args.compute_s)   # the accelerator's forward and backward pass
             for pattern in args.patterns:
                 if pattern == "allreduce":
                     if args.rank >= args.workers:
@@ -149,7 +151,12 @@ def parse_args(argv):
     parser.add_argument("--start-at", type=float, default=None, metavar="TIME",
                         help="begin the first round at this time.time(), once every rank "
                              "has joined (default: as soon as they have)")
+    parser.add_argument("--compute-s", type=float, default=0.0, metavar="SECONDS",
+                        help="wait this long between rounds, standing in for a training "
+                             "step's compute (default 0: back to back)")
     args = parser.parse_args(argv)
+    if args.compute_s < 0:
+        parser.error("--compute-s cannot be negative")
     args.patterns = [p for p in args.patterns.split(",") if p]
     if not args.patterns or set(args.patterns) - set(PATTERNS):
         parser.error("--patterns must be a comma list of %s" % ", ".join(PATTERNS))
