@@ -9,12 +9,15 @@ def require_root():
         pytest.skip("integration tests need root (Mininet); run `make test` as root")
 
 
-def running_testbed(topo, of_port, rest_port):
-    """A module fixture's body: the testbed on `topo` (skipped without root), and
-    afterwards the check that the controller logged no traceback."""
+def running_testbed(topo, of_port, rest_port, data_plane=None):
+    """A module fixture's body: the testbed on `topo` (skipped without root; data_plane:
+    mininet_topos/data_plane.DataPlane, default its default), and afterwards the check
+    that the controller logged no traceback."""
     from experiments.testbed import FabricTestbed
+    from mininet_topos.data_plane import DataPlane
     require_root()
-    with FabricTestbed(topo, of_port=of_port, rest_port=rest_port) as testbed:
+    with FabricTestbed(topo, of_port=of_port, rest_port=rest_port,
+                       data_plane=data_plane or DataPlane()) as testbed:
         yield testbed
         log = testbed.controller_log()
     assert "Traceback" not in log
