@@ -5,8 +5,8 @@ leaves.
 A sender's floor (its planned rates, metered) goes in the guaranteed class; on top of
 it, a borrowed rate in the borrowed class, which adapts to what gets through
 (rate_control.LossAdaptiveRate): a borrowed datagram asked for again was lost, and every
-INTERVAL_S an interval with a loss halves the rate, one without raises it a step, up
-to its part of what the host's link leaves above its host's floor. A sender marks a run of borrowed datagrams (marked()) and returns to
+INTERVAL_S an interval with a loss halves the rate, one without raises it by a quarter
+of the spare: its part of what the host's link leaves above its host's floor. A sender marks a run of borrowed datagrams (marked()) and returns to
 guaranteed; repairs always go guaranteed, so a round never takes longer than its floor
 allows.
 """
@@ -21,6 +21,9 @@ from syncfabric.traffic_classes import GUARANTEED_DSCP, tos_byte
 START_FRACTION = 0.25  # of what the link leaves above the floor: where the rate starts
 INTERVAL_S = 0.25      # the loss of the borrowed datagrams judged this often at most
 MIN_SENT = 16          # borrowed datagrams an interval must hold to say anything
+# of the spare, per clean interval: a worker counts what it lent once a first pass, so
+# an interval is about a round; 5% a round took 8 rounds to borrow half of an idle link
+PROBE_STEP = 0.25
 
 
 class Borrowing:
@@ -30,7 +33,7 @@ class Borrowing:
 
     def __init__(self, sock, dscp, ceiling_mbps):
         self.sock, self.borrowed_tos, self.ceiling = sock, tos_byte(dscp), ceiling_mbps
-        self.adaptive = LossAdaptiveRate(0.0)   # no spare until a floor is set
+        self.adaptive = LossAdaptiveRate(0.0, probe_step=PROBE_STEP)   # no spare until a floor
         self.sent = self.lost = 0               # in the interval being gathered,
         self.interval_start = None              # which began at its first count
         self.total_sent = self.total_lost = 0

@@ -21,8 +21,8 @@ FLOOR_FRACTION = 0.02   # never below this share of the ceiling
 
 
 class LossAdaptiveRate:
-    def __init__(self, ceiling_mbps, start_mbps=None):
-        self.ceiling = ceiling_mbps
+    def __init__(self, ceiling_mbps, start_mbps=None, probe_step=PROBE_STEP):
+        self.ceiling, self.probe_step = ceiling_mbps, probe_step
         self.rate = min(start_mbps or ceiling_mbps, ceiling_mbps)
         self.held_until = float("-inf")
         self.lowest = self.rate
@@ -39,7 +39,7 @@ class LossAdaptiveRate:
                 self.held_until = now + HOLD_S
                 self.lowest = min(self.lowest, self.rate)
         elif now >= self.held_until:
-            self.rate = min(self.ceiling, self.rate + PROBE_STEP * self.ceiling)
+            self.rate = min(self.ceiling, self.rate + self.probe_step * self.ceiling)
         return self.rate
 
     def report(self, loss, now):
