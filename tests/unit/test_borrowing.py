@@ -5,8 +5,10 @@ node's queue the same way, its repairs never marked; the borrowed rate's arithme
 
 import socket
 
+import numpy as np
 import pytest
 
+from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.datapath.python import PythonDatapath
 from syncfabric.hosts.transport.borrowing import START_FRACTION, Borrowing
 from syncfabric.hosts.transport.paced_sender import PacedSender
@@ -105,3 +107,14 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     borrowing.count(sent=100, now=11.0)
     borrowing.count(sent=100, now=11.5)           # clean: it probes back up
     assert borrowing.rate() > cut
+
+
+def test_either_data_path_turns_a_rounds_datagrams_around_without_changing_one(each_datapath):
+    """What a first pass sends from its back: the fragments as built (the native path's
+    headers in one buffer, their floats where they are), in the opposite order."""
+    path = datapath()
+    values = np.arange(4 * 100, dtype=np.float32)
+    built = path.fragments(7, 3, 4, np.arange(4), 1, values, np.arange(4) * 100, 100, 400)
+    backward = path.reversed(built)
+    assert [backward[i] for i in range(4)] == [built[i] for i in reversed(range(4))]
+    assert list(path.lengths(backward)) == list(reversed(list(path.lengths(built))))

@@ -301,17 +301,21 @@ class AggregatorNode(SummingNode):
         self.destination = (shard.address, shard.port)
         self.position = layout.aggregations.index(aggregation)
 
-    def completed_all(self, number, indices):
-        """Queue aggregates, at this core's share of the aggregation's rate in their round."""
+    def completed_all(self, number, indices, repair=False):
+        """Queue aggregates, at this core's share of the aggregation's rate in their round
+        (a repair: only in the guaranteed class)."""
         layout = self.rates.at(number)
         aggregation = layout.aggregations[self.position]
         rate_mbps = aggregation.rate_mbps / self.share.cores
         if self.sums_out.borrowing is not None:
             self.sums_out.borrowing.set_floor(rate_mbps, layout.host_floor_mbps(aggregation.host))
-        self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps)
+        self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps,
+                           repair)
 
     def repeated(self, number, index):
-        self.completed(number, index)
+        """A worker's repeat: its aggregate was lost on the way to the shard; again, as a
+        repair."""
+        self.completed_all(number, [index], repair=True)
 
 
 def wait_until_served(worker, timeout_s):
