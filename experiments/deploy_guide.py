@@ -64,6 +64,10 @@ TLS_TESTED = ("OpenFlow over TLS changes Open vSwitch's settings for every bridg
 HOOK_TESTED = ("the DDP hook in a training script, launched by torchrun on 8 machines; "
                "tests/integration/test_jobs.py runs the hook in DDP ranks on one")
 # the guide's commands that deploy_check does not run, and why
+# the borrowed class's queues on a real switch's port: what the emulated fabric builds on
+# every port (mininet_topos/traffic_classes.py), which tests/unit/test_traffic_classes.py
+# holds equal to these lines
+CLASSES_EMULATED = "the emulated fabric builds these classes (tests/integration/test_multicast.py)"
 NOT_RUN = {
     "git clone https://github.com/syncfabric/syncfabric && cd syncfabric":
         "it runs from this checkout",
@@ -81,6 +85,15 @@ NOT_RUN = {
     "torchrun --nnodes 8 --nproc-per-node 1 --rdzv-endpoint HOST0:29500 train.py": HOOK_TESTED,
     "from syncfabric.torch.hook import fabric_hook": HOOK_TESTED,
     'fabric_hook(model, "https://CONTROLLER:8080", fallback=True)': HOOK_TESTED,
+    **{command: CLASSES_EMULATED for command in (
+        "tc qdisc del dev PORT root",
+        "tc qdisc add dev PORT root handle 5: htb default 10",
+        "tc class add dev PORT parent 5: classid 5:1 htb rate LINK burst 15k",
+        "tc class add dev PORT parent 5:1 classid 5:10 htb rate LINK ceil LINK prio 0 quantum 10000",
+        "tc class add dev PORT parent 5:1 classid 5:20 htb rate 8kbit ceil LINK prio 1 quantum 10000",
+        "tc qdisc add dev PORT parent 5:20 handle 20: pfifo_head_drop limit 64",
+        "tc filter add dev PORT parent 5: protocol ip prio 1 u32 match ip dsfield 0x04 0xfc "
+        "flowid 5:20")},
 }
 # what stands for the guide's paths on one machine: {guide's path: name of the stand-in}
 PATHS = ("/etc/syncfabric", "/var/lib/syncfabric", "/opt/syncfabric/venv")

@@ -69,6 +69,11 @@ def plot_class_bytes(axes, jobs):
     guaranteed, borrowed = ([sum(float(r.get(column) or 0) for r in jobs[job]) / 1e6
                              for job in numbers]
                             for column in ("guaranteed_bytes", "borrowed_bytes"))
+    if not any(guaranteed):
+        axes.text(0.5, 0.5, "not counted\n(Gloo's jobs)", ha="center", va="center",
+                  transform=axes.transAxes, fontsize=8)
+        axes.set_yticks([])
+        return
     axes.bar(numbers, guaranteed, color="tab:blue", label="guaranteed")
     axes.bar(numbers, borrowed, bottom=guaranteed, color="tab:orange", label="borrowed")
     axes.set_ylabel("MB sent", fontsize=8)

@@ -58,3 +58,14 @@ def test_the_borrowed_class_is_rfc_8622s_lower_effort_in_the_tos_byte():
     assert (BORROWED_DSCP, tos_byte(BORROWED_DSCP)) == (1, 0x04)
     with pytest.raises(ValueError, match="0 to 63"):
         tos_byte(64)
+
+
+def test_the_deployment_guides_classes_are_the_emulated_fabrics():
+    """docs/deploy.md's tc lines for a real port are class_commands' for a host-like port
+    (the kernel's queue for the guaranteed class), the rate written LINK."""
+    from experiments import deploy_guide
+
+    in_guide = [command for command in deploy_guide.guide_commands(deploy_guide.GUIDE.read_text())
+                if command.startswith("tc ")]
+    assert in_guide == ["tc " + command.replace("1000.000000Mbit", "LINK")
+                        for command in class_commands("PORT", 1000.0)]
