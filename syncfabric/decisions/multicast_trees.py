@@ -366,18 +366,24 @@ def _steiner_tree(view, residual, source, receivers, demand):
     def weight(u, v, _data):
         return 1.0 + residual.utilization_after(u, v, demand)
 
-    in_tree, edges = {source}, []
+    # the tree's nodes by their hops from the source: Dijkstra starts from them in that
+    # order, so that of two equally good paths the one from nearer the source is taken.
+    # From a set, the order followed the process's hash seed: the GRID example's return
+    # tree went one way or the other by chance, and its plan's rate with it (3.0 or 2.44)
+    depth, edges = {source: 0}, []
     remaining = set(receivers)
     while remaining:
-        distances, paths = nx.multi_source_dijkstra(graph, in_tree, weight=weight)
+        distances, paths = nx.multi_source_dijkstra(
+            graph, sorted(depth, key=lambda node: (depth[node], node)), weight=weight)
         reachable = [r for r in remaining if r in distances]
         if len(reachable) < len(remaining):
             return None
         nearest = min(reachable, key=lambda r: (distances[r], r))
         path = paths[nearest]
         edges.extend(zip(path, path[1:]))
-        in_tree.update(path)
-        remaining -= in_tree
+        for hop, node in enumerate(path):
+            depth.setdefault(node, depth[path[0]] + hop)
+        remaining -= set(depth)
     return edges
 
 

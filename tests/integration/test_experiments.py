@@ -154,7 +154,7 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
 
 
 @pytest.mark.integration
-def test_tenants_runs_the_same_jobs_three_ways_every_round_exact(tmp_path):
+def test_tenants_runs_the_same_jobs_four_ways_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "tenants.csv"
     answer = run("tenants", "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "20",
@@ -163,10 +163,20 @@ def test_tenants_runs_the_same_jobs_three_ways_every_round_exact(tmp_path):
     assert answer.returncode == 0, answer.stderr[-2000:]
     table = rows(out)
     assert sorted((r["mode"], r["job"], r["round"]) for r in table) == [
-        (mode, job, number) for mode in ("fabric-fair", "fabric-first-come", "gloo")
+        (mode, job, number)
+        for mode in ("fabric-borrow", "fabric-fair", "fabric-first-come", "gloo")
         for job in ("0", "1") for number in map(str, range(1, 9))]
     assert all(r["verified"] == "True" and float(r["round_s"]) > 0
-               and float(r["solo_round_s"]) > 0 for r in table)
+               and float(r["solo_round_s"]) > 0 and float(r["iteration_s"]) > 0
+               for r in table)
+    # a fabric job's workers' datagrams by class: none borrowed unless the policy lends
+    for r in table:
+        if r["ran_as"] == "fabric":
+            assert int(r["guaranteed_bytes"]) > 0
+            assert r["mode"] == "fabric-borrow" or int(r["borrowed_bytes"]) == 0
+        else:
+            assert r["guaranteed_bytes"] == r["borrowed_bytes"] == ""
+    assert all(r["ran_as"] == "fabric" for r in table if r["mode"] == "fabric-borrow")
     fair = [r for r in table if r["mode"] == "fabric-fair"]
     assert all(r["ran_as"] == "fabric" and float(r["share_mbps"]) > 0 for r in fair)
     # both jobs cross the one spine: the first moves down while the second runs

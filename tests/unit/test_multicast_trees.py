@@ -231,3 +231,17 @@ def test_a_tree_with_no_way_around_the_down_links_is_infeasible():
     full = without_links(view, {}, down)
     assert full[("leaf3", "spine1")] == full[("spine1", "leaf3")] == 20
     assert without_links(view, {("h1", "leaf1"): 1.0}, set()) == {("h1", "leaf1"): 1.0}
+
+
+def test_of_two_equal_paths_a_tree_takes_the_one_from_nearer_its_source():
+    """The GRID example's return tree: w5 and w6 (on s2) are as near s1 as s3 once the
+    tree reaches s1; it joins them from s3, one hop from the PS, whatever the process's
+    hash seed (from a set of sources, Dijkstra's ties followed it: the plan's rate was
+    3.0 or 2.44 by chance)."""
+    from mininet_topos.grid_example import GridExampleTopo
+
+    view = FabricView(describe(GridExampleTopo()))
+    workers = ["w%d" % i for i in range(1, 9)]
+    for order in (workers, workers[::-1]):
+        edges = set(compute_tree(view, "ps", order, 1.0).edges)
+        assert ("s3", "s2") in edges and ("s1", "s2") not in edges
