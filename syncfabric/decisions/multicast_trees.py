@@ -15,7 +15,7 @@ Policies:
   leaf L when source-leaf->s and s->L both have residual >= b; greedily take
   the spine covering most uncovered leaves, ties to the most headroom, so a
   tree uses the fewest spines and trees spread over the least-loaded ones.
-- path-aware, other graphs: bandwidth-pruned shortest-path Steiner heuristic
+- path-aware, other graphs (tree_search.py): bandwidth-pruned shortest-path Steiner heuristic
   (Takahashi-Matsuyama) with edge weight 1 + utilization after adding b.
 - random: the load-agnostic baseline; spine-leaf picks spines in random
   order, other graphs a random shortest-path tree. It still admits only
@@ -31,6 +31,8 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import networkx as nx
+
+from syncfabric.decisions.tree_search import pruned, random_shortest_path_tree, steiner_tree
 
 PATH_AWARE = "path-aware"
 CAPACITY_TOLERANCE_MBPS = 1e-9  # a load this small is no load (what float sums leave)
@@ -265,7 +267,7 @@ def _spine_leaf_max_feasible(view, residual, source, receivers):
 
 
 def _all_reachable(view, residual, source, receivers, demand):
-    return set(receivers) <= nx.descendants(_pruned(view, residual, demand), source)
+    return set(receivers) <= nx.descendants(pruned(view, residual, demand), source)
 
 
 def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, policy=PATH_AWARE,
@@ -281,9 +283,9 @@ def compute_tree(view, source, receivers, demand_mbps, reserved_mbps=None, polic
         edges = _spine_leaf_tree(view, residual, source, receivers, demand_mbps,
                                  policy == RANDOM, rng)
     elif policy == RANDOM:
-        edges = _random_shortest_path_tree(view, residual, source, receivers, demand_mbps, rng)
+        edges = random_shortest_path_tree(view, residual, source, receivers, demand_mbps, rng)
     else:
-        edges = _steiner_tree(view, residual, source, receivers, demand_mbps)
+        edges = steiner_tree(view, residual, source, receivers, demand_mbps)
     if edges is None:
         raise InfeasibleTree(demand_mbps, max_feasible_mbps(view, source, receivers, reserved_mbps))
     return MulticastTree(source, receivers, tuple(edges), float(demand_mbps), policy)
@@ -351,56 +353,3 @@ def _spine_leaf_tree(view, residual, source, receivers, demand, random_order, rn
     edges += [(leaf_spine[leaf], leaf) for leaf in remote_leaves]
     edges += [(leaf_of[r], r) for r in receivers]
     return edges
-
-
-def _pruned(view, residual, demand):
-    """The fabric without links whose residual is below demand. Hosts never relay in
-    paths over it: each host has a single link (FabricView), so no simple path
-    passes through one."""
-    return nx.subgraph_view(view.graph, filter_edge=lambda u, v: residual.fits(u, v, demand))
-
-
-def _steiner_tree(view, residual, source, receivers, demand):
-    graph = _pruned(view, residual, demand)
-
-    def weight(u, v, _data):
-        return 1.0 + residual.utilization_after(u, v, demand)
-
-    # the tree's nodes by their hops from the source: Dijkstra starts from them in that
-    # order, so that of two equally good paths the one from nearer the source is taken.
-    # From a set, the order followed the process's hash seed: the GRID example's return
-    # tree went one way or the other by chance, and its plan's rate with it (3.0 or 2.44)
-    depth, edges = {source: 0}, []
-    remaining = set(receivers)
-    while remaining:
-        distances, paths = nx.multi_source_dijkstra(
-            graph, sorted(depth, key=lambda node: (depth[node], node)), weight=weight)
-        reachable = [r for r in remaining if r in distances]
-        if len(reachable) < len(remaining):
-            return None
-        nearest = min(reachable, key=lambda r: (distances[r], r))
-        path = paths[nearest]
-        edges.extend(zip(path, path[1:]))
-        for hop, node in enumerate(path):
-            depth.setdefault(node, depth[path[0]] + hop)
-        remaining -= set(depth)
-    return edges
-
-
-def _random_shortest_path_tree(view, residual, source, receivers, demand, rng):
-    graph = _pruned(view, residual, demand)
-    hops = nx.single_source_shortest_path_length(graph, source)
-    if any(r not in hops for r in receivers):
-        return None
-    parent = {}
-    for node in sorted(hops, key=hops.get):
-        if node != source:
-            options = sorted(p for p in graph.predecessors(node) if hops.get(p) == hops[node] - 1)
-            parent[node] = rng.choice(options)
-    edges, needed = set(), list(receivers)
-    while needed:
-        node = needed.pop()
-        if node != source and (parent[node], node) not in edges:
-            edges.add((parent[node], node))
-            needed.append(parent[node])
-    return sorted(edges, key=lambda e: (hops[e[0]], e))
