@@ -9,7 +9,7 @@ against it with schemathesis.
 
 from syncfabric.operator.live_page import UI_ASSETS
 from syncfabric.operator.openapi_schemas import SCHEMAS
-from syncfabric.operator.openapi_types import INTEGER, OPENAPI_VERSION, STRING, obj, ref
+from syncfabric.operator.openapi_types import INTEGER, NUMBER, OPENAPI_VERSION, STRING, obj, ref
 
 
 ERRORS = {
@@ -54,7 +54,12 @@ WORKER_ROUND = [
      "description": "a worker of the job, reading it between rounds (with round)"},
     {"name": "round", "in": "query", "required": False, "schema": INTEGER,
      "description": "the round that worker began last: from it the controller sets the "
-                    "effective_round of new rates"}]
+                    "effective_round of new rates"},
+    {"name": "comm_s", "in": "query", "required": False, "schema": NUMBER,
+     "description": "seconds that worker's last round took to come back (with round): the "
+                    "job's iteration, for interleaving"},
+    {"name": "compute_s", "in": "query", "required": False, "schema": NUMBER,
+     "description": "seconds its caller took between that round's sum and the next round"}]
 # what a 200 and a 304 of GET /jobs and GET /jobs/<id> carry: the version to send back
 VERSION_HEADERS = {
     "ETag": {"schema": STRING, "description": "a weak tag of this version: send it back in "

@@ -16,6 +16,9 @@ BORROW = described(BOOLEAN, (
     "jobs send beyond their share (their floor, sent in the guaranteed class) in the "
     "borrowed class, which switches serve only from what guaranteed traffic leaves "
     "(docs/sharing.md); default false: shares are caps"))
+INTERLEAVE = described(BOOLEAN, (
+    "jobs that share a contended link take turns to communicate, each in a window of a "
+    "common period (docs/sharing.md); needs borrow; default false"))
 BORROW_REPORT = nullable(obj({
     "dscp": described(INTEGER, "the DSCP that marks the borrowed class"),
     "ceiling_mbps": described(NUMBER, (
@@ -128,6 +131,10 @@ JOB = obj({
     "borrow": described(BORROW_REPORT, (
         "null: the job's hosts send at its rates (its share is a cap); else they may "
         "borrow what is idle beyond them")),
+    "period_s": nullable(described(NUMBER, (
+        "interleaving: the job starts its rounds at phase_offset_s + k x period_s on the "
+        "hosts' clock (Unix time); null: whenever it likes"))),
+    "phase_offset_s": nullable(described(NUMBER, "interleaving: its window's start in the period")),
     "bound_by": described(STRING, (
         "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
         "workers' links)")),
@@ -139,10 +146,12 @@ JOB_SCHEMAS = {
     "JobRequest": JOB_REQUEST,
     "Job": JOB,
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
-    "PolicyRequest": obj({"policy": POLICY, "borrow": BORROW}, required=["policy"],
-                         additional=False, example={"policy": "fair", "borrow": True}),
-    "Policy": obj({"policy": POLICY, "policies": array(STRING), "borrow": BORROW},
-                  required=["policy", "policies", "borrow"]),
+    "PolicyRequest": obj({"policy": POLICY, "borrow": BORROW, "interleave": INTERLEAVE},
+                         required=["policy"], additional=False,
+                         example={"policy": "fair", "borrow": True, "interleave": True}),
+    "Policy": obj({"policy": POLICY, "policies": array(STRING), "borrow": BORROW,
+                   "interleave": INTERLEAVE},
+                  required=["policy", "policies", "borrow", "interleave"]),
     "JobLease": obj({"ttl_s": TTL}, required=["ttl_s"], additional=False,
                     example={"ttl_s": 30}),
 }

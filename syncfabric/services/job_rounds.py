@@ -9,27 +9,54 @@ rates from that round on and the old ones before it, so all hosts agree whatever
 moment each reads the report. It is a few rounds past the furthest any worker has
 said, so that no worker has begun it when it reads the report. The old rates'
 meters are tightened only once every worker still reporting has passed it.
+
+Workers also say how long their last round took to come back (`comm_s`) and how long
+their caller took between that and the next round (`compute_s`): the job's iteration,
+from which interleaving plans its windows (services/job_phases.py).
 """
 
+import math
 from dataclasses import dataclass, field
+
+from syncfabric.decisions.phase_schedule import Iteration
 
 EFFECTIVE_MARGIN = 1   # rounds past the furthest reported, at least: the next to begin
 READ_LAG_S = 1.0       # how long a worker may take to read a new generation: two reads (one
 #                        that reads it later paces a round at the old rates, which its meters
 #                        still allow until it reports)
 QUIET_S = 5.0          # a worker not heard from for this long is not running rounds
+LONGEST_REPORTED_S = 3600.0   # a comm_s or compute_s above this is not believed
 
 
 @dataclass
 class RoundReports:
-    """{worker: (round it began last, when it said so)}, and each worker's first report."""
+    """{worker: (round it began last, when it said so)}, each worker's first report, its
+    shortest round back (comm_s) and its latest compute between rounds (compute_s)."""
     latest: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
+    comm_s: dict = field(default_factory=dict)
+    compute_s: dict = field(default_factory=dict)
 
-    def heard(self, worker, number, now):
+    def heard(self, worker, number, now, timing=None):
+        """timing: (comm_s, compute_s) as parse_round_report gives them (None: unsaid)."""
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             self.latest[worker] = (number, now)
             self.first.setdefault(worker, (number, now))
+        comm_s, compute_s = timing or (None, None)
+        if comm_s is not None:
+            self.comm_s[worker] = min(comm_s, self.comm_s.get(worker, comm_s))
+        if compute_s is not None:
+            self.compute_s[worker] = compute_s
+
+    def iteration(self, now):
+        """The job's Iteration as its running workers say: its shortest round back (the
+        nearest to one with the links to itself), and that plus the longest compute; None
+        until a running worker has said both."""
+        running = [w for w in self.running(now) if w in self.comm_s and w in self.compute_s]
+        if not running:
+            return None
+        comm_s = max(self.comm_s[w] for w in running)
+        return Iteration(comm_s, comm_s + max(self.compute_s[w] for w in running))
 
     def pace(self, now):
         """Rounds a second of the fastest running worker, since its first report."""
@@ -65,3 +92,17 @@ def parse_round_report(worker, number):
     except ValueError:
         number = None
     return (worker, number) if worker and number is not None else (None, None)
+
+
+def parse_timing(comm_s, compute_s):
+    """(comm_s, compute_s) from a GET's query: each seconds from 0 to LONGEST_REPORTED_S,
+    None when absent or anything else (a worker that cannot say)."""
+    return seconds_or_none(comm_s), seconds_or_none(compute_s)
+
+
+def seconds_or_none(text):
+    try:
+        seconds = float(text)
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= LONGEST_REPORTED_S else None

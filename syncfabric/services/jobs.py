@@ -27,7 +27,7 @@ from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
-from syncfabric.services.job_rounds import parse_round_report
+from syncfabric.services.job_rounds import parse_round_report, parse_timing
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
@@ -102,14 +102,15 @@ class Jobs:
     def show(self, job_id, now):
         return self.report(self._get(job_id), now)
 
-    def heard(self, job_id, worker, number, now):
-        """A worker of the job says the round it began (query text; services/job_rounds.py);
-        the job's ETag (job_tag), with which it reads the job again only when it changed."""
+    def heard(self, job_id, worker, number, now, comm_s=None, compute_s=None):
+        """A worker of the job says the round it began, and how long its last round and
+        compute took (query text; services/job_rounds.py); the job's ETag (job_tag), with
+        which it reads the job again only when it changed."""
         job = self._get(job_id)
         worker, number = parse_round_report(worker, number)
         if worker in job.request["workers"]:
-            job.rounds.heard(worker, number, now)
-        return job_tag(job)
+            job.rounds.heard(worker, number, now, parse_timing(comm_s, compute_s))
+        return job_tag(job, self.tenants.phases.version(job))
 
     def owner_key(self, job_id):
         return self.release_keys.get(self._get(job_id).id)
@@ -164,14 +165,14 @@ class Jobs:
     def report(self, job, now):
         shares = shares_of(self, job)
         return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}),
-                    borrow=self.tenants.borrow_report(job))
+                    borrow=self.tenants.borrow_report(job), **self.tenants.phases.report(job))
 
     # --- events and timers ------------------------------------------------------
 
     def follow(self, now):
         """Timer: after a restart, take the saved jobs back once their parts are; release
         the jobs whose lease ran out or that lost a part; raise the generation of those
-        whose parts moved and have settled."""
+        whose parts moved and have settled; plan the jobs' windows (interleaving)."""
         if self.saved is not None and self.trees.generation == self.plans.generation \
                 == self.fabric.generation:
             restore_jobs(self, self.saved, now)
@@ -197,6 +198,7 @@ class Jobs:
                 job.generation, job.parts_seen = job.generation + 1, parts
                 self.remember(now)
                 LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
+        self.tenants.plan_phases(now)
 
     def _drop(self, job, now, cause, reason):
         if self.jobs.get(job.id) is job:
@@ -236,10 +238,11 @@ def listing_tag(jobs):
     return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
 
 
-def job_tag(job):
+def job_tag(job, window=None):
     """A weak ETag of one job's report: it changes when the job's generation rises (its
-    parts moved, or its rates were planned again) or its lease is renewed."""
-    version = (job.id, job.generation, job.effective_round, job.request["ttl_s"])
+    parts moved, or its rates were planned again), its lease is renewed or its window
+    (JobPhases.version) moves."""
+    version = (job.id, job.generation, job.effective_round, job.request["ttl_s"], window)
     return 'W/"%s"' % hashlib.sha256(repr(version).encode()).hexdigest()[:16]
 
 

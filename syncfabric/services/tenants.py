@@ -28,6 +28,7 @@ from syncfabric.decisions.fair_shares import Demand, fair_rates
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.errors import Conflict, InvalidRequest
+from syncfabric.services.job_phases import JobPhases
 from syncfabric.services.job_planning import beats_every_plain_round, planned_round
 from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
@@ -44,15 +45,25 @@ NEW_JOB = "new"           # the job being admitted, among the demands
 
 
 def parse_policy(body):
-    """(policy, borrow) of PUT /fabric/policy's body; borrow defaults to false."""
-    check_fields(body, {"policy", "borrow"}, {"policy"})
+    """(policy, borrow, interleave) of PUT /fabric/policy's body; borrow and interleave
+    default to false, and interleave needs borrow (a job alone in its window goes
+    faster than its share only by borrowing the idle links)."""
+    check_fields(body, {"policy", "borrow", "interleave"}, {"policy"})
     if body["policy"] not in POLICIES:
         raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
     borrow = body.get("borrow", False)
     if not isinstance(borrow, bool):
         raise InvalidRequest("borrow must be true or false (whether jobs may send beyond "
                              "their share, in the borrowed class)")
-    return body["policy"], borrow
+    interleave = body.get("interleave", False)
+    if not isinstance(interleave, bool):
+        raise InvalidRequest("interleave must be true or false (whether jobs that share a "
+                             "link take turns to communicate)")
+    if interleave and not (borrow and body["policy"] != FIRST_COME):
+        raise InvalidRequest("interleave needs borrow true and a policy other than first-come: "
+                             "a job alone in its window is faster than its share only by "
+                             "borrowing what the others leave idle")
+    return body["policy"], borrow, interleave
 
 
 class Tenants:
@@ -67,20 +78,34 @@ class Tenants:
         # jobs send beyond their share (their floor) in the borrowed class
         # (syncfabric/traffic_classes.py), told so in their reports (borrow_report)
         self.borrow = saved.get("borrow", False)
+        # jobs that share a link take turns to communicate (services/job_phases.py)
+        self.interleave = saved.get("interleave", False)
+        self.phases = JobPhases(jobs)
         self.busy = False      # a re-plan is under way (they run one at a time)
         self.pending = False   # "grow" or "shrink": a job went, or the policy changed, while
         #                        a re-plan was under way: rebalance after it
 
     def show(self):
-        return {"policy": self.policy, "policies": list(POLICIES), "borrow": self.borrow}
+        return {"policy": self.policy, "policies": list(POLICIES), "borrow": self.borrow,
+                "interleave": self.interleave}
 
     def set_policy(self, body, now):
-        self.policy, self.borrow = parse_policy(body)
-        self.store.save(STATE_NAME, {"policy": self.policy, "borrow": self.borrow})
-        LOG.info("admission policy: %s, %s", self.policy,
-                 "jobs borrow what is idle" if self.borrow else "shares are caps")
+        self.policy, self.borrow, self.interleave = parse_policy(body)
+        self.store.save(STATE_NAME, {"policy": self.policy, "borrow": self.borrow,
+                                     "interleave": self.interleave})
+        LOG.info("admission policy: %s, %s%s", self.policy,
+                 "jobs borrow what is idle" if self.borrow else "shares are caps",
+                 ", communication interleaved" if self.interleave else "")
         self.rebalance(now, shrink=True)
+        self.plan_phases(now)
         return self.show()
+
+    def plan_phases(self, now):
+        """Timer and policy change: the jobs' windows under interleaving, none without."""
+        if not self.interleave or self.jobs.trees.book is None:
+            self.phases.clear()
+            return
+        self.phases.plan(self.live_demands(), now)
 
     # --- admission --------------------------------------------------------------
 

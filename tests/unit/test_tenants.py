@@ -4,11 +4,14 @@ make-before-break (told first, its meters tightened once its workers reached the
 round its new rates hold from); a release grows it back; a job whose minimum cannot be
 met is refused and changes nothing; weights divide what is shared."""
 
+import time
+
 import pytest
 from ryu.lib import hub
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.multicast_trees import switch_shares
+from syncfabric.decisions.phase_schedule import PERIOD_MARGIN
 from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.openflow import builders as of
 from syncfabric.openflow import steering_messages as steering
@@ -197,3 +200,41 @@ def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_sp
     assert one_spine.request("GET", "/fabric/policy")[1]["borrow"] is True
     one_spine.request("PUT", "/fabric/policy", {"policy": "fair"})
     assert job(one_spine, first["id"])["borrow"] is None
+
+
+def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(one_spine):
+    """Interleaving: once every worker has said its round (comm_s) and compute, two jobs
+    on the one spine get one period and windows that do not overlap; a window moves the
+    job's ETag; what a worker says that is not seconds is not believed."""
+    jobs = one_spine.services.jobs
+    ids = [post(one_spine, "/jobs", dict(COLOCATED, workers=workers))[1]["id"]
+           for workers in (FIRST, SECOND)]
+    status, shown = one_spine.request("PUT", "/fabric/policy",
+                                      {"policy": "fair", "borrow": True, "interleave": True})
+    assert status == 200 and shown["interleave"] is True
+    before = one_spine.response("GET", "/jobs/%d?worker=h1&round=1" % ids[0]).headers["ETag"]
+    for job_id, workers in zip(ids, (FIRST, SECOND)):
+        for worker in workers:
+            job(one_spine, job_id, worker=worker, round=3, comm_s="nan", compute_s=-1)
+    jobs.follow(time.monotonic())
+    assert job(one_spine, ids[0])["period_s"] is None   # nothing believable said yet
+    for job_id, workers in zip(ids, (FIRST, SECOND)):
+        for worker in workers:
+            job(one_spine, job_id, worker=worker, round=4, comm_s=1.0, compute_s=1.0)
+    jobs.follow(time.monotonic())
+    first, second = (job(one_spine, job_id) for job_id in ids)
+    assert first["period_s"] == second["period_s"] == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
+    assert abs(first["phase_offset_s"] - second["phase_offset_s"]) >= 1.0 - 1e-6
+    after = one_spine.response("GET", "/jobs/%d?worker=h1&round=5" % ids[0]).headers["ETag"]
+    assert after != before
+    one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
+    assert job(one_spine, ids[0])["period_s"] is None   # off: no windows
+
+
+def test_interleaving_needs_borrowing_and_a_bad_flag_changes_nothing(one_spine):
+    for body, error in (({"policy": "fair", "interleave": True}, "interleave needs borrow"),
+                        ({"policy": "fair", "borrow": True, "interleave": "yes"},
+                         "interleave must be true or false")):
+        status, answer = one_spine.request("PUT", "/fabric/policy", body)
+        assert status == 400 and error in answer["error"]
+    assert one_spine.request("GET", "/fabric/policy")[1]["interleave"] is False

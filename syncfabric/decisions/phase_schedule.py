@@ -1,0 +1,151 @@
+"""When jobs that share a bottleneck communicate: a common period and a phase offset
+for each, so that their communication phases overlap as little as possible.
+
+A training job alternates communication (a round) with compute. Jobs whose rounds run
+at once on a link split it; jobs whose rounds take turns each have it whole (their
+floors, and what they borrow of the idle link: docs/sharing.md). CASSINI (NSDI'24)
+places every job's iteration on a circle whose perimeter is the common period and
+turns the circles of jobs that share a link until their communication arcs overlap
+least. Here, as there:
+
+- Jobs conflict where, each at its line rate, together they would need more than a
+  resource (a directed link or an aggregator) holds: `usage` gives each job's fraction
+  of each resource at its line rate.
+- Jobs that conflict, directly or through others, get one period: the longest of their
+  iterations, or of any contended resource's busy time (the sum of its jobs'
+  communication, each times its fraction), whichever is longer; PERIOD_MARGIN more, so
+  that a round a little slower than its best still fits.
+- Offsets are chosen greedily, longest communication first: each job goes where its arc
+  overlaps least with those already placed that it conflicts with, the candidates
+  being the start of the period and the end of every placed arc (an arc packed against
+  another's end is where an optimal placement can always be shifted).
+- A job that conflicts with nobody gets no window (it runs freely).
+
+tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
+"""
+
+from dataclasses import dataclass
+
+PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds vary)
+CONTENDED = 1.0 + 1e-9  # a resource whose jobs' fractions sum above this is contended
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """A job's iteration: its round's communication at line rate and its whole
+    iteration (communication and compute), in seconds."""
+    comm_s: float
+    iteration_s: float
+
+
+@dataclass(frozen=True)
+class Window:
+    """A job's communication window: it starts a round at phase_offset_s + k x
+    period_s (k whole), its rounds lasting about comm_s."""
+    period_s: float
+    phase_offset_s: float
+    comm_s: float
+
+
+def schedule(iterations, usage):
+    """{job: Window} for the jobs of `iterations` ({job: Iteration}) that conflict with
+    another; usage: {job: {resource: fraction of it the job takes at its line rate}}."""
+    contended = contended_resources(usage)
+    neighbours = conflicts(iterations, usage, contended)
+    windows = {}
+    for group in components(neighbours):
+        period = common_period(group, iterations, usage, contended)
+        offsets = place(group, iterations, neighbours, period)
+        windows.update({job: Window(period, offsets[job], iterations[job].comm_s)
+                        for job in group})
+    return windows
+
+
+def contended_resources(usage):
+    """The resources whose jobs, each at its line rate, need more than it holds."""
+    totals = {}
+    for fractions in usage.values():
+        for resource, fraction in fractions.items():
+            totals[resource] = totals.get(resource, 0.0) + fraction
+    return {resource for resource, total in totals.items() if total > CONTENDED}
+
+
+def conflicts(iterations, usage, contended):
+    """{job: the jobs it shares a contended resource with} (jobs with none left out)."""
+    neighbours = {}
+    jobs = sorted(iterations)
+    for i, first in enumerate(jobs):
+        for second in jobs[i + 1:]:
+            shared = set(usage.get(first, {})) & set(usage.get(second, {})) & contended
+            if shared:
+                neighbours.setdefault(first, set()).add(second)
+                neighbours.setdefault(second, set()).add(first)
+    return neighbours
+
+
+def components(neighbours):
+    """The groups of jobs that conflict, directly or through others, each sorted."""
+    seen, groups = set(), []
+    for start in sorted(neighbours):
+        if start in seen:
+            continue
+        group, frontier = set(), [start]
+        while frontier:
+            job = frontier.pop()
+            if job not in group:
+                group.add(job)
+                frontier.extend(neighbours[job] - group)
+        seen |= group
+        groups.append(sorted(group))
+    return groups
+
+
+def common_period(group, iterations, usage, contended):
+    """The group's period: its longest iteration, or its busiest contended resource's
+    communication time, whichever is longer, and PERIOD_MARGIN more."""
+    busy = {}
+    for job in group:
+        for resource, fraction in usage.get(job, {}).items():
+            if resource in contended:
+                busy[resource] = busy.get(resource, 0.0) + iterations[job].comm_s * min(1.0, fraction)
+    longest = max([iterations[job].iteration_s for job in group] + list(busy.values()))
+    return longest * (1.0 + PERIOD_MARGIN)
+
+
+def place(group, iterations, neighbours, period):
+    """{job: offset in [0, period)}: longest communication first, each where it overlaps
+    least with the placed jobs it conflicts with (ties: the earliest offset)."""
+    offsets = {}
+    for job in sorted(group, key=lambda j: (-iterations[j].comm_s, str(j))):
+        placed = [other for other in neighbours[job] if other in offsets]
+        candidates = {0.0} | {(offsets[other] + iterations[other].comm_s) % period
+                              for other in placed}
+        offsets[job] = min(sorted(candidates), key=lambda offset: sum(
+            arc_overlap(offset, iterations[job].comm_s, offsets[other],
+                        iterations[other].comm_s, period) for other in placed))
+    return offsets
+
+
+def arc_overlap(first, first_s, second, second_s, period):
+    """How long arcs [first, first + first_s) and [second, second + second_s) of a
+    circle of perimeter `period` overlap (an arc as long as the circle covers it)."""
+    first_s, second_s = min(first_s, period), min(second_s, period)
+    first, second = first % period, second % period
+    total = 0.0
+    for shift in (-period, 0.0, period):
+        start = max(first, second + shift)
+        stop = min(first + first_s, second + shift + second_s)
+        total += max(0.0, stop - start)
+    return total
+
+
+def total_overlap(windows, neighbours):
+    """The sum over conflicting pairs of how long their windows overlap a period."""
+    total = 0.0
+    for job, others in neighbours.items():
+        for other in others:
+            if str(job) < str(other):
+                first, second = windows[job], windows[other]
+                total += arc_overlap(first.phase_offset_s, first.comm_s, second.phase_offset_s,
+                                     second.comm_s, first.period_s)
+    return total

@@ -1,0 +1,87 @@
+"""Jobs' communication windows when the fabric interleaves them (PUT /fabric/policy
+{"interleave": true}; no Ryu).
+
+Every FOLLOW_INTERVAL_S (apps/job_controller.py) the jobs' iterations, as their workers
+say them (services/job_rounds.py), and their fractions of each link and aggregator at
+their line rates go to the phase solver (decisions/phase_schedule.py). Its windows are
+kept while every job's iteration stays within REPLAN_CHANGE of the one they were
+planned from, so that workers see them change rarely. A job's report carries its
+window: `period_s` and `phase_offset_s` (its rounds start at offset + k x period, on the
+hosts' clock, time.time(): hosts keep it with NTP), both null when it has none (the
+fabric does not interleave, it has not said its iteration yet, or it conflicts with
+no other job).
+"""
+
+import logging
+
+from syncfabric.decisions.phase_schedule import schedule
+from syncfabric.services.job_shares import capacities
+
+LOG = logging.getLogger("syncfabric.jobs")
+REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
+NO_WINDOW = {"period_s": None, "phase_offset_s": None}
+
+
+class JobPhases:
+    """The windows of the jobs (services/jobs.Jobs), planned by plan() under interleaving."""
+
+    def __init__(self, jobs):
+        self.jobs = jobs
+        self.windows = {}        # job id -> phase_schedule.Window
+        self.planned_from = {}   # job id -> the Iteration its windows were planned from
+
+    def report(self, job):
+        window = self.windows.get(job.id)
+        if window is None:
+            return dict(NO_WINDOW)
+        return {"period_s": round(window.period_s, 6),
+                "phase_offset_s": round(window.phase_offset_s, 6)}
+
+    def version(self, job):
+        """What of the job's window its ETag stands for."""
+        window = self.windows.get(job.id)
+        return None if window is None else (window.period_s, window.phase_offset_s)
+
+    def clear(self):
+        if self.windows:
+            LOG.info("interleaving off: no job has a window")
+        self.windows, self.planned_from = {}, {}
+
+    def plan(self, live, now):
+        """Plan the windows again if the jobs that said their iterations, or an iteration,
+        changed; live: {job id: (rate, Demand)} of the installed jobs."""
+        iterations = {}
+        for job_id in live:
+            iteration = self.jobs.jobs[job_id].rounds.iteration(now)
+            if iteration is not None:
+                iterations[job_id] = iteration
+        if not moved(self.planned_from, iterations):
+            return
+        self.planned_from = iterations
+        self.windows = schedule(iterations, line_rate_usage(self.jobs.trees.book.view,
+                                                            {i: live[i][1] for i in iterations}))
+        for job_id, window in sorted(self.windows.items()):
+            LOG.info("job %d: window of %.3f s every %.3f s from %.3f s (rounds of %.3f s, "
+                     "iterations of %.3f s)", job_id, window.comm_s, window.period_s,
+                     window.phase_offset_s, iterations[job_id].comm_s,
+                     iterations[job_id].iteration_s)
+
+
+def moved(planned_from, iterations):
+    """Whether the jobs differ, or an iteration moved by more than REPLAN_CHANGE."""
+    if set(planned_from) != set(iterations):
+        return True
+    return any(abs(iterations[i].comm_s - planned_from[i].comm_s) > REPLAN_CHANGE * planned_from[i].comm_s
+               or abs(iterations[i].iteration_s - planned_from[i].iteration_s)
+               > REPLAN_CHANGE * planned_from[i].iteration_s
+               for i in iterations)
+
+
+def line_rate_usage(view, demands):
+    """{job: {resource: fraction of it the job takes at its line rate}} from its Demand
+    (fair_shares.Demand: its ceiling and its load per Mbit/s)."""
+    room = capacities(view)
+    return {job_id: {resource: demand.ceiling * per_mbps / room[resource]
+                     for resource, per_mbps in demand.per_mbps.items()
+                     if room.get(resource, 0.0) > 0 and per_mbps > 0}
+            for job_id, demand in demands.items()}
