@@ -7,7 +7,9 @@ leaves, while the others run. Each mode runs the same jobs, in the same run:
 - fabric-fair: the same under the fair policy: max-min fair rates, live jobs
   re-planned as jobs come and go (services/tenants.py);
 - fabric-borrow: fair shares as floors, and what is idle borrowed beyond them in the
-  borrowed class (syncfabric/traffic_classes.py, docs/sharing.md).
+  borrowed class (syncfabric/traffic_classes.py, docs/sharing.md);
+- fabric-interleave: as fabric-borrow, and jobs that share a link take turns to
+  communicate, each starting its rounds in its window (services/job_phases.py).
 
     python -m experiments.tenants --jobs 4 --workers-per-job 8 --arrivals staggered \\
         --out results/tenants.csv
@@ -28,7 +30,8 @@ compute), `concurrent_jobs` (jobs running while it ran), `solo_round_s` and
 `solo_iteration_s`, `share_mbps` and `fair_share_mbps` (the controller's, that round),
 `generation`, `verified`, the fidelity verdict and, for a fabric job, its workers'
 gradient datagrams in each class: `guaranteed_bytes`, `borrowed_bytes` and
-`borrowed_lost` (datagrams). The summary gives, per mode, Jain's index of the
+`borrowed_lost` (datagrams), and under interleaving the job's window then:
+`period_s` and `phase_offset_s`. The summary gives, per mode, Jain's index of the
 jobs' goodput while all run, how far rounds are from what their share predicts, the
 spread of the jobs' round times, the rates after each departure and the mean job
 completion time. The PNG plots each job's round time against time.
@@ -59,10 +62,11 @@ COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "s
            "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",
            "fidelity_reason", "ran_as", "predicted_s", "arrived_s", "left_s", "model_mb",
            "link_mbps", "iteration_s", "solo_iteration_s", "guaranteed_bytes", "borrowed_bytes",
-           "borrowed_lost"]
+           "borrowed_lost", "period_s", "phase_offset_s"]
 # the fabric's policy in each mode (PUT /fabric/policy's body)
 POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
-             "fabric-borrow": {"policy": "fair", "borrow": True}}
+             "fabric-borrow": {"policy": "fair", "borrow": True},
+             "fabric-interleave": {"policy": "fair", "borrow": True, "interleave": True}}
 MODES = ("gloo",) + tuple(POLICY_OF)
 ARRIVALS = ("staggered", "together")
 PLACEMENTS = (round_planner.IN_NETWORK, round_planner.COLOCATED)
@@ -216,7 +220,8 @@ def mode_rows(args, mode, runs, solo, started_at, usage):
                 arrived_s=round(run.arrived_at - started_at, 3),
                 left_s=round(run.left_at - started_at, 3), model_mb=run.tenant.model_bytes / 1e6,
                 link_mbps=args.bw, iteration_s=round(iteration[row["round"]], 4),
-                solo_iteration_s=solo[run.tenant.index][1], **class_columns(row)))
+                solo_iteration_s=solo[run.tenant.index][1], period_s=row.get("period_s"),
+                phase_offset_s=row.get("phase_offset_s"), **class_columns(row)))
     return rows
 
 

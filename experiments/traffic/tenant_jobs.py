@@ -82,13 +82,13 @@ class ReportWatch:
         self.thread.join()
 
     def in_round(self, number, ended_at):
-        """(the report of the generation round `number` ran under, the fair share the
-        controller reported last before it ended)."""
+        """(the report of the generation round `number` ran under, the report the
+        controller gave last before it ended: its fair share and window then)."""
         reports = [report for _at, report in self.seen]
         held = [r for r in reports if r.get("effective_round", 0) <= number]
         generation = max(held or reports, key=lambda r: r["generation"])
         before = [report for at, report in self.seen if at <= ended_at] or reports[:1]
-        return generation, before[-1]["fair_share_mbps"]
+        return generation, before[-1]
 
 
 def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
@@ -114,10 +114,13 @@ def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
         watch.stop()
         client.request("DELETE", "/jobs/%d" % job["id"])   # its creator holds the key
     for result in job_rounds({w: printed[:-1] for w, printed in lines.items()}):
-        report, fair = watch.in_round(result["round"], result["ended_at"])
+        report, then = watch.in_round(result["round"], result["ended_at"])
         run.rows.append(dict(result, round_s=result["comm_s"], verified=result["exact"],
                              generation=report["generation"], share_mbps=report["rate_mbps"],
-                             fair_share_mbps=fair, predicted_s=report["predicted_round_s"],
+                             fair_share_mbps=then["fair_share_mbps"],
+                             period_s=then.get("period_s"),
+                             phase_offset_s=then.get("phase_offset_s"),
+                             predicted_s=report["predicted_round_s"],
                              datagram_bytes=job["fragment_bytes"] + HEADER.size))
 
 

@@ -3,9 +3,12 @@ at 10 Mbit/s under the fair policy, each with a floor of half the link, on switc
 hosts that serve the borrowed class below the guaranteed one. While the other job is
 idle, a job that may borrow takes the idle half: its rounds beat what its floor
 predicts, its borrowed datagrams counted, every sum exact. With borrowing off, the same
-rounds keep to the floor. Nothing is left on the switches."""
+rounds keep to the floor. Two jobs that compute half the time take turns when the fabric
+interleaves them: each keeps close to its iteration alone. Nothing is left on the
+switches."""
 
 import statistics
+import time
 
 import pytest
 
@@ -20,6 +23,8 @@ OF_PORT, REST_PORT = 16673, 18100
 FIRST, SECOND = ["h1", "h3"], ["h2", "h4"]   # leaf1 and leaf2 each: both cross the spine
 MODEL_BYTES = 800_000
 ROUNDS = 8
+INTERLEAVED_ROUNDS = 24   # the windows are planned from the first rounds: judged on the rest
+START_S = 4.0             # the workers of both jobs start together, this long after asked
 
 
 @pytest.fixture(scope="module")
@@ -64,4 +69,56 @@ def test_a_job_borrows_what_an_idle_job_leaves_and_keeps_its_floor_without(bed):
     lent_s = statistics.median(r["seconds"] for r in lent_rounds)
     assert capped_s >= 0.9 * predicted, (capped_s, predicted)
     assert lent_s <= 0.8 * capped_s, (lent_s, capped_s)
+    assert bed.leftovers() == {}
+
+
+def iterations_s(lines):
+    """Seconds from each round's start to the next's, of one worker's round lines."""
+    started = sorted(r["started_at"] for r in lines)
+    return [later - earlier for earlier, later in zip(started, started[1:])]
+
+
+def rounds_computing(bed, jobs, rounds, compute_s):
+    """Each job of `jobs` (its workers) admitted, its workers running `rounds` rounds
+    compute_s apart, all starting together: [(its last report, {worker: round lines})]."""
+    admitted = [bed.client.request("POST", "/jobs", colocated(workers)) for workers in jobs]
+    try:
+        start_at = time.time() + START_S
+        running = [(job, start_workers(bed, job, rounds, start_at=start_at, compute_s=compute_s))
+                   for job in admitted]
+        lines = [program_lines(processes, job, timeout_s=(3 + 2 * compute_s) * rounds)
+                 for job, processes in running]
+        reports = [bed.client.get("/jobs/%d" % job["id"]) for job in admitted]
+    finally:
+        for job in admitted:
+            bed.client.request("DELETE", "/jobs/%d" % job["id"])
+    return [(report, {w: printed[:-1] for w, printed in found.items()})
+            for report, found in zip(reports, lines)]
+
+
+def test_two_jobs_that_compute_half_the_time_take_turns(bed):
+    """Each job computes as long as its round takes alone; interleaved, the two share
+    one period with windows apart, and each job's median iteration, once its window
+    is planned, is within 1.15x of its iteration alone."""
+    bed.client.put("/fabric/policy", {"policy": "fair", "borrow": True})
+    alone = bed.client.request("POST", "/jobs", colocated(FIRST))
+    compute_s = alone["predicted_round_s"]   # the whole link: its round alone
+    bed.client.request("DELETE", "/jobs/%d" % alone["id"])
+    (_report, solo_lines), = rounds_computing(bed, [FIRST], ROUNDS, compute_s)
+    solo_s = statistics.median(iterations_s(solo_lines["h1"]))
+    bed.client.put("/fabric/policy", {"policy": "fair", "borrow": True, "interleave": True})
+    try:
+        shared = rounds_computing(bed, [FIRST, SECOND], INTERLEAVED_ROUNDS, compute_s)
+    finally:
+        bed.client.put("/fabric/policy", {"policy": "fair"})
+    (_first, first_lines), (_second, second_lines) = shared
+    # the windows of the last rounds each job started
+    first, second = (lines[sorted(lines)[0]][-1] for lines in (first_lines, second_lines))
+    assert first["period_s"] == second["period_s"] and first["period_s"] > 0
+    apart = abs(first["phase_offset_s"] - second["phase_offset_s"])
+    assert min(apart, first["period_s"] - apart) >= 0.5 * compute_s, (first, second)
+    for lines in (first_lines, second_lines):
+        assert all(r["exact"] for printed in lines.values() for r in printed)
+        later = iterations_s(lines[sorted(lines)[0]])[INTERLEAVED_ROUNDS // 2:]
+        assert statistics.median(later) <= 1.15 * solo_s, (later, solo_s)
     assert bed.leftovers() == {}

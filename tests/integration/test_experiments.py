@@ -153,8 +153,11 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
 
 
+BORROWING = ("fabric-borrow", "fabric-interleave")   # the tenants modes whose jobs borrow
+
+
 @pytest.mark.integration
-def test_tenants_runs_the_same_jobs_four_ways_every_round_exact(tmp_path):
+def test_tenants_runs_the_same_jobs_five_ways_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "tenants.csv"
     answer = run("tenants", "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "20",
@@ -164,7 +167,8 @@ def test_tenants_runs_the_same_jobs_four_ways_every_round_exact(tmp_path):
     table = rows(out)
     assert sorted((r["mode"], r["job"], r["round"]) for r in table) == [
         (mode, job, number)
-        for mode in ("fabric-borrow", "fabric-fair", "fabric-first-come", "gloo")
+        for mode in ("fabric-borrow", "fabric-fair", "fabric-first-come", "fabric-interleave",
+                     "gloo")
         for job in ("0", "1") for number in map(str, range(1, 9))]
     assert all(r["verified"] == "True" and float(r["round_s"]) > 0
                and float(r["solo_round_s"]) > 0 and float(r["iteration_s"]) > 0
@@ -173,10 +177,12 @@ def test_tenants_runs_the_same_jobs_four_ways_every_round_exact(tmp_path):
     for r in table:
         if r["ran_as"] == "fabric":
             assert int(r["guaranteed_bytes"]) > 0
-            assert r["mode"] == "fabric-borrow" or int(r["borrowed_bytes"]) == 0
+            assert r["mode"] in BORROWING or int(r["borrowed_bytes"]) == 0
         else:
             assert r["guaranteed_bytes"] == r["borrowed_bytes"] == ""
-    assert all(r["ran_as"] == "fabric" for r in table if r["mode"] == "fabric-borrow")
+        # a window only where the fabric interleaves
+        assert r["mode"] == "fabric-interleave" or r["phase_offset_s"] == r["period_s"] == ""
+    assert all(r["ran_as"] == "fabric" for r in table if r["mode"] in BORROWING)
     fair = [r for r in table if r["mode"] == "fabric-fair"]
     assert all(r["ran_as"] == "fabric" and float(r["share_mbps"]) > 0 for r in fair)
     # both jobs cross the one spine: the first moves down while the second runs

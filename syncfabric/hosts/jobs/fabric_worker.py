@@ -5,6 +5,7 @@
         worker.wait_served()                          # its daemons and peers answer
         total = worker.allreduce(values)              # float32, n / 4 of them
         future = worker.allreduce_async(values)       # many rounds in flight
+        start_at = worker.next_window()               # interleaved: when the next may start
 
 Each call is the next round of the job (every worker calls in the same order, as with
 any collective). This worker's fragments go where the job says (its aggregator or the
@@ -30,6 +31,7 @@ from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
 from syncfabric.hosts.jobs.job_roles import ShardNode, wait_until_served
+from syncfabric.hosts.jobs.phase_windows import IterationTimes, PhaseWindow
 from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.transport.receivers import Wakeup, receiving_socket
@@ -109,7 +111,8 @@ class FabricWorker:
     of the planned rates, the reservations (docs/streaming-round.md). wait_served() first."""
 
     def __init__(self, job, name, rate_fraction=1.0, path=None):
-        self.layout = layout = JobLayout(job.report if isinstance(job, FabricJob) else job)
+        report = job.report if isinstance(job, FabricJob) else job
+        self.layout = layout = JobLayout(report)
         self.path = path or datapath()
         if name not in layout.bit:
             raise JobError("%s is not a worker of job %d (its workers: %s)"
@@ -151,8 +154,12 @@ class FabricWorker:
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()
-        # a job of the controller: its rates may move as other jobs come and go
-        self.follower = (JobFollower(job.client, name, self.rates, lambda: self.begun)
+        # a job of the controller: its rates may move as other jobs come and go, and
+        # under interleaving it has a window, planned from how long its rounds take
+        self.window = PhaseWindow(report)
+        self.timing = IterationTimes()
+        self.follower = (JobFollower(job.client, name, self.rates, lambda: self.begun,
+                                     self.window, self.timing)
                          if isinstance(job, FabricJob) else None)
 
     # --- the API ----------------------------------------------------------------
@@ -167,6 +174,14 @@ class FabricWorker:
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
 
+    def next_window(self):
+        """When the next round may start (time.time()), for allreduce_async's start_at:
+        its window's under interleaving (phase_windows.py), None (at once) otherwise.
+        Asking ends the caller's compute, as the controller learns it."""
+        now = time.time()
+        self.timing.computed(now)
+        return self.window.next_start(now)
+
     def wait_served(self, timeout_s=SERVED_WAIT_S):
         """Once every summing node it sends to answers hello; JobError: the silent hosts."""
         wait_until_served(self, timeout_s)
@@ -179,6 +194,8 @@ class FabricWorker:
         as allreduce_async's; `values` as there)."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
+        if start == 0:
+            self.timing.called(number, start_at, time.time())
         future = Future()
         self.submitted.put((number, start, values, future, whole, complete, start_at))
         self.wakeup.wake()
@@ -281,6 +298,7 @@ class FabricWorker:
         for number, current in sorted(self.rounds.items()):
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
+                self.timing.back(number, time.time())
             for start, stop, future in current.summed_parts():   # each float placed once:
                 future.set_result(current.result[start:stop])     # nothing writes it again
             waiting = current.sent and number in self.rounds   # all sent, not all back

@@ -8,8 +8,9 @@ Every worker of the job runs it with the same --seed and --rounds. It prints a J
 per round ({"round", "started_at" (time.time()), "seconds", "exact"} and what the round
 took: datagrams "sent" and "resent", "repair_requests", "first_pass_s" and
 "planned_first_pass_s", and for a job that borrows, the first pass's datagrams sent
-"borrowed" and of them "borrowed_lost"), once every round is over, and a last one with
-the summary;
+"borrowed" and of them "borrowed_lost", and the job's window it started in under
+interleaving, "period_s" and "phase_offset_s", else null), once every round is over, and
+a last one with the summary;
 its exit status is 1 if a round failed or a sum was not exact.
 """
 
@@ -66,9 +67,16 @@ def slot(args, number):
     return None if args.every is None else args.start_at + (number - 1) * args.every
 
 
+def round_start(args, worker, number):
+    """When round `number` starts: on --every's schedule, else at the job's next window
+    when the fabric interleaves jobs (phase_windows.py), else at once (None)."""
+    return slot(args, number) if args.every is not None else worker.next_window()
+
+
 def run(args):
-    """The rounds back to back (--in-flight at once) or, with --every, each at its time on
-    a schedule every worker shares (handed over MADE_AHEAD_S before it); each timed from
+    """The rounds back to back (--in-flight at once) or, with --every or the job's windows
+    (round_start), each at its time on a schedule every worker shares (handed over
+    MADE_AHEAD_S before it); each timed from
     its start (the scheduled one, or later if the round before was late) until its sum is
     back. Every round's gradient is made before the first round and every sum checked
     after the last (this program holds them all; with --every, in the slot after the
@@ -89,16 +97,18 @@ def run(args):
         for number, values in gradients.items():
             if number > 1:
                 time.sleep(args.compute_s)   # the step's compute, once the sum is back
-            due = slot(args, number)
+            due = round_start(args, worker, number)
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)
             pending.append((number, perf_counter_at(due), max(due or 0.0, time.time()),
-                            worker.allreduce_async(values, start_at=due)))
+                            worker.window.window, worker.allreduce_async(values, start_at=due)))
             if len(pending) >= args.in_flight or number == args.rounds:
-                for done, started, started_at, future in pending:
+                for done, started, started_at, window, future in pending:
                     totals[done] = future.result()
+                    period_s, phase_offset_s = window or (None, None)
                     timed.append(dict(worker.stats[done], round=done, started_at=started_at,
-                                      seconds=time.perf_counter() - started))
+                                      seconds=time.perf_counter() - started, period_s=period_s,
+                                      phase_offset_s=phase_offset_s))
                 pending = []
         wait_until(slot(args, args.rounds + 1))   # not while the others' last round runs
     finally:

@@ -11,7 +11,9 @@ A generation whose layout differs in more than rates (its parts moved around a f
 is not a rate change (same_shape): the daemon serves the job anew, as before.
 
 A worker reads its job twice a second (JobFollower), naming the round it began, so
-the controller knows from which round new rates can hold.
+the controller knows from which round new rates can hold, and how long its rounds and
+compute take; its window under interleaving is taken from every read
+(phase_windows.py).
 """
 
 import logging
@@ -66,12 +68,14 @@ class RateSchedule:
 
 
 class JobFollower:
-    """A worker's reading of its job (GET /jobs/<id>?worker=&round=, with its ETag) every
-    FOLLOW_POLL_S: a new generation of rates goes into `schedule`. begun(): the round
-    the worker began last."""
+    """A worker's reading of its job (GET /jobs/<id>?worker=&round=&comm_s=&compute_s=,
+    with its ETag) every FOLLOW_POLL_S: a new generation of rates goes into `schedule`,
+    the job's window into `window` (phase_windows.PhaseWindow). begun(): the round the
+    worker began last; timing: its phase_windows.IterationTimes."""
 
-    def __init__(self, client, name, schedule, begun):
+    def __init__(self, client, name, schedule, begun, window, timing):
         self.client, self.name, self.schedule, self.begun = client, name, schedule, begun
+        self.window, self.timing = window, timing
         self.stopping = threading.Event()
         self.etag, self.warned = None, None
         self.thread = threading.Thread(target=self._run, name="syncfabric-follow-%s" % name,
@@ -94,7 +98,10 @@ class JobFollower:
     def read_once(self):
         latest = self.schedule.latest
         report, self.etag = self.client.get_changed(
-            "/jobs/%d?worker=%s&round=%d" % (latest.id, self.name, self.begun()), self.etag)
+            "/jobs/%d?worker=%s&round=%d%s" % (latest.id, self.name, self.begun(),
+                                               self.timing.query()), self.etag)
+        if report is not None:
+            self.window.follow(report)
         if report is None or report["generation"] == latest.generation:
             return
         try:

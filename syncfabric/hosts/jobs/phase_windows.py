@@ -1,0 +1,87 @@
+"""A worker's side of interleaving (docs/sharing.md): when its rounds may start, and
+what it tells the controller of its iteration.
+
+When the fabric interleaves jobs that share a link, the controller gives each a window
+in a common period: the job's report says `period_s` and `phase_offset_s`, and its
+rounds start at offset + k x period on the hosts' clock (time.time(), kept with NTP on
+real hosts). A worker back from its compute starts its next round at the next window
+(PhaseWindow.next_start); one late by less than LATE_FRACTION of the period starts at
+once, rather than wait almost a whole period. A job that overruns its window keeps its
+floor and borrows, so nothing stalls.
+
+The controller learns the job's iteration from its workers (IterationTimes): how long
+each one's last round took to come back, and how long its caller took between that and
+the next round (its compute). They travel in the reads the worker makes anyway
+(rate_following.JobFollower).
+"""
+
+import math
+
+LATE_FRACTION = 0.25   # of the period: a round this late for its window starts at once
+
+
+def window_of(report):
+    """(period_s, phase_offset_s) of a job's report, or None (no window, or one that is
+    not a positive period and a finite offset: run freely)."""
+    period, offset = report.get("period_s"), report.get("phase_offset_s")
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                  for x in (period, offset))
+    if not numbers or period <= 0:
+        return None
+    return float(period), float(offset) % float(period)
+
+
+class PhaseWindow:
+    """The job's window as its latest report says (follow), read by the caller's thread."""
+
+    def __init__(self, report):
+        self.window = window_of(report)
+
+    def follow(self, report):
+        self.window = window_of(report)   # replaced whole: the caller's thread reads it
+
+    def next_start(self, now):
+        """When a round asked for at `now` (time.time()) starts: its window's next start,
+        or now-ish if it is late by less than LATE_FRACTION of the period (a moment in
+        the past, which every worker of the job computes alike); None: no window."""
+        window = self.window
+        if window is None:
+            return None
+        period, offset = window
+        windows_past = math.ceil((now - LATE_FRACTION * period - offset) / period)
+        return offset + windows_past * period
+
+
+class IterationTimes:
+    """The worker's latest round back (comm_s: from its start, or its call if later, to
+    its last sum back) and the compute before the next round (compute_s: from that sum
+    back until its caller asks for the next window or the next round, whichever first;
+    not the wait for the window, or the period would grow by what it makes jobs wait)."""
+
+    def __init__(self):
+        self.started = {}      # round number -> when it started (time.time())
+        self.back_at = None    # when the latest round's sums were all back
+        self.comm_s = self.compute_s = None
+
+    def computed(self, now):
+        """The caller is done computing (it asks for a window or a round) at `now`."""
+        back_at = self.back_at
+        if back_at is not None:
+            self.compute_s, self.back_at = max(0.0, now - back_at), None
+
+    def called(self, number, start_at, now):
+        """Round `number` was asked for at `now`, to start at start_at (None: at once)."""
+        self.computed(now)
+        self.started[number] = max(now, start_at or now)
+
+    def back(self, number, now):
+        started = self.started.pop(number, None)
+        if started is not None:
+            self.comm_s, self.back_at = max(0.0, now - started), now
+
+    def query(self):
+        """The GET query's part that says them ("" until both are known)."""
+        comm_s, compute_s = self.comm_s, self.compute_s
+        if comm_s is None or compute_s is None:
+            return ""
+        return "&comm_s=%.4f&compute_s=%.4f" % (comm_s, compute_s)

@@ -1,0 +1,73 @@
+"""A worker's side of interleaving (hosts/jobs/phase_windows.py): when its rounds start,
+what it tells the controller of its iteration, and that it follows its window from the
+reads it makes anyway (rate_following.JobFollower)."""
+
+import pytest
+
+from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.jobs.phase_windows import (LATE_FRACTION, IterationTimes, PhaseWindow,
+                                                 window_of)
+from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
+from tests.unit.test_job_roles import report
+
+
+def test_a_report_without_a_believable_window_runs_freely():
+    assert window_of({}) is None
+    assert window_of({"period_s": None, "phase_offset_s": None}) is None
+    for period, offset in ((0, 0), (-1, 0), (float("inf"), 0), (2.0, float("nan")), (True, 0),
+                           ("2", 0)):
+        assert window_of({"period_s": period, "phase_offset_s": offset}) is None
+    assert window_of({"period_s": 2, "phase_offset_s": 5}) == (2.0, 1.0)
+
+
+def test_a_round_starts_at_its_next_window_or_at_once_if_a_little_late():
+    window = PhaseWindow({"period_s": 10.0, "phase_offset_s": 3.0})
+    assert window.next_start(1000.0) == 1003.0                       # early: waits
+    assert window.next_start(1003.0) == 1003.0                       # on time
+    late = 1003.0 + LATE_FRACTION * 10.0 - 0.01
+    assert window.next_start(late) == 1003.0                         # a little late: at once
+    assert window.next_start(1003.0 + LATE_FRACTION * 10.0 + 0.01) == 1013.0   # the next one
+    window.follow({"period_s": None, "phase_offset_s": None})
+    assert window.next_start(1000.0) is None
+
+
+def test_a_worker_says_its_last_round_and_its_compute():
+    timing = IterationTimes()
+    timing.called(1, None, 100.0)
+    assert timing.query() == ""            # nothing known yet
+    timing.back(1, 100.5)
+    timing.called(2, 101.5, 101.2)         # computed 0.7 s; its round waits for 101.5
+    timing.back(2, 102.1)
+    assert timing.query() == "&comm_s=0.6000&compute_s=0.7000"
+    timing.back(7, 103.0)                  # a round it never started changes nothing
+    assert (timing.comm_s, timing.compute_s) == (pytest.approx(0.6), pytest.approx(0.7))
+    timing.computed(102.4)                 # asks for its window after 0.3 s of compute,
+    timing.called(3, 103.0, 102.95)        # and waits for it: not compute
+    assert timing.compute_s == pytest.approx(0.3)
+
+
+class RecordingClient:
+    """A controller that answers every read with `report` and keeps the paths asked."""
+
+    def __init__(self, report):
+        self.report, self.paths = report, []
+
+    def get_changed(self, path, etag):
+        self.paths.append(path)
+        return self.report, "W/\"1\""
+
+
+def test_the_follower_says_the_iteration_and_takes_the_window():
+    layout_report = report()
+    layout = JobLayout(layout_report)
+    timing, window = IterationTimes(), PhaseWindow(layout_report)
+    timing.comm_s, timing.compute_s = 0.25, 0.5
+    client = RecordingClient(dict(layout_report, period_s=4.0, phase_offset_s=1.0))
+    follower = JobFollower(client, "h1", RateSchedule(layout), lambda: 3, window, timing)
+    try:
+        follower.read_once()
+    finally:
+        follower.stop()
+    assert client.paths[-1] == "/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000" \
+        % layout.id
+    assert window.window == (4.0, 1.0)
