@@ -10,7 +10,8 @@ directory, plans survive a restart. REST: POST /ina/plans, GET /ina/plans,
 GET/DELETE /ina/plans/<id>. Errors: 400 malformed or invalid, 404 unknown host or
 plan, 409 no capacity left for the plan, 503 fabric not ready, 500 a switch rejected
 the plan. Every DROPS_INTERVAL_S it counts what the switches' admission dropped
-(syncfabric/services/admission_drops.py).
+(syncfabric/services/admission_drops.py) and each traffic class's bytes where streams
+enter the fabric (syncfabric/services/class_counters.py).
 """
 
 import time
@@ -23,6 +24,7 @@ from apps.fabric_controller import EventFabricChanged, EventLinksChanged
 from apps.rest_json import METRICS_KEY, resource_api
 from apps.services import CONTEXT_KEY, contexts, start_timers
 from syncfabric.services.admission_drops import AdmissionDrops
+from syncfabric.services.class_counters import ClassCounters
 from syncfabric.services.plan_moves import move_broken, recheck_waiting
 
 REST_APP_KEY = "ina_plans"
@@ -38,7 +40,8 @@ class EventRecheckPlans(event.EventBase):
 
 
 class EventCountDrops(event.EventBase):
-    """Timer: ask the switches how many datagrams their admission dropped."""
+    """Timer: ask the switches how many datagrams their admission dropped, and how many
+    bytes entered each traffic class."""
 
 
 class InaController(app_manager.RyuApp):
@@ -49,6 +52,7 @@ class InaController(app_manager.RyuApp):
         services = kwargs[CONTEXT_KEY]
         self.plans = services.plans
         self.drops = AdmissionDrops(services.fabric, services.metrics)
+        self.classes = ClassCounters(services.fabric, services.metrics)
         services.fabric.add_share_provider(self.plans.switch_share)
         kwargs["wsgi"].register(InaRestApi, {REST_APP_KEY: self.plans, METRICS_KEY: services.metrics})
 
@@ -63,15 +67,23 @@ class InaController(app_manager.RyuApp):
 
     @set_ev_cls(EventCountDrops)
     def _count_drops(self, _ev):
-        for datapath, requests in self.drops.requests().items():
-            for request in requests:
-                datapath.send_msg(request)
+        for counter in (self.drops, self.classes):
+            for datapath, requests in counter.requests().items():
+                for request in requests:
+                    datapath.send_msg(request)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _drop_counts(self, ev):
         msg = ev.msg
-        self.drops.reply(msg.datapath, msg.xid, msg.body,
-                         bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE))
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self.drops.reply(msg.datapath, msg.xid, msg.body, more)
+        self.classes.flows_reply(msg.datapath, msg.xid, msg.body, more)
+
+    @set_ev_cls(ofp_event.EventOFPMeterStatsReply, MAIN_DISPATCHER)
+    def _meter_counts(self, ev):
+        msg = ev.msg
+        self.classes.meters_reply(msg.datapath, msg.xid, msg.body,
+                                  bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE))
 
     @set_ev_cls(EventFabricChanged)
     def _fabric_changed(self, ev):

@@ -5,8 +5,9 @@ plan as one resource.
     ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
 
 REST: POST /jobs, GET /jobs (with an ETag: 304 to If-None-Match while no job changed),
-GET/DELETE /jobs/<id> (GET with ?worker=&round=&comm_s=&compute_s=: a worker says
-where it is and how long its rounds and compute take, and an ETag), PUT /jobs/<id>/lease (its owner renews the lease), GET/PUT /fabric/policy (how
+GET/DELETE /jobs/<id> (GET with ?worker=&round=&comm_s=&compute_s=&borrowed_mbps=: a
+worker says where it is, how long its rounds and compute take and what it borrows, and
+an ETag), PUT /jobs/<id>/lease (its owner renews the lease), GET/PUT /fabric/policy (how
 jobs share the fabric: services/tenants.py). Errors: 400 malformed, invalid or an
 unknown host, 403 not the job's owner, 404 unknown job, 409 the job does not fit (with
 its bottleneck and max_rate_mbps), 503 fabric not ready or saved jobs being restored,
@@ -57,13 +58,14 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
     def show(self, req, item_id, **_kwargs):
         """GET /jobs/<id>: with ?worker=h1&round=N, a worker of the job says which round
         it began (so the controller knows from which round new rates can hold), and with
-        comm_s and compute_s its iteration (for interleaving); with the job's weak ETag in
+        comm_s and compute_s its iteration (for interleaving), with borrowed_mbps what it
+        borrows; with the job's weak ETag in
         If-None-Match, 304 while its generation, lease and window hold. Each worker reads
         its job twice a second."""
         now = time.monotonic()
         try:
             etag = self.service.heard(item_id, req.GET.get("worker"), req.GET.get("round"), now,
-                                      req.GET.get("comm_s"), req.GET.get("compute_s"))
+                                      req.GET)
         except ServiceError:   # answered below, as show() says it
             etag = None
         if etag is not None and req.headers.get("If-None-Match") == etag:

@@ -32,12 +32,23 @@ def chromium(width=1500, height=950):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
+def entry_selector(kind, item_id):
+    """The CSS selector of the page's list entry of a tree, plan, round or job."""
+    return '#%ss li[data-kind="%s"][data-id="%d"]' % (kind, kind, item_id)
+
+
+def entry_text(driver, kind, item_id):
+    """What the page's entry of a tree, plan, round or job says."""
+    from selenium.webdriver.common.by import By
+    return driver.find_element(By.CSS_SELECTOR, entry_selector(kind, item_id)).text
+
+
 def select(driver, kind, item_id, timeout_s=15):
     """Click the page's entry of a tree, plan, round or job once it is listed; the keys
     ("a|b", names sorted) of the links the page then highlights."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-    entry = '#%ss li[data-kind="%s"][data-id="%d"]' % (kind, kind, item_id)
+    entry = entry_selector(kind, item_id)
     WebDriverWait(driver, timeout_s).until(lambda d: d.find_elements(By.CSS_SELECTOR, entry))
     driver.find_element(By.CSS_SELECTOR, entry).click()
     WebDriverWait(driver, timeout_s).until(

@@ -23,7 +23,7 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
 from mininet_topos.ovs_state import PlatformError, existing_bridges
-from mininet_topos.traffic_classes import class_commands, rate_commands
+from mininet_topos.traffic_classes import class_commands, queue_counters, rate_commands
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
@@ -161,13 +161,27 @@ def is_shaped(intf):
     return 0 < (intf.params.get("bw") or 0) <= intf.bwParamMax
 
 
+def shaped_switch_ports(net):
+    """The names of every switch port Mininet gave its HTB class."""
+    return [intf.name for switch in net.switches for intf in switch.intfList()
+            if intf.name != "lo" and is_shaped(intf)]
+
+
 def set_switch_queues(net, frames):
     """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
     `frames` that drops at its head: the send that meets a full queue succeeds, and the
     qdisc counts the one frame it dropped."""
     command = "qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d"
-    _tc_batch([command % (intf.name, frames) for switch in net.switches for intf in switch.intfList()
-               if intf.name != "lo" and is_shaped(intf)])
+    _tc_batch([command % (port, frames) for port in shaped_switch_ports(net)])
+
+
+def switch_class_counters(net):
+    """{switch port: traffic_classes.queue_counters} of every shaped switch port of a
+    started fabric with its traffic classes."""
+    return {port: queue_counters(subprocess.run(["tc", "-s", "qdisc", "show", "dev", port],
+                                                capture_output=True, text=True,
+                                                check=True).stdout)
+            for port in shaped_switch_ports(net)}
 
 
 def add_traffic_classes(net, frames):

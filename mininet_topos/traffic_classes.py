@@ -22,7 +22,6 @@ interfaces when the fabric stops.
 """
 
 import re
-import subprocess
 
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 
@@ -86,15 +85,3 @@ def queue_counters(qdisc_text):
             found[CLASS_OF_QUEUE[handle]] = {"bytes": int(sent), "packets": int(packets),
                                              "dropped": int(dropped)}
     return found
-
-
-def switch_class_counters(net):
-    """{switch port: queue_counters} of every shaped switch port of a started fabric."""
-    counters = {}
-    for switch in net.switches:
-        for intf in switch.intfList():
-            if intf.name != "lo" and 0 < (intf.params.get("bw") or 0):
-                text = subprocess.run(["tc", "-s", "qdisc", "show", "dev", intf.name],
-                                      capture_output=True, text=True, check=True).stdout
-                counters[intf.name] = queue_counters(text)
-    return counters

@@ -137,6 +137,17 @@ def admission_drop_requests(datapath):
                                       parser.OFPMatch())
 
 
+def class_counter_requests(datapath):
+    """Ask a switch for its meters' counts (every meter is a job's or a tree's floor: the
+    guaranteed class where its streams enter) and for its borrowed twins' (the flows
+    that match the borrowed class's DSCP)."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    borrowed = parser.OFPMatch(eth_type=ETH_TYPE_IPV4, ip_dscp=BORROWED_DSCP)
+    return [parser.OFPMeterStatsRequest(datapath, 0, ofproto.OFPM_ALL),
+            parser.OFPFlowStatsRequest(datapath, 0, TABLE_FORWARDING, ofproto.OFPP_ANY,
+                                       ofproto.OFPG_ANY, 0, 0, borrowed)]
+
+
 def delete_flows(datapath, cookie):
     """Delete every flow carrying `cookie`, in all tables."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto

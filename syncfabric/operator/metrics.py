@@ -59,6 +59,15 @@ COUNTERS = {
         "live jobs whose rates were planned again as other jobs came or went (policy fair "
         "or weighted), by direction: shrink or grow",
         ["direction"]),
+    "class_bytes": (
+        "syncfabric_class_bytes",
+        "bytes that entered the fabric in each traffic class where jobs' streams enter it: "
+        "into a floor's meter (guaranteed) or a borrowed twin flow (borrowed)",
+        ["switch", "class"]),
+    "floor_policed_bytes": (
+        "syncfabric_floor_policed_bytes",
+        "bytes a floor's meter dropped: sent unmarked above a job's or tree's floor",
+        ["switch"]),
     "unknown_switches": (
         "syncfabric_unknown_switch_connections",
         "connections of switches whose datapath id the fabric description lacks: they get "

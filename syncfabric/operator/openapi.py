@@ -59,7 +59,9 @@ WORKER_ROUND = [
      "description": "seconds that worker's last round took to come back (with round): the "
                     "job's iteration, for interleaving"},
     {"name": "compute_s", "in": "query", "required": False, "schema": NUMBER,
-     "description": "seconds its caller took between that round's sum and the next round"}]
+     "description": "seconds its caller took between that round's sum and the next round"},
+    {"name": "borrowed_mbps", "in": "query", "required": False, "schema": NUMBER,
+     "description": "the rate that worker borrows beyond its floor now"}]
 # what a 200 and a 304 of GET /jobs and GET /jobs/<id> carry: the version to send back
 VERSION_HEADERS = {
     "ETag": {"schema": STRING, "description": "a weak tag of this version: send it back in "

@@ -131,6 +131,9 @@ JOB = obj({
     "borrow": described(BORROW_REPORT, (
         "null: the job's hosts send at its rates (its share is a cap); else they may "
         "borrow what is idle beyond them")),
+    "borrowed_mbps": nullable(described(NUMBER, (
+        "what its running workers say they borrow beyond their floors now, together; null "
+        "until one says"))),
     "period_s": nullable(described(NUMBER, (
         "interleaving: the job starts its rounds at phase_offset_s + k x period_s on the "
         "hosts' clock (Unix time); null: whenever it likes"))),

@@ -41,14 +41,15 @@ class AdmissionDrops:
         if more or switch is None:
             return
         self.metrics.admission_drops.labels(switch).inc(
-            new_packets(self._counted.get(datapath.id, {}), fresh))
+            new_counts(self._counted.get(datapath.id, {}), fresh))
         self._counted[datapath.id] = self._fresh.pop(datapath.id)
         del self._asked[datapath.id]
 
 
-def new_packets(counted, fresh):
-    """Packets dropped since the counts `counted`: a count lower than before is of a
-    flow installed again, and all of it is new."""
+def new_counts(counted, fresh):
+    """What was counted since the counts `counted` ({key: count}, packets or bytes): a
+    count lower than before is of a flow or meter installed again, and all of it is
+    new."""
     new = 0
     for key, packets in fresh.items():
         before = counted.get(key, 0)

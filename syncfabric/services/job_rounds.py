@@ -12,7 +12,8 @@ meters are tightened only once every worker still reporting has passed it.
 
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,
-from which interleaving plans its windows (services/job_phases.py).
+from which interleaving plans its windows (services/job_phases.py); and the rate they
+borrow beyond their floors (`borrowed_mbps`), which the job's report sums.
 """
 
 import math
@@ -25,28 +26,39 @@ READ_LAG_S = 1.0       # how long a worker may take to read a new generation: tw
 #                        that reads it later paces a round at the old rates, which its meters
 #                        still allow until it reports)
 QUIET_S = 5.0          # a worker not heard from for this long is not running rounds
-LONGEST_REPORTED_S = 3600.0   # a comm_s or compute_s above this is not believed
+# what a worker may say (GET /jobs/<id>?...), and the most of it that is believed
+FIGURE_LIMITS = {"comm_s": 3600.0, "compute_s": 3600.0, "borrowed_mbps": 1e6}
 
 
 @dataclass
 class RoundReports:
     """{worker: (round it began last, when it said so)}, each worker's first report, its
-    shortest round back (comm_s) and its latest compute between rounds (compute_s)."""
+    shortest round back (comm_s), its latest compute between rounds (compute_s) and the
+    rate it borrows (borrowed_mbps)."""
     latest: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
     comm_s: dict = field(default_factory=dict)
     compute_s: dict = field(default_factory=dict)
+    borrowed_mbps: dict = field(default_factory=dict)
 
-    def heard(self, worker, number, now, timing=None):
-        """timing: (comm_s, compute_s) as parse_round_report gives them (None: unsaid)."""
+    def heard(self, worker, number, now, figures=None):
+        """figures: {name: value} of FIGURE_LIMITS' names, as parse_figures gives them."""
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             self.latest[worker] = (number, now)
             self.first.setdefault(worker, (number, now))
-        comm_s, compute_s = timing or (None, None)
-        if comm_s is not None:
-            self.comm_s[worker] = min(comm_s, self.comm_s.get(worker, comm_s))
-        if compute_s is not None:
-            self.compute_s[worker] = compute_s
+        figures = figures or {}
+        if "comm_s" in figures:
+            self.comm_s[worker] = min(figures["comm_s"], self.comm_s.get(worker, figures["comm_s"]))
+        if "compute_s" in figures:
+            self.compute_s[worker] = figures["compute_s"]
+        if "borrowed_mbps" in figures:
+            self.borrowed_mbps[worker] = figures["borrowed_mbps"]
+
+    def borrowed(self, now):
+        """The rate (Mbit/s) the running workers say they borrow, together; None if none
+        has said."""
+        said = [self.borrowed_mbps[w] for w in self.running(now) if w in self.borrowed_mbps]
+        return round(sum(said), 3) if said else None
 
     def iteration(self, now):
         """The job's Iteration as its running workers say: its shortest round back (the
@@ -94,15 +106,16 @@ def parse_round_report(worker, number):
     return (worker, number) if worker and number is not None else (None, None)
 
 
-def parse_timing(comm_s, compute_s):
-    """(comm_s, compute_s) from a GET's query: each seconds from 0 to LONGEST_REPORTED_S,
-    None when absent or anything else (a worker that cannot say)."""
-    return seconds_or_none(comm_s), seconds_or_none(compute_s)
-
-
-def seconds_or_none(text):
-    try:
-        seconds = float(text)
-    except (TypeError, ValueError):
-        return None
-    return seconds if math.isfinite(seconds) and 0.0 <= seconds <= LONGEST_REPORTED_S else None
+def parse_figures(query):
+    """{name: value} of the figures of FIGURE_LIMITS a GET's query ({name: text}) says:
+    each a number from 0 to its limit; anything else is left out (a worker that cannot
+    say)."""
+    figures = {}
+    for name, limit in FIGURE_LIMITS.items():
+        try:
+            value = float(query.get(name))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value) and 0.0 <= value <= limit:
+            figures[name] = value
+    return figures

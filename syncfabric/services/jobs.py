@@ -27,7 +27,7 @@ from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
-from syncfabric.services.job_rounds import parse_round_report, parse_timing
+from syncfabric.services.job_rounds import parse_figures, parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
@@ -102,14 +102,14 @@ class Jobs:
     def show(self, job_id, now):
         return self.report(self._get(job_id), now)
 
-    def heard(self, job_id, worker, number, now, comm_s=None, compute_s=None):
-        """A worker of the job says the round it began, and how long its last round and
-        compute took (query text; services/job_rounds.py); the job's ETag (job_tag), with
-        which it reads the job again only when it changed."""
+    def heard(self, job_id, worker, number, now, query=None):
+        """A worker of the job says the round it began, and in `query` ({name: text}) how
+        long its last round and compute took and what it borrows (services/job_rounds.py);
+        the job's ETag (job_tag), with which it reads the job again only when it changed."""
         job = self._get(job_id)
         worker, number = parse_round_report(worker, number)
         if worker in job.request["workers"]:
-            job.rounds.heard(worker, number, now, parse_timing(comm_s, compute_s))
+            job.rounds.heard(worker, number, now, parse_figures(query or {}))
         return job_tag(job, self.tenants.phases.version(job))
 
     def owner_key(self, job_id):
@@ -165,7 +165,8 @@ class Jobs:
     def report(self, job, now):
         shares = shares_of(self, job)
         return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}),
-                    borrow=self.tenants.borrow_report(job), **self.tenants.phases.report(job))
+                    borrow=self.tenants.borrow_report(job), borrowed_mbps=job.rounds.borrowed(now),
+                    **self.tenants.phases.report(job))
 
     # --- events and timers ------------------------------------------------------
 

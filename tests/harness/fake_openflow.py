@@ -177,21 +177,47 @@ class FakeFlowTable:
         return ports
 
 
+FAKE_PACKET_BYTES = 1000   # what every packet looked up counts in bytes
+
+
 def flow_stats_reply(datapath, request):
-    """The flows whose cookie the request selects, in its table or all, with the
-    packets that hit them."""
+    """The flows whose cookie the request selects, in its table or all, and whose match
+    has every field of the request's with its value (OpenFlow's non-strict selection),
+    with the packets that hit them (FAKE_PACKET_BYTES each)."""
     parser, table = datapath.ofproto_parser, datapath.table
-    assert not dict(request.match.items()), "the fake table answers flow stats by cookie only"
-    return parser.OFPFlowStatsReply(datapath, flags=0, body=[
-        parser.OFPFlowStats(table_id=f.table_id, duration_sec=0, duration_nsec=0,
-                            priority=f.priority, idle_timeout=0, hard_timeout=0, flags=0,
-                            cookie=f.cookie, byte_count=0, match=parser.OFPMatch(**f.match),
-                            packet_count=table.packets[f.table_id, f.priority,
-                                                       tuple(sorted(f.match.items()))],
-                            instructions=f.instructions)
-        for f in table.flows
-        if f.cookie & request.cookie_mask == request.cookie & request.cookie_mask
-        and request.table_id in (datapath.ofproto.OFPTT_ALL, f.table_id)])
+    wanted = dict(request.match.items())
+    body = []
+    for f in table.flows:
+        if f.cookie & request.cookie_mask != request.cookie & request.cookie_mask \
+                or request.table_id not in (datapath.ofproto.OFPTT_ALL, f.table_id) \
+                or any(f.match.get(k) != v for k, v in wanted.items()):
+            continue
+        packets = table.packets[f.table_id, f.priority, tuple(sorted(f.match.items()))]
+        body.append(parser.OFPFlowStats(
+            table_id=f.table_id, duration_sec=0, duration_nsec=0, priority=f.priority,
+            idle_timeout=0, hard_timeout=0, flags=0, cookie=f.cookie,
+            byte_count=packets * FAKE_PACKET_BYTES, match=parser.OFPMatch(**f.match),
+            packet_count=packets, instructions=f.instructions))
+    return parser.OFPFlowStatsReply(datapath, flags=0, body=body)
+
+
+def meter_stats_reply(datapath, _request):
+    """Every meter, with the packets of the flows that name it as its input (its band
+    drops none: the fake does not police)."""
+    parser, table = datapath.ofproto_parser, datapath.table
+    packets = Counter()
+    for f in table.flows:
+        for instruction in f.instructions:
+            if hasattr(instruction, "meter_id"):
+                packets[instruction.meter_id] += table.packets[
+                    f.table_id, f.priority, tuple(sorted(f.match.items()))]
+    return parser.OFPMeterStatsReply(datapath, flags=0, body=[
+        parser.OFPMeterStats(meter_id=meter_id, flow_count=0,
+                             packet_in_count=packets[meter_id],
+                             byte_in_count=packets[meter_id] * FAKE_PACKET_BYTES,
+                             duration_sec=0, duration_nsec=0,
+                             band_stats=[parser.OFPMeterBandStats(0, 0)])
+        for meter_id in sorted(table.meters)])
 
 
 def group_desc_reply(datapath, _request):
@@ -210,7 +236,8 @@ def meter_config_reply(datapath, _request):
 
 CONTENTS_REPLIES = {"OFPFlowStatsRequest": flow_stats_reply,
                     "OFPGroupDescStatsRequest": group_desc_reply,
-                    "OFPMeterConfigStatsRequest": meter_config_reply}
+                    "OFPMeterConfigStatsRequest": meter_config_reply,
+                    "OFPMeterStatsRequest": meter_stats_reply}
 
 
 class FakeDatapath(ProtocolDesc):

@@ -16,7 +16,7 @@ from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.data_plane import DataPlane
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
-from mininet_topos.traffic_classes import switch_class_counters
+from mininet_topos.platform_net import switch_class_counters
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 from tests.harness.testbeds import require_root

@@ -46,7 +46,8 @@ EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserv
             "syncfabric_planning_seconds", "syncfabric_rest_requests",
             "syncfabric_unknown_switch_connections", "syncfabric_admission_drops",
             "syncfabric_job_rate_bytes_per_second", "syncfabric_job_fair_share_bytes_per_second",
-            "syncfabric_job_replans", "syncfabric_job_replan_seconds"}
+            "syncfabric_job_replans", "syncfabric_job_replan_seconds", "syncfabric_class_bytes",
+            "syncfabric_floor_policed_bytes"}
 
 
 def scrape(bed, families=None):
@@ -120,8 +121,10 @@ def plan_links(plan):
 
 
 def test_the_page_lists_a_job_and_highlights_its_trees_and_plan(bed):
+    """And says that its rate is a floor it may borrow beyond, when the policy lends."""
     job = bed.client.request("POST", "/jobs", {"workers": ["h1", "h2", "h3"],
                                                "model_bytes": 100000})
+    bed.client.put("/fabric/policy", {"policy": "fair", "borrow": True})
     driver = ui_pictures.chromium(width=1200, height=800)
     try:
         trees = [bed.client.get("/multicast/trees/%d" % i) for i in job["trees"]]
@@ -129,8 +132,10 @@ def test_the_page_lists_a_job_and_highlights_its_trees_and_plan(bed):
             *(ui_pictures.link_keys(tree["edges"]) for tree in trees))
         driver.get(bed.client.base_url + "/ui")
         assert ui_pictures.select(driver, "job", job["id"]) == expected
+        assert "a floor, borrowing up to" in ui_pictures.entry_text(driver, "job", job["id"])
     finally:
         driver.quit()
+        bed.client.put("/fabric/policy", {"policy": "fair"})
         bed.client.request("DELETE", "/jobs/%d" % job["id"])
     assert bed.leftovers() == {}
 

@@ -191,6 +191,7 @@ def test_a_job_whose_aggregators_others_load_is_planned_without_them():
 def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
     assert first["borrow"] is None   # shares are caps by default
+    assert first["borrowed_mbps"] is None   # no worker said what it borrows
     status, shown = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert status == 200 and shown["borrow"] is True
     # the borrowed class's DSCP, and what a host sends in all at most: its link
@@ -219,10 +220,12 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     jobs.follow(time.monotonic())
     assert job(one_spine, ids[0])["period_s"] is None   # nothing believable said yet
     for job_id, workers in zip(ids, (FIRST, SECOND)):
-        for worker in workers:
-            job(one_spine, job_id, worker=worker, round=4, comm_s=1.0, compute_s=1.0)
+        for worker, borrowed in zip(workers, (2.5, 1.5)):
+            job(one_spine, job_id, worker=worker, round=4, comm_s=1.0, compute_s=1.0,
+                borrowed_mbps=borrowed)
     jobs.follow(time.monotonic())
     first, second = (job(one_spine, job_id) for job_id in ids)
+    assert first["borrowed_mbps"] == 4.0   # what its workers say they borrow, together
     assert first["period_s"] == second["period_s"] == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert abs(first["phase_offset_s"] - second["phase_offset_s"]) >= 1.0 - 1e-6
     after = one_spine.response("GET", "/jobs/%d?worker=h1&round=5" % ids[0]).headers["ETag"]

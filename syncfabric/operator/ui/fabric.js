@@ -244,10 +244,26 @@ function describeItem(kind, item) {
   if (kind === "job") {
     return "job " + item.id + " (generation " + item.generation + "): " + item.workers.length +
       " workers, " + item.shards.length + " shards on " + item.shards.map(s => s.host).join(",") +
-      ", " + item.predicted_round_s.toFixed(3) + " s a round" + shareText(item);
+      ", " + item.predicted_round_s.toFixed(3) + " s a round" + shareText(item) +
+      classText(item);
   }
   return "round " + item.id + " (" + item.job + " #" + item.round + "): " +
     item.workers.length + " workers, " + item.trees.length + " trees";
+}
+
+// a job's traffic classes: its rate is a floor it may borrow beyond (in the borrowed
+// class's DSCP, up to its workers' links), and its window when jobs are interleaved
+function classText(job) {
+  let text = "";
+  if (job.borrow) {
+    text += "; a floor, borrowing up to " + job.borrow.ceiling_mbps.toFixed(2) +
+      " Mbit/s in DSCP " + job.borrow.dscp;
+  }
+  if (job.period_s !== undefined && job.period_s !== null) {
+    text += "; its window from " + job.phase_offset_s.toFixed(3) + " s every " +
+      job.period_s.toFixed(3) + " s";
+  }
+  return text;
 }
 
 // a job's rate against its fair share among the jobs installed now (absent from a
