@@ -8,17 +8,22 @@ places every job's iteration on a circle whose perimeter is the common period an
 turns the circles of jobs that share a link until their communication arcs overlap
 least. Here, as there:
 
-- Jobs conflict where, each at its line rate, together they would need more than a
-  resource (a directed link or an aggregator) holds: `usage` gives each job's fraction
-  of each resource at its line rate.
+- Two jobs conflict where, each at its rate alone, together they would need more than
+  a resource (a directed link or an aggregator) holds: `usage` gives each job's
+  fraction of each resource at its rate alone. How much they conflict (the weight of
+  their overlap) is the most by which they overfill a resource they share: two jobs
+  that each need a link whole slow each other down twice as much as two that each
+  need three quarters of it.
 - Jobs that conflict, directly or through others, get one period: the longest of their
   iterations, or of any contended resource's busy time (the sum of its jobs'
   communication, each times its fraction), whichever is longer; PERIOD_MARGIN more, so
   that a round a little slower than its best still fits.
 - Offsets are chosen greedily, longest communication first: each job goes where its arc
-  overlaps least with those already placed that it conflicts with, the candidates
+  overlaps least (weighted) with those already placed that it conflicts with, the candidates
   being the start of the period and the end of every placed arc (an arc packed against
-  another's end is where an optimal placement can always be shifted).
+  another's end is where an optimal placement can always be shifted). Planned again,
+  a job keeps its previous place in the period where it does as well: every window
+  moved costs the jobs a round that meets another.
 - A job that conflicts with nobody gets no window (it runs freely).
 
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
@@ -47,15 +52,16 @@ class Window:
     comm_s: float
 
 
-def schedule(iterations, usage):
+def schedule(iterations, usage, previous=None):
     """{job: Window} for the jobs of `iterations` ({job: Iteration}) that conflict with
-    another; usage: {job: {resource: fraction of it the job takes at its line rate}}."""
+    another; usage: {job: {resource: fraction of it the job takes at its rate alone}};
+    previous: {job: Window} planned before, whose places are kept where as good."""
     contended = contended_resources(usage)
     neighbours = conflicts(iterations, usage, contended)
     windows = {}
     for group in components(neighbours):
         period = common_period(group, iterations, usage, contended)
-        offsets = place(group, iterations, neighbours, period)
+        offsets = place(group, iterations, neighbours, period, previous or {})
         windows.update({job: Window(period, offsets[job], iterations[job].comm_s)
                         for job in group})
     return windows
@@ -71,15 +77,18 @@ def contended_resources(usage):
 
 
 def conflicts(iterations, usage, contended):
-    """{job: the jobs it shares a contended resource with} (jobs with none left out)."""
+    """{job: {job it conflicts with: weight}}: the most by which the two overfill a
+    contended resource they share, at most 1 (jobs that conflict with none left out)."""
     neighbours = {}
     jobs = sorted(iterations)
     for i, first in enumerate(jobs):
         for second in jobs[i + 1:]:
-            shared = set(usage.get(first, {})) & set(usage.get(second, {})) & contended
-            if shared:
-                neighbours.setdefault(first, set()).add(second)
-                neighbours.setdefault(second, set()).add(first)
+            mine, theirs = usage.get(first, {}), usage.get(second, {})
+            weight = min(1.0, max([mine[r] + theirs[r] - 1.0
+                                   for r in set(mine) & set(theirs) & contended], default=0.0))
+            if weight > CONTENDED - 1.0:
+                neighbours.setdefault(first, {})[second] = weight
+                neighbours.setdefault(second, {})[first] = weight
     return neighbours
 
 
@@ -94,7 +103,7 @@ def components(neighbours):
             job = frontier.pop()
             if job not in group:
                 group.add(job)
-                frontier.extend(neighbours[job] - group)
+                frontier.extend(set(neighbours[job]) - group)
         seen |= group
         groups.append(sorted(group))
     return groups
@@ -112,17 +121,22 @@ def common_period(group, iterations, usage, contended):
     return longest * (1.0 + PERIOD_MARGIN)
 
 
-def place(group, iterations, neighbours, period):
+def place(group, iterations, neighbours, period, previous):
     """{job: offset in [0, period)}: longest communication first, each where it overlaps
-    least with the placed jobs it conflicts with (ties: the earliest offset)."""
+    least with the placed jobs it conflicts with (ties: its previous place in the
+    period, else the earliest offset)."""
     offsets = {}
     for job in sorted(group, key=lambda j: (-iterations[j].comm_s, str(j))):
         placed = [other for other in neighbours[job] if other in offsets]
-        candidates = {0.0} | {(offsets[other] + iterations[other].comm_s) % period
-                              for other in placed}
-        offsets[job] = min(sorted(candidates), key=lambda offset: sum(
-            arc_overlap(offset, iterations[job].comm_s, offsets[other],
-                        iterations[other].comm_s, period) for other in placed))
+        candidates = sorted({0.0} | {(offsets[other] + iterations[other].comm_s) % period
+                                     for other in placed})
+        if job in previous:
+            before = previous[job]
+            candidates.insert(0, before.phase_offset_s / before.period_s * period % period)
+        offsets[job] = min(candidates, key=lambda offset: sum(
+            neighbours[job][other] * arc_overlap(offset, iterations[job].comm_s, offsets[other],
+                                                 iterations[other].comm_s, period)
+            for other in placed))
     return offsets
 
 
@@ -140,12 +154,14 @@ def arc_overlap(first, first_s, second, second_s, period):
 
 
 def total_overlap(windows, neighbours):
-    """The sum over conflicting pairs of how long their windows overlap a period."""
+    """The sum over conflicting pairs of how long their windows overlap a period, each
+    times the pair's weight (conflicts)."""
     total = 0.0
     for job, others in neighbours.items():
-        for other in others:
+        for other, weight in others.items():
             if str(job) < str(other):
                 first, second = windows[job], windows[other]
-                total += arc_overlap(first.phase_offset_s, first.comm_s, second.phase_offset_s,
-                                     second.comm_s, first.period_s)
+                total += weight * arc_overlap(first.phase_offset_s, first.comm_s,
+                                              second.phase_offset_s, second.comm_s,
+                                              first.period_s)
     return total

@@ -1,11 +1,13 @@
 """Jobs' communication windows when the fabric interleaves them (PUT /fabric/policy
 {"interleave": true}; no Ryu).
 
-Every FOLLOW_INTERVAL_S (apps/job_controller.py) the jobs' iterations, as their workers
-say them (services/job_rounds.py), and their fractions of each link and aggregator at
-their line rates go to the phase solver (decisions/phase_schedule.py). Its windows are
-kept while every job's iteration stays within REPLAN_CHANGE of the one they were
-planned from, so that workers see them change rarely. A job's report carries its
+Every FOLLOW_INTERVAL_S (apps/job_controller.py) the iterations of the jobs whose
+workers run, as they say them (services/job_rounds.py; a round no longer than the
+controller predicts alone, PREDICTION_SLACK more), and their fractions of each link
+and aggregator at their rates alone go to the phase solver
+(decisions/phase_schedule.py). Its windows are kept while every job's iteration stays
+within REPLAN_CHANGE of the one they were planned from, so that workers see them change
+rarely; planned again, a job keeps its place in the period where it can. A job's report carries its
 window: `period_s` and `phase_offset_s` (its rounds start at offset + k x period, on the
 hosts' clock, time.time(): hosts keep it with NTP), both null when it has none (the
 fabric does not interleave, it has not said its iteration yet, or it conflicts with
@@ -19,6 +21,7 @@ from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
+PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
 NO_WINDOW = {"period_s": None, "phase_offset_s": None}
 
 
@@ -50,16 +53,19 @@ class JobPhases:
     def plan(self, live, now):
         """Plan the windows again if the jobs that said their iterations, or an iteration,
         changed; live: {job id: (rate, Demand)} of the installed jobs."""
-        iterations = {}
-        for job_id in live:
-            iteration = self.jobs.jobs[job_id].rounds.iteration(now)
+        room = capacities(self.jobs.trees.book.view)
+        iterations, usage = {}, {}
+        for job_id, (_rate, demand) in live.items():
+            job, alone = self.jobs.jobs[job_id], solo_rate_mbps(room, demand)
+            predicted_s = job.round.predicted_s * job.round.gradients.f / alone
+            iteration = job.rounds.iteration(now, predicted_s * PREDICTION_SLACK)
             if iteration is not None:
                 iterations[job_id] = iteration
+                usage[job_id] = solo_usage(room, demand, alone)
         if not moved(self.planned_from, iterations):
             return
         self.planned_from = iterations
-        self.windows = schedule(iterations, line_rate_usage(self.jobs.trees.book.view,
-                                                            {i: live[i][1] for i in iterations}))
+        self.windows = schedule(iterations, usage, self.windows)
         for job_id, window in sorted(self.windows.items()):
             LOG.info("job %d: window of %.3f s every %.3f s from %.3f s (rounds of %.3f s, "
                      "iterations of %.3f s)", job_id, window.comm_s, window.period_s,
@@ -77,11 +83,16 @@ def moved(planned_from, iterations):
                for i in iterations)
 
 
-def line_rate_usage(view, demands):
-    """{job: {resource: fraction of it the job takes at its line rate}} from its Demand
-    (fair_shares.Demand: its ceiling and its load per Mbit/s)."""
-    room = capacities(view)
-    return {job_id: {resource: demand.ceiling * per_mbps / room[resource]
-                     for resource, per_mbps in demand.per_mbps.items()
-                     if room.get(resource, 0.0) > 0 and per_mbps > 0}
-            for job_id, demand in demands.items()}
+def solo_rate_mbps(room, demand):
+    """A job's rate alone on the fabric: its ceiling, or what its fullest resource holds
+    (room: {resource: Mbit/s}; demand: fair_shares.Demand, its load per Mbit/s)."""
+    held = [room[resource] / per_mbps for resource, per_mbps in demand.per_mbps.items()
+            if per_mbps > 0 and room.get(resource, 0.0) > 0]
+    return min([demand.ceiling] + held)
+
+
+def solo_usage(room, demand, alone):
+    """{resource: fraction of it the job takes at its rate alone, `alone` Mbit/s}."""
+    return {resource: alone * per_mbps / room[resource]
+            for resource, per_mbps in demand.per_mbps.items()
+            if per_mbps > 0 and room.get(resource, 0.0) > 0}

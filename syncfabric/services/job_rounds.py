@@ -60,15 +60,18 @@ class RoundReports:
         said = [self.borrowed_mbps[w] for w in self.running(now) if w in self.borrowed_mbps]
         return round(sum(said), 3) if said else None
 
-    def iteration(self, now):
-        """The job's Iteration as its running workers say: its shortest round back (the
-        nearest to one with the links to itself), and that plus the longest compute; None
-        until a running worker has said both."""
-        running = [w for w in self.running(now) if w in self.comm_s and w in self.compute_s]
+    def iteration(self, now, predicted_s):
+        """The job's Iteration as its running workers say: its round, the shortest any
+        came back in (the nearest to one with the links to itself) or `predicted_s` if
+        shorter or none said it (a job whose rounds always met others'), and that plus
+        the longest compute (0 until one says); None while no worker runs."""
+        running = self.running(now)
         if not running:
             return None
-        comm_s = max(self.comm_s[w] for w in running)
-        return Iteration(comm_s, comm_s + max(self.compute_s[w] for w in running))
+        said = [self.comm_s[w] for w in running if w in self.comm_s]
+        comm_s = min([predicted_s] + ([max(said)] if said else []))
+        compute_s = max([self.compute_s[w] for w in running if w in self.compute_s], default=0.0)
+        return Iteration(comm_s, comm_s + compute_s)
 
     def pace(self, now):
         """Rounds a second of the fastest running worker, since its first report."""

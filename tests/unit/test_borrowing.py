@@ -42,8 +42,20 @@ def numbers(sent):
     return [int.from_bytes(packet[:4], "big") for _tos, packet in sent]
 
 
+class CountedBorrowing(Borrowing):
+    """A Borrowing that keeps the sums of what it was told was sent and lost."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.total_sent = self.total_lost = 0
+
+    def count(self, sent=0, lost=0, now=None):
+        self.total_sent, self.total_lost = self.total_sent + sent, self.total_lost + lost
+        super().count(sent, lost, now)
+
+
 def lending(sock, floor_mbps, ceiling_mbps):
-    borrowing = Borrowing(sock, BORROWED_DSCP, ceiling_mbps)
+    borrowing = CountedBorrowing(sock, BORROWED_DSCP, ceiling_mbps)
     borrowing.set_floor(floor_mbps, floor_mbps)
     return borrowing
 

@@ -93,3 +93,15 @@ def test_the_greedy_against_a_brute_force(seed):
     if best == 0:
         assert greedy == pytest.approx(0, abs=1e-9)
     assert greedy <= best + 0.1 * period
+
+
+def test_a_job_planned_again_keeps_its_place_where_it_does_as_well():
+    """Two jobs whose places were swapped before keep them, scaled to the new period."""
+    usage = {1: {"spine": 1.0}, 2: {"spine": 1.0}}
+    period = 2.0 * (1 + PERIOD_MARGIN)
+    previous = {1: Window(4.0, 2.0, 1.0), 2: Window(4.0, 0.0, 1.0)}
+    windows = schedule({job: Iteration(1.0, 2.0) for job in (1, 2)}, usage, previous)
+    assert windows[1].phase_offset_s == pytest.approx(period / 2)
+    assert windows[2].phase_offset_s == pytest.approx(0.0)
+    fresh = schedule({job: Iteration(1.0, 2.0) for job in (1, 2)}, usage)
+    assert fresh[1].phase_offset_s == 0.0   # without: the first by id at the start

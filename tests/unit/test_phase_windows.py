@@ -2,12 +2,16 @@
 what it tells the controller of its iteration, and that it follows its window from the
 reads it makes anyway (rate_following.JobFollower)."""
 
+import socket
+
 import pytest
 
 from syncfabric.hosts.jobs.job_layout import JobLayout
 from syncfabric.hosts.jobs.phase_windows import (LATE_FRACTION, IterationTimes, PhaseWindow,
-                                                 window_of)
+                                                 WorkerCadence, window_of)
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
+from syncfabric.hosts.transport.borrowing import START_FRACTION, Borrowing
+from syncfabric.traffic_classes import BORROWED_DSCP
 from tests.unit.test_job_roles import report
 
 
@@ -63,7 +67,7 @@ def test_the_follower_says_the_iteration_and_takes_the_window():
     timing, window = IterationTimes(), PhaseWindow(layout_report)
     timing.comm_s, timing.compute_s = 0.25, 0.5
     client = RecordingClient(dict(layout_report, period_s=4.0, phase_offset_s=1.0))
-    follower = JobFollower(client, "h1", RateSchedule(layout), lambda: 3, window, timing)
+    follower = JobFollower(client, "h1", RateSchedule(layout), lambda: 3, window, timing.query)
     try:
         follower.read_once()
     finally:
@@ -71,3 +75,16 @@ def test_the_follower_says_the_iteration_and_takes_the_window():
     assert client.paths[-1] == "/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000" \
         % layout.id
     assert window.window == (4.0, 1.0)
+
+
+def test_a_worker_says_the_rate_it_borrows_beside_its_iteration():
+    cadence = WorkerCadence({"period_s": None})
+    cadence.timing.comm_s, cadence.timing.compute_s = 0.5, 0.25
+    assert cadence.query(None) == "&comm_s=0.5000&compute_s=0.2500"   # it may not borrow
+    borrowing = Borrowing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), BORROWED_DSCP, 20.0)
+    try:
+        borrowing.set_floor(5.0, 10.0)   # half its host's floor: half the 10 spare
+        assert cadence.query(borrowing) == "&comm_s=0.5000&compute_s=0.2500&borrowed_mbps=%.3f" \
+            % (START_FRACTION * 5.0)
+    finally:
+        borrowing.sock.close()

@@ -31,7 +31,7 @@ from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
 from syncfabric.hosts.jobs.job_roles import ShardNode, wait_until_served
-from syncfabric.hosts.jobs.phase_windows import IterationTimes, PhaseWindow
+from syncfabric.hosts.jobs.phase_windows import WorkerCadence
 from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.transport.receivers import Wakeup, receiving_socket
@@ -125,7 +125,9 @@ class FabricWorker:
         self.sock.bind((data_ip, 0))
         self.sock.setblocking(False)
         self.selector = selectors.DefaultSelector()
-        self.selector.register(self.sock, selectors.EVENT_READ, self._replies)
+        # the summing nodes' answers: hellos (self.ready) and repair requests
+        self.selector.register(self.sock, selectors.EVENT_READ,
+                               lambda: self.sends.take_answers(self.ready))
         self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
                               self._own_sum, self.path, rates=self.rates)
                     for shard in layout.shards_of(name)]
@@ -133,7 +135,6 @@ class FabricWorker:
             self.selector.register(node.sock, selectors.EVENT_READ,
                                    lambda node=node: self._shard_traffic(node))
         self.rounds = {}   # round number -> Round in flight
-        self.shard_addresses = {shard.address for shard in layout.shards}   # answer repairs
         self.results = RoundArrays(layout.count * layout.per_fragment, RESULTS_READY)
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
         for shard in layout.shards:
@@ -156,10 +157,10 @@ class FabricWorker:
         self.thread.start()
         # a job of the controller: its rates may move as other jobs come and go, and
         # under interleaving it has a window, planned from how long its rounds take
-        self.window = PhaseWindow(report)
-        self.timing = IterationTimes()
+        self.cadence = WorkerCadence(report)
         self.follower = (JobFollower(job.client, name, self.rates, lambda: self.begun,
-                                     self.window, self.timing)
+                                     self.cadence.window,
+                                     lambda: self.cadence.query(self.sends.borrowing))
                          if isinstance(job, FabricJob) else None)
 
     # --- the API ----------------------------------------------------------------
@@ -178,9 +179,7 @@ class FabricWorker:
         """When the next round may start (time.time()), for allreduce_async's start_at:
         its window's under interleaving (phase_windows.py), None (at once) otherwise.
         Asking ends the caller's compute, as the controller learns it."""
-        now = time.time()
-        self.timing.computed(now)
-        return self.window.next_start(now)
+        return self.cadence.next_start()
 
     def wait_served(self, timeout_s=SERVED_WAIT_S):
         """Once every summing node it sends to answers hello; JobError: the silent hosts."""
@@ -195,7 +194,7 @@ class FabricWorker:
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         number, whole, complete = self.filling.take(start, start + len(values))
         if start == 0:
-            self.timing.called(number, start_at, time.time())
+            self.cadence.timing.called(number, start_at, time.time())
         future = Future()
         self.submitted.put((number, start, values, future, whole, complete, start_at))
         self.wakeup.wake()
@@ -273,32 +272,12 @@ class FabricWorker:
         if current is not None:
             current.place(index, sums.values_of(index))
 
-    def _replies(self):
-        """The shards' answers to repair requests: send again what they miss of ours."""
-        while True:
-            try:
-                packet, address = self.sock.recvfrom(65536)
-            except BlockingIOError:
-                return
-            answer = control_message(packet) or {}
-            if answer.get("job") != self.layout.id:
-                continue
-            if answer.get("ready"):
-                self.ready.add(address)
-            number, shard = answer.get("round"), answer.get("shard")
-            current = self.rounds.get(number) if whole(number) else None
-            if current is None or not whole(shard) or address[0] not in self.shard_addresses:
-                continue
-            missing = missing_pairs(answer.get("missing"), self.layout.count)
-            current.replies[shard] = (time.monotonic(), missing)
-            self.sends.send_again(current, [index for index, mask in missing if mask & self.bit])
-
     def _check_rounds(self):
         now = time.monotonic()
         for number, current in sorted(self.rounds.items()):
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
-                self.timing.back(number, time.time())
+                self.cadence.timing.back(number, time.time())
             for start, stop, future in current.summed_parts():   # each float placed once:
                 future.set_result(current.result[start:stop])     # nothing writes it again
             waiting = current.sent and number in self.rounds   # all sent, not all back

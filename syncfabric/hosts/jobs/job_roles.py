@@ -91,6 +91,12 @@ class SummingNode:
                                     HEADER.size + 4 * layout.per_fragment, self.path,
                                     Borrowing.of(sock, layout.borrow))
 
+    def _borrow_beyond(self, floor_mbps, layout, host):
+        """Tell the sums' borrowing, if the job allows it, their floor now (rates move as
+        jobs come and go) and their host's, in `layout` (the round's)."""
+        if self.sums_out.borrowing is not None:
+            self.sums_out.borrowing.set_floor(floor_mbps, layout.host_floor_mbps(host))
+
     def _sum_packets(self, items):
         """(the (round, fragment)s still kept, the datagrams of their sums)."""
         return packets_by_round(items, self._round_sum_packets, self.path)
@@ -253,9 +259,7 @@ class ShardNode(SummingNode):
             groups = [group for group, receivers in self.shard.returns
                       if worker is None or worker in receivers]
             rate_mbps = shard.return_mbps / self.share.cores
-            if self.sums_out.borrowing is not None:
-                self.sums_out.borrowing.set_floor(rate_mbps * len(self.shard.returns),
-                                                  layout.host_floor_mbps(self.shard.host))
+            self._borrow_beyond(rate_mbps * len(self.shard.returns), layout, self.shard.host)
             self.sums_out.push_copies(items, [(group, self.shard.port) for group in groups],
                                       rate_mbps, repair=worker is not None)
 
@@ -307,8 +311,7 @@ class AggregatorNode(SummingNode):
         layout = self.rates.at(number)
         aggregation = layout.aggregations[self.position]
         rate_mbps = aggregation.rate_mbps / self.share.cores
-        if self.sums_out.borrowing is not None:
-            self.sums_out.borrowing.set_floor(rate_mbps, layout.host_floor_mbps(aggregation.host))
+        self._borrow_beyond(rate_mbps, layout, aggregation.host)
         self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps,
                            repair)
 

@@ -101,7 +101,8 @@ def run(args):
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)
             pending.append((number, perf_counter_at(due), max(due or 0.0, time.time()),
-                            worker.window.window, worker.allreduce_async(values, start_at=due)))
+                            worker.cadence.window.window,
+                            worker.allreduce_async(values, start_at=due)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, started_at, window, future in pending:
                     totals[done] = future.result()

@@ -16,8 +16,10 @@ the next round (its compute). They travel in the reads the worker makes anyway
 """
 
 import math
+import time
 
-LATE_FRACTION = 0.25   # of the period: a round this late for its window starts at once
+LATE_FRACTION = 0.5   # of the period: a round this late for its window starts at once
+#                       (one that waited for the next lost a period: its iteration doubled)
 
 
 def window_of(report):
@@ -85,3 +87,24 @@ class IterationTimes:
         if comm_s is None or compute_s is None:
             return ""
         return "&comm_s=%.4f&compute_s=%.4f" % (comm_s, compute_s)
+
+
+class WorkerCadence:
+    """A worker's rounds in time, as it and the controller agree on them: its job's
+    window (taken from every read of its job) and its iteration (said in every read)."""
+
+    def __init__(self, report):
+        self.window, self.timing = PhaseWindow(report), IterationTimes()
+
+    def next_start(self):
+        """When the next round may start (time.time(); None: at once). Asking ends the
+        caller's compute, as the controller learns it."""
+        now = time.time()
+        self.timing.computed(now)
+        return self.window.next_start(now)
+
+    def query(self, borrowing):
+        """What the worker says in its reads, as a query's tail: its iteration, and the
+        rate its first passes borrow (borrowing: transport/borrowing.Borrowing or None)."""
+        borrowed = "" if borrowing is None else "&borrowed_mbps=%.3f" % borrowing.rate()
+        return self.timing.query() + borrowed

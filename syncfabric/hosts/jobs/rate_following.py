@@ -68,14 +68,15 @@ class RateSchedule:
 
 
 class JobFollower:
-    """A worker's reading of its job (GET /jobs/<id>?worker=&round=&comm_s=&compute_s=,
-    with its ETag) every FOLLOW_POLL_S: a new generation of rates goes into `schedule`,
+    """A worker's reading of its job (GET /jobs/<id>?worker=&round=&comm_s=&compute_s=
+    &borrowed_mbps=, with its ETag) every FOLLOW_POLL_S: a new generation of rates goes into `schedule`,
     the job's window into `window` (phase_windows.PhaseWindow). begun(): the round the
-    worker began last; timing: its phase_windows.IterationTimes."""
+    worker began last; figures(): the rest of the query, what it says of its rounds
+    (FabricWorker.figures_query)."""
 
-    def __init__(self, client, name, schedule, begun, window, timing):
+    def __init__(self, client, name, schedule, begun, window, figures):
         self.client, self.name, self.schedule, self.begun = client, name, schedule, begun
-        self.window, self.timing = window, timing
+        self.window, self.figures = window, figures
         self.stopping = threading.Event()
         self.etag, self.warned = None, None
         self.thread = threading.Thread(target=self._run, name="syncfabric-follow-%s" % name,
@@ -99,7 +100,7 @@ class JobFollower:
         latest = self.schedule.latest
         report, self.etag = self.client.get_changed(
             "/jobs/%d?worker=%s&round=%d%s" % (latest.id, self.name, self.begun(),
-                                               self.timing.query()), self.etag)
+                                               self.figures()), self.etag)
         if report is not None:
             self.window.follow(report)
         if report is None or report["generation"] == latest.generation:

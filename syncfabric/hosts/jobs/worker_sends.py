@@ -2,13 +2,14 @@
 data path, paced at its legs' planned rates and held to a window (a summing node's
 receive buffer, shared by its workers, holds what is in flight: no datagram is lost to
 an overflow at any rate), and the fragments its shards ask again (the outbox, paced
-between the I/O thread's receives)."""
+between the I/O thread's receives), answering the shards' requests for them."""
 
 import time
 from collections import Counter
 
 import numpy as np
 
+from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
 from syncfabric.hosts.packets.gradient_wire import HEADER
 from syncfabric.hosts.transport.borrowing import Borrowing
 from syncfabric.hosts.transport.paced_sender import PacedSender, packets_by_round
@@ -35,6 +36,7 @@ class WorkerSends:
         # beyond its legs' rates, in the borrowed class, if the job allows it (a first
         # pass from both ends: pacing.send_streams); repairs go at the legs' rates
         self.borrowing = Borrowing.of(sock, layout.borrow)
+        self.shard_addresses = {shard.address for shard in layout.shards}   # may ask repairs
 
     def window(self, leg):
         """How many of a leg's fragments may be in flight (sent, their sum not back): half
@@ -103,6 +105,28 @@ class WorkerSends:
                 current.stats["resent"] += 1
                 self.outbox.push([(current.number, index)], (leg.address, leg.port),
                                  leg.rate_mbps * self.rate_fraction)
+
+    def take_answers(self, ready):
+        """The summing nodes' answers on the socket: a hello's answer adds its address to
+        `ready`; a shard's answer to a repair request has what it misses of ours sent
+        again."""
+        while True:
+            try:
+                packet, address = self.sock.recvfrom(65536)
+            except BlockingIOError:
+                return
+            answer = control_message(packet) or {}
+            if answer.get("job") != self.layout.id:
+                continue
+            if answer.get("ready"):
+                ready.add(address)
+            number, shard = answer.get("round"), answer.get("shard")
+            current = self.rounds.get(number) if whole(number) else None
+            if current is None or not whole(shard) or address[0] not in self.shard_addresses:
+                continue
+            missing = missing_pairs(answer.get("missing"), self.layout.count)
+            current.replies[shard] = (time.monotonic(), missing)
+            self.send_again(current, [index for index, mask in missing if mask & self.bit])
 
     def _resent_packets(self, items):
         """(the (round, fragment)s still in flight, their datagrams, sent again)."""

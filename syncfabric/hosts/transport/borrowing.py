@@ -6,9 +6,9 @@ A sender's floor (its planned rates, metered) goes in the guaranteed class; on t
 it, a borrowed rate in the borrowed class, which adapts to what gets through
 (rate_control.LossAdaptiveRate): a borrowed datagram asked for again was lost, and every
 INTERVAL_S an interval with a loss halves the rate, one without raises it by a quarter
-of the spare: its part of what the host's link leaves above its host's floor. A sender marks a run of borrowed datagrams (marked()) and returns to
-guaranteed; repairs always go guaranteed, so a round never takes longer than its floor
-allows.
+of the spare: its part of what the host's link leaves above its host's floor. A sender
+marks a run of borrowed datagrams (marked()) and returns to guaranteed; repairs always
+go guaranteed, so a round never takes longer than its floor allows.
 """
 
 import contextlib
@@ -36,7 +36,6 @@ class Borrowing:
         self.adaptive = LossAdaptiveRate(0.0, probe_step=PROBE_STEP)   # no spare until a floor
         self.sent = self.lost = 0               # in the interval being gathered,
         self.interval_start = None              # which began at its first count
-        self.total_sent = self.total_lost = 0
 
     @classmethod
     def of(cls, sock, borrow):
@@ -84,7 +83,6 @@ class Borrowing:
         if self.interval_start is None:
             self.interval_start = now
         self.sent, self.lost = self.sent + sent, self.lost + lost
-        self.total_sent, self.total_lost = self.total_sent + sent, self.total_lost + lost
         if self.sent >= MIN_SENT and now - self.interval_start >= INTERVAL_S:
             # any loss halves it: each costs its round a repair's wait (REPAIR_QUIET_S)
             self.adaptive.update(1.0 if self.lost else 0.0, now)

@@ -2,6 +2,7 @@
 node's sums, a worker's repairs): PacedSender, and the datagrams of (round, fragment)
 keys built a round at a time."""
 
+import contextlib
 import time
 from collections import OrderedDict, deque
 
@@ -74,57 +75,64 @@ class PacedSender:
 
     def send_due(self):
         """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
-        allow since last time), a run of keys to one address per call of the data path."""
+        allow since last time), a run of keys to one address per call of the data path;
+        then, if it borrows, from the back what the borrowed rate lets go by now."""
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
         while self.queue and self.due <= now + SEND_AHEAD_S:
-            _key, address, rate = self.queue[0]
-            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (rate * 1e6)
-            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.due) / nominal))
-            keys = []
-            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
-                keys.append(self.queue.popleft()[0])
-            wanted, packets = self.packets_of(keys)
-            sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
-            unsent = wanted[sent:]   # the buffer is full: these again later, first
-            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
-            self._sent(set(keys) - set(unsent), address)
-            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
-            self.due += wire_bytes * 8 / (rate * 1e6)
-            if unsent:
+            self.due, full = self._send_run(now, self.due, self.queue[0][2], borrowed=False)
+            if full:
                 return
-        if self.queue and self._lending():
-            self._send_borrowed(now)
-
-    def _send_borrowed(self, now):
-        """Send from the back of the queue what the borrowed rate lets go by now, in the
-        borrowed class, up to the first repair from the back."""
         self.borrowed_due = max(self.borrowed_due, now - 0.002)
         while self.queue and self._lending() and self.borrowed_due <= now + SEND_AHEAD_S:
-            _key, address, rate = self.queue[-1]
-            nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (self.borrowing.rate() * 1e6)
-            room = min(BATCH, 1 + int((now + SEND_AHEAD_S - self.borrowed_due) / nominal))
-            keys = []
+            self.borrowed_due, full = self._send_run(now, self.borrowed_due,
+                                                     self.borrowing.rate(), borrowed=True)
+            if full:
+                return
+
+    def _send_run(self, now, due, pace_mbps, borrowed):
+        """Send one run of keys to one address, as many as pace_mbps lets fall due from
+        `due` by now + SEND_AHEAD_S: from the front at their rate, or (borrowed) from the
+        back in the borrowed class, up to the first repair from the back. (When the next
+        is due, whether the socket's buffer was full.)"""
+        _key, address, rate = self.queue[-1 if borrowed else 0]
+        nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (pace_mbps * 1e6)
+        keys = self._take_run(address, rate, min(BATCH, 1 + int((now + SEND_AHEAD_S - due)
+                                                                / nominal)), borrowed)
+        wanted, packets = self.packets_of(keys)
+        with self.borrowing.marked() if borrowed else contextlib.nullcontext():
+            sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
+        unsent = wanted[sent:]   # the buffer is full: these again later, where they were
+        if borrowed:
+            self.queue.extend((key, address, rate) for key in unsent)
+            self._lent(wanted[:sent], address)
+        else:
+            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
+        self._sent(set(keys) - set(unsent), address)
+        wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
+        return due + wire_bytes * 8 / (pace_mbps * 1e6), bool(unsent)
+
+    def _take_run(self, address, rate, room, borrowed):
+        """Up to `room` keys to `address` at `rate` off the front (or, borrowed, the back,
+        stopping at a repair), in the queue's order."""
+        keys = []
+        if borrowed:
             while self.queue and len(keys) < room and self.queue[-1][1:] == (address, rate) \
                     and (self.queue[-1][0], address) not in self.repairs:
                 keys.append(self.queue.pop()[0])
             keys.reverse()
-            wanted, packets = self.packets_of(keys)
-            with self.borrowing.marked():
-                sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
-            unsent = wanted[sent:]   # the buffer is full: these again later, last
-            self.queue.extend((key, address, rate) for key in unsent)
-            done = set(keys) - set(unsent)
-            self._sent(done, address)
-            for key in wanted[:sent]:
-                self.lent[key, address] = None
-            while len(self.lent) > LENT_KEPT:
-                self.lent.popitem(last=False)
-            self.borrowing.count(sent=sent)
-            wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
-            self.borrowed_due += wire_bytes * 8 / (self.borrowing.rate() * 1e6)
-            if unsent:
-                return
+        else:
+            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
+                keys.append(self.queue.popleft()[0])
+        return keys
+
+    def _lent(self, keys, address):
+        """Remember keys sent borrowed (LENT_KEPT at most), to count those asked again."""
+        for key in keys:
+            self.lent[key, address] = None
+        while len(self.lent) > LENT_KEPT:
+            self.lent.popitem(last=False)
+        self.borrowing.count(sent=len(keys))
 
     def _sent(self, keys, address):
         for key in keys:
