@@ -17,9 +17,11 @@ from mininet_topos.data_plane import DataPlane
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
 from mininet_topos.platform_net import switch_class_counters
+from apps.ina_controller import DROPS_INTERVAL_S as COUNT_INTERVAL_S
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 from tests.harness.testbeds import require_root
+from tests.integration.test_operator import scrape
 
 pytestmark = pytest.mark.integration
 
@@ -168,16 +170,37 @@ def test_borrowed_datagrams_pass_the_meter_and_take_the_idle_link(bed):
     marks borrowed (DSCP 1) passes the meter's twin and takes the idle 20 Mbit/s link."""
     tree = post_tree(bed, receivers=["h3"], bandwidth_mbps=5)
     source, receiver = bed.host("h1"), bed.host("h3")
+    before = class_counts(bed)
     try:
         guaranteed, = concurrent_goodputs_mbps(
             [UdpStream(source, (receiver,), tree["address"], 5001, 25)], seconds=3)
         borrowed, = concurrent_goodputs_mbps(
             [UdpStream(source, (receiver,), tree["address"], 5001, 25, BORROWED_TOS)], seconds=3)
+        time.sleep(COUNT_INTERVAL_S * 1.5)   # the controller asks the switches for counts
+        after = class_counts(bed)
     finally:
         bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert 0.9 * 5 <= guaranteed["h3"] <= 1.25 * 5, guaranteed   # the meter's bucket passes more
     assert borrowed["h3"] >= 0.9 * LINK_MBPS, borrowed
+    # /metrics: what entered the meter (25 Mbit/s for 3 s), what it dropped, what the twin took
+    offered = 25e6 / 8 * 3
+    counted = {name: after[name] - before[name] for name in after}
+    assert counted["guaranteed"] >= 0.8 * offered, counted
+    assert counted["policed"] >= 0.8 * (offered - 1.25 * 5e6 / 8 * 3), counted
+    assert counted["borrowed"] >= 0.8 * offered, counted
     assert multicast_state(bed) == NOTHING
+
+
+def class_counts(bed):
+    """{"guaranteed", "borrowed": bytes in each class, "policed": bytes floors' meters
+    dropped}, summed over the switches, from GET /metrics."""
+    counts = {"guaranteed": 0.0, "borrowed": 0.0, "policed": 0.0}
+    for (name, labels), value in scrape(bed).items():
+        if name == "syncfabric_class_bytes_total":
+            counts[dict(labels)["class"]] += value
+        elif name == "syncfabric_floor_policed_bytes_total":
+            counts["policed"] += value
+    return counts
 
 
 def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
