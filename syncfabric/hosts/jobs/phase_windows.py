@@ -18,8 +18,9 @@ the next round (its compute). They travel in the reads the worker makes anyway
 import math
 import time
 
-LATE_FRACTION = 0.5   # of the period: a round this late for its window starts at once
-#                       (one that waited for the next lost a period: its iteration doubled)
+LATE_FRACTION = 0.25  # of the period: a round this late for its window starts at once;
+# later, it waits for the next (a period lost). At half a period, two jobs whose windows
+# fill the period ran into each other's windows at every slow round and fell in step.
 
 
 def window_of(report):
