@@ -141,6 +141,21 @@ class SelmcastRounds:
         LOG.info("round %d released (%d trees)", round_id, len(report["trees"]))
         return report
 
+    def follow(self, now):
+        """Timer: release whole every round that lost a tree (the trees service released
+        it: nothing fit around a fault), as a job that loses a part is. Not while the
+        trees of a restart are still being restored (their rounds came back first)."""
+        if self.trees.book is None or self.trees.generation != self.fabric.generation:
+            return
+        live = {reservation.tree_id for reservation in self.trees.book}
+        for round_id in sorted(self.rounds):
+            lost = [t["id"] for t in self.rounds[round_id]["trees"] if t["id"] not in live]
+            if lost:
+                LOG.warning("round %d lost tree(s) %s (nothing fit around a fault): released",
+                            round_id, lost)
+                self.release(round_id, now)
+                self.metrics.releases.labels("rounds", "reroute").inc()
+
     # --- persistence and events -------------------------------------------------
 
     def remember(self):

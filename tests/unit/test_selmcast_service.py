@@ -1,7 +1,15 @@
 """The SELMCAST rounds service in-process on fake switches: a round owns its trees, keeps
-the k-round history per job, and a refused round installs nothing."""
+the k-round history per job, a refused round installs nothing, and a round that loses
+a tree around a fault is released whole."""
+
+import time
 
 from tests.harness.in_process import NOTHING_LISTED, ROUND, empty, listed, post, release_key
+
+
+def sample(metrics, name, **labels):
+    """The value of one sample of the controller's metrics (None: absent)."""
+    return metrics.registry.get_sample_value(name, labels)
 
 
 def test_a_round_with_nothing_to_send_is_created_with_no_tree(controller):
@@ -56,3 +64,18 @@ def test_a_round_owns_its_trees_and_a_worker_without_bandwidth_gets_409(controll
                                                    "bandwidth_mbps": 20})
     code, answer = post(controller, "/selmcast/rounds", ROUND)
     assert code == 409 and "no bandwidth left on the link of h1, h2" in answer["error"]
+
+
+def test_a_round_that_loses_a_tree_is_released_whole(controller):
+    """A tree the trees service released (nothing fit around a fault) takes its round
+    with it on the app's next timer, and the round's other trees too."""
+    _, round_ = post(controller, "/selmcast/rounds", ROUND)
+    assert len(round_["trees"]) > 1
+    services = controller.services
+    services.trees.release_tree(round_["trees"][0]["id"], time.monotonic())
+    services.rounds.follow(time.monotonic())
+    code, answer = controller.request("GET", "/selmcast/rounds/%d" % round_["id"])
+    assert code == 404, answer
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert sample(services.metrics, "syncfabric_releases_total",
+                  resource="rounds", cause="reroute") == 1
