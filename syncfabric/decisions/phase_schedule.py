@@ -152,16 +152,3 @@ def arc_overlap(first, first_s, second, second_s, period):
         total += max(0.0, stop - start)
     return total
 
-
-def total_overlap(windows, neighbours):
-    """The sum over conflicting pairs of how long their windows overlap a period, each
-    times the pair's weight (conflicts)."""
-    total = 0.0
-    for job, others in neighbours.items():
-        for other, weight in others.items():
-            if str(job) < str(other):
-                first, second = windows[job], windows[other]
-                total += weight * arc_overlap(first.phase_offset_s, first.comm_s,
-                                              second.phase_offset_s, second.comm_s,
-                                              first.period_s)
-    return total

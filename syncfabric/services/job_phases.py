@@ -16,6 +16,7 @@ no other job).
 
 import logging
 
+from syncfabric.decisions.fair_shares import fair_rates
 from syncfabric.decisions.phase_schedule import schedule
 from syncfabric.services.job_shares import capacities
 
@@ -57,6 +58,8 @@ class JobPhases:
         iterations, usage = {}, {}
         for job_id, (_rate, demand) in live.items():
             job, alone = self.jobs.jobs[job_id], solo_rate_mbps(room, demand)
+            if alone <= 0:   # a resource of it holds nothing (a link down): no round alone
+                continue
             predicted_s = job.round.predicted_s * job.round.gradients.f / alone
             iteration = job.rounds.iteration(now, predicted_s * PREDICTION_SLACK)
             if iteration is not None:
@@ -84,11 +87,9 @@ def moved(planned_from, iterations):
 
 
 def solo_rate_mbps(room, demand):
-    """A job's rate alone on the fabric: its ceiling, or what its fullest resource holds
-    (room: {resource: Mbit/s}; demand: fair_shares.Demand, its load per Mbit/s)."""
-    held = [room[resource] / per_mbps for resource, per_mbps in demand.per_mbps.items()
-            if per_mbps > 0 and room.get(resource, 0.0) > 0]
-    return min([demand.ceiling] + held)
+    """A job's rate alone on the fabric (room: {resource: Mbit/s}; demand:
+    fair_shares.Demand): the fair rate of it as the only job."""
+    return fair_rates(room, {"alone": demand})[0]["alone"]
 
 
 def solo_usage(room, demand, alone):

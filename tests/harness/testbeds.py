@@ -1,4 +1,5 @@
-"""What integration tests need around a real testbed: root, the testbed itself, and\nwhat is left on the machine (bridges, controllers) after it."""
+"""What integration tests need around a real testbed: root, the testbed itself, what is
+left on the machine (bridges, controllers) after it, and its controller's metrics."""
 
 import pytest
 
@@ -33,3 +34,20 @@ def controllers_on_port(of_port):
     import subprocess
     listing = subprocess.run(["pgrep", "-af", "ryu-manager"], capture_output=True, text=True).stdout
     return [line for line in listing.splitlines() if "--ofp-tcp-listen-port %d " % of_port in line]
+
+
+def scrape(bed, families=None):
+    """{(sample name, sorted labels): value} of the testbed controller's GET /metrics;
+    `families` (a set) gets the family names."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(bed.client.base_url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        if families is not None and not family.name.endswith("_created"):
+            families.add(family.name)   # _created: when a counter or histogram series began
+        samples.update({(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                        for sample in family.samples})
+    return samples

@@ -20,8 +20,7 @@ from mininet_topos.platform_net import switch_class_counters
 from apps.ina_controller import DROPS_INTERVAL_S as COUNT_INTERVAL_S
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
-from tests.harness.testbeds import require_root
-from tests.integration.test_operator import scrape
+from tests.harness.testbeds import require_root, scrape
 
 pytestmark = pytest.mark.integration
 

@@ -6,12 +6,11 @@ import time
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from experiments import api_fuzz, ui_pictures
 from syncfabric.hosts.transport.controller_client import ControllerHttpError
 from syncfabric.operator import openapi
-from tests.harness.testbeds import running_testbed
+from tests.harness.testbeds import running_testbed, scrape
 
 pytestmark = pytest.mark.integration
 
@@ -48,20 +47,6 @@ EXPORTED = {"syncfabric_link_capacity_bytes_per_second", "syncfabric_link_reserv
             "syncfabric_job_rate_bytes_per_second", "syncfabric_job_fair_share_bytes_per_second",
             "syncfabric_job_replans", "syncfabric_job_replan_seconds", "syncfabric_class_bytes",
             "syncfabric_floor_policed_bytes"}
-
-
-def scrape(bed, families=None):
-    """{(sample name, sorted labels): value}; `families` (a set) gets the family names."""
-    import urllib.request
-    with urllib.request.urlopen(bed.client.base_url + "/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        if families is not None and not family.name.endswith("_created"):
-            families.add(family.name)   # _created: when a counter or histogram series began
-        samples.update({(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-                        for sample in family.samples})
-    return samples
 
 
 def test_a_scrape_shows_reservations_refusals_and_switches(bed, tree_and_plan):

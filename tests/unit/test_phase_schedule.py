@@ -7,10 +7,23 @@ import random
 import pytest
 
 from syncfabric.decisions.phase_schedule import (PERIOD_MARGIN, Iteration, Window, arc_overlap,
-                                                 conflicts, contended_resources, schedule,
-                                                 total_overlap)
+                                                 conflicts, contended_resources, schedule)
 
 GRID = 24   # the brute force's offsets: the period in this many steps
+
+
+def total_overlap(windows, neighbours):
+    """The sum over conflicting pairs of how long their windows overlap a period, each
+    times the pair's weight (conflicts)."""
+    total = 0.0
+    for job, others in neighbours.items():
+        for other, weight in others.items():
+            if str(job) < str(other):
+                first, second = windows[job], windows[other]
+                total += weight * arc_overlap(first.phase_offset_s, first.comm_s,
+                                              second.phase_offset_s, second.comm_s,
+                                              first.period_s)
+    return total
 
 
 def brute_force_overlap(iterations, usage, windows):

@@ -7,11 +7,6 @@ import time
 from tests.harness.in_process import NOTHING_LISTED, ROUND, empty, listed, post, release_key
 
 
-def sample(metrics, name, **labels):
-    """The value of one sample of the controller's metrics (None: absent)."""
-    return metrics.registry.get_sample_value(name, labels)
-
-
 def test_a_round_with_nothing_to_send_is_created_with_no_tree(controller):
     status, round_ = post(controller, "/selmcast/rounds", {"job": "idle", "workers": ["h1", "h2"],
                                                            "update_mb": 1, "p": 0})
@@ -77,5 +72,5 @@ def test_a_round_that_loses_a_tree_is_released_whole(controller):
     code, answer = controller.request("GET", "/selmcast/rounds/%d" % round_["id"])
     assert code == 404, answer
     assert listed(controller) == NOTHING_LISTED and empty(controller)
-    assert sample(services.metrics, "syncfabric_releases_total",
-                  resource="rounds", cause="reroute") == 1
+    assert services.metrics.registry.get_sample_value(
+        "syncfabric_releases_total", {"resource": "rounds", "cause": "reroute"}) == 1
