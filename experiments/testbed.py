@@ -30,13 +30,15 @@ from experiments import switch_oracle
 from experiments.controller_process import ALL_APPS, ControllerProcess, wait_until
 from experiments.fidelity import PlatformSampler
 from experiments.ovs import ofctl, port_bytes
+from mininet_topos.class_sizer import ClassSizer
 from mininet_topos.data_plane import DataPlane, apply_ovs_receive_buffer, apply_ovs_send_buffer
 from mininet_topos.description import describe
 from mininet_topos.ovs_state import check_ovs_running
 from mininet_topos.platform_net import (PlatformError, add_management_network, check_bridges_free,
                                         check_management_network_free,
-                                        remove_management_network, start_network,
-                                        switch_ports)
+                                        remove_management_network,
+                                        shaped_switch_port_numbers, start_network,
+                                        switch_ports, tc_batch)
 from syncfabric.hosts.transport.controller_client import TOKEN_ENV
 from syncfabric.hosts.packets.wire import MTU_ENV
 from syncfabric.services.state_files import STATE_DIR_ENV
@@ -76,6 +78,7 @@ class FabricTestbed:
         self.net = None
         self.management_ip = None   # the root namespace as seen from inside hosts
         self.management_url = None  # the REST API as seen from inside hosts
+        self.class_sizer = None     # with traffic classes: sizes them to the booked floors
         self._saved_environment = None   # what start() found, put back by stop()
         self._previous_sigterm = None    # the handler start() replaced, put back by stop()
 
@@ -133,11 +136,18 @@ class FabricTestbed:
             self.client.put("/fabric/topology", describe(self.topo))
             self.progress("waiting for every switch to connect and confirm its flows")
             self._wait_until_synced()
+            if self.data_plane.traffic_classes:
+                self.class_sizer = ClassSizer(
+                    shaped_switch_port_numbers(self.net),
+                    lambda: self.client.get("/fabric/links")["links"], tc_batch).start()
         except BaseException:
             self.stop()
             raise
 
     def stop(self):
+        if self.class_sizer is not None:
+            self.class_sizer.stop()
+            self.class_sizer = None
         if self.net is not None:
             self.net.stop()
             self.net = None

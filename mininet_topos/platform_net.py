@@ -23,7 +23,8 @@ from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
 from mininet_topos.ovs_state import PlatformError, existing_bridges
-from mininet_topos.traffic_classes import class_commands, queue_counters, rate_commands
+from mininet_topos.traffic_classes import (assured_rates, class_commands, queue_counters,
+                                           rate_commands)
 
 OFFLOADS = ("tx", "rx", "tso", "gso", "gro")
 MULTICAST_NET = "224.0.0.0/4"
@@ -167,12 +168,19 @@ def shaped_switch_ports(net):
             if intf.name != "lo" and is_shaped(intf)]
 
 
+def shaped_switch_port_numbers(net):
+    """{(switch, OpenFlow port): interface name} of every switch port Mininet gave its
+    HTB class: where GET /fabric/links's links start (class_sizer.ClassSizer)."""
+    return {(switch.name, switch.ports[intf]): intf.name for switch in net.switches
+            for intf in switch.intfList() if intf.name != "lo" and is_shaped(intf)}
+
+
 def set_switch_queues(net, frames):
     """Give every shaped switch port (under the HTB class ShapedLink set up) a queue of
     `frames` that drops at its head: the send that meets a full queue succeeds, and the
     qdisc counts the one frame it dropped."""
     command = "qdisc add dev %s parent 5:1 handle 10: pfifo_head_drop limit %d"
-    _tc_batch([command % (port, frames) for port in shaped_switch_ports(net)])
+    tc_batch([command % (port, frames) for port in shaped_switch_ports(net)])
 
 
 def switch_class_counters(net):
@@ -181,6 +189,15 @@ def switch_class_counters(net):
     return {port: queue_counters(subprocess.run(["tc", "-s", "qdisc", "show", "dev", port],
                                                 capture_output=True, text=True,
                                                 check=True).stdout)
+            for port in shaped_switch_ports(net)}
+
+
+def switch_class_rates(net):
+    """{switch port: {"guaranteed", "borrowed": kbit/s assured}} of every shaped switch
+    port of a fabric started with its traffic classes (class_sizer sizes them)."""
+    return {port: assured_rates(subprocess.run(["tc", "class", "show", "dev", port],
+                                               capture_output=True, text=True,
+                                               check=True).stdout)
             for port in shaped_switch_ports(net)}
 
 
@@ -201,7 +218,7 @@ def add_traffic_classes(net, frames):
             else:
                 root_side += commands
     if root_side:
-        _tc_batch(root_side)
+        tc_batch(root_side)
 
 
 def shape_links(net, mbps):
@@ -219,7 +236,7 @@ def shape_links(net, mbps):
                 _tc_in(intf.node, commands)
             else:
                 root_side += commands
-    _tc_batch(root_side)
+    tc_batch(root_side)
 
 
 def _tc_in(node, commands):
@@ -229,7 +246,7 @@ def _tc_in(node, commands):
         raise PlatformError("tc failed on %s: %s" % (node.name, output.strip()))
 
 
-def _tc_batch(commands):
+def tc_batch(commands):
     """Run tc commands for the root namespace's interfaces in one tc process."""
     subprocess.run(["tc", "-batch", "-"], input="\n".join(commands) + "\n", text=True,
                    check=True, capture_output=True)

@@ -14,6 +14,13 @@ its default in place, so the root is made again, and 5:1 as Mininet makes it. (A
 catch-all filter instead costs one more classifier per packet per port: it took the
 fabric's calibrated all-to-all rate from 84 to 63 Mbit/s per link on the AMD EPYC.)
 
+The classes start with the guaranteed one at the link's rate: strict priority, as a
+real switch's queues give it. While the fabric runs, class_sizer.py keeps each switch
+port's sized to the floors booked on its link (class_rates): the guaranteed class is
+assured those floors and FLOOR_HEADROOM more, the borrowed one what they leave, so
+traffic sent unmarked beyond every floor no longer crowds out what is borrowed. A
+host's port keeps strict priority: only its own senders share it.
+
 A switch port's classes each queue in a pfifo_head_drop (data_plane.py says why): the
 guaranteed one `frames` deep (handle 10:, where packet_drops reads a port's drops), the
 borrowed one BORROWED_QUEUE (handle 20:). A host's guaranteed class keeps the kernel's
@@ -28,7 +35,10 @@ from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 GUARANTEED_CLASS, BORROWED_CLASS = "5:10", "5:20"
 GUARANTEED_QUEUE, BORROWED_QUEUE_HANDLE = "10:", "20:"
 BORROWED_QUEUE = 64          # frames a switch port's borrowed class queues
-BORROWED_MIN_RATE = "8kbit"  # HTB needs a rate: borrowed traffic is assured next to nothing
+MIN_RATE_KBIT = 8            # HTB needs a rate: a class with nothing booked is assured this
+# the guaranteed class's rate over the floors booked on its link: datagrams' headers and
+# the floors' meters' bursts, which pass a little more than the floor for a moment
+FLOOR_HEADROOM = 1.1
 QUANTUM_BYTES = 10000        # above a jumbo frame; set, or tc warns at our rates
 DSCP_MASK = 0xfc             # the TOS byte's DSCP bits
 
@@ -44,11 +54,8 @@ def class_commands(interface, rate_mbps, frames=0):
         "qdisc del dev %s root" % interface,
         "qdisc add dev %s root handle 5: htb default %s"
         % (interface, GUARANTEED_CLASS.split(":")[1]),
-        "class add dev %s parent 5: classid 5:1 htb rate %s burst 15k" % (interface, link),
-        "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 0 quantum %d"
-        % (interface, GUARANTEED_CLASS, link, link, QUANTUM_BYTES),
-        "class add dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
-        % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
+        "class add dev %s parent 5: classid 5:1 htb rate %s burst 15k" % (interface, link)]
+    commands += ["class add" + command for command in _class_lines(interface, rate_mbps)]
     if frames:
         commands.append("qdisc add dev %s parent %s handle %s pfifo_head_drop limit %d"
                         % (interface, GUARANTEED_CLASS, GUARANTEED_QUEUE, frames))
@@ -60,14 +67,31 @@ def class_commands(interface, rate_mbps, frames=0):
     return commands
 
 
-def rate_commands(interface, rate_mbps):
-    """tc commands that move both classes' ceilings, and the guaranteed class's rate, to
-    a link reshaped to rate_mbps (platform_net.shape_links)."""
+def class_rates(link_mbps, booked_mbps=None):
+    """(guaranteed, borrowed) kbit/s the classes of a link of link_mbps are assured when
+    booked_mbps of floors are booked on it: the floors and FLOOR_HEADROOM more, and what
+    they leave; both may take the whole link while the other is idle. booked_mbps None:
+    no floors known, the guaranteed class assured the whole link (strict priority)."""
+    link = int(round(link_mbps * 1000))
+    wanted = link if booked_mbps is None else int(round(booked_mbps * FLOOR_HEADROOM * 1000))
+    guaranteed = min(link, max(MIN_RATE_KBIT, wanted))
+    return guaranteed, max(MIN_RATE_KBIT, link - guaranteed)
+
+
+def rate_commands(interface, rate_mbps, booked_mbps=None):
+    """tc commands that move both classes of `interface` to a link of rate_mbps (reshaped
+    by platform_net.shape_links) with booked_mbps of floors on it (class_rates)."""
+    return ["class change" + command
+            for command in _class_lines(interface, rate_mbps, booked_mbps)]
+
+
+def _class_lines(interface, rate_mbps, booked_mbps=None):
+    """The two classes' definitions after `class add` or `class change`."""
+    guaranteed, borrowed = class_rates(rate_mbps, booked_mbps)
     link = "%fMbit" % rate_mbps
-    return ["class change dev %s parent 5:1 classid %s htb rate %s ceil %s prio 0 quantum %d"
-            % (interface, GUARANTEED_CLASS, link, link, QUANTUM_BYTES),
-            "class change dev %s parent 5:1 classid %s htb rate %s ceil %s prio 1 quantum %d"
-            % (interface, BORROWED_CLASS, BORROWED_MIN_RATE, link, QUANTUM_BYTES)]
+    line = " dev %s parent 5:1 classid %s htb rate %dkbit ceil %s prio %d quantum %d"
+    return [line % (interface, GUARANTEED_CLASS, guaranteed, link, 0, QUANTUM_BYTES),
+            line % (interface, BORROWED_CLASS, borrowed, link, 1, QUANTUM_BYTES)]
 
 
 QUEUE_STATS = re.compile(r"qdisc pfifo_head_drop (\d+:) parent \S+ .*?\n\s*Sent (\d+) bytes "
@@ -85,3 +109,16 @@ def queue_counters(qdisc_text):
             found[CLASS_OF_QUEUE[handle]] = {"bytes": int(sent), "packets": int(packets),
                                              "dropped": int(dropped)}
     return found
+
+
+CLASS_RATE = re.compile(r"class htb (5:10|5:20) parent \S+ (?:leaf \S+ )?prio \d+ "
+                        r"rate (\d+(?:\.\d+)?)([KMG]?)bit")
+KBIT_PER_UNIT = {"": 0.001, "K": 1, "M": 1000, "G": 1000000}
+CLASS_NAMES = {GUARANTEED_CLASS: "guaranteed", BORROWED_CLASS: "borrowed"}
+
+
+def assured_rates(class_text):
+    """{"guaranteed" | "borrowed": kbit/s} each class of a port is assured, read from
+    `tc class show dev <port>`."""
+    return {CLASS_NAMES[classid]: round(float(number) * KBIT_PER_UNIT[unit])
+            for classid, number, unit in CLASS_RATE.findall(class_text)}

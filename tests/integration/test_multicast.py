@@ -16,7 +16,8 @@ from experiments.traffic.model_transfer import run_transfer
 from mininet_topos.data_plane import DataPlane
 from mininet_topos.description import describe
 from mininet_topos.spineleaf import SpineLeafTopo
-from mininet_topos.platform_net import switch_class_counters
+from mininet_topos.platform_net import switch_class_counters, switch_class_rates
+from mininet_topos.traffic_classes import FLOOR_HEADROOM, MIN_RATE_KBIT
 from apps.ina_controller import DROPS_INTERVAL_S as COUNT_INTERVAL_S
 from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
@@ -209,6 +210,12 @@ def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
     floor = post_tree(bed, source="h1", receivers=["h3"], bandwidth_mbps=8)
     flood = post_tree(bed, source="h2", receivers=["h3"], bandwidth_mbps=2)
     receiver = bed.host("h3")
+    # the port toward h3 carries both floors: its guaranteed class is sized to them
+    to_receiver = "leaf2-eth%d" % bed.view.out_port("leaf2", "h3")
+    sized = {"guaranteed": round(10 * FLOOR_HEADROOM * 1000),
+             "borrowed": round((LINK_MBPS - 10 * FLOOR_HEADROOM) * 1000)}
+    wait_until(lambda: switch_class_rates(bed.net)[to_receiver] == sized, 5,
+               "the classes toward h3 sized to the two trees' floors")
     before = switch_class_counters(bed.net)
     try:
         kept, flooded = concurrent_goodputs_mbps(
@@ -227,3 +234,7 @@ def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
                          for port in after)
     assert guaranteed_drops == 0 and borrowed_drops > 0, (guaranteed_drops, borrowed_drops)
     assert multicast_state(bed) == NOTHING
+    # the floors released, the classes go back to nothing booked
+    released = {"guaranteed": MIN_RATE_KBIT, "borrowed": LINK_MBPS * 1000 - MIN_RATE_KBIT}
+    wait_until(lambda: switch_class_rates(bed.net)[to_receiver] == released, 5,
+               "the classes toward h3 back to no floors")

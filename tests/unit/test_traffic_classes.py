@@ -4,8 +4,8 @@ with the switches' flows and the hosts' sockets (syncfabric/traffic_classes.py).
 
 import pytest
 
-from mininet_topos.traffic_classes import (BORROWED_QUEUE, class_commands, queue_counters,
-                                           rate_commands)
+from mininet_topos.traffic_classes import (BORROWED_QUEUE, assured_rates, class_commands,
+                                           class_rates, queue_counters, rate_commands)
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
 
 TC_QDISC_SHOW = """qdisc htb 5: root refcnt 3 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000
@@ -27,7 +27,8 @@ def test_a_switch_port_gets_a_guaranteed_class_served_first_and_a_borrowed_one()
         "qdisc add dev leaf1-eth3 root handle 5: htb default 10",
         "class add dev leaf1-eth3 parent 5: classid 5:1 htb rate 20.000000Mbit burst 15k"]
     guaranteed, borrowed = commands[3:5]
-    assert "classid 5:10 htb rate 20.000000Mbit ceil 20.000000Mbit prio 0" in guaranteed
+    # no floors known yet: the guaranteed class is assured the whole link (strict priority)
+    assert "classid 5:10 htb rate 20000kbit ceil 20.000000Mbit prio 0" in guaranteed
     assert "classid 5:20 htb rate 8kbit ceil 20.000000Mbit prio 1" in borrowed
     assert "parent 5:10 handle 10: pfifo_head_drop limit 256" in commands[5]
     assert "parent 5:20 handle 20: pfifo_head_drop limit %d" % BORROWED_QUEUE in commands[6]
@@ -43,9 +44,30 @@ def test_a_hosts_guaranteed_class_keeps_the_kernels_queue():
 
 def test_a_reshaped_link_moves_both_classes():
     guaranteed, borrowed = rate_commands("leaf1-eth3", 40.0)
-    assert "class change dev leaf1-eth3 parent 5:1 classid 5:10 htb rate 40.000000Mbit ceil " \
+    assert "class change dev leaf1-eth3 parent 5:1 classid 5:10 htb rate 40000kbit ceil " \
         "40.000000Mbit prio 0" in guaranteed
     assert "classid 5:20 htb rate 8kbit ceil 40.000000Mbit prio 1" in borrowed
+
+
+def test_the_guaranteed_class_is_assured_the_booked_floors_and_the_borrowed_what_they_leave():
+    assert class_rates(20.0, 8.0) == (8800, 11200)       # FLOOR_HEADROOM over the floors
+    assert class_rates(20.0, 0.0) == (8, 19992)          # nothing booked: HTB's least
+    assert class_rates(20.0, 19.5) == (20000, 8)         # floors and headroom beyond the link
+    guaranteed, borrowed = rate_commands("leaf1-eth3", 20.0, 8.0)
+    assert "classid 5:10 htb rate 8800kbit ceil 20.000000Mbit prio 0" in guaranteed
+    assert "classid 5:20 htb rate 11200kbit ceil 20.000000Mbit prio 1" in borrowed
+
+
+TC_CLASS_SHOW = """class htb 5:10 parent 5:1 prio 0 rate 8800Kbit ceil 20Mbit burst 1598b cburst 1600b
+class htb 5:1 root rate 20Mbit ceil 20Mbit burst 1600b cburst 1600b
+class htb 5:20 parent 5:1 leaf 20: prio 1 rate 11200Kbit ceil 20Mbit burst 1600b cburst 1600b
+"""
+
+
+def test_each_classes_assured_rate_is_read_from_tc():
+    assert assured_rates(TC_CLASS_SHOW) == {"guaranteed": 8800, "borrowed": 11200}
+    assert assured_rates(TC_CLASS_SHOW.replace("8800Kbit", "20Mbit")) == {
+        "guaranteed": 20000, "borrowed": 11200}
 
 
 def test_each_classes_bytes_and_drops_are_read_from_its_queue():
@@ -67,5 +89,5 @@ def test_the_deployment_guides_classes_are_the_emulated_fabrics():
 
     in_guide = [command for command in deploy_guide.guide_commands(deploy_guide.GUIDE.read_text())
                 if command.startswith("tc ")]
-    assert in_guide == ["tc " + command.replace("1000.000000Mbit", "LINK")
-                        for command in class_commands("PORT", 1000.0)]
+    assert in_guide == ["tc " + command.replace("1000.000000Mbit", "LINK").replace(
+                            "1000000kbit", "LINK") for command in class_commands("PORT", 1000.0)]
