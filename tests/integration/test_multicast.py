@@ -214,10 +214,10 @@ def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
     to_receiver = "leaf2-eth%d" % bed.view.out_port("leaf2", "h3")
     sized = {"guaranteed": round(10 * FLOOR_HEADROOM * 1000),
              "borrowed": round((LINK_MBPS - 10 * FLOOR_HEADROOM) * 1000)}
-    wait_until(lambda: switch_class_rates(bed.net)[to_receiver] == sized, 5,
-               "the classes toward h3 sized to the two trees' floors")
-    before = switch_class_counters(bed.net)
     try:
+        wait_until(lambda: switch_class_rates(bed.net)[to_receiver] == sized, 5,
+                   "the classes toward h3 sized to the two trees' floors")
+        before = switch_class_counters(bed.net)
         kept, flooded = concurrent_goodputs_mbps(
             [UdpStream(bed.host("h1"), (receiver,), floor["address"], 5001, 8),
              UdpStream(bed.host("h2"), (receiver,), flood["address"], 5002, 30, BORROWED_TOS)],
