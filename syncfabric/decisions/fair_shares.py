@@ -67,3 +67,13 @@ def filling_step(free, demands, active, rates):
         if step is None or headroom < step:
             step, limit = headroom, CEILING
     return step, limit
+
+
+def borrowable_mbps(capacity, reserved, own):
+    """What a job may borrow, beyond its floor, into a resource of `capacity` Mbit/s
+    (an aggregator) on which `reserved` is booked, `own` of it the job's: its floor's
+    part of what the bookings leave, so that the jobs that borrow there together never
+    ask more of it than it has."""
+    if own <= 0 or reserved <= 0:
+        return 0.0
+    return max(0.0, capacity - reserved) * min(1.0, own / reserved)

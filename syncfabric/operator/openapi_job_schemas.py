@@ -22,8 +22,11 @@ INTERLEAVE = described(BOOLEAN, (
 BORROW_REPORT = nullable(obj({
     "dscp": described(INTEGER, "the DSCP that marks the borrowed class"),
     "ceiling_mbps": described(NUMBER, (
-        "what each host sends in all at most: the workers' slowest link"))},
-    required=["dscp", "ceiling_mbps"]))
+        "what each host sends in all at most: the workers' slowest link")),
+    "aggregators_mbps": mapping({"type": "number", "minimum": 0}, (
+        "per aggregator the job's gradients go through, what its workers may borrow into "
+        "it in all: the job's floor's part of what the aggregator's bookings leave"))},
+    required=["dscp", "ceiling_mbps", "aggregators_mbps"]))
 
 SHARD = obj({
     "host": NAME,

@@ -24,7 +24,7 @@ import logging
 from dataclasses import replace
 
 from syncfabric.decisions import round_bounds
-from syncfabric.decisions.fair_shares import Demand, fair_rates
+from syncfabric.decisions.fair_shares import Demand, borrowable_mbps, fair_rates
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.errors import Conflict, InvalidRequest
@@ -213,12 +213,21 @@ class Tenants:
 
     def borrow_report(self, job):
         """What a job's hosts are told of borrowing: None (they send at their rates), or
-        the DSCP of the borrowed class and the ceiling of what they send in all (the
-        workers' slowest link)."""
-        if not self.borrow or self.jobs.trees.book is None:
+        the DSCP of the borrowed class, the ceiling of what they send in all (the
+        workers' slowest link) and, per aggregator the job's gradients go through, what
+        its workers may borrow into it in all (fair_shares.borrowable_mbps)."""
+        book = self.jobs.trees.book
+        if not self.borrow or book is None:
             return None
-        return {"dscp": BORROWED_DSCP, "ceiling_mbps": round_bounds.line_rate_mbps(
-            self.jobs.trees.book.view, job.request["workers"])}
+        live = self.jobs.plans.plans.get(job.plan_id)
+        own = {} if live is None else live.result.loads()
+        return {"dscp": BORROWED_DSCP,
+                "ceiling_mbps": round_bounds.line_rate_mbps(book.view, job.request["workers"]),
+                "aggregators_mbps": {
+                    host: borrowable_mbps(capacity, book.reserved_mbps.get(host, 0.0),
+                                          own.get(host, 0.0))
+                    for host, capacity in sorted(book.view.aggregators.items())
+                    if own.get(host, 0.0) > 0}}
 
     def live_demands(self, leaving_out=None):
         """{job id: (rate, Demand)} of the installed jobs (with weight 1 under fair)."""

@@ -121,6 +121,19 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     assert borrowing.rate() > cut
 
 
+def test_a_stream_into_an_aggregator_borrows_no_more_than_its_limit():
+    """The same first pass as above, toward an aggregator whose spare allows 2 Mbit/s
+    of it borrowed, not the 20 its host's link would: a tenth as many are lent."""
+    sock = ClassRecordingSocket()
+    borrowing = lending(sock, 80.0, 160.0)
+    borrowing.set_floor(80.0, 80.0, {ADDRESS: 2.0})
+    assert borrowing.rate(1.0, ADDRESS) == 2.0 and borrowing.rate(1.0, ("10.0.0.9", 1)) == 20.0
+    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), 80.0)], path=PythonDatapath(),
+                             borrowing=borrowing)
+    assert sorted(numbers(sock.sent)) == list(range(200))
+    assert 0 < borrowed <= 200 * 2.0 / 82.0 + 2   # 2 of the 82 Mbit/s sent in all
+
+
 def test_either_data_path_turns_a_rounds_datagrams_around_without_changing_one(each_datapath):
     """What a first pass sends from its back: the fragments as built (the native path's
     headers in one buffer, their floats where they are), in the opposite order."""

@@ -312,6 +312,20 @@ def test_a_layout_reads_what_it_may_borrow_and_refuses_a_borrow_that_is_not_one(
             JobLayout(dict(report(), borrow=bad))
 
 
+def test_workers_split_what_they_may_borrow_into_an_aggregator_by_their_floors():
+    """agg takes w1's and w2's legs (100 Mbit/s each): the 30 the job may borrow into it
+    are 15 toward it from each; w3, whose leg goes to ps, borrows without a bound."""
+    borrow = {"dscp": 1, "ceiling_mbps": 1000, "aggregators_mbps": {"agg": 30}}
+    layout = JobLayout(dict(report(aggregated=True), borrow=borrow))
+    assert layout.borrow_into == {"agg": 30.0}
+    assert layout.borrow_limits("w1") == {(ADDRESS["agg"], PORT): 15.0}
+    assert layout.borrow_limits("w3") == {}
+    assert JobLayout(dict(report(), borrow=dict(borrow, aggregators_mbps={}))).borrow_into == {}
+    for bad in ({"agg": -1}, {"agg": float("inf")}, {"agg": "30"}, {"agg": True}, ["agg"]):
+        with pytest.raises(JobError, match="aggregators_mbps must map"):
+            JobLayout(dict(report(aggregated=True), borrow=dict(borrow, aggregators_mbps=bad)))
+
+
 def test_a_hosts_floor_is_everything_the_jobs_rates_send_out_of_it():
     layout = JobLayout(report(aggregated=True))
     assert layout.host_floor_mbps("w1") == 100.0    # its leg

@@ -188,6 +188,25 @@ def test_a_job_whose_aggregators_others_load_is_planned_without_them():
         assert jobs[1]["rate_mbps"] >= job(controller, jobs[0]["id"])["rate_mbps"] * 0.98
 
 
+def test_a_job_may_borrow_into_its_aggregators_only_what_their_bookings_leave():
+    """Alone on the fabric, a job that sums in aggregators of 9 Mbit/s is told, for each
+    one its gradients go through, what the bookings there leave; it borrows into no
+    other."""
+    for controller in connected(description(spines=2, leaves=4, hosts_per_leaf=4,
+                                            aggregator_bw=9)):
+        controller.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
+        workers = ["h%d" % (1 + 4 * leaf) for leaf in range(4)]
+        _, answer = post(controller, "/jobs", dict(COLOCATED, workers=workers,
+                                                   aggregation=True))
+        booked = controller.services.trees.book.reserved_mbps
+        used = {aggregator["host"] for aggregator in answer["aggregators"]}
+        borrowable = job(controller, answer["id"])["borrow"]["aggregators_mbps"]
+        assert used and set(borrowable) == used
+        for host in used:
+            assert 0 < booked[host] <= 9
+            assert borrowable[host] == pytest.approx(9 - booked[host])
+
+
 def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
     assert first["borrow"] is None   # shares are caps by default
@@ -195,7 +214,8 @@ def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_sp
     status, shown = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert status == 200 and shown["borrow"] is True
     # the borrowed class's DSCP, and what a host sends in all at most: its link
-    assert job(one_spine, first["id"])["borrow"] == {"dscp": BORROWED_DSCP, "ceiling_mbps": 20.0}
+    assert job(one_spine, first["id"])["borrow"] == {"dscp": BORROWED_DSCP, "ceiling_mbps": 20.0,
+                                                     "aggregators_mbps": {}}
     status, answer = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": 1})
     assert status == 400 and "borrow must be true or false" in answer["error"]
     assert one_spine.request("GET", "/fabric/policy")[1]["borrow"] is True

@@ -95,6 +95,8 @@ class JobLayout:
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
         self.borrow = borrow_of(report.get("borrow"), self.id)   # (dscp, ceiling) or None
+        # {aggregator: Mbit/s} the workers may borrow into it in all (none: no bound)
+        self.borrow_into = aggregators_borrowable(report.get("borrow"), self.id)
         # what the controller predicts a round of these rates takes (None: a job saved
         # before reports had it); a round's failure is timed by it (FabricWorker)
         self.predicted_round_s = report.get("predicted_round_s")
@@ -181,6 +183,21 @@ class JobLayout:
         floor += sum(s.return_mbps * len(s.returns) for s in self.shards_of(host))
         return floor + sum(a.rate_mbps for a in self.aggregations_of(host))
 
+    def borrow_limits(self, worker):
+        """{(address, port): Mbit/s} that `worker` may borrow at most toward each of its
+        legs into an aggregator: the leg's floor's part of what the workers may borrow
+        into it in all (borrow_into), so that together they ask no more of it."""
+        into = {host: sum(leg.rate_mbps for legs in self.legs.values() for leg in legs
+                          if leg.host == host)
+                for host in self.borrow_into}
+        limits = {}
+        for leg in self.legs.get(worker, ()):
+            if into.get(leg.host, 0) > 0:
+                destination = (leg.address, leg.port)
+                limits[destination] = limits.get(destination, 0.0) + (
+                    self.borrow_into[leg.host] * leg.rate_mbps / into[leg.host])
+        return limits
+
     def leg_of(self, worker, fragment):
         """The leg of `worker` that carries `fragment` (None: its own shard's)."""
         return next((leg for leg in self.legs.get(worker, ())
@@ -207,6 +224,20 @@ def borrow_of(borrow, job_id):
         raise JobError("job %s: borrow must name a DSCP (0-63) and a positive ceiling_mbps, "
                        "not %r" % (job_id, borrow))
     return dscp, float(ceiling)
+
+
+def aggregators_borrowable(borrow, job_id):
+    """{aggregator: Mbit/s} of a report's `borrow` (its aggregators_mbps; none from a
+    controller that does not bound them); JobError unless every one is a host's name
+    with a number from 0 up."""
+    found = (borrow or {}).get("aggregators_mbps", {}) if isinstance(borrow, dict) else {}
+    if not isinstance(found, dict) or not all(
+            isinstance(host, str) and isinstance(mbps, (int, float))
+            and not isinstance(mbps, bool) and 0 <= mbps < float("inf")
+            for host, mbps in found.items()):
+        raise JobError("job %s: borrow's aggregators_mbps must map aggregators to Mbit/s "
+                       "from 0 up, not %r" % (job_id, found))
+    return {host: float(mbps) for host, mbps in found.items()}
 
 
 def striped_order(shards, count):

@@ -76,9 +76,11 @@ class WorkerSends:
         started = perf_counter_at(start_at)
         borrowing = self.borrowing
         if borrowing is not None:
+            planned = self.rates.at(current.number)
+            limits = {destination: mbps * self.rate_fraction
+                      for destination, mbps in planned.borrow_limits(self.name).items()}
             borrowing.set_floor(sum(rate for _address, _packets, rate in streams),
-                                self.rates.at(current.number).host_floor_mbps(self.name)
-                                * self.rate_fraction)
+                                planned.host_floor_mbps(self.name) * self.rate_fraction, limits)
             borrowing = borrowing if borrowing.active() and streams else None
         borrowed = send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path,
                                 window, borrowing)

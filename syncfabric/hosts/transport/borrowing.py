@@ -34,6 +34,7 @@ class Borrowing:
     def __init__(self, sock, dscp, ceiling_mbps):
         self.sock, self.borrowed_tos, self.ceiling = sock, tos_byte(dscp), ceiling_mbps
         self.adaptive = LossAdaptiveRate(0.0, probe_step=PROBE_STEP)   # no spare until a floor
+        self.limits = {}   # {destination: Mbit/s} borrowed toward it at most (set_floor)
         self.sent = self.lost = 0               # in the interval being gathered,
         self.interval_start = None              # which began at its first count
 
@@ -43,11 +44,13 @@ class Borrowing:
         None); None if it allows none."""
         return None if borrow is None else cls(sock, *borrow)
 
-    def set_floor(self, floor_mbps, host_floor_mbps):
+    def set_floor(self, floor_mbps, host_floor_mbps, limits=None):
         """The sender's floor now, and its host's (every sender of the host's together:
         a worker's legs, its shard's returns): it borrows its floor's part of what the
         link leaves above the host's, from START_FRACTION of that if it had next to
-        nothing to borrow before."""
+        nothing to borrow before. limits: {destination: Mbit/s} borrowed toward it at
+        most (an aggregator's spare, JobLayout.borrow_limits)."""
+        self.limits = dict(limits or {})
         if floor_mbps <= 0 or host_floor_mbps <= 0:
             spare = 0.0
         else:
@@ -63,9 +66,10 @@ class Borrowing:
         """Whether it has anything to borrow."""
         return self.adaptive() > 0
 
-    def rate(self, part=1.0):
-        """A stream's borrowed rate now, for one that carries `part` of the floor."""
-        return self.adaptive() * part
+    def rate(self, part=1.0, destination=None):
+        """A stream's borrowed rate now, for one that carries `part` of the floor toward
+        `destination` (within its limit, if it has one)."""
+        return min(self.adaptive() * part, self.limits.get(destination, float("inf")))
 
     @contextlib.contextmanager
     def marked(self):

@@ -132,8 +132,8 @@ class PacedStreams:
         self.backward = {}   # stream -> its datagrams in the opposite order, for its back end
         if borrowing is not None:
             floors = [_rate_now(rate) for _address, _packets, rate in self.streams]
-            self.borrowed = [functools.partial(borrowing.rate, floor / sum(floors))
-                             for floor in floors]
+            self.borrowed = [functools.partial(borrowing.rate, floor / sum(floors), address)
+                             for floor, (address, _packets, _rate) in zip(floors, self.streams)]
             self.due.update({(i, BACK): now + (i + 0.5) / count
                              * _interval(sizes[-1], self.borrowed[i])
                              for i, sizes in enumerate(self.lengths) if len(sizes)})
