@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
+from syncfabric.decisions.fair_shares import CEILING, Demand, borrowable_mbps, fair_rates
 
 TOLERANCE = 1e-6
 
@@ -99,3 +99,12 @@ def test_small_instances_agree_with_a_brute_force_search(seed):
     rates, _ = fair_rates(capacities, demands)
     brute = lexicographic_max_min(capacities, demands, step)
     assert rates == pytest.approx(brute, abs=4 * step)
+
+
+def test_jobs_borrow_into_an_aggregator_only_what_its_bookings_leave_split_by_floors():
+    # 9 Mbit/s, 6 booked: 4 by one job, 2 by another; together they borrow the 3 left
+    assert borrowable_mbps(9.0, 6.0, 4.0) == pytest.approx(2.0)
+    assert borrowable_mbps(9.0, 6.0, 2.0) == pytest.approx(1.0)
+    assert borrowable_mbps(9.0, 9.0, 9.0) == 0.0   # full: nothing to borrow
+    assert borrowable_mbps(9.0, 10.0, 5.0) == 0.0  # over-booked (a capacity that fell)
+    assert borrowable_mbps(9.0, 6.0, 0.0) == 0.0   # none of its own floor there
