@@ -16,58 +16,52 @@ OpenFlow on Open vSwitch: the emulated fabric's queues count it
 """
 
 from syncfabric.openflow import builders as of
-from syncfabric.services.admission_drops import new_counts
+from syncfabric.services.switch_counts import SwitchCounts, new_counts
 
 GUARANTEED, BORROWED = "guaranteed", "borrowed"
+METERS, TWINS = "meters", "twins"       # the two requests: the floors' meters, the twin flows
+ENTERED, DROPPED = "entered", "dropped"  # a meter's two counts of bytes
 
 
 class ClassCounters:
     def __init__(self, fabric, metrics):
-        self.fabric, self.metrics = fabric, metrics
-        self._asked = {}     # (dpid, what: "meters" or "twins") -> the xid of its last request
-        self._counted = {}   # (dpid, what) -> {key: bytes counted so far}
-        self._fresh = {}     # (dpid, what) -> {key: bytes} of the reply being read
+        self.metrics = metrics
+        self.counts = SwitchCounts(fabric)
 
     def requests(self):
         """{datapath: [request]}: ask every connected switch of the fabric for its counts."""
-        view, asks = self.fabric.view, {}
-        for datapath in self.fabric.connected():
-            if view is None or datapath.id not in view.switch_by_dpid:
-                continue
+        def requests_of(datapath):
             meters, twins = of.class_counter_requests(datapath)
-            self._asked[datapath.id, "meters"] = datapath.set_xid(meters)
-            self._asked[datapath.id, "twins"] = datapath.set_xid(twins)
-            asks[datapath] = [meters, twins]
-        return asks
+            return {METERS: meters, TWINS: twins}
+        return self.counts.ask(requests_of)
 
     def meters_reply(self, datapath, xid, meter_stats, more):
-        """A reply (part) to the meters' request: {meter id: (bytes in, bytes dropped)}."""
-        self._take(datapath, xid, "meters", more, {
-            stats.meter_id: (stats.byte_in_count,
-                             sum(band.byte_band_count for band in stats.band_stats))
-            for stats in meter_stats})
+        """A reply (part) to the meters' request: what entered each meter and what it
+        dropped, in bytes."""
+        counts = {}
+        for stats in meter_stats:
+            counts[stats.meter_id, ENTERED] = stats.byte_in_count
+            counts[stats.meter_id, DROPPED] = sum(band.byte_band_count
+                                                  for band in stats.band_stats)
+        complete = self.counts.take(datapath, xid, METERS, more, counts)
+        if complete is not None:
+            switch, counted, fresh = complete
+            self.metrics.class_bytes.labels(switch, GUARANTEED).inc(
+                new_counts(of_kind(counted, ENTERED), of_kind(fresh, ENTERED)))
+            self.metrics.floor_policed_bytes.labels(switch).inc(
+                new_counts(of_kind(counted, DROPPED), of_kind(fresh, DROPPED)))
 
     def flows_reply(self, datapath, xid, flow_stats, more):
         """A reply (part) to the twins' request; other flow replies are ignored."""
-        self._take(datapath, xid, "twins", more, {
-            (s.cookie, s.priority, tuple(sorted(s.match.items()))): (s.byte_count, 0)
+        complete = self.counts.take(datapath, xid, TWINS, more, {
+            (s.cookie, s.priority, tuple(sorted(s.match.items()))): s.byte_count
             for s in flow_stats})
+        if complete is not None:
+            switch, counted, fresh = complete
+            self.metrics.class_bytes.labels(switch, BORROWED).inc(new_counts(counted, fresh))
 
-    def _take(self, datapath, xid, what, more, counts):
-        key = datapath.id, what
-        if self._asked.get(key) != xid or self.fabric.view is None:
-            return
-        self._fresh.setdefault(key, {}).update(counts)
-        switch = self.fabric.view.switch_by_dpid.get(datapath.id)
-        if more or switch is None:
-            return
-        fresh, counted = self._fresh.pop(key), self._counted.get(key, {})
-        entered = new_counts({k: v[0] for k, v in counted.items()},
-                              {k: v[0] for k, v in fresh.items()})
-        self.metrics.class_bytes.labels(switch, GUARANTEED if what == "meters" else BORROWED
-                                        ).inc(entered)
-        if what == "meters":
-            self.metrics.floor_policed_bytes.labels(switch).inc(new_counts(
-                {k: v[1] for k, v in counted.items()}, {k: v[1] for k, v in fresh.items()}))
-        self._counted[key] = fresh
-        del self._asked[key]
+
+def of_kind(counts, kind):
+    """{meter id: bytes} of a meters' reply's counts of one kind (ENTERED, DROPPED)."""
+    return {meter_id: count for (meter_id, counted_kind), count in counts.items()
+            if counted_kind == kind}
