@@ -141,6 +141,9 @@ JOB = obj({
         "interleaving: the job starts its rounds at phase_offset_s + k x period_s on the "
         "hosts' clock (Unix time); null: whenever it likes"))),
     "phase_offset_s": nullable(described(NUMBER, "interleaving: its window's start in the period")),
+    "window_s": nullable(described(NUMBER, (
+        "interleaving: how long after its window's start a round may borrow; beyond it, "
+        "a round that overran sends at its floor, in the next job's window"))),
     "bound_by": described(STRING, (
         "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
         "workers' links)")),

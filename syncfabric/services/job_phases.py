@@ -9,21 +9,23 @@ and aggregator at their rates alone go to the phase solver
 within REPLAN_CHANGE of the one they were planned from, so that workers see them change
 rarely; planned again, a job keeps its place in the period where it can. A job's report carries its
 window: `period_s` and `phase_offset_s` (its rounds start at offset + k x period, on the
-hosts' clock, time.time(): hosts keep it with NTP), both null when it has none (the
-fabric does not interleave, it has not said its iteration yet, or it conflicts with
-no other job).
+hosts' clock, time.time(): hosts keep it with NTP) and `window_s` (how long its rounds
+may borrow from their window's start: its round and PERIOD_MARGIN more, so that one
+that overruns keeps to its floor in the next job's window), all null when it has none
+(the fabric does not interleave, it has not said its iteration yet, or it conflicts
+with no other job).
 """
 
 import logging
 
 from syncfabric.decisions.fair_shares import fair_rates
-from syncfabric.decisions.phase_schedule import schedule
+from syncfabric.decisions.phase_schedule import PERIOD_MARGIN, schedule
 from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
-NO_WINDOW = {"period_s": None, "phase_offset_s": None}
+NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None}
 
 
 class JobPhases:
@@ -39,12 +41,14 @@ class JobPhases:
         if window is None:
             return dict(NO_WINDOW)
         return {"period_s": round(window.period_s, 6),
-                "phase_offset_s": round(window.phase_offset_s, 6)}
+                "phase_offset_s": round(window.phase_offset_s, 6),
+                "window_s": round(window.comm_s * (1 + PERIOD_MARGIN), 6)}
 
     def version(self, job):
         """What of the job's window its ETag stands for."""
         window = self.windows.get(job.id)
-        return None if window is None else (window.period_s, window.phase_offset_s)
+        return None if window is None else (window.period_s, window.phase_offset_s,
+                                            window.comm_s)
 
     def clear(self):
         if self.windows:

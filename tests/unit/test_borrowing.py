@@ -4,6 +4,7 @@ the front unmarked and the borrowed ones from the back marked, each sent once; a
 node's queue the same way, its repairs never marked; the borrowed rate's arithmetic."""
 
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +120,21 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     borrowing.count(sent=100, now=11.0)
     borrowing.count(sent=100, now=11.5)           # clean: it probes back up
     assert borrowing.rate() > cut
+
+
+def test_a_first_pass_stops_borrowing_at_the_end_of_its_window():
+    """The first pass above, its borrowing ended 10 ms in (its window's end): what is
+    left after then goes from the front, unmarked; every datagram still once."""
+    sock = ClassRecordingSocket()
+    started = time.perf_counter()
+    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), 80.0)], path=PythonDatapath(),
+                             start=started, borrowing=lending(sock, 80.0, 160.0),
+                             borrow_until=started + 0.01)
+    assert sorted(numbers(sock.sent)) == list(range(200))
+    # 20 Mbit/s of 1000-byte datagrams for 10 ms: 25 at most, against 40 without an end
+    assert 0 < borrowed <= 26
+    lent_times = [i for i, (tos, _p) in enumerate(sock.sent) if tos == BORROWED_TOS]
+    assert lent_times[-1] < len(sock.sent) - 50   # the last 50 sent were all the front's
 
 
 def test_a_stream_into_an_aggregator_borrows_no_more_than_its_limit():

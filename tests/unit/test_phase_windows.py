@@ -21,7 +21,17 @@ def test_a_report_without_a_believable_window_runs_freely():
     for period, offset in ((0, 0), (-1, 0), (float("inf"), 0), (2.0, float("nan")), (True, 0),
                            ("2", 0)):
         assert window_of({"period_s": period, "phase_offset_s": offset}) is None
-    assert window_of({"period_s": 2, "phase_offset_s": 5}) == (2.0, 1.0)
+    assert window_of({"period_s": 2, "phase_offset_s": 5}) == (2.0, 1.0, None)
+
+
+def test_a_round_borrows_for_window_s_from_its_windows_start():
+    window = PhaseWindow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": 4.5})
+    assert window.window == (10.0, 3.0, 4.5)
+    assert window.borrow_until(1003.0) == 1007.5
+    assert window.borrow_until(None) is None                          # not on a window
+    for unbounded in (None, 0, -1, float("nan"), "4.5", True):        # borrows to its end
+        window.follow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": unbounded})
+        assert window.window == (10.0, 3.0, None) and window.borrow_until(1003.0) is None
 
 
 def test_a_round_starts_at_its_next_window_or_at_once_if_a_little_late():
@@ -66,7 +76,7 @@ def test_the_follower_says_the_iteration_and_takes_the_window():
     layout = JobLayout(layout_report)
     timing, window = IterationTimes(), PhaseWindow(layout_report)
     timing.comm_s, timing.compute_s = 0.25, 0.5
-    client = RecordingClient(dict(layout_report, period_s=4.0, phase_offset_s=1.0))
+    client = RecordingClient(dict(layout_report, period_s=4.0, phase_offset_s=1.0, window_s=2.0))
     follower = JobFollower(client, "h1", RateSchedule(layout), lambda: 3, window, timing.query)
     try:
         follower.read_once()
@@ -74,7 +84,7 @@ def test_the_follower_says_the_iteration_and_takes_the_window():
         follower.stop()
     assert client.paths[-1] == "/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000" \
         % layout.id
-    assert window.window == (4.0, 1.0)
+    assert window.window == (4.0, 1.0, 2.0)
 
 
 def test_a_worker_says_the_rate_it_borrows_beside_its_iteration():

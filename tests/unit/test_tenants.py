@@ -254,10 +254,13 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     assert first["borrowed_mbps"] == 4.0   # what its workers say they borrow, together
     assert first["period_s"] == second["period_s"] == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert abs(first["phase_offset_s"] - second["phase_offset_s"]) >= 1.0 - 1e-6
+    # each borrows for its round and the period's margin from its window's start
+    assert first["window_s"] == second["window_s"] == pytest.approx(1.0 * (1 + PERIOD_MARGIN))
     after = one_spine.response("GET", "/jobs/%d?worker=h1&round=5" % ids[0]).headers["ETag"]
     assert after != before
     one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert job(one_spine, ids[0])["period_s"] is None   # off: no windows
+    assert job(one_spine, ids[0])["window_s"] is None
 
 
 def test_interleaving_needs_borrowing_and_a_bad_flag_changes_nothing(one_spine):

@@ -181,6 +181,11 @@ class FabricWorker:
         Asking ends the caller's compute, as the controller learns it."""
         return self.cadence.next_start()
 
+    def current_window(self):
+        """The job's window as its latest report says (phase_windows.JobWindow), None
+        without one."""
+        return self.cadence.window.window
+
     def wait_served(self, timeout_s=SERVED_WAIT_S):
         """Once every summing node it sends to answers hello; JobError: the silent hosts."""
         wait_until_served(self, timeout_s)
@@ -264,7 +269,8 @@ class FabricWorker:
             number, Round(number, self.layout, self.results.take(), self.pieces))
         current.contribute(start, values, future, whole)
         self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
-                              start_at, self._between_sends)
+                              start_at, self._between_sends,
+                              self.cadence.window.borrow_until(start_at))
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):

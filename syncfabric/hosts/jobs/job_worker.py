@@ -101,15 +101,15 @@ def run(args):
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)
             pending.append((number, perf_counter_at(due), max(due or 0.0, time.time()),
-                            worker.cadence.window.window,
+                            worker.current_window(),
                             worker.allreduce_async(values, start_at=due)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, started_at, window, future in pending:
                     totals[done] = future.result()
-                    period_s, phase_offset_s = window or (None, None)
                     timed.append(dict(worker.stats[done], round=done, started_at=started_at,
-                                      seconds=time.perf_counter() - started, period_s=period_s,
-                                      phase_offset_s=phase_offset_s))
+                                      seconds=time.perf_counter() - started,
+                                      period_s=window and window.period_s,
+                                      phase_offset_s=window and window.phase_offset_s))
                 pending = []
         wait_until(slot(args, args.rounds + 1))   # not while the others' last round runs
     finally:

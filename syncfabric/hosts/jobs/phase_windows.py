@@ -6,8 +6,11 @@ in a common period: the job's report says `period_s` and `phase_offset_s`, and i
 rounds start at offset + k x period on the hosts' clock (time.time(), kept with NTP on
 real hosts). A worker back from its compute starts its next round at the next window
 (PhaseWindow.next_start); one late by less than LATE_FRACTION of the period starts at
-once, rather than wait almost a whole period. A job that overruns its window keeps its
-floor and borrows, so nothing stalls.
+once, rather than wait almost a whole period. A round borrows for `window_s` from its
+window's start (PhaseWindow.borrow_until); one that overruns that sends the rest at
+its floor, so nothing stalls and the next job's round, in its own window, does not
+lose what it borrows to it. (Borrowing on, two rounds that met lost borrowed
+datagrams, halved their borrowed rates and ran long again, into the next windows.)
 
 The controller learns the job's iteration from its workers (IterationTimes): how long
 each one's last round took to come back, and how long its caller took between that and
@@ -17,21 +20,36 @@ the next round (its compute). They travel in the reads the worker makes anyway
 
 import math
 import time
+from typing import NamedTuple, Optional
 
 LATE_FRACTION = 0.25  # of the period: a round this late for its window starts at once;
 # later, it waits for the next (a period lost). At half a period, two jobs whose windows
 # fill the period ran into each other's windows at every slow round and fell in step.
 
 
+class JobWindow(NamedTuple):
+    """A job's window: its rounds start at phase_offset_s + k x period_s and borrow for
+    window_s from then (None: as long as they take)."""
+    period_s: float
+    phase_offset_s: float
+    window_s: Optional[float]
+
+
 def window_of(report):
-    """(period_s, phase_offset_s) of a job's report, or None (no window, or one that is
-    not a positive period and a finite offset: run freely)."""
-    period, offset = report.get("period_s"), report.get("phase_offset_s")
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                  for x in (period, offset))
-    if not numbers or period <= 0:
+    """The JobWindow of a job's report, or None (no window, or one that is not a
+    positive period and a finite offset: run freely); a window_s that is not a positive
+    number (a controller that does not say it) bounds nothing."""
+    period, offset, borrowing = (report.get(key) for key in ("period_s", "phase_offset_s",
+                                                             "window_s"))
+    if not (number(period) and number(offset)) or period <= 0:
         return None
-    return float(period), float(offset) % float(period)
+    return JobWindow(float(period), float(offset) % float(period),
+                     float(borrowing) if number(borrowing) and borrowing > 0 else None)
+
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 class PhaseWindow:
@@ -50,9 +68,17 @@ class PhaseWindow:
         window = self.window
         if window is None:
             return None
-        period, offset = window
+        period, offset, _borrowing = window
         windows_past = math.ceil((now - LATE_FRACTION * period - offset) / period)
         return offset + windows_past * period
+
+    def borrow_until(self, start_at):
+        """When a round started at start_at (its window's start, next_start's) stops
+        borrowing (time.time()); None: it borrows as long as it takes."""
+        window = self.window
+        if window is None or window.window_s is None or start_at is None:
+            return None
+        return start_at + window.window_s
 
 
 class IterationTimes:

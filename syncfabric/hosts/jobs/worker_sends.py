@@ -46,10 +46,12 @@ class WorkerSends:
         return max(BATCH, RECEIVE_BUFFER_BYTES // 2 // self.senders_to[leg.address, leg.port]
                    // datagram)
 
-    def first_pass(self, current, whole, own, start_at, idle):
+    def first_pass(self, current, whole, own, start_at, idle, borrow_until=None):
         """Send the fragments of blocks `whole` of round `current` from start_at (see
-        FabricWorker.allreduce_async); those of a shard in this host (own: {shard index:
-        ShardNode}) are added there. idle(seconds): what the I/O thread does meanwhile."""
+        FabricWorker.allreduce_async), borrowing until borrow_until (time.time(); None:
+        no end; phase_windows.PhaseWindow.borrow_until); those of a shard in this host
+        (own: {shard index: ShardNode}) are added there. idle(seconds): what the I/O
+        thread does meanwhile."""
         layout = self.layout
         indices = layout.wire_of[np.asarray(whole, dtype=np.int64)]
         numbers = self.leg_numbers[indices]
@@ -83,7 +85,8 @@ class WorkerSends:
                                 planned.host_floor_mbps(self.name) * self.rate_fraction, limits)
             borrowing = borrowing if borrowing.active() and streams else None
         borrowed = send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path,
-                                window, borrowing)
+                                window, borrowing, None if borrow_until is None
+                                else perf_counter_at(borrow_until))
         for (number, _leg, _size, before), (_address, packets, _rate), given, count in zip(
                 flights, streams, sent_indices, borrowed):
             current.sent_on_leg[number] = before + len(packets)

@@ -3,6 +3,7 @@ bytes (a number, or a callable for a sender that adapts), waiting for room when 
 non-blocking socket's buffer is full."""
 
 import functools
+import math
 import select
 import socket
 import time
@@ -69,7 +70,7 @@ def perf_counter_at(wall_clock):
 
 
 def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None, window=None,
-                 borrowing=None):
+                 borrowing=None, borrow_until=None):
     """streams: [(address, packets, rate_mbps)], sent side by side, each paced to its
     rate of wire bytes (FRAME_OVERHEAD counted per datagram), from `start` (a
     time.perf_counter(); default now); a rate may be a callable giving the rate now, for a
@@ -83,10 +84,11 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
     by idle, for at most WINDOW_STALL_S at a time.
     borrowing (transport/borrowing.Borrowing), if given: each stream is sent from both
     ends, from the front at its rate in the guaranteed class and from the back at its
-    part of the borrowed rate in the borrowed class, until the two meet. Returns, per
-    stream, how many of its last datagrams left borrowed."""
+    part of the borrowed rate in the borrowed class, until the two meet, or until
+    borrow_until (a time.perf_counter(); None: no end), after which the front sends the
+    rest. Returns, per stream, how many of its last datagrams left borrowed."""
     paced = PacedStreams(sock, streams, path or datapath(), borrowing,
-                         time.perf_counter() if start is None else start)
+                         time.perf_counter() if start is None else start, borrow_until)
     stalled_at = None   # since when every stream due is out of window
     while True:
         pending = paced.pending()
@@ -116,10 +118,11 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
 
 class PacedStreams:
     """send_streams' streams as they are sent: each stream's ends (FRONT, and BACK with
-    borrowing), when each is next due, and how far each has come."""
+    borrowing, until borrow_until), when each is next due, and how far each has come."""
 
-    def __init__(self, sock, streams, path, borrowing, now):
+    def __init__(self, sock, streams, path, borrowing, now, borrow_until=None):
         self.sock, self.path, self.borrowing = sock, path, borrowing
+        self.borrow_until = math.inf if borrow_until is None else borrow_until
         self.streams = [(address, path.pack(packets), rate) for address, packets, rate in streams]
         self.lengths = [path.lengths(packets) for _address, packets, _rate in self.streams]
         # the streams' first datagrams spread over one interval, not all at once: streams in
@@ -139,9 +142,11 @@ class PacedStreams:
                              for i, sizes in enumerate(self.lengths) if len(sizes)})
 
     def pending(self):
-        """[(when due, (stream, end))] of the ends with datagrams left."""
+        """[(when due, (stream, end))] of the ends with datagrams left (a BACK end, due
+        before borrow_until)."""
         return [(when, end) for end, when in self.due.items()
-                if self.front[end[0]] < self.back[end[0]]]
+                if self.front[end[0]] < self.back[end[0]]
+                and (end[1] == FRONT or when <= self.borrow_until)]
 
     def left(self, i):
         return self.back[i] - self.front[i]
