@@ -89,6 +89,9 @@ JOB_REQUEST = obj({
             "description": "the hosts' data-plane MTU (default 1500); each fragment fills "
                            "one datagram of it"},
     "weight": described(POSITIVE, "the job's weight in fair sharing (default 1)"),
+    "borrow": described(BOOLEAN, (
+        "false: the job sends only its share (its floor), even where the fabric lets jobs "
+        "borrow what is idle (PUT /fabric/policy); default true")),
     "min_rate_mbps": nullable(described(POSITIVE, (
         "the gradient rate below which the job would rather not run (default: 10% of its "
         "workers' slowest link)"))),

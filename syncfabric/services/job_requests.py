@@ -11,7 +11,8 @@ from syncfabric.services.request_fields import (check_fields, check_hosts, disti
                                                positive_number)
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
-                  "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy"}
+                  "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy",
+                  "borrow"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 ONE_PS_POLICIES = ina_problem.POLICIES          # GRID and its baselines
 SHARDED_POLICIES = inart_placement.POLICIES     # InArt and its baselines
@@ -23,7 +24,7 @@ def parse_job_request(body):
     request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
                     "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
                     "min_rate_mbps": None, "returns": round_planner.MULTICAST,
-                    "shard_hosts": None, "gradient_policy": None}, **body)
+                    "shard_hosts": None, "gradient_policy": None, "borrow": True}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -38,6 +39,9 @@ def parse_job_request(body):
         raise InvalidRequest("placement must be one of %s" % ", ".join(round_planner.PLACEMENTS))
     if not isinstance(request["aggregation"], bool):
         raise InvalidRequest("aggregation must be true or false")
+    if not isinstance(request["borrow"], bool):
+        raise InvalidRequest("borrow must be true or false (false: the job sends only its "
+                             "share, even where the fabric lets jobs borrow; default true)")
     if request["returns"] not in round_planner.RETURNS:
         raise InvalidRequest("returns must be %s: the sums go back on one tree per shard, or "
                              "one copy per worker" % " or ".join(round_planner.RETURNS))

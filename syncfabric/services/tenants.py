@@ -212,12 +212,14 @@ class Tenants:
             self.rebalance(now, shrink)
 
     def borrow_report(self, job):
-        """What a job's hosts are told of borrowing: None (they send at their rates), or
-        the DSCP of the borrowed class, the ceiling of what they send in all (the
-        workers' slowest link) and, per aggregator the job's gradients go through, what
-        its workers may borrow into it in all (fair_shares.borrowable_mbps)."""
+        """What a job's hosts are told of borrowing: None (they send at their rates: the
+        fabric does not let jobs borrow, or the job asked not to), or the DSCP of the
+        borrowed class, the ceiling of what they send in all (the workers' slowest link)
+        and, per aggregator the job's gradients go through, what its workers may borrow
+        into it in all (fair_shares.borrowable_mbps)."""
         book = self.jobs.trees.book
-        if not self.borrow or book is None:
+        # a job saved before its request could say `borrow` borrows where the fabric lets it
+        if not (self.borrow and job.request.get("borrow", True)) or book is None:
             return None
         live = self.jobs.plans.plans.get(job.plan_id)
         own = {} if live is None else live.result.loads()

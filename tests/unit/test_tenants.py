@@ -188,6 +188,18 @@ def test_a_job_whose_aggregators_others_load_is_planned_without_them():
         assert jobs[1]["rate_mbps"] >= job(controller, jobs[0]["id"])["rate_mbps"] * 0.98
 
 
+def test_a_job_that_asks_not_to_borrow_sends_its_floor_where_the_others_borrow(one_spine):
+    one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
+    status, answer = one_spine.request("POST", "/jobs", dict(COLOCATED, workers=FIRST,
+                                                             borrow="no"))
+    assert status == 400 and "borrow must be true or false" in answer["error"]
+    assert empty(one_spine)   # nothing of it was installed
+    _, floor_only = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST, borrow=False))
+    _, borrowing = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    assert job(one_spine, floor_only["id"])["borrow"] is None
+    assert job(one_spine, borrowing["id"])["borrow"]["dscp"] == BORROWED_DSCP
+
+
 def test_a_job_may_borrow_into_its_aggregators_only_what_their_bookings_leave():
     """Alone on the fabric, a job that sums in aggregators of 9 Mbit/s is told, for each
     one its gradients go through, what the bookings there leave; it borrows into no
