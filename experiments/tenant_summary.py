@@ -6,7 +6,10 @@
 - spread: the jobs' median round times while all ran, max over min;
 - capacity coming back: after each job left, the rate of every job still running in
   its first round that started a second or more later, against its rate before;
-- mean job completion time (arrival to last round's end), and its ratio to Gloo's.
+- mean job completion time (arrival to last round's end), and its ratio to Gloo's;
+- floors: what the switch ports' queues dropped of each class, and a job that kept to
+  its floor beside jobs that borrow: its rounds while all ran against what its floor
+  (its share) predicts.
 """
 
 import statistics
@@ -108,5 +111,25 @@ def summary(rows):
             if mode != "gloo":
                 lines.append("%s: mean job completion %.2fx better than gloo's"
                              % (mode, gloo / completion_s(mode_rows)))
+    for mode, mode_rows in modes.items():
+        lines += floor_lines(mode, mode_rows)
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     return "\n".join(lines)
+
+
+def floor_lines(mode, rows):
+    """The mode's queue drops, and how each job that kept to its floor fared while every
+    job ran (its rounds over what its share predicts: median and worst)."""
+    first = rows[0]
+    lines = []
+    if first.get("guaranteed_dropped") is not None:
+        lines.append("%s: the switches' queues dropped %d guaranteed and %d borrowed datagrams"
+                     % (mode, first["guaranteed_dropped"], first["borrowed_dropped"]))
+    for job, job_rows in all_running(rows).items():
+        ratios = [r["round_s"] / r["predicted_s"] for r in job_rows
+                  if r.get("floor_only") and r.get("predicted_s")]
+        if ratios:
+            lines.append("%s: job %d, its floor only beside jobs that borrow: rounds %.2fx "
+                         "what its floor predicts (median; worst %.2fx)"
+                         % (mode, job, statistics.median(ratios), max(ratios)))
+    return lines

@@ -9,7 +9,9 @@ leaves, while the others run. Each mode runs the same jobs, in the same run:
 - fabric-borrow: fair shares as floors, and what is idle borrowed beyond them in the
   borrowed class (syncfabric/traffic_classes.py, docs/sharing.md);
 - fabric-interleave: as fabric-borrow, and jobs that share a link take turns to
-  communicate, each starting its rounds in its window (services/job_phases.py).
+  communicate, each starting its rounds in its window (services/job_phases.py);
+- fabric-floor: as fabric-borrow, but job 0 asks not to borrow (POST /jobs
+  {"borrow": false}): whether its floor holds beside jobs that borrow all they can.
 
     python -m experiments.tenants --jobs 4 --workers-per-job 8 --arrivals staggered \\
         --out results/tenants.csv
@@ -31,10 +33,14 @@ compute), `concurrent_jobs` (jobs running while it ran), `solo_round_s` and
 `generation`, `verified`, the fidelity verdict and, for a fabric job, its workers'
 gradient datagrams in each class: `guaranteed_bytes`, `borrowed_bytes` and
 `borrowed_lost` (datagrams), and under interleaving the job's window then:
-`period_s` and `phase_offset_s`. The summary gives, per mode, Jain's index of the
-jobs' goodput while all run, how far rounds are from what their share predicts, the
-spread of the jobs' round times, the rates after each departure and the mean job
-completion time. The PNG plots each job's round time against time.
+`period_s` and `phase_offset_s`; `floor_only`, whether the job kept to its floor; and
+what the switch ports' queues dropped in each class over the mode's shared run (the
+same in each of its rows): `guaranteed_dropped` and `borrowed_dropped` (datagrams). The
+summary gives, per mode, Jain's index of the jobs' goodput while all run, how far
+rounds are from what their share predicts, the spread of the jobs' round times, the
+rates after each departure, the mean job completion time, the queues' drops and, for a
+job that kept to its floor, its rounds against what its floor predicts. The PNG plots
+each job's round time against time.
 """
 
 import statistics
@@ -54,6 +60,7 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic.jobs import job_daemons, job_round_fidelity, plan_load_mbps
 from experiments.traffic.tenant_jobs import Tenant, fabric_rounds, gloo_rounds, run_tenants
 from mininet_topos.data_plane import DataPlane
+from mininet_topos.platform_net import switch_class_counters
 from syncfabric.decisions import round_planner
 from syncfabric.hosts.packets.gradient_wire import wire_mbit
 from syncfabric.hosts.packets.wire import data_mtu
@@ -62,11 +69,14 @@ COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "s
            "share_mbps", "fair_share_mbps", "generation", "verified", "fidelity_ok",
            "fidelity_reason", "ran_as", "predicted_s", "arrived_s", "left_s", "model_mb",
            "link_mbps", "iteration_s", "solo_iteration_s", "guaranteed_bytes", "borrowed_bytes",
-           "borrowed_lost", "period_s", "phase_offset_s"]
+           "borrowed_lost", "period_s", "phase_offset_s", "floor_only", "guaranteed_dropped",
+           "borrowed_dropped"]
 # the fabric's policy in each mode (PUT /fabric/policy's body)
 POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
              "fabric-borrow": {"policy": "fair", "borrow": True},
-             "fabric-interleave": {"policy": "fair", "borrow": True, "interleave": True}}
+             "fabric-interleave": {"policy": "fair", "borrow": True, "interleave": True},
+             "fabric-floor": {"policy": "fair", "borrow": True}}
+FLOOR_ONLY = {"fabric-floor": 0}   # the mode's job that asks not to borrow
 MODES = ("gloo",) + tuple(POLICY_OF)
 ARRIVALS = ("staggered", "together")
 PLACEMENTS = (round_planner.IN_NETWORK, round_planner.COLOCATED)
@@ -146,9 +156,17 @@ def tenants(args, view, hosts):
             for k in range(args.jobs)]
 
 
-def job_request(args, tenant):
-    return {"workers": tenant.workers, "model_bytes": tenant.model_bytes, "mtu": data_mtu(),
-            "placement": args.placement}
+def job_request(args, tenant, mode):
+    request = {"workers": tenant.workers, "model_bytes": tenant.model_bytes, "mtu": data_mtu(),
+               "placement": args.placement}
+    if floor_only(mode, tenant.index):
+        request["borrow"] = False
+    return request
+
+
+def floor_only(mode, job):
+    """Whether job `job` keeps to its floor in `mode` (asks not to borrow)."""
+    return FLOOR_ONLY.get(mode) == job
 
 
 def runner(bed, args, mode, rounds):
@@ -162,7 +180,7 @@ def runner(bed, args, mode, rounds):
                                    compute_s=args.compute_s)
     else:
         def run_one(tenant, run, _arrival):
-            fabric_rounds(bed, job_request(args, tenant), rounds, run, args.compute_s)
+            fabric_rounds(bed, job_request(args, tenant, mode), rounds, run, args.compute_s)
     return run_one
 
 
@@ -196,8 +214,9 @@ def class_columns(row):
             "borrowed_lost": row["borrowed_lost"]}
 
 
-def mode_rows(args, mode, runs, solo, started_at, usage):
-    """The CSV rows of one mode's shared runs."""
+def mode_rows(args, mode, runs, solo, started_at, usage, dropped):
+    """The CSV rows of one mode's shared runs; dropped: {"guaranteed", "borrowed":
+    datagrams the switch ports' queues dropped meanwhile}."""
     rows = []
     spans = [(run.arrived_at, run.left_at) for run in runs]
     for run in runs:
@@ -221,7 +240,10 @@ def mode_rows(args, mode, runs, solo, started_at, usage):
                 left_s=round(run.left_at - started_at, 3), model_mb=run.tenant.model_bytes / 1e6,
                 link_mbps=args.bw, iteration_s=round(iteration[row["round"]], 4),
                 solo_iteration_s=solo[run.tenant.index][1], period_s=row.get("period_s"),
-                phase_offset_s=row.get("phase_offset_s"), **class_columns(row)))
+                phase_offset_s=row.get("phase_offset_s"),
+                floor_only=floor_only(mode, run.tenant.index),
+                guaranteed_dropped=dropped["guaranteed"], borrowed_dropped=dropped["borrowed"],
+                **class_columns(row)))
     return rows
 
 
@@ -243,9 +265,11 @@ def run_mode(bed, args, mode, jobs, bar):
                                                              args.compute_s).values()))
     bar.set_postfix_str("%s, %d jobs" % (mode, len(jobs)))
     sampling = bed.sampler().start()
+    counted = switch_class_counters(bed.net)
     started_at = time.time() + first_arrival_s(mode, sum(len(job.workers) for job in jobs))
     runs = run_tenants(jobs, runner(bed, args, mode, args.rounds), started_at, mode == "gloo")
     usage = sampling.stop()
+    dropped = queue_drops(counted, switch_class_counters(bed.net))
     for run in runs:
         if run.refusal:
             tqdm.write("%s: job %d refused, ran over Gloo: %s" % (mode, run.tenant.index,
@@ -254,7 +278,15 @@ def run_mode(bed, args, mode, jobs, bar):
             tqdm.write("%s: %s" % (mode, run.failure), file=sys.stderr)
             args.failures.append("%s: %s" % (mode, run.failure))
     bar.update(1)
-    return mode_rows(args, mode, runs, solo, started_at, usage)
+    return mode_rows(args, mode, runs, solo, started_at, usage, dropped)
+
+
+def queue_drops(before, after):
+    """{"guaranteed", "borrowed": datagrams every switch port's queue of the class dropped
+    between two readings of platform_net.switch_class_counters}."""
+    return {name: sum(after[port][name]["dropped"] - before[port][name]["dropped"]
+                      for port in after)
+            for name in ("guaranteed", "borrowed")}
 
 
 def run(args):

@@ -32,3 +32,18 @@ def test_a_departure_shows_the_rates_before_and_a_second_after():
     assert comebacks(rows) == [(0, 1, 5.0, 10.0)]
     assert completion_s(rows) == pytest.approx((2.0 + 4.5) / 2)
     assert "after job 0 left, job 1 ran at 10.00 Mbit/s (5.00 before)" in summary(rows)
+
+
+def test_a_job_that_kept_to_its_floor_is_judged_against_what_its_floor_predicts():
+    rows = [dict(row(0, 1, 0.0, 2.2), predicted_s=2.0, floor_only=True),
+            dict(row(0, 2, 2.2, 2.0), predicted_s=2.0, floor_only=True),
+            dict(row(0, 3, 4.2, 2.0, faithful=False), predicted_s=1.0, floor_only=True,
+                 fidelity_reason="the emulator fell behind"),
+            row(1, 1, 0.0, 1.0), row(1, 2, 1.0, 1.0)]
+    for each in rows:
+        each.update(guaranteed_dropped=0, borrowed_dropped=37)
+    text = summary(rows)
+    assert "fabric-fair: the switches' queues dropped 0 guaranteed and 37 borrowed" in text
+    assert "job 0, its floor only beside jobs that borrow: rounds 1.05x what its floor " \
+        "predicts (median; worst 1.10x)" in text
+    assert "job 1, its floor only" not in text
