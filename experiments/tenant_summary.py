@@ -8,8 +8,8 @@
   its first round that started a second or more later, against its rate before;
 - mean job completion time (arrival to last round's end), and its ratio to Gloo's;
 - floors: what the switch ports' queues dropped of each class, and a job that kept to
-  its floor beside jobs that borrow: its rounds while all ran against what its floor
-  (its share) predicts.
+  its floor beside jobs that borrow: its faithful rounds that ran beside another job
+  against what its floor (its share) predicts.
 """
 
 import statistics
@@ -118,16 +118,17 @@ def summary(rows):
 
 
 def floor_lines(mode, rows):
-    """The mode's queue drops, and how each job that kept to its floor fared while every
-    job ran (its rounds over what its share predicts: median and worst)."""
+    """The mode's queue drops, and how each job that kept to its floor fared beside the
+    others (its rounds over what its share predicts: median and worst)."""
     first = rows[0]
     lines = []
     if first.get("guaranteed_dropped") is not None:
         lines.append("%s: the switches' queues dropped %d guaranteed and %d borrowed datagrams"
                      % (mode, first["guaranteed_dropped"], first["borrowed_dropped"]))
-    for job, job_rows in all_running(rows).items():
+    for job, job_rows in by_job(rows).items():
         ratios = [r["round_s"] / r["predicted_s"] for r in job_rows
-                  if r.get("floor_only") and r.get("predicted_s")]
+                  if r.get("floor_only") and r.get("predicted_s") and r["concurrent_jobs"] > 1
+                  and fidelity.faithful(r)]
         if ratios:
             lines.append("%s: job %d, its floor only beside jobs that borrow: rounds %.2fx "
                          "what its floor predicts (median; worst %.2fx)"

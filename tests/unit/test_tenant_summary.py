@@ -39,6 +39,7 @@ def test_a_job_that_kept_to_its_floor_is_judged_against_what_its_floor_predicts(
             dict(row(0, 2, 2.2, 2.0), predicted_s=2.0, floor_only=True),
             dict(row(0, 3, 4.2, 2.0, faithful=False), predicted_s=1.0, floor_only=True,
                  fidelity_reason="the emulator fell behind"),
+            dict(row(0, 4, 6.2, 3.0, concurrent=1), predicted_s=1.0, floor_only=True),
             row(1, 1, 0.0, 1.0), row(1, 2, 1.0, 1.0)]
     for each in rows:
         each.update(guaranteed_dropped=0, borrowed_dropped=37)
