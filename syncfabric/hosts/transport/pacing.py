@@ -84,9 +84,9 @@ def send_streams(sock, streams, idle=None, ahead_s=0.001, start=None, path=None,
     by idle, for at most WINDOW_STALL_S at a time.
     borrowing (transport/borrowing.Borrowing), if given: each stream is sent from both
     ends, from the front at its rate in the guaranteed class and from the back at its
-    part of the borrowed rate in the borrowed class, until the two meet, or until
-    borrow_until (a time.perf_counter(); None: no end), after which the front sends the
-    rest. Returns, per stream, how many of its last datagrams left borrowed."""
+    part of the borrowed rate in the borrowed class, until the two meet; the back's
+    datagrams due after borrow_until (a time.perf_counter(); None: no end) are the
+    front's to send. Returns, per stream, how many of its last datagrams left borrowed."""
     paced = PacedStreams(sock, streams, path or datapath(), borrowing,
                          time.perf_counter() if start is None else start, borrow_until)
     stalled_at = None   # since when every stream due is out of window
