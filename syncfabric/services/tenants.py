@@ -110,9 +110,10 @@ class Tenants:
     # --- admission --------------------------------------------------------------
 
     def planned(self, job, book, now):
-        """The round of a new job at the rate the policy gives it, after the jobs it
-        shares with were moved down to their shares; Conflict (nothing changed) if its
-        minimum or another job's cannot be met. Under first-come: planned on what is free."""
+        """The round of a new job at the rate the policy gives it (its plan scaled to its
+        share), after the jobs it shares with were moved down to their shares; Conflict
+        (nothing changed) if its minimum or another job's cannot be met. Under
+        first-come: planned on what is free."""
         view, request = book.view, job.request
         reserved = without_links(view, dict(book.reserved_mbps), self.jobs.fabric.down_links)
         if self.policy == FIRST_COME:
@@ -120,36 +121,52 @@ class Tenants:
         self._start()
         try:
             live = self.live_demands(job)
-            floor = without_links(view, at_minimum(view, reserved, live, self.jobs.jobs),
-                                  self.jobs.fabric.down_links)
-            request, tentative, targets = self._fairest(view, request, floor, live)
+            request, tentative, targets = self._fairest(
+                view, request, self._left_by_others(view, reserved, live), live)
             self._check_minimums(view, request, targets, live)
             job.request = request
             self.moves.move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
-            return scaled_round(tentative, min(targets[NEW_JOB], tentative.gradients.f))
+            return scaled_round(tentative, targets[NEW_JOB])
         finally:
             self._finish(now)
 
-    def _fairest(self, view, request, floor, live):
-        """(request, its round, every job's share) of the new job planned on `floor`, and,
-        if it may aggregate and names no policy for its gradients, planned again without
-        aggregators: of the two, the one whose
-        shares, smallest first, are larger. Every job's gradients may meet in the same
-        aggregators' links, which the fabric's bisection would spare. Alone on the
-        fabric, a first plan as short as any without aggregators can be is kept as is."""
-        variants = [request] + ([dict(request, aggregation=False)]
+    def _left_by_others(self, view, reserved, live):
+        """What the live jobs would leave of the fabric, three ways, for the new job to be
+        planned on: at their minimum rates (the most it can have), at the part of their
+        rates an equal split with it leaves them, and at their rates now. Planned only on
+        the first, it saw every link nearly free and laid its heaviest flows over the
+        same links as theirs; planned around them, it takes the links they leave, and
+        every share grows (2x4x4 at 20 Mbit/s, jobs of 4 workers: two at 11.43 Mbit/s
+        each became 13.33, their rate alone; three 7.27 became 8.89; four 5.33, 6.15)."""
+        split = len(live) / (len(live) + 1)
+        maps = [at_minimum(view, reserved, live, self.jobs.jobs),
+                at_fraction(reserved, live, split), at_fraction(reserved, live, 1.0)]
+        return [without_links(view, left, self.jobs.fabric.down_links) for left in maps]
+
+    def _fairest(self, view, request, floors, live):
+        """(request, its round, every job's share) of the new job planned on each of
+        `floors` (_left_by_others; the first: the others at their minimum) and, if it
+        may aggregate and names no policy for its gradients, planned again without
+        aggregators: of them, the one whose shares, smallest first, are larger. Every
+        job's gradients may meet in the same aggregators' links, which the fabric's
+        bisection would spare. Alone on the fabric, a first plan as short as any without
+        aggregators can be is kept as is. A plan that does not fit is passed over, but
+        for the first one."""
+        requests = [request] + ([dict(request, aggregation=False)]
                                 if request["aggregation"] and not request.get("gradient_policy")
                                 else [])
+        variants = [(r, f) for r in requests for f in (floors if live else floors[:1])]
+        floor = floors[0]
         best = None
-        for variant in variants:
+        for variant, on in variants:
             if best is not None and not live and beats_every_plain_round(view, request, floor,
                                                                          best[1]):
                 break
             try:
-                planned = planned_round(view, variant, floor, self.jobs.metrics,
+                planned = planned_round(view, variant, on, self.jobs.metrics,
                                         self.jobs.offload)
             except (PlacementError, InfeasibleTree, ValueError):
-                if variant is request:
+                if variant is request and on is floor:
                     raise
                 continue
             demands = dict({i: demand for i, (_rate, demand) in live.items()},
@@ -284,6 +301,15 @@ def loads_of(live):
         for resource, per_mbps in demand.per_mbps.items():
             held[resource] = held.get(resource, 0.0) + rate * per_mbps
     return held
+
+
+def at_fraction(reserved, live, fraction):
+    """`reserved` with every live job ({id: (rate, Demand)}) at `fraction` of its rate."""
+    kept = dict(reserved)
+    for rate, demand in live.values():
+        for resource, per_mbps in demand.per_mbps.items():
+            kept[resource] = max(0.0, kept.get(resource, 0.0) - (1 - fraction) * rate * per_mbps)
+    return kept
 
 
 def at_minimum(view, reserved, live, jobs):
