@@ -121,8 +121,9 @@ class Tenants:
         self._start()
         try:
             live = self.live_demands(job)
-            request, tentative, targets = self._fairest(
-                view, request, self._left_by_others(view, reserved, live), live)
+            left = left_by_others(view, reserved, live, self.jobs.jobs,
+                                  self.jobs.fabric.down_links)
+            request, tentative, targets = self._fairest(view, request, left, live)
             self._check_minimums(view, request, targets, live)
             job.request = request
             self.moves.move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
@@ -130,22 +131,9 @@ class Tenants:
         finally:
             self._finish(now)
 
-    def _left_by_others(self, view, reserved, live):
-        """What the live jobs would leave of the fabric, three ways, for the new job to be
-        planned on: at their minimum rates (the most it can have), at the part of their
-        rates an equal split with it leaves them, and at their rates now. Planned only on
-        the first, it saw every link nearly free and laid its heaviest flows over the
-        same links as theirs; planned around them, it takes the links they leave, and
-        every share grows (2x4x4 at 20 Mbit/s, jobs of 4 workers: two at 11.43 Mbit/s
-        each became 13.33, their rate alone; three 7.27 became 8.89; four 5.33, 6.15)."""
-        split = len(live) / (len(live) + 1)
-        maps = [at_minimum(view, reserved, live, self.jobs.jobs),
-                at_fraction(reserved, live, split), at_fraction(reserved, live, 1.0)]
-        return [without_links(view, left, self.jobs.fabric.down_links) for left in maps]
-
     def _fairest(self, view, request, floors, live):
         """(request, its round, every job's share) of the new job planned on each of
-        `floors` (_left_by_others; the first: the others at their minimum) and, if it
+        `floors` (left_by_others; the first: the others at their minimum) and, if it
         may aggregate and names no policy for its gradients, planned again without
         aggregators: of them, the one whose shares, smallest first, are larger. Every
         job's gradients may meet in the same aggregators' links, which the fabric's
@@ -301,6 +289,21 @@ def loads_of(live):
         for resource, per_mbps in demand.per_mbps.items():
             held[resource] = held.get(resource, 0.0) + rate * per_mbps
     return held
+
+
+def left_by_others(view, reserved, live, jobs, down_links):
+    """What the live jobs ({id: (rate, Demand)}) would leave of the fabric (`reserved`
+    booked, `down_links` down), three ways, for a new job to be planned on: at their
+    minimum rates (the most it can have), at the part of their rates an equal split
+    with it leaves them, and at their rates now. Planned only on the first, it saw
+    every link nearly free and laid its heaviest flows over the same links as theirs;
+    planned around them, it takes the links they leave, and every share grows (2x4x4 at
+    20 Mbit/s, jobs of 4 workers: two at 11.43 Mbit/s each became 13.33, their rate
+    alone; three 7.27 became 8.89; four 5.33, 6.15)."""
+    split = len(live) / (len(live) + 1)
+    maps = [at_minimum(view, reserved, live, jobs), at_fraction(reserved, live, split),
+            at_fraction(reserved, live, 1.0)]
+    return [without_links(view, left, down_links) for left in maps]
 
 
 def at_fraction(reserved, live, fraction):
