@@ -135,20 +135,18 @@ class Tenants:
         """(request, its round, every job's share) of the new job planned on each of
         `floors` (left_by_others; the first: the others at their minimum) and, if it
         may aggregate and names no policy for its gradients, planned again without
-        aggregators: of them, the one whose shares, smallest first, are larger. Every
-        job's gradients may meet in the same aggregators' links, which the fabric's
-        bisection would spare. Alone on the fabric, a first plan as short as any without
-        aggregators can be is kept as is. A plan that does not fit is passed over, but
-        for the first one."""
+        aggregators: of them, the one whose rounds, slowest first, are shortest
+        (slowdowns). Every job's gradients may meet in the same aggregators' links, which
+        the fabric's bisection would spare. Alone on the fabric, a first plan as short as
+        any without aggregators can be is kept as is. A plan that does not fit is passed
+        over, but for the first one."""
         requests = [request] + ([dict(request, aggregation=False)]
                                 if request["aggregation"] and not request.get("gradient_policy")
                                 else [])
-        variants = [(r, f) for r in requests for f in (floors if live else floors[:1])]
-        floor = floors[0]
-        best = None
-        for variant, on in variants:
-            if best is not None and not live and beats_every_plain_round(view, request, floor,
-                                                                         best[1]):
+        floor, candidates = floors[0], []
+        for variant, on in [(r, f) for r in requests for f in (floors if live else floors[:1])]:
+            if candidates and not live and beats_every_plain_round(view, request, floor,
+                                                                   candidates[0][1]):
                 break
             try:
                 planned = planned_round(view, variant, on, self.jobs.metrics,
@@ -159,9 +157,9 @@ class Tenants:
                 continue
             demands = dict({i: demand for i, (_rate, demand) in live.items()},
                            **{NEW_JOB: round_demand(view, variant, planned, self.policy)})
-            targets = self.shares(demands, live)
-            if best is None or sorted(targets.values()) > sorted(best[2].values()):
-                best = (variant, planned, targets)
+            candidates.append((variant, planned, self.shares(demands, live)))
+        best = min(candidates, key=lambda candidate: slowdowns(self.jobs.jobs, candidate,
+                                                               candidates))
         if best[0] is not request:
             LOG.info("new job: planned without aggregators, where its share is %.3f Mbit/s "
                      "rather than what sharing theirs gives", best[2][NEW_JOB])
@@ -261,6 +259,31 @@ class Tenants:
             tail, head = tuple(link)
             room[tail, head] = room[head, tail] = 0.0
         return fair_rates(room, demands)[0]
+
+
+def slowdowns(jobs, candidate, candidates):
+    """Every job's predicted round at its share in `candidate` ((request, RoundPlan,
+    {job: share}) of a new job) over its lower bound, slowest first. A plan of the new
+    job that gets more Mbit/s may still make longer rounds (more bytes a round), so its
+    plans are compared by what they make of every job's rounds. The new job's bound is
+    its least among the `candidates`' plans (each is computed on the links it was
+    planned on)."""
+    _request, planned, targets = candidate
+    bound = min(other.bound_s for _variant, other, _targets in candidates)
+    found = [round_volume(planned) / targets[NEW_JOB] / bound if targets[NEW_JOB] > 0
+             else float("inf")]
+    for job_id, share in targets.items():
+        if job_id != NEW_JOB:
+            planned_before = jobs[job_id].round
+            found.append(round_volume(planned_before) / share / planned_before.bound_s
+                         if share > 0 else float("inf"))
+    return sorted(found, reverse=True)
+
+
+def round_volume(planned):
+    """A RoundPlan's round times its gradients' rate (Mbit): its round at any rate is
+    this over the rate, its plan scaled (scaled_round)."""
+    return planned.predicted_s * planned.gradients.f
 
 
 def round_demand(view, request, planned, policy):

@@ -187,6 +187,25 @@ def test_a_new_job_is_planned_around_the_others_where_that_makes_every_share_lar
             assert job(controller, answer["id"])["rate_mbps"] == pytest.approx(alone, rel=0.01)
 
 
+def test_a_new_jobs_plans_are_compared_by_the_rounds_they_make_not_their_mbit():
+    """Of two plans of a new job beside job 7, the one with more Mbit/s but twice the
+    bytes a round makes its rounds longer: the other is kept."""
+    from types import SimpleNamespace
+
+    from syncfabric.services.tenants import NEW_JOB, slowdowns
+
+    def plan(predicted_s, rate, bound_s=1.0):
+        return SimpleNamespace(predicted_s=predicted_s, gradients=SimpleNamespace(f=rate),
+                               bound_s=bound_s)
+    jobs = {7: SimpleNamespace(round=plan(1.0, 10.0))}        # 10 Mbit a round
+    lean = ("request", plan(1.0, 10.0), {NEW_JOB: 8.0, 7: 8.0})
+    heavy = ("request", plan(2.0, 10.0), {NEW_JOB: 12.0, 7: 8.0})   # 20 Mbit a round
+    candidates = [lean, heavy]
+    assert slowdowns(jobs, lean, candidates) == [1.25, 1.25]
+    assert slowdowns(jobs, heavy, candidates) == [pytest.approx(20 / 12), 1.25]
+    assert min(candidates, key=lambda c: slowdowns(jobs, c, candidates)) is lean
+
+
 def test_a_job_whose_aggregators_others_load_is_planned_without_them():
     """4 leaves of 4 hosts under 2 spines with an aggregator each: the first job sums in
     the aggregators; the second, whose gradients would share their links, goes without
