@@ -64,16 +64,8 @@ class Jobs:
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
         try:
-            job.round = self.tenants.planned(job, book, now)
-            self._still_wanted(job)
-            job.tree_ids = [r.tree_id for r in self.trees.create_trees(
-                [TreeSpec(tree.source, list(tree.receivers), tree.bandwidth_mbps, tree=tree)
-                 for tree in job.round.trees],
-                None, None, now)]
-            self._still_wanted(job)
-            job.plan_id = self.plans.create(plan_request(job), None, now,
-                                            job.round.gradients)["id"]
-            self._still_wanted(job)
+            with self.tenants.admitting(now):
+                self._book(job, book, now)
         except (ServiceError, PlacementError) as error:
             release_parts(job, self.trees, self.plans, now)
             if self.jobs.pop(job.id, None) is not None:
@@ -84,6 +76,20 @@ class Jobs:
         self.remember(now)
         log_admitted(job)
         return dict(self.report(job, now), release_key=release_key)
+
+    def _book(self, job, book, now):
+        """The new job's round as the policy plans it, then its trees and plan booked and
+        installed."""
+        job.round = self.tenants.planned(job, book, now)
+        self._still_wanted(job)
+        job.tree_ids = [r.tree_id for r in self.trees.create_trees(
+            [TreeSpec(tree.source, list(tree.receivers), tree.bandwidth_mbps, tree=tree)
+             for tree in job.round.trees],
+            None, None, now)]
+        self._still_wanted(job)
+        job.plan_id = self.plans.create(plan_request(job), None, now,
+                                        job.round.gradients)["id"]
+        self._still_wanted(job)
 
     def list(self, now):
         """Every job whole (one that lost a part is left out: follow releases it)."""

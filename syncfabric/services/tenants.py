@@ -20,6 +20,7 @@ before its hosts are told (services/rate_moves.py). When a job goes, the others 
 to their new shares.
 """
 
+import contextlib
 import logging
 from dataclasses import replace
 
@@ -109,27 +110,38 @@ class Tenants:
 
     # --- admission --------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def admitting(self, now):
+        """A job's admission, from its plan (planned) until its trees and plan are booked
+        or given up: one at a time under a sharing policy, and the jobs a release would
+        grow meanwhile grow after it. Grown while the new job was being booked, they
+        took the links its share was planned on, and it was planned again on what was
+        left (a plan of 1.5x its bound where it had been planned at its bound)."""
+        if self.policy == FIRST_COME:
+            yield
+            return
+        self._start()
+        try:
+            yield
+        finally:
+            self._finish(now)
+
     def planned(self, job, book, now):
         """The round of a new job at the rate the policy gives it (its plan scaled to its
         share), after the jobs it shares with were moved down to their shares; Conflict
         (nothing changed) if its minimum or another job's cannot be met. Under
-        first-come: planned on what is free."""
+        first-come: planned on what is free. Called within admitting()."""
         view, request = book.view, job.request
         reserved = without_links(view, dict(book.reserved_mbps), self.jobs.fabric.down_links)
         if self.policy == FIRST_COME:
             return planned_round(view, request, reserved, self.jobs.metrics, self.jobs.offload)
-        self._start()
-        try:
-            live = self.live_demands(job)
-            left = left_by_others(view, reserved, live, self.jobs.jobs,
-                                  self.jobs.fabric.down_links)
-            request, tentative, targets = self._fairest(view, request, left, live)
-            self._check_minimums(view, request, targets, live)
-            job.request = request
-            self.moves.move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
-            return scaled_round(tentative, targets[NEW_JOB])
-        finally:
-            self._finish(now)
+        live = self.live_demands(job)
+        left = left_by_others(view, reserved, live, self.jobs.jobs, self.jobs.fabric.down_links)
+        request, tentative, targets = self._fairest(view, request, left, live)
+        check_minimums(view, request, targets, live, self.jobs.jobs, self.policy)
+        job.request = request
+        self.moves.move({i: targets[i] for i in live}, now, "admission", shrink=True, grow=False)
+        return scaled_round(tentative, targets[NEW_JOB])
 
     def _fairest(self, view, request, floors, live):
         """(request, its round, every job's share) of the new job planned on each of
@@ -164,22 +176,6 @@ class Tenants:
             LOG.info("new job: planned without aggregators, where its share is %.3f Mbit/s "
                      "rather than what sharing theirs gives", best[2][NEW_JOB])
         return best
-
-    def _check_minimums(self, view, request, targets, live):
-        """Conflict unless the new job's share and every other job's meet their minimums."""
-        minimum = min_rate_mbps(view, request)
-        if targets[NEW_JOB] < minimum:
-            raise Conflict("under the %s policy this job's share would be %.3f Mbit/s, below "
-                           "its min_rate_mbps %.3f; nothing changed" % (
-                               self.policy, targets[NEW_JOB], minimum),
-                           fair_share_mbps=targets[NEW_JOB], min_rate_mbps=minimum)
-        for job_id in sorted(live):
-            other = min_rate_mbps(view, self.jobs.jobs[job_id].request)
-            if targets[job_id] < other * (1 - CHANGE_TOLERANCE):
-                raise Conflict("admitting this job would push job %d to %.3f Mbit/s, below its "
-                               "min_rate_mbps %.3f; nothing changed" % (job_id, targets[job_id],
-                                                                        other),
-                               held_by=[job_id], fair_share_mbps=targets[NEW_JOB])
 
     # --- re-planning ------------------------------------------------------------
 
@@ -312,6 +308,24 @@ def loads_of(live):
         for resource, per_mbps in demand.per_mbps.items():
             held[resource] = held.get(resource, 0.0) + rate * per_mbps
     return held
+
+
+def check_minimums(view, request, targets, live, jobs, policy):
+    """Conflict unless the new job's share (targets[NEW_JOB]) and every live job's meet
+    their minimums (jobs: {id: Job}, for their requests; policy: named in the error)."""
+    minimum = min_rate_mbps(view, request)
+    if targets[NEW_JOB] < minimum:
+        raise Conflict("under the %s policy this job's share would be %.3f Mbit/s, below "
+                       "its min_rate_mbps %.3f; nothing changed" % (
+                           policy, targets[NEW_JOB], minimum),
+                       fair_share_mbps=targets[NEW_JOB], min_rate_mbps=minimum)
+    for job_id in sorted(live):
+        other = min_rate_mbps(view, jobs[job_id].request)
+        if targets[job_id] < other * (1 - CHANGE_TOLERANCE):
+            raise Conflict("admitting this job would push job %d to %.3f Mbit/s, below its "
+                           "min_rate_mbps %.3f; nothing changed" % (job_id, targets[job_id],
+                                                                    other),
+                           held_by=[job_id], fair_share_mbps=targets[NEW_JOB])
 
 
 def left_by_others(view, reserved, live, jobs, down_links):

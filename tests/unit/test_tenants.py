@@ -187,6 +187,28 @@ def test_a_new_job_is_planned_around_the_others_where_that_makes_every_share_lar
             assert job(controller, answer["id"])["rate_mbps"] == pytest.approx(alone, rel=0.01)
 
 
+def test_a_release_during_an_admission_grows_the_others_once_the_new_job_is_booked(one_spine):
+    """A job released while another is being booked: the jobs it would grow wait until
+    the new job's trees and plan are booked, or they would take the links its share was
+    planned on."""
+    jobs = one_spine.services.jobs
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    create_trees, seen = jobs.trees.create_trees, []
+
+    def booking(*args):
+        seen.append(jobs.tenants.busy)
+        jobs.tenants.rebalance(time.monotonic())   # a release lands meanwhile
+        seen.append(jobs.tenants.pending)
+        return create_trees(*args)
+    jobs.trees.create_trees = booking
+    try:
+        status, _second = post(one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    finally:
+        jobs.trees.create_trees = create_trees
+    assert status == 201 and seen == [True, "grow"]
+    assert not jobs.tenants.busy and not jobs.tenants.pending   # grown after, then done
+
+
 def test_a_new_jobs_plans_are_compared_by_the_rounds_they_make_not_their_mbit():
     """Of two plans of a new job beside job 7, the one with more Mbit/s but twice the
     bytes a round makes its rounds longer: the other is kept."""
