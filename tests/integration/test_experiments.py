@@ -153,11 +153,12 @@ def test_train_writes_verified_rounds_per_mode_and_a_figure(tmp_path):
     assert "switches hold no groups, meters, multicast or steering flows" in answer.stdout
 
 
-BORROWING = ("fabric-borrow", "fabric-interleave")   # the tenants modes whose jobs borrow
+# the tenants modes whose jobs borrow (in fabric-floor, all but job 0)
+BORROWING = ("fabric-borrow", "fabric-interleave", "fabric-floor")
 
 
 @pytest.mark.integration
-def test_tenants_runs_the_same_jobs_five_ways_every_round_exact(tmp_path):
+def test_tenants_runs_the_same_jobs_six_ways_every_round_exact(tmp_path):
     require_root()
     out = tmp_path / "tenants.csv"
     answer = run("tenants", "--spines", "1", "--leaves", "2", "--hosts-per-leaf", "2", "--bw", "20",
@@ -167,8 +168,8 @@ def test_tenants_runs_the_same_jobs_five_ways_every_round_exact(tmp_path):
     table = rows(out)
     assert sorted((r["mode"], r["job"], r["round"]) for r in table) == [
         (mode, job, number)
-        for mode in ("fabric-borrow", "fabric-fair", "fabric-first-come", "fabric-interleave",
-                     "gloo")
+        for mode in ("fabric-borrow", "fabric-fair", "fabric-first-come", "fabric-floor",
+                     "fabric-interleave", "gloo")
         for job in ("0", "1") for number in map(str, range(1, 9))]
     assert all(r["verified"] == "True" and float(r["round_s"]) > 0
                and float(r["solo_round_s"]) > 0 and float(r["iteration_s"]) > 0
@@ -182,6 +183,11 @@ def test_tenants_runs_the_same_jobs_five_ways_every_round_exact(tmp_path):
             assert r["guaranteed_bytes"] == r["borrowed_bytes"] == ""
         # a window only where the fabric interleaves
         assert r["mode"] == "fabric-interleave" or r["phase_offset_s"] == r["period_s"] == ""
+        # job 0 keeps to its floor in fabric-floor; every row has its mode's queue drops
+        floor_only = r["mode"] == "fabric-floor" and r["job"] == "0"
+        assert r["floor_only"] == str(floor_only)
+        assert not floor_only or int(r["borrowed_bytes"]) == 0
+        assert int(r["guaranteed_dropped"]) >= 0 and int(r["borrowed_dropped"]) >= 0
     assert all(r["ran_as"] == "fabric" for r in table if r["mode"] in BORROWING)
     fair = [r for r in table if r["mode"] == "fabric-fair"]
     assert all(r["ran_as"] == "fabric" and float(r["share_mbps"]) > 0 for r in fair)
