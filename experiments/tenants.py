@@ -74,7 +74,7 @@ COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "s
 # the fabric's policy in each mode (PUT /fabric/policy's body)
 POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
              "fabric-borrow": {"policy": "fair", "borrow": True},
-             "fabric-interleave": {"policy": "fair", "borrow": True, "interleave": True},
+             "fabric-interleave": {"policy": "fair", "interleave": True},
              "fabric-floor": {"policy": "fair", "borrow": True}}
 FLOOR_ONLY = {"fabric-floor": 0}   # the mode's job that asks not to borrow
 MODES = ("gloo",) + tuple(POLICY_OF)

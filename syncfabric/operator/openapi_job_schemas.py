@@ -15,10 +15,11 @@ POLICY = choice(tenants.POLICIES, description=(
 BORROW = described(BOOLEAN, (
     "jobs send beyond their share (their floor, sent in the guaranteed class) in the "
     "borrowed class, which switches serve only from what guaranteed traffic leaves "
-    "(docs/sharing.md); default false: shares are caps"))
+    "(docs/sharing.md); default false (true with interleave): shares are caps"))
 INTERLEAVE = described(BOOLEAN, (
     "jobs that share a contended link take turns to communicate, each in a window of a "
-    "common period (docs/sharing.md); needs borrow; default false"))
+    "common period (docs/sharing.md); needs borrow, which it turns on unless borrow "
+    "says false; default false"))
 BORROW_REPORT = nullable(obj({
     "dscp": described(INTEGER, "the DSCP that marks the borrowed class"),
     "ceiling_mbps": described(NUMBER, (
@@ -160,7 +161,7 @@ JOB_SCHEMAS = {
     "JobList": obj({"jobs": array(ref("Job"))}, required=["jobs"]),
     "PolicyRequest": obj({"policy": POLICY, "borrow": BORROW, "interleave": INTERLEAVE},
                          required=["policy"], additional=False,
-                         example={"policy": "fair", "borrow": True, "interleave": True}),
+                         example={"policy": "fair", "interleave": True}),
     "Policy": obj({"policy": POLICY, "policies": array(STRING), "borrow": BORROW,
                    "interleave": INTERLEAVE},
                   required=["policy", "policies", "borrow", "interleave"]),

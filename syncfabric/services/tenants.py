@@ -46,24 +46,24 @@ NEW_JOB = "new"           # the job being admitted, among the demands
 
 
 def parse_policy(body):
-    """(policy, borrow, interleave) of PUT /fabric/policy's body; borrow and interleave
-    default to false, and interleave needs borrow (a job alone in its window goes
-    faster than its share only by borrowing the idle links)."""
+    """(policy, borrow, interleave) of PUT /fabric/policy's body; interleave defaults to
+    false, and borrow to what interleave is: interleaving needs borrowing (a job alone
+    in its window goes faster than its share only by borrowing the idle links)."""
     check_fields(body, {"policy", "borrow", "interleave"}, {"policy"})
     if body["policy"] not in POLICIES:
         raise InvalidRequest("policy must be one of %s" % ", ".join(POLICIES))
-    borrow = body.get("borrow", False)
-    if not isinstance(borrow, bool):
-        raise InvalidRequest("borrow must be true or false (whether jobs may send beyond "
-                             "their share, in the borrowed class)")
     interleave = body.get("interleave", False)
     if not isinstance(interleave, bool):
         raise InvalidRequest("interleave must be true or false (whether jobs that share a "
                              "link take turns to communicate)")
+    borrow = body.get("borrow", interleave)
+    if not isinstance(borrow, bool):
+        raise InvalidRequest("borrow must be true or false (whether jobs may send beyond "
+                             "their share, in the borrowed class)")
     if interleave and not (borrow and body["policy"] != FIRST_COME):
-        raise InvalidRequest("interleave needs borrow true and a policy other than first-come: "
-                             "a job alone in its window is faster than its share only by "
-                             "borrowing what the others leave idle")
+        raise InvalidRequest("interleave needs borrow (leave it out, or true) and a policy "
+                             "other than first-come: a job alone in its window is faster "
+                             "than its share only by borrowing what the others leave idle")
     return body["policy"], borrow, interleave
 
 
@@ -338,25 +338,19 @@ def left_by_others(view, reserved, live, jobs, down_links):
     20 Mbit/s, jobs of 4 workers: two at 11.43 Mbit/s each became 13.33, their rate
     alone; three 7.27 became 8.89; four 5.33, 6.15)."""
     split = len(live) / (len(live) + 1)
-    maps = [at_minimum(view, reserved, live, jobs), at_fraction(reserved, live, split),
-            at_fraction(reserved, live, 1.0)]
-    return [without_links(view, left, down_links) for left in maps]
+    rates = [{job_id: min(rate, min_rate_mbps(view, jobs[job_id].request))
+              for job_id, (rate, _demand) in live.items()},
+             {job_id: rate * split for job_id, (rate, _demand) in live.items()},
+             {job_id: rate for job_id, (rate, _demand) in live.items()}]
+    return [without_links(view, reserved_at(reserved, live, at), down_links) for at in rates]
 
 
-def at_fraction(reserved, live, fraction):
-    """`reserved` with every live job ({id: (rate, Demand)}) at `fraction` of its rate."""
+def reserved_at(reserved, live, rates):
+    """`reserved` with every live job ({id: (rate, Demand)}) at rates[id] instead of its
+    rate now (no more than it)."""
     kept = dict(reserved)
-    for rate, demand in live.values():
-        for resource, per_mbps in demand.per_mbps.items():
-            kept[resource] = max(0.0, kept.get(resource, 0.0) - (1 - fraction) * rate * per_mbps)
-    return kept
-
-
-def at_minimum(view, reserved, live, jobs):
-    """`reserved` with every live job ({id: (rate, Demand)}) at its minimum rate."""
-    floor = dict(reserved)
     for job_id, (rate, demand) in live.items():
-        give_back = rate - min(rate, min_rate_mbps(view, jobs[job_id].request))
+        give_back = rate - min(rate, rates[job_id])
         for resource, per_mbps in demand.per_mbps.items():
-            floor[resource] = max(0.0, floor.get(resource, 0.0) - give_back * per_mbps)
-    return floor
+            kept[resource] = max(0.0, kept.get(resource, 0.0) - give_back * per_mbps)
+    return kept

@@ -101,7 +101,7 @@ def test_two_jobs_that_compute_half_the_time_take_turns(bed):
     alone = bed.client.request("POST", "/jobs", colocated(FIRST))
     compute_s = alone["predicted_round_s"]   # the whole link: its round alone
     bed.client.request("DELETE", "/jobs/%d" % alone["id"])
-    bed.client.put("/fabric/policy", {"policy": "fair", "borrow": True, "interleave": True})
+    bed.client.put("/fabric/policy", {"policy": "fair", "interleave": True})
     try:
         shared = rounds_computing(bed, [FIRST, SECOND], INTERLEAVED_ROUNDS, compute_s)
     finally:

@@ -124,8 +124,9 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
 
 def test_a_first_pass_stops_borrowing_at_the_end_of_its_window():
     """The first pass above, its window over as it starts: nothing leaves borrowed. Its
-    borrowing ended 10 ms in: some left borrowed, the rest from the front; every
-    datagram once either way."""
+    borrowing ended 10 ms in: some left borrowed, the rest from the front. Started late,
+    its window over by the time it sends: nothing borrowed. Every datagram once each
+    way."""
     sock = ClassRecordingSocket()
     started = time.perf_counter()
     assert send_streams(sock, [(ADDRESS, datagrams(200), 80.0)], path=PythonDatapath(),
@@ -140,6 +141,12 @@ def test_a_first_pass_stops_borrowing_at_the_end_of_its_window():
                              borrow_until=started + 0.01)
     assert sorted(numbers(sock.sent)) == list(range(200))
     assert 0 < borrowed < 200
+    sock = ClassRecordingSocket()   # late: due in its window, sent after it ended
+    started = time.perf_counter()
+    assert send_streams(sock, [(ADDRESS, datagrams(200), 80.0)], path=PythonDatapath(),
+                        start=started - 1.0, borrowing=lending(sock, 80.0, 160.0),
+                        borrow_until=started - 0.5) == [0]
+    assert sorted(numbers(sock.sent)) == list(range(200))
 
 
 def test_a_stream_into_an_aggregator_borrows_no_more_than_its_limit():

@@ -307,7 +307,9 @@ def test_a_layout_reads_what_it_may_borrow_and_refuses_a_borrow_that_is_not_one(
     allowed = JobLayout(dict(report(), borrow={"dscp": 1, "ceiling_mbps": 20}))
     assert allowed.borrow == (1, 20.0)
     for bad in ({"dscp": 64, "ceiling_mbps": 20}, {"dscp": 1, "ceiling_mbps": 0},
-                {"dscp": "1", "ceiling_mbps": 20}, [1, 20]):
+                {"dscp": "1", "ceiling_mbps": 20}, {"dscp": True, "ceiling_mbps": 20},
+                {"dscp": 1, "ceiling_mbps": float("nan")},
+                {"dscp": 1, "ceiling_mbps": float("inf")}, [1, 20]):
         with pytest.raises(JobError, match="borrow must name a DSCP"):
             JobLayout(dict(report(), borrow=bad))
 
@@ -321,7 +323,8 @@ def test_workers_split_what_they_may_borrow_into_an_aggregator_by_their_floors()
     assert layout.borrow_limits("w1") == {(ADDRESS["agg"], PORT): 15.0}
     assert layout.borrow_limits("w3") == {}
     assert JobLayout(dict(report(), borrow=dict(borrow, aggregators_mbps={}))).borrow_into == {}
-    for bad in ({"agg": -1}, {"agg": float("inf")}, {"agg": "30"}, {"agg": True}, ["agg"]):
+    for bad in ({"agg": -1}, {"agg": float("inf")}, {"agg": float("nan")}, {"agg": "30"},
+                {"agg": True}, ["agg"]):
         with pytest.raises(JobError, match="aggregators_mbps must map"):
             JobLayout(dict(report(aggregated=True), borrow=dict(borrow, aggregators_mbps=bad)))
 

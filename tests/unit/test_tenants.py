@@ -301,8 +301,9 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     ids = [post(one_spine, "/jobs", dict(COLOCATED, workers=workers))[1]["id"]
            for workers in (FIRST, SECOND)]
     status, shown = one_spine.request("PUT", "/fabric/policy",
-                                      {"policy": "fair", "borrow": True, "interleave": True})
+                                      {"policy": "fair", "interleave": True})
     assert status == 200 and shown["interleave"] is True
+    assert shown["borrow"] is True   # interleaving borrows unless told not to
     before = one_spine.response("GET", "/jobs/%d?worker=h1&round=1" % ids[0]).headers["ETag"]
     for job_id, workers in zip(ids, (FIRST, SECOND)):
         for worker in workers:
@@ -333,7 +334,10 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
 
 
 def test_interleaving_needs_borrowing_and_a_bad_flag_changes_nothing(one_spine):
-    for body, error in (({"policy": "fair", "interleave": True}, "interleave needs borrow"),
+    for body, error in (({"policy": "fair", "borrow": False, "interleave": True},
+                         "interleave needs borrow"),
+                        ({"policy": "first-come", "interleave": True},
+                         "interleave needs borrow"),
                         ({"policy": "fair", "borrow": True, "interleave": "yes"},
                          "interleave must be true or false")):
         status, answer = one_spine.request("PUT", "/fabric/policy", body)

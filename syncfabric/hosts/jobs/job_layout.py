@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from syncfabric.hosts.packets.control_messages import finite, whole
 from syncfabric.hosts.packets.gradient_wire import HEADER, MAX_WORKERS
 
 MAX_FRAGMENT_BYTES = 65507 - HEADER.size   # a UDP datagram's payload less the fragment header
@@ -219,8 +220,7 @@ def borrow_of(borrow, job_id):
         return None
     dscp, ceiling = (borrow.get("dscp"), borrow.get("ceiling_mbps")) \
         if isinstance(borrow, dict) else (None, None)
-    if not (isinstance(dscp, int) and 0 <= dscp < 64 and isinstance(ceiling, (int, float))
-            and ceiling > 0):
+    if not (whole(dscp) and 0 <= dscp < 64 and finite(ceiling) and ceiling > 0):
         raise JobError("job %s: borrow must name a DSCP (0-63) and a positive ceiling_mbps, "
                        "not %r" % (job_id, borrow))
     return dscp, float(ceiling)
@@ -232,8 +232,7 @@ def aggregators_borrowable(borrow, job_id):
     with a number from 0 up."""
     found = (borrow or {}).get("aggregators_mbps", {}) if isinstance(borrow, dict) else {}
     if not isinstance(found, dict) or not all(
-            isinstance(host, str) and isinstance(mbps, (int, float))
-            and not isinstance(mbps, bool) and 0 <= mbps < float("inf")
+            isinstance(host, str) and finite(mbps) and mbps >= 0
             for host, mbps in found.items()):
         raise JobError("job %s: borrow's aggregators_mbps must map aggregators to Mbit/s "
                        "from 0 up, not %r" % (job_id, found))

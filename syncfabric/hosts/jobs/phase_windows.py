@@ -22,6 +22,8 @@ import math
 import time
 from typing import NamedTuple, Optional
 
+from syncfabric.hosts.packets.control_messages import finite
+
 LATE_FRACTION = 0.25  # of the period: a round this late for its window starts at once;
 # later, it waits for the next (a period lost). At half a period, two jobs whose windows
 # fill the period ran into each other's windows at every slow round and fell in step.
@@ -41,15 +43,10 @@ def window_of(report):
     number (a controller that does not say it) bounds nothing."""
     period, offset, borrowing = (report.get(key) for key in ("period_s", "phase_offset_s",
                                                              "window_s"))
-    if not (number(period) and number(offset)) or period <= 0:
+    if not (finite(period) and finite(offset)) or period <= 0:
         return None
     return JobWindow(float(period), float(offset) % float(period),
-                     float(borrowing) if number(borrowing) and borrowing > 0 else None)
-
-
-def number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
+                     float(borrowing) if finite(borrowing) and borrowing > 0 else None)
 
 
 class PhaseWindow:

@@ -5,6 +5,7 @@ pairs are taken only where they are whole numbers within the job, and what a req
 names is never expanded beyond the fragments the node holds."""
 
 import json
+import math
 
 CONTROL_MAGIC = b"SFJC"
 
@@ -28,6 +29,13 @@ def control_message(packet):
 def whole(value):
     """Whether a JSON value is a whole number (true and false are not)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def finite(value):
+    """Whether a JSON value is a finite number (true and false, NaN and infinities are
+    not: Python's json reads NaN and Infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 def pairs(value):

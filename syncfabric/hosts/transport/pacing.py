@@ -143,10 +143,12 @@ class PacedStreams:
 
     def pending(self):
         """[(when due, (stream, end))] of the ends with datagrams left (a BACK end, due
-        before borrow_until)."""
+        before borrow_until, and not late past it: a pass that fell behind sends what is
+        left from the front)."""
+        borrowing = time.perf_counter() <= self.borrow_until
         return [(when, end) for end, when in self.due.items()
                 if self.front[end[0]] < self.back[end[0]]
-                and (end[1] == FRONT or when <= self.borrow_until)]
+                and (end[1] == FRONT or borrowing and when <= self.borrow_until)]
 
     def left(self, i):
         return self.back[i] - self.front[i]
