@@ -11,7 +11,8 @@ import pytest
 
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.datapath.python import PythonDatapath
-from syncfabric.hosts.transport.borrowing import START_FRACTION, Borrowing
+from syncfabric.hosts.transport.borrowing import (MAX_PROBE_WAIT, MIN_SENT, START_FRACTION,
+                                                  Borrowing)
 from syncfabric.hosts.transport.paced_sender import PacedSender
 from syncfabric.hosts.transport.pacing import send_streams
 from syncfabric.traffic_classes import BORROWED_DSCP, tos_byte
@@ -120,6 +121,34 @@ def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     borrowing.count(sent=100, now=11.0)
     borrowing.count(sent=100, now=11.5)           # clean: it probes back up
     assert borrowing.rate() > cut
+
+
+def test_raises_that_keep_losing_come_ever_more_rarely_and_one_that_holds_hastens_them():
+    """Every raise followed by a loss (nothing idle): the clean intervals before the
+    next raise double, up to MAX_PROBE_WAIT. Then raises that hold: the wait halves."""
+    borrowing = Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0)
+    borrowing.set_floor(10.0, 10.0)
+    verdicts, update = [], borrowing.adaptive.update
+    borrowing.adaptive.update = lambda loss, now: verdicts.append(loss) or update(loss, now)
+    clock = iter(range(10, 10_000))
+
+    def interval(lost=0):
+        """One interval's verdict; whether it raised the rate."""
+        before = len(verdicts)
+        borrowing.count(sent=MIN_SENT, lost=lost, now=next(clock))
+        return verdicts[before:] == [0.0]
+
+    interval()   # opens the first interval
+    waits = []
+    for _ in range(7):
+        assert not interval(lost=1)
+        clean = 1
+        while not interval():
+            clean += 1
+        waits.append(clean)
+    assert waits == [2, 4, 8, MAX_PROBE_WAIT, MAX_PROBE_WAIT, MAX_PROBE_WAIT, MAX_PROBE_WAIT]
+    rises = [interval() for _ in range(MAX_PROBE_WAIT)]   # raises that hold: 8, 4, 2, 1, 1
+    assert [i for i, rose in enumerate(rises) if rose] == [7, 11, 13, 14, 15]
 
 
 def test_a_first_pass_stops_borrowing_at_the_end_of_its_window():

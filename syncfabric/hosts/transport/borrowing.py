@@ -6,7 +6,10 @@ A sender's floor (its planned rates, metered) goes in the guaranteed class; on t
 it, a borrowed rate in the borrowed class, which adapts to what gets through
 (rate_control.LossAdaptiveRate): a borrowed datagram asked for again was lost, and every
 INTERVAL_S an interval with a loss halves the rate, one without raises it by a quarter
-of the spare: its part of what the host's link leaves above its host's floor. A sender
+of the spare: its part of what the host's link leaves above its host's floor. A loss
+also doubles the clean intervals the next raise waits for, and a raise that holds
+halves them again: where every raise loses (floors that fill the links, jobs back to
+back) each loss costs its round a repair's wait. A sender
 marks a run of borrowed datagrams (marked()) and returns to guaranteed; repairs always
 go guaranteed, so a round never takes longer than its floor allows.
 """
@@ -24,6 +27,10 @@ MIN_SENT = 16          # borrowed datagrams an interval must hold to say anythin
 # of the spare, per clean interval: a worker counts what it lent once a first pass, so
 # an interval is about a round; 5% a round took 8 rounds to borrow half of an idle link
 PROBE_STEP = 0.25
+# clean intervals a raise waits for at most after losses: where nothing is idle, one
+# round in this many loses to a probe (at 1, more than half the rounds of 4 jobs back
+# to back on 2x4x4 lost some, and took 1.2x their floor's round)
+MAX_PROBE_WAIT = 16
 
 
 class Borrowing:
@@ -37,6 +44,9 @@ class Borrowing:
         self.limits = {}   # {destination: Mbit/s} borrowed toward it at most (set_floor)
         self.sent = self.lost = 0               # in the interval being gathered,
         self.interval_start = None              # which began at its first count
+        self.probe_wait = 1    # clean intervals the next raise waits for,
+        self.clean = 0         # of which this many have passed,
+        self.raised = False    # and whether the last interval's verdict was a raise
 
     @classmethod
     def of(cls, sock, borrow):
@@ -88,7 +98,24 @@ class Borrowing:
             self.interval_start = now
         self.sent, self.lost = self.sent + sent, self.lost + lost
         if self.sent >= MIN_SENT and now - self.interval_start >= INTERVAL_S:
-            # any loss halves it: each costs its round a repair's wait (REPAIR_QUIET_S)
-            self.adaptive.update(1.0 if self.lost else 0.0, now)
+            self._judge(bool(self.lost), now)
             self.sent = self.lost = 0
             self.interval_start = now
+
+    def _judge(self, lost, now):
+        """An interval's verdict: any loss halves the rate (each costs its round a
+        repair's wait, REPAIR_QUIET_S) and doubles the wait for the next raise; a clean
+        interval after a raise halves that wait, and the rate rises once the wait's
+        clean intervals have passed."""
+        if lost:
+            self.adaptive.update(1.0, now)
+            self.probe_wait = min(MAX_PROBE_WAIT, 2 * self.probe_wait)
+            self.clean, self.raised = 0, False
+            return
+        if self.raised:
+            self.probe_wait = max(1, self.probe_wait // 2)
+        self.clean += 1
+        self.raised = self.clean >= self.probe_wait
+        if self.raised:
+            self.adaptive.update(0.0, now)
+            self.clean = 0
