@@ -78,6 +78,10 @@ class JobPhases:
                      "iterations of %.3f s)", job_id, window.comm_s, window.period_s,
                      window.phase_offset_s, iterations[job_id].comm_s,
                      iterations[job_id].iteration_s)
+        free = sorted(set(iterations) - set(self.windows))
+        if free:
+            LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
+                     "do not fit in its iterations); they run freely", free)
 
 
 def moved(planned_from, iterations):

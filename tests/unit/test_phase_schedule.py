@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from syncfabric.decisions.phase_schedule import (PERIOD_MARGIN, Iteration, Window, arc_overlap,
-                                                 conflicts, contended_resources, schedule)
+from syncfabric.decisions.phase_schedule import (FIT, PERIOD_MARGIN, Iteration, Window,
+                                                 arc_overlap, conflicts, contended_resources,
+                                                 schedule)
 
 GRID = 24   # the brute force's offsets: the period in this many steps
 
@@ -29,7 +30,10 @@ def total_overlap(windows, neighbours):
 def brute_force_overlap(iterations, usage, windows):
     """The least total overlap any offsets on a grid of the period give (the first job of
     each group fixed at 0: turning every circle alike changes nothing)."""
-    neighbours = conflicts(iterations, usage, contended_resources(usage))
+    neighbours = {job: {other: weight for other, weight in others.items() if other in windows}
+                  for job, others in conflicts(iterations, usage,
+                                               contended_resources(usage)).items()
+                  if job in windows}   # groups whose rounds do not fit have no windows
     jobs = sorted(neighbours)
     best = None
     for offsets in itertools.product(range(GRID), repeat=len(jobs) - 1):
@@ -59,13 +63,28 @@ def test_jobs_on_one_link_take_turns():
 
 
 def test_the_period_grows_to_the_busiest_link():
-    """Four jobs whose rounds need a link whole, computing as long as they communicate:
-    their period is four rounds, and no two windows overlap."""
-    iterations = {job: Iteration(1.0, 2.0) for job in range(4)}
+    """Four jobs whose rounds need a link whole, computing three times as long as they
+    communicate, and a little longer: their period is four rounds, and no two windows
+    overlap."""
+    iterations = {job: Iteration(1.0, 3.5) for job in range(4)}
     windows = schedule(iterations, {job: {"spine": 1.0} for job in range(4)})
     assert windows[0].period_s == pytest.approx(4.0 * (1 + PERIOD_MARGIN))
     neighbours = conflicts(iterations, {job: {"spine": 1.0} for job in range(4)}, {"spine"})
     assert total_overlap(windows, neighbours) == 0
+
+
+def test_jobs_whose_rounds_do_not_fit_in_an_iteration_run_freely():
+    """Computing as long as they communicate, four such jobs would need a period of 4 s
+    for iterations of 2 s: no windows for them, while two on another link, that fit,
+    have theirs. Two jobs fit up to iterations of 2 s / FIT."""
+    usage = {job: {"spine": 1.0} for job in range(4)}
+    usage.update({4: {"other": 1.0}, 5: {"other": 1.0}})
+    iterations = {job: Iteration(1.0, 2.0) for job in range(6)}
+    assert set(schedule(iterations, usage)) == {4, 5}
+    iterations = {job: Iteration(1.0, 2.0 / FIT + 0.01) for job in (0, 1)}
+    assert set(schedule(iterations, usage)) == {0, 1}
+    iterations = {job: Iteration(1.0, 2.0 / FIT - 0.01) for job in (0, 1)}
+    assert schedule(iterations, usage) == {}
 
 
 def test_jobs_that_fit_together_or_apart_get_no_window():
