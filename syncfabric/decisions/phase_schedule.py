@@ -1,42 +1,44 @@
 """When jobs that share a bottleneck communicate: a common period and a phase offset
-for each, so that their communication phases overlap as little as possible.
+for each, so that what their communication phases need of each link at once exceeds
+it as little as possible.
 
 A training job alternates communication (a round) with compute. Jobs whose rounds run
 at once on a link split it; jobs whose rounds take turns each have it whole (their
 floors, and what they borrow of the idle link: docs/sharing.md). CASSINI (NSDI'24)
 places every job's iteration on a circle whose perimeter is the common period and
-turns the circles of jobs that share a link until their communication arcs overlap
-least. Here, as there:
+turns the circles of jobs that share a link until, at every moment, the link carries
+no more than it holds. Here, as there:
 
-- Two jobs conflict where, each at its rate alone, together they would need more than
-  a resource (a directed link or an aggregator) holds: `usage` gives each job's
-  fraction of each resource at its rate alone. How much they conflict (the weight of
-  their overlap) is the most by which they overfill a resource they share: two jobs
-  that each need a link whole slow each other down twice as much as two that each
-  need three quarters of it.
-- Jobs that conflict, directly or through others, get one period: the longest of their
-  iterations, or of any contended resource's busy time (the sum of its jobs'
-  communication, each times its fraction), whichever is longer; PERIOD_MARGIN more, so
-  that a round a little slower than its best still fits.
+- A resource (a directed link or an aggregator) is contended where its jobs, each at
+  its rate alone, need more than it holds together: `usage` gives each job's fraction
+  of each resource at its rate alone. Jobs that share a contended resource, directly
+  or through others, form a group.
+- A group gets one period: the longest of its iterations, or of any contended
+  resource's busy time (the sum of its jobs' communication, each times its
+  fraction), whichever is longer; PERIOD_MARGIN more, so that a round a little slower
+  than its best still fits.
 - Only jobs whose rounds fit in one iteration take turns (CASSINI places only jobs
   that are compatible): where a resource's busy time is more than FIT times their
   longest iteration, windows would stretch every job's iteration to it, while jobs
   that run freely and borrow what the others leave idle are served as fast on
-  average and wait for no window. Such a group gets none (on 2x4x4, four jobs whose
-  rounds each fill 0.7-1.0 of the links: 0.84x Gloo's mean completion with windows,
-  1.00x without).
-- Offsets are chosen greedily, longest communication first: each job goes where its arc
-  overlaps least (weighted) with those already placed that it conflicts with, the candidates
-  being the start of the period and the end of every placed arc (an arc packed against
-  another's end is where an optimal placement can always be shifted). Planned again,
+  average and wait for no window. Such a group gets none: jobs back to back (no
+  compute) never fit.
+- Offsets are chosen greedily, longest communication first, on STEPS steps of the
+  period: each job goes where it adds least overflow (the fraction by which the jobs
+  communicating at a moment overfill a resource, summed over the period and the
+  resources). Three jobs that each take half of a link fit two at a time: judged in
+  pairs, none conflicts with another, and the three were placed together (on 2x4x4,
+  rounds of jobs that shared one offset took 1.5x their round alone). Planned again,
   a job keeps its previous place in the period where it does as well: every window
   moved costs the jobs a round that meets another.
-- A job that conflicts with nobody gets no window (it runs freely).
+- A job on no contended resource gets no window (it runs freely).
 
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 
 PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds vary)
 # a group takes turns only if its busiest resource's communication is at most this
@@ -44,6 +46,7 @@ PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds var
 # jobs that fit exactly (each computing as long as it communicates) said 1.06x
 FIT = 1.25
 CONTENDED = 1.0 + 1e-9  # a resource whose jobs' fractions sum above this is contended
+STEPS = 96   # the period's steps on which offsets are placed and overflow is summed
 
 
 @dataclass(frozen=True)
@@ -64,19 +67,19 @@ class Window:
 
 
 def schedule(iterations, usage, previous=None):
-    """{job: Window} for the jobs of `iterations` ({job: Iteration}) that conflict with
-    another, in groups whose rounds fit (FIT); usage: {job: {resource: fraction of it the job takes at its rate alone}};
-    previous: {job: Window} planned before, whose places are kept where as good."""
+    """{job: Window} for the jobs of `iterations` ({job: Iteration}) that share a
+    contended resource, in groups whose rounds fit (FIT); usage: {job: {resource:
+    fraction of it the job takes at its rate alone}}; previous: {job: Window} planned
+    before, whose places are kept where as good."""
     contended = contended_resources(usage)
-    neighbours = conflicts(iterations, usage, contended)
     windows = {}
-    for group in components(neighbours):
+    for group in groups(iterations, usage, contended):
         busy = busiest_s(group, iterations, usage, contended)
         longest = max(iterations[job].iteration_s for job in group)
         if busy > FIT * longest:
             continue   # their rounds do not fit in one iteration: they run freely
         period = max(longest, busy) * (1.0 + PERIOD_MARGIN)
-        offsets = place(group, iterations, neighbours, period, previous or {})
+        offsets = place(group, iterations, usage, contended, period, previous or {})
         windows.update({job: Window(period, offsets[job], iterations[job].comm_s)
                         for job in group})
     return windows
@@ -91,26 +94,12 @@ def contended_resources(usage):
     return {resource for resource, total in totals.items() if total > CONTENDED}
 
 
-def conflicts(iterations, usage, contended):
-    """{job: {job it conflicts with: weight}}: the most by which the two overfill a
-    contended resource they share, at most 1 (jobs that conflict with none left out)."""
-    neighbours = {}
-    jobs = sorted(iterations)
-    for i, first in enumerate(jobs):
-        for second in jobs[i + 1:]:
-            mine, theirs = usage.get(first, {}), usage.get(second, {})
-            weight = min(1.0, max([mine[r] + theirs[r] - 1.0
-                                   for r in set(mine) & set(theirs) & contended], default=0.0))
-            if weight > CONTENDED - 1.0:
-                neighbours.setdefault(first, {})[second] = weight
-                neighbours.setdefault(second, {})[first] = weight
-    return neighbours
-
-
-def components(neighbours):
-    """The groups of jobs that conflict, directly or through others, each sorted."""
-    seen, groups = set(), []
-    for start in sorted(neighbours):
+def groups(iterations, usage, contended):
+    """The jobs of `iterations` that share a contended resource, directly or through
+    others: each group sorted (a job on none is in none)."""
+    on = {job: {r for r in usage.get(job, {}) if r in contended} for job in iterations}
+    seen, found = set(), []
+    for start in sorted(job for job in on if on[job]):
         if start in seen:
             continue
         group, frontier = set(), [start]
@@ -118,10 +107,10 @@ def components(neighbours):
             job = frontier.pop()
             if job not in group:
                 group.add(job)
-                frontier.extend(set(neighbours[job]) - group)
+                frontier.extend(other for other in on if on[other] & on[job])
         seen |= group
-        groups.append(sorted(group))
-    return groups
+        found.append(sorted(group))
+    return found
 
 
 def busiest_s(group, iterations, usage, contended):
@@ -135,34 +124,44 @@ def busiest_s(group, iterations, usage, contended):
     return max(busy.values(), default=0.0)
 
 
-def place(group, iterations, neighbours, period, previous):
-    """{job: offset in [0, period)}: longest communication first, each where it overlaps
-    least with the placed jobs it conflicts with (ties: its previous place in the
-    period, else the earliest offset)."""
+def place(group, iterations, usage, contended, period, previous):
+    """{job: offset in [0, period)}: longest communication first, each where it adds
+    least overflow to what the placed jobs need of each contended resource (ties: its
+    previous place in the period, else the earliest step)."""
+    loads = {resource: np.zeros(STEPS) for resource in contended}
     offsets = {}
     for job in sorted(group, key=lambda j: (-iterations[j].comm_s, str(j))):
-        placed = [other for other in neighbours[job] if other in offsets]
-        candidates = sorted({0.0} | {(offsets[other] + iterations[other].comm_s) % period
-                                     for other in placed})
+        mine = {r: min(1.0, f) for r, f in usage.get(job, {}).items() if r in contended}
+        arcs = circulant(arc_steps(iterations[job].comm_s, period))   # row k: from step k
+        cost = sum(added_overflow(loads[r], fraction * arcs) for r, fraction in mine.items())
+        candidates = [(step * period / STEPS, step) for step in range(STEPS)]
         if job in previous:
             before = previous[job]
-            candidates.insert(0, before.phase_offset_s / before.period_s * period % period)
-        offsets[job] = min(candidates, key=lambda offset: sum(
-            neighbours[job][other] * arc_overlap(offset, iterations[job].comm_s, offsets[other],
-                                                 iterations[other].comm_s, period)
-            for other in placed))
+            kept = before.phase_offset_s / before.period_s * period % period
+            candidates.insert(0, (kept, step_of(kept, period)))
+        offsets[job], step = min(candidates, key=lambda candidate: cost[candidate[1]])
+        for resource, fraction in mine.items():
+            loads[resource] += fraction * arcs[step]
     return offsets
 
 
-def arc_overlap(first, first_s, second, second_s, period):
-    """How long arcs [first, first + first_s) and [second, second + second_s) of a
-    circle of perimeter `period` overlap (an arc as long as the circle covers it)."""
-    first_s, second_s = min(first_s, period), min(second_s, period)
-    first, second = first % period, second % period
-    total = 0.0
-    for shift in (-period, 0.0, period):
-        start = max(first, second + shift)
-        stop = min(first + first_s, second + shift + second_s)
-        total += max(0.0, stop - start)
-    return total
+def arc_steps(comm_s, period):
+    """1 on the steps a round of comm_s from the period's start covers (its last step
+    covered whole: a round a step long is never placed in half a step), else 0."""
+    covered = min(STEPS, int(np.ceil(comm_s / period * STEPS - 1e-9)))
+    return np.r_[np.ones(covered), np.zeros(STEPS - covered)]
 
+
+def circulant(arc):
+    """Row k: `arc` turned k steps on."""
+    return np.stack([np.roll(arc, k) for k in range(len(arc))])
+
+
+def step_of(offset, period):
+    return int(round(offset / period * STEPS)) % STEPS
+
+
+def added_overflow(load, extra):
+    """How much more `load` (per step, in fractions of the resource) overfills it with
+    `extra` on top: a number per row of `extra`."""
+    return np.maximum(0.0, load + extra - 1.0).sum(axis=-1) - np.maximum(0.0, load - 1.0).sum()

@@ -1,56 +1,56 @@
 """The phase solver (decisions/phase_schedule.py): jobs that share a contended link get
-windows that do not overlap where the period allows, checked against a brute force."""
+windows that do not overfill it where the period allows, checked against a brute force."""
 
 import itertools
 import random
 
+import numpy as np
 import pytest
 
 from syncfabric.decisions.phase_schedule import (FIT, PERIOD_MARGIN, Iteration, Window,
-                                                 arc_overlap, conflicts, contended_resources,
+                                                 added_overflow, arc_steps, contended_resources,
                                                  schedule)
 
-GRID = 24   # the brute force's offsets: the period in this many steps
+GRID = 24     # the brute force's offsets: the period in this many steps
+FINE = 480    # the steps on which a placement's overflow is judged, finer than the solver's
 
 
-def total_overlap(windows, neighbours):
-    """The sum over conflicting pairs of how long their windows overlap a period, each
-    times the pair's weight (conflicts)."""
+def overflow(windows, usage):
+    """How much the jobs of `windows` overfill the contended resources they share, each
+    communicating comm_s from its offset in every period: the fraction above 1 summed
+    over a period (in seconds) and the resources."""
     total = 0.0
-    for job, others in neighbours.items():
-        for other, weight in others.items():
-            if str(job) < str(other):
-                first, second = windows[job], windows[other]
-                total += weight * arc_overlap(first.phase_offset_s, first.comm_s,
-                                              second.phase_offset_s, second.comm_s,
-                                              first.period_s)
+    for resource in contended_resources({job: usage[job] for job in windows}):
+        load = np.zeros(FINE)
+        for job, window in windows.items():
+            if resource in usage[job]:
+                t = (np.arange(FINE) + 0.5) / FINE * window.period_s
+                busy = (t - window.phase_offset_s) % window.period_s < window.comm_s
+                load += min(1.0, usage[job][resource]) * busy
+        total += np.maximum(0.0, load - 1.0).sum() * window.period_s / FINE
     return total
 
 
-def brute_force_overlap(iterations, usage, windows):
-    """The least total overlap any offsets on a grid of the period give (the first job of
-    each group fixed at 0: turning every circle alike changes nothing)."""
-    neighbours = {job: {other: weight for other, weight in others.items() if other in windows}
-                  for job, others in conflicts(iterations, usage,
-                                               contended_resources(usage)).items()
-                  if job in windows}   # groups whose rounds do not fit have no windows
-    jobs = sorted(neighbours)
+def brute_force_overflow(iterations, usage, windows):
+    """The least overflow any offsets on a grid of the period give (the first job of each
+    group fixed at 0: turning every circle alike changes nothing)."""
+    jobs = sorted(windows)
     best = None
     for offsets in itertools.product(range(GRID), repeat=len(jobs) - 1):
         trial = {job: Window(windows[job].period_s, step * windows[job].period_s / GRID,
                              iterations[job].comm_s)
                  for job, step in zip(jobs, (0,) + offsets)}
-        overlap = total_overlap(trial, neighbours)
-        best = overlap if best is None else min(best, overlap)
-    return best, neighbours
+        found = overflow(trial, usage)
+        best = found if best is None else min(best, found)
+    return best
 
 
-def test_arcs_overlap_around_the_circle():
-    assert arc_overlap(0, 1, 1, 1, 4) == 0
-    assert arc_overlap(0, 2, 1, 2, 4) == pytest.approx(1)
-    assert arc_overlap(3.5, 1, 0, 1, 4) == pytest.approx(0.5)     # wraps past the end
-    assert arc_overlap(0, 9, 1, 1, 4) == pytest.approx(1)         # a whole circle
-    assert arc_overlap(3, 2, 0.5, 1, 4) == pytest.approx(0.5)
+def test_a_round_covers_whole_steps_and_only_overflow_counts():
+    period = 96.0 / 10   # a step is 0.1 s
+    assert arc_steps(0.25, period).sum() == 3 and arc_steps(0.25, period)[:3].all()
+    assert arc_steps(50.0, period).sum() == 96                     # longer than the period
+    load = np.array([0.5, 1.0, 1.5])
+    assert added_overflow(load, np.array([0.5, 0.5, 0.5])) == pytest.approx(0.0 + 0.5 + 0.5)
 
 
 def test_jobs_on_one_link_take_turns():
@@ -58,8 +58,7 @@ def test_jobs_on_one_link_take_turns():
     windows = schedule(iterations, {1: {"spine": 1.0}, 2: {"spine": 1.0}})
     assert windows[1].period_s == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert windows[1].period_s == windows[2].period_s
-    assert arc_overlap(windows[1].phase_offset_s, 1.0, windows[2].phase_offset_s, 1.0,
-                       windows[1].period_s) == 0
+    assert overflow(windows, {1: {"spine": 1.0}, 2: {"spine": 1.0}}) == 0
 
 
 def test_the_period_grows_to_the_busiest_link():
@@ -69,8 +68,16 @@ def test_the_period_grows_to_the_busiest_link():
     iterations = {job: Iteration(1.0, 3.5) for job in range(4)}
     windows = schedule(iterations, {job: {"spine": 1.0} for job in range(4)})
     assert windows[0].period_s == pytest.approx(4.0 * (1 + PERIOD_MARGIN))
-    neighbours = conflicts(iterations, {job: {"spine": 1.0} for job in range(4)}, {"spine"})
-    assert total_overlap(windows, neighbours) == 0
+    assert overflow(windows, {job: {"spine": 1.0} for job in range(4)}) == 0
+
+
+def test_three_jobs_that_fit_two_at_a_time_are_not_placed_together():
+    """Three jobs that each take 0.4 of a link: no two of them would overfill it, all
+    three would. They get windows, and none overlaps both others."""
+    usage = {job: {"spine": 0.4} for job in range(3)}
+    windows = schedule({job: Iteration(1.0, 2.0) for job in range(3)}, usage)
+    assert set(windows) == {0, 1, 2}
+    assert overflow(windows, usage) == 0
 
 
 def test_jobs_whose_rounds_do_not_fit_in_an_iteration_run_freely():
@@ -106,22 +113,23 @@ def test_groups_have_their_own_periods():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_the_greedy_against_a_brute_force(seed):
-    """Three or four jobs on three links, random rounds and fractions: the greedy's total
-    overlap is the brute force's wherever that is none, and never more than a tenth of
-    the period above it."""
+    """Three or four jobs on three links, random rounds and fractions: the greedy's
+    overflow is the brute force's wherever that is none, and never more than a tenth
+    of the period above it."""
     rng = random.Random(seed)
     jobs = range(rng.choice((3, 4)))
     iterations = {job: Iteration(rng.uniform(0.5, 2.0), 0.0) for job in jobs}
     iterations = {job: Iteration(it.comm_s, it.comm_s * rng.uniform(1.5, 4.0))
                   for job, it in iterations.items()}
-    usage = {job: {link: rng.choice((0.6, 1.0)) for link in rng.sample("abc", rng.choice((1, 2)))}
+    usage = {job: {link: rng.choice((0.4, 0.6, 1.0))
+                   for link in rng.sample("abc", rng.choice((1, 2)))}
              for job in jobs}
     windows = schedule(iterations, usage)
     if not windows:
         return
-    best, neighbours = brute_force_overlap(iterations, usage, windows)
-    greedy = total_overlap(windows, neighbours)
-    period = next(iter(windows.values())).period_s
+    period = max(window.period_s for window in windows.values())
+    best = brute_force_overflow(iterations, usage, windows)
+    greedy = overflow(windows, usage)
     if best == 0:
         assert greedy == pytest.approx(0, abs=1e-9)
     assert greedy <= best + 0.1 * period
