@@ -27,10 +27,9 @@ no more than it holds. Here, as there:
   period: each job goes where it adds least overflow (the fraction by which the jobs
   communicating at a moment overfill a resource, summed over the period and the
   resources). Three jobs that each take half of a link fit two at a time: judged in
-  pairs, none conflicts with another, and the three were placed together (on 2x4x4,
-  rounds of jobs that shared one offset took 1.5x their round alone). Planned again,
-  a job keeps its previous place in the period where it does as well: every window
-  moved costs the jobs a round that meets another.
+  pairs, none conflicts with another, and the three were placed together. Planned
+  again, a job keeps its previous place in the period where it does as well: every
+  window moved costs the jobs a round that meets another.
 - A job on no contended resource gets no window (it runs freely).
 
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
@@ -38,7 +37,9 @@ tests/unit/test_phase_schedule.py checks it against a brute force on small cases
 
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
+from scipy.linalg import circulant
 
 PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds vary)
 # a group takes turns only if its busiest resource's communication is at most this
@@ -96,21 +97,14 @@ def contended_resources(usage):
 
 def groups(iterations, usage, contended):
     """The jobs of `iterations` that share a contended resource, directly or through
-    others: each group sorted (a job on none is in none)."""
-    on = {job: {r for r in usage.get(job, {}) if r in contended} for job in iterations}
-    seen, found = set(), []
-    for start in sorted(job for job in on if on[job]):
-        if start in seen:
-            continue
-        group, frontier = set(), [start]
-        while frontier:
-            job = frontier.pop()
-            if job not in group:
-                group.add(job)
-                frontier.extend(other for other in on if on[other] & on[job])
-        seen |= group
-        found.append(sorted(group))
-    return found
+    others: each group sorted, the groups by their first job (a job on none is in none)."""
+    graph = nx.Graph()
+    graph.add_edges_from((("job", job), ("resource", resource))
+                         for job in iterations for resource in usage.get(job, {})
+                         if resource in contended)
+    found = [sorted(name for kind, name in component if kind == "job")
+             for component in nx.connected_components(graph)]
+    return sorted((group for group in found if group), key=lambda group: group[0])
 
 
 def busiest_s(group, iterations, usage, contended):
@@ -132,7 +126,7 @@ def place(group, iterations, usage, contended, period, previous):
     offsets = {}
     for job in sorted(group, key=lambda j: (-iterations[j].comm_s, str(j))):
         mine = {r: min(1.0, f) for r, f in usage.get(job, {}).items() if r in contended}
-        arcs = circulant(arc_steps(iterations[job].comm_s, period))   # row k: from step k
+        arcs = circulant(arc_steps(iterations[job].comm_s, period)).T   # row k: from step k
         cost = sum(added_overflow(loads[r], fraction * arcs) for r, fraction in mine.items())
         candidates = [(step * period / STEPS, step) for step in range(STEPS)]
         if job in previous:
@@ -150,11 +144,6 @@ def arc_steps(comm_s, period):
     covered whole: a round a step long is never placed in half a step), else 0."""
     covered = min(STEPS, int(np.ceil(comm_s / period * STEPS - 1e-9)))
     return np.r_[np.ones(covered), np.zeros(STEPS - covered)]
-
-
-def circulant(arc):
-    """Row k: `arc` turned k steps on."""
-    return np.stack([np.roll(arc, k) for k in range(len(arc))])
 
 
 def step_of(offset, period):
