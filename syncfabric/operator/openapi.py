@@ -61,7 +61,10 @@ WORKER_ROUND = [
     {"name": "compute_s", "in": "query", "required": False, "schema": NUMBER,
      "description": "seconds its caller took between that round's sum and the next round"},
     {"name": "borrowed_mbps", "in": "query", "required": False, "schema": NUMBER,
-     "description": "the rate that worker borrows beyond its floor now"}]
+     "description": "the rate that worker borrows beyond its floor now"},
+    {"name": "done", "in": "query", "required": False, "schema": INTEGER,
+     "description": "1: that worker ends and begins no more rounds (new rates need not "
+                    "wait for it)"}]
 # what a 200 and a 304 of GET /jobs and GET /jobs/<id> carry: the version to send back
 VERSION_HEADERS = {
     "ETag": {"schema": STRING, "description": "a weak tag of this version: send it back in "

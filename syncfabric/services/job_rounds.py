@@ -10,6 +10,10 @@ moment each reads the report. It is a few rounds past the furthest any worker ha
 said, so that no worker has begun it when it reads the report. The old rates'
 meters are tightened only once every worker still reporting has passed it.
 
+A worker that ends says so (`done=1`): it begins no more rounds, so a generation
+need not wait for it to pass its effective round (a job's last rounds would otherwise
+hold another's admission until the worker went quiet, QUIET_S).
+
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,
 from which interleaving plans its windows (services/job_phases.py); and the rate they
@@ -53,6 +57,10 @@ class RoundReports:
             self.compute_s[worker] = figures["compute_s"]
         if "borrowed_mbps" in figures:
             self.borrowed_mbps[worker] = figures["borrowed_mbps"]
+
+    def ended(self, worker):
+        """The worker begins no more rounds (it said done): it no longer runs."""
+        self.latest.pop(worker, None)
 
     def borrowed(self, now):
         """The rate (Mbit/s) the running workers say they borrow, together; None if none
@@ -107,6 +115,11 @@ def parse_round_report(worker, number):
     except ValueError:
         number = None
     return (worker, number) if worker and number is not None else (None, None)
+
+
+def parse_done(query):
+    """Whether a GET's query ({name: text}) says its worker ends (done=1)."""
+    return query.get("done") == "1"
 
 
 def parse_figures(query):

@@ -27,7 +27,7 @@ from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
-from syncfabric.services.job_rounds import parse_figures, parse_round_report
+from syncfabric.services.job_rounds import parse_done, parse_figures, parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
@@ -110,11 +110,14 @@ class Jobs:
 
     def heard(self, job_id, worker, number, now, query=None):
         """A worker of the job says the round it began, and in `query` ({name: text}) how
-        long its last round and compute took and what it borrows (services/job_rounds.py);
-        the job's ETag (job_tag), with which it reads the job again only when it changed."""
+        long its last round and compute took and what it borrows, or that it ends
+        (services/job_rounds.py); the job's ETag (job_tag), with which it reads the job
+        again only when it changed."""
         job = self._get(job_id)
         worker, number = parse_round_report(worker, number)
-        if worker in job.request["workers"]:
+        if worker in job.request["workers"] and parse_done(query or {}):
+            job.rounds.ended(worker)
+        elif worker in job.request["workers"]:
             job.rounds.heard(worker, number, now, parse_figures(query or {}))
         return job_tag(job, self.tenants.phases.version(job))
 

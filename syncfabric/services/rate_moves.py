@@ -46,7 +46,7 @@ class RateMoves:
             change.adopt(now)
             self._publish(change, now, cause)
         jobs = [change.job for change in changes]
-        if not self.wait_until(lambda at: all(job.rounds.passed(job.effective_round, at)
+        if not self.wait_until(lambda at: all(self._done_with_old_rates(job, at)
                                               for job in jobs), SHRINK_WAIT_S):
             LOG.warning("jobs %s: not every worker reached the round of its new rates within "
                         "%.0f s; tightening the meters now", [j.id for j in jobs], SHRINK_WAIT_S)
@@ -58,6 +58,12 @@ class RateMoves:
             except InstallFailed as failure:   # the hosts keep to the lower rate anyway
                 LOG.error("job %d: its lower meters were not confirmed (%s)", change.job.id,
                           failure)
+
+    def _done_with_old_rates(self, job, now):
+        """Whether no worker of `job` sends at its old rates: each has passed its
+        effective round or ended, or the job was released."""
+        return self.jobs.jobs.get(job.id) is not job or job.rounds.passed(job.effective_round,
+                                                                          now)
 
     def _grow(self, change, now, cause):
         try:

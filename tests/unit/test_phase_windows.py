@@ -70,8 +70,15 @@ class RecordingClient:
         self.paths.append(path)
         return self.report, "W/\"1\""
 
+    def briefly(self, _timeout_s):
+        return self
 
-def test_the_follower_says_the_iteration_and_takes_the_window():
+    def request(self, method, path):
+        self.paths.append(path)
+        return self.report
+
+
+def test_the_follower_says_the_iteration_takes_the_window_and_says_when_it_ends():
     layout_report = report()
     layout = JobLayout(layout_report)
     timing, window = IterationTimes(), PhaseWindow(layout_report)
@@ -82,8 +89,8 @@ def test_the_follower_says_the_iteration_and_takes_the_window():
         follower.read_once()
     finally:
         follower.stop()
-    assert client.paths[-1] == "/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000" \
-        % layout.id
+    assert client.paths == ["/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000"
+                            % layout.id, "/jobs/%d?worker=h1&round=3&done=1" % layout.id]
     assert window.window == (4.0, 1.0, 2.0)
 
 

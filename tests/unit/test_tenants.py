@@ -116,6 +116,29 @@ def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_
     assert meter_rates(one_spine) == booked_meters(one_spine) != before
 
 
+@pytest.mark.parametrize("ending", ["workers say done", "released"])
+def test_the_shrink_waits_no_longer_for_a_job_whose_workers_ended(one_spine, ending):
+    """A job in its last rounds never reaches the round its new rates hold from: the
+    admission that shrank it goes on once its workers say they end, or once it is
+    released, not after they went quiet (QUIET_S)."""
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    for worker in FIRST:
+        job(one_spine, first["id"], worker=worker, round=5)
+    admission = hub.spawn(post, one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    hub.sleep(0.5)
+    assert not admission.dead
+    job(one_spine, first["id"], worker="h1", round=5, done=1)
+    hub.sleep(0.3)
+    assert not admission.dead   # h3 still runs at the old rates
+    if ending == "released":
+        one_spine.request("DELETE", "/jobs/%d" % first["id"], headers=release_key(first))
+    else:
+        job(one_spine, first["id"], worker="h3", round=5, done=1)
+    with hub.Timeout(2.0):
+        status, second = admission.wait()
+    assert status == 201, second
+
+
 def test_a_job_whose_minimum_cannot_be_met_gets_409_and_changes_nothing(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
     before = (meter_rates(one_spine), dict(one_spine.services.fabric.book.reserved_mbps))

@@ -12,8 +12,8 @@ is not a rate change (same_shape): the daemon serves the job anew, as before.
 
 A worker reads its job twice a second (JobFollower), naming the round it began, so
 the controller knows from which round new rates can hold, and how long its rounds and
-compute take; its window under interleaving is taken from every read
-(phase_windows.py).
+compute take; it says when it ends. Its window under interleaving is taken from every
+read (phase_windows.py).
 """
 
 import logging
@@ -24,6 +24,7 @@ from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 
 LOG = logging.getLogger("syncfabric.hosts")
 FOLLOW_POLL_S = 0.5
+FAREWELL_TIMEOUT_S = 1.0   # how long a worker that ends waits to say so
 KEPT_LAYOUTS = 4   # a schedule keeps this many (rounds in flight use at most two)
 
 
@@ -84,8 +85,17 @@ class JobFollower:
         self.thread.start()
 
     def stop(self):
+        """Stop reading, and say this worker ends (done=1): the controller then need not
+        wait for it to pass the effective round of another generation (a shrink for
+        another job's admission). Said once, briefly: a controller away is not waited for."""
         self.stopping.set()
         self.thread.join()
+        try:
+            self.client.briefly(FAREWELL_TIMEOUT_S).request(
+                "GET", "/jobs/%d?worker=%s&round=%d&done=1" % (self.schedule.latest.id,
+                                                               self.name, self.begun()))
+        except (OSError, ControllerHttpError) as error:
+            LOG.debug("worker %s: could not say it ends (%s)", self.name, error)
 
     def _run(self):
         while not self.stopping.wait(FOLLOW_POLL_S):

@@ -7,6 +7,7 @@ against the CA certificate in the file SYNCFABRIC_CA names (else the system's
 CAs). With retry_s, a refused connection (the request never reached a
 controller, e.g. one that is restarting) is tried again for up to retry_s seconds."""
 
+import copy
 import json
 import os
 import secrets
@@ -47,6 +48,13 @@ class ControllerClient:
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.release_key = secrets.token_urlsafe(16)
         self.tls = verifying_context() if self.base_url.startswith("https://") else None
+
+    def briefly(self, timeout_s):
+        """This client (its token and release key) with a shorter timeout and no retry:
+        for what is not worth waiting for."""
+        brief = copy.copy(self)
+        brief.timeout_s, brief.retry_s = min(timeout_s, self.timeout_s), 0.0
+        return brief
 
     def request(self, method, path, body=None, raw_body=None):
         """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
