@@ -83,9 +83,13 @@ class ReportWatch:
 
     def in_round(self, number, ended_at):
         """(the report of the generation round `number` ran under, the report the
-        controller gave last before it ended: its fair share and window then)."""
+        controller gave last before it ended: its fair share and window then). A
+        generation made after the round (one read later than a read after its end) is
+        not its, whatever its effective round: a job whose workers have all ended is
+        given one from round 0."""
         reports = [report for _at, report in self.seen]
-        held = [r for r in reports if r.get("effective_round", 0) <= number]
+        held = [r for at, r in self.seen if r.get("effective_round", 0) <= number
+                and at <= ended_at + WATCH_S]
         generation = max(held or reports, key=lambda r: r["generation"])
         before = [report for at, report in self.seen if at <= ended_at] or reports[:1]
         return generation, before[-1]

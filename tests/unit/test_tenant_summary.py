@@ -48,3 +48,16 @@ def test_a_job_that_kept_to_its_floor_is_judged_against_what_its_floor_predicts(
     assert "job 0, its floor only beside jobs that borrow: rounds 1.05x what its floor " \
         "predicts (median; worst 1.10x)" in text
     assert "job 1, its floor only" not in text
+
+
+def test_a_round_runs_under_the_generation_read_before_it_ended():
+    """Generation 3 came after the job's workers had ended (effective round 0): no round
+    ran under it, so each is given the generation it held from."""
+    from experiments.traffic.tenant_jobs import WATCH_S, ReportWatch
+    watch = object.__new__(ReportWatch)   # its reads, without a controller
+    watch.seen = [(10.0, {"generation": 1, "effective_round": 0, "rate_mbps": 30.0}),
+                  (20.0, {"generation": 2, "effective_round": 12, "rate_mbps": 20.0}),
+                  (30.0, {"generation": 3, "effective_round": 0, "rate_mbps": 10.0})]
+    assert watch.in_round(5, 15.0)[0]["generation"] == 1
+    assert watch.in_round(14, 25.0)[0]["generation"] == 2
+    assert watch.in_round(14, 30.0 - WATCH_S)[0]["generation"] == 3   # read a watch later
