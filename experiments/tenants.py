@@ -81,6 +81,7 @@ MODES = ("gloo",) + tuple(POLICY_OF)
 ARRIVALS = ("staggered", "together")
 PLACEMENTS = (round_planner.IN_NETWORK, round_planner.COLOCATED)
 FIRST_ARRIVAL_S = 1.0   # after the mode's jobs are set up
+WORKER_LOAD_PER_RANK_S = 0.15   # a job_worker loads in 0.17 s of one core, of 2
 GLOO_LOAD_S, GLOO_LOAD_PER_RANK_S = 5.0, 0.8   # torch loads in 1.1 s of one core, of 2
 
 
@@ -170,25 +171,26 @@ def floor_only(mode, job):
 
 
 def runner(bed, args, mode, rounds):
-    """run_one(tenant, run, arrival) of a mode: `rounds` rounds of the tenant's job. Gloo's
-    ranks are started early and begin at the job's arrival; a fabric job asks the
-    controller at its arrival, then starts its workers (its admission and their start
-    count in its completion time)."""
+    """run_one(tenant, run, arrival) of a mode: `rounds` rounds of the tenant's job. Its
+    processes are started early, alike in every mode: Gloo's ranks begin at the job's
+    arrival; a fabric job's workers wait while it asks the controller at its arrival
+    (its admission counts in its completion time, their loading does not)."""
     if mode == "gloo":
         def run_one(tenant, run, arrival):
             run.rows = gloo_rounds(bed, tenant.workers, tenant.model_bytes // 4, rounds, arrival,
                                    compute_s=args.compute_s)
     else:
-        def run_one(tenant, run, _arrival):
-            fabric_rounds(bed, job_request(args, tenant, mode), rounds, run, args.compute_s)
+        def run_one(tenant, run, arrival):
+            fabric_rounds(bed, job_request(args, tenant, mode), rounds, run, arrival,
+                          args.compute_s)
     return run_one
 
 
 def first_arrival_s(mode, ranks):
-    """How long after a mode is set up its first job arrives: Gloo's `ranks`, all started
-    at once, have each loaded torch and joined by then."""
+    """How long after a mode is set up its first job arrives: its `ranks` processes, all
+    started at once, have each loaded (Gloo's torch, and joined) by then."""
     if mode != "gloo":
-        return FIRST_ARRIVAL_S
+        return FIRST_ARRIVAL_S + WORKER_LOAD_PER_RANK_S * ranks
     return GLOO_LOAD_S + GLOO_LOAD_PER_RANK_S * ranks
 
 
@@ -256,8 +258,7 @@ def run_mode(bed, args, mode, jobs, bar):
         bar.set_postfix_str("%s, job %d alone" % (mode, tenant.index))
         alone, = run_tenants([Tenant(tenant.index, tenant.workers, 0.0, tenant.model_bytes)],
                              runner(bed, args, mode, args.solo_rounds),
-                             time.time() + first_arrival_s(mode, len(tenant.workers)),
-                             mode == "gloo")
+                             time.time() + first_arrival_s(mode, len(tenant.workers)))
         if alone.failure:
             raise RuntimeError("%s, alone: %s" % (mode, alone.failure))
         solo[tenant.index] = (statistics.median(r["round_s"] for r in alone.rows),
@@ -267,7 +268,7 @@ def run_mode(bed, args, mode, jobs, bar):
     sampling = bed.sampler().start()
     counted = switch_class_counters(bed.net)
     started_at = time.time() + first_arrival_s(mode, sum(len(job.workers) for job in jobs))
-    runs = run_tenants(jobs, runner(bed, args, mode, args.rounds), started_at, mode == "gloo")
+    runs = run_tenants(jobs, runner(bed, args, mode, args.rounds), started_at)
     usage = sampling.stop()
     dropped = queue_drops(counted, switch_class_counters(bed.net))
     for run in runs:

@@ -67,14 +67,24 @@ def output_so_far(daemon, quiet_s=1.0):
 def start_program(bed, job, program, arguments, start_at=None, own=None):
     """`python -m program` in each worker of `job` (the POST /jobs answer) with the
     job's flags, `arguments`, and own.get(worker, []); the first round at wall-clock
-    `start_at` if given. {worker: Popen}."""
+    `start_at` if given. {worker: Popen}. A job not asked for yet ({"workers": [...]},
+    no id): each waits for its id on standard input (tell_job), loaded meanwhile."""
+    job_id = str(job["id"]) if "id" in job else "-"
     starting = [] if start_at is None else ["--start-at", repr(start_at)]
     return {worker: bed.popen(worker, [sys.executable, "-m", program,
-                                       "--controller", bed.management_url, "--job", str(job["id"]),
+                                       "--controller", bed.management_url, "--job", job_id,
                                        "--name", worker, *arguments, *starting,
                                        *(own or {}).get(worker, [])],
+                              stdin=subprocess.PIPE if job_id == "-" else None,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for worker in job["workers"]}
+
+
+def tell_job(processes, job):
+    """Give the workers started before their job (start_program) its id."""
+    for process in processes.values():
+        process.stdin.write("%d\n" % job["id"])
+        process.stdin.close()
 
 
 def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None, every_s=None,

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import job_rounds, program_lines, start_workers
+from experiments.traffic.jobs import job_rounds, program_lines, start_workers, tell_job
 from syncfabric.hosts.packets.gradient_wire import HEADER
 from syncfabric.hosts.transport.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
                                                 ControllerHttpError)
@@ -95,14 +95,21 @@ class ReportWatch:
         return generation, before[-1]
 
 
-def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
-    """POST /jobs `request` and run its `rounds` rounds in its workers (job_worker), back
-    to back or compute_s apart; fills `run` (TenantRun). Refused (409): its rounds over
-    Gloo instead."""
+def fabric_rounds(bed, request, rounds, run, arrival, compute_s=0.0):
+    """At `arrival` (time.time()), POST /jobs `request` and run its `rounds` rounds in its
+    workers (job_worker), back to back or compute_s apart; fills `run` (TenantRun). The
+    workers are started before, as Gloo's ranks are, and wait for the job's id: their
+    loading is not counted, the admission is. Refused (409): its rounds over Gloo
+    instead."""
     client = ControllerClient(bed.client.base_url, ADMISSION_TIMEOUT_S, bed.client.token)
+    workers = start_workers(bed, {"workers": request["workers"]}, rounds, compute_s=compute_s)
+    time.sleep(max(0.0, arrival - time.time()))
     try:
         job = client.request("POST", "/jobs", request)
     except ControllerHttpError as error:
+        for process in workers.values():
+            process.kill()
+            process.communicate()
         if error.status != 409:
             raise
         run.refusal = str(error)
@@ -112,8 +119,8 @@ def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
     run.ran_as = "fabric"
     watch = ReportWatch(bed.client, job["id"])
     try:
-        lines = program_lines(start_workers(bed, job, rounds, compute_s=compute_s), job,
-                              timeout_s=(60 + compute_s) * rounds)
+        tell_job(workers, job)
+        lines = program_lines(workers, job, timeout_s=(60 + compute_s) * rounds)
     finally:
         watch.stop()
         client.request("DELETE", "/jobs/%d" % job["id"])   # its creator holds the key
@@ -128,18 +135,16 @@ def fabric_rounds(bed, request, rounds, run, compute_s=0.0):
                              datagram_bytes=job["fragment_bytes"] + HEADER.size))
 
 
-def run_tenants(tenants, run_one, started_at, launch_early=False):
+def run_tenants(tenants, run_one, started_at):
     """Each tenant in a thread of its own: run_one(tenant, run, arrival) fills its
-    TenantRun, called at its arrival (started_at + arrives_s, time.time()) or, with
-    launch_early, at once (a runner that waits for the arrival itself, as Gloo's ranks,
-    which take seconds to load, do). Returns them once all have left; a job that failed
-    has no rows and says why in `failure` (the others' rounds are kept)."""
+    TenantRun, called at once and waiting for its arrival (started_at + arrives_s,
+    time.time()) itself, its processes loaded meanwhile (Gloo's ranks take seconds to
+    load torch). Returns them once all have left; a job that failed has no rows and says
+    why in `failure` (the others' rounds are kept)."""
     runs = [TenantRun(tenant) for tenant in tenants]
 
     def tenant_thread(run):
         run.arrived_at = started_at + run.tenant.arrives_s
-        if not launch_early:
-            time.sleep(max(0.0, run.arrived_at - time.time()))
         try:
             run_one(run.tenant, run, run.arrived_at)
         except Exception as error:   # reported with the run's results

@@ -95,3 +95,18 @@ def test_every_without_a_start_or_with_rounds_in_flight_is_refused(flags, capsys
         job_worker.parse_args(["--controller", "http://unused", "--job", "1", "--name", "w1",
                                *flags])
     assert "--every needs --start-at, --in-flight 1" in capsys.readouterr().err
+
+
+def test_a_worker_started_before_its_job_reads_its_id_from_standard_input(monkeypatch):
+    """--job -: started before the job exists, it attaches to the id it reads once the
+    job is created; any other text than a whole number or - is refused."""
+    import io
+
+    from syncfabric.hosts.cli import job_id_of
+    args = job_worker.parse_args(["--controller", "http://unused", "--job", "-", "--name", "w1"])
+    monkeypatch.setattr("sys.stdin", io.StringIO("17\n"))
+    assert job_id_of(args) == "17"
+    assert job_id_of(job_worker.parse_args(["--controller", "http://unused", "--job", "17",
+                                            "--name", "w1"])) == 17
+    with pytest.raises(SystemExit):
+        job_worker.parse_args(["--controller", "http://unused", "--job", "x", "--name", "w1"])

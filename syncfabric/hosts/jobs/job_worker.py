@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
+from syncfabric.hosts.cli import ArgumentParser, job_id_of, job_program_arguments, wait_until
 from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
 from syncfabric.hosts.transport.pacing import perf_counter_at
@@ -84,7 +84,7 @@ def run(args):
     checked between rounds, each worker's own work delayed the next round's start, each
     by as much as the 2 cores gave it (0.16 s of a 0.74 s round with 16 workers at 25
     Mbit/s), where Gloo's rounds start together from a barrier."""
-    job = FabricJob.attach(args.controller, args.job)
+    job = FabricJob.attach(args.controller, job_id_of(args))
     worker = FabricWorker(job, args.name)
     workers, floats = worker.layout.workers, worker.layout.floats
     gradients = {number: whole_gradient(args.seed, workers.index(args.name), number, floats)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from syncfabric.hosts.cli import ArgumentParser, job_program_arguments, wait_until
+from syncfabric.hosts.cli import ArgumentParser, job_id_of, job_program_arguments, wait_until
 from syncfabric.hosts.training.digits_mlp import (TrainingSetup, dataset, initial_parameters,
                                          one_blas_thread, sgd_update, worker_gradient)
 from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker
@@ -45,7 +45,7 @@ def parse_args(argv):
 
 def train(args):
     setup = TrainingSetup(**args.setup)
-    worker = FabricWorker(FabricJob.attach(args.controller, args.job), args.name,
+    worker = FabricWorker(FabricJob.attach(args.controller, job_id_of(args)), args.name,
                           rate_fraction=args.rate_fraction)
     index = worker.layout.workers.index(args.name)
     parameters = initial_parameters(setup)
