@@ -81,10 +81,11 @@ def start_program(bed, job, program, arguments, start_at=None, own=None):
 
 
 def tell_job(processes, job):
-    """Give the workers started before their job (start_program) its id."""
+    """Give the workers started before their job (start_program) its id (a line each;
+    communicate() closes their standard input)."""
     for process in processes.values():
         process.stdin.write("%d\n" % job["id"])
-        process.stdin.close()
+        process.stdin.flush()
 
 
 def start_workers(bed, job, rounds, in_flight=1, seed=0, start_at=None, every_s=None,
