@@ -148,6 +148,9 @@ JOB = obj({
     "window_s": nullable(described(NUMBER, (
         "interleaving: how long after its window's start a round may borrow; beyond it, "
         "a round that overran sends at its floor, in the next job's window"))),
+    "window_mbps": nullable(described(NUMBER, (
+        "interleaving: its rate alone, which its rounds send at in all (floor and borrowed) "
+        "from their window's start, the others keeping to their windows"))),
     "bound_by": described(STRING, (
         "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
         "workers' links)")),

@@ -9,11 +9,14 @@ and aggregator at their rates alone go to the phase solver
 within REPLAN_CHANGE of the one they were planned from, so that workers see them change
 rarely; planned again, a job keeps its place in the period where it can. A job's report carries its
 window: `period_s` and `phase_offset_s` (its rounds start at offset + k x period, on the
-hosts' clock, time.time(): hosts keep it with NTP) and `window_s` (how long its rounds
+hosts' clock, time.time(): hosts keep it with NTP), `window_s` (how long its rounds
 may borrow from their window's start: its round and PERIOD_MARGIN more, so that one
-that overruns keeps to its floor in the next job's window), all null when it has none
-(the fabric does not interleave, it has not said its iteration yet, or it conflicts
-with no other job).
+that overruns keeps to its floor in the next job's window) and `window_mbps` (its rate
+alone, what the solver placed it at: its rounds borrow up to it from their window's
+start, rather than probe for it while the others keep to their windows), all null when
+it has none (the fabric does not interleave, it has not said its iteration yet, or it
+conflicts with no other job). In its window, a job may borrow into an aggregator what
+the jobs whose windows meet its own leave of it (co_active).
 """
 
 import logging
@@ -25,7 +28,7 @@ from syncfabric.services.job_shares import capacities
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
-NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None}
+NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None, "window_mbps": None}
 
 
 class JobPhases:
@@ -35,6 +38,7 @@ class JobPhases:
         self.jobs = jobs
         self.windows = {}        # job id -> phase_schedule.Window
         self.planned_from = {}   # job id -> the Iteration its windows were planned from
+        self.alone = {}          # job id -> its rate alone (Mbit/s) when last planned
 
     def report(self, job):
         window = self.windows.get(job.id)
@@ -42,7 +46,15 @@ class JobPhases:
             return dict(NO_WINDOW)
         return {"period_s": round(window.period_s, 6),
                 "phase_offset_s": round(window.phase_offset_s, 6),
-                "window_s": round(window.comm_s * (1 + PERIOD_MARGIN), 6)}
+                "window_s": round(window_length_s(window), 6),
+                "window_mbps": round(self.alone[job.id], 3)}
+
+    def co_active(self, job_id, others):
+        """Of the job ids `others`, those whose rounds may run while job `job_id`'s do:
+        every one, unless both have windows in one period that do not meet."""
+        mine = self.windows.get(job_id)
+        return [other for other in others
+                if mine is None or not apart(mine, self.windows.get(other))]
 
     def version(self, job):
         """What of the job's window its ETag stands for."""
@@ -53,13 +65,13 @@ class JobPhases:
     def clear(self):
         if self.windows:
             LOG.info("interleaving off: no job has a window")
-        self.windows, self.planned_from = {}, {}
+        self.windows, self.planned_from, self.alone = {}, {}, {}
 
     def plan(self, live, now):
         """Plan the windows again if the jobs that said their iterations, or an iteration,
         changed; live: {job id: (rate, Demand)} of the installed jobs."""
         room = capacities(self.jobs.trees.book.view)
-        iterations, usage = {}, {}
+        iterations, usage, alones = {}, {}, {}
         for job_id, (_rate, demand) in live.items():
             job, alone = self.jobs.jobs[job_id], solo_rate_mbps(room, demand)
             if alone <= 0:   # a resource of it holds nothing (a link down): no round alone
@@ -69,9 +81,10 @@ class JobPhases:
             if iteration is not None:
                 iterations[job_id] = iteration
                 usage[job_id] = solo_usage(room, demand, alone)
+                alones[job_id] = alone
         if not moved(self.planned_from, iterations):
             return
-        self.planned_from = iterations
+        self.planned_from, self.alone = iterations, alones
         self.windows = schedule(iterations, usage, self.windows)
         for job_id, window in sorted(self.windows.items()):
             LOG.info("job %d: window of %.3f s every %.3f s from %.3f s (rounds of %.3f s, "
@@ -82,6 +95,21 @@ class JobPhases:
         if free:
             LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
                      "do not fit in its iterations); they run freely", free)
+
+
+def window_length_s(window):
+    """How long a window's rounds borrow from its start: its round, PERIOD_MARGIN more."""
+    return window.comm_s * (1 + PERIOD_MARGIN)
+
+
+def apart(window, other):
+    """Whether two windows (phase_schedule.Window; other may be None) of one period
+    never meet: on the period's circle, each starts after the other has ended."""
+    if other is None or other.period_s != window.period_s:
+        return False
+    period = window.period_s
+    ahead = (other.phase_offset_s - window.phase_offset_s) % period
+    return window_length_s(window) <= ahead <= period - window_length_s(other)
 
 
 def moved(planned_from, iterations):

@@ -215,20 +215,30 @@ class Tenants:
         fabric does not let jobs borrow, or the job asked not to), or the DSCP of the
         borrowed class, the ceiling of what they send in all (the workers' slowest link)
         and, per aggregator the job's gradients go through, what its workers may borrow
-        into it in all (fair_shares.borrowable_mbps)."""
+        into it in all (fair_shares.borrowable_mbps) of what the jobs whose rounds may
+        run beside its own leave (under interleaving, those whose windows meet its own:
+        JobPhases.co_active)."""
         book = self.jobs.trees.book
         # a job saved before its request could say `borrow` borrows where the fabric lets it
         if not (self.borrow and job.request.get("borrow", True)) or book is None:
             return None
-        live = self.jobs.plans.plans.get(job.plan_id)
-        own = {} if live is None else live.result.loads()
+        own = self._plan_loads(job)
+        others = [other for other in self.jobs.jobs.values() if other is not job]
+        active = set(self.phases.co_active(job.id, [other.id for other in others]))
+        reserved = reserved_beside(book.reserved_mbps, [self._plan_loads(other)
+                                                        for other in others
+                                                        if other.id not in active])
         return {"dscp": BORROWED_DSCP,
                 "ceiling_mbps": round_bounds.line_rate_mbps(book.view, job.request["workers"]),
                 "aggregators_mbps": {
-                    host: borrowable_mbps(capacity, book.reserved_mbps.get(host, 0.0),
-                                          own.get(host, 0.0))
+                    host: borrowable_mbps(capacity, reserved.get(host, 0.0), own.get(host, 0.0))
                     for host, capacity in sorted(book.view.aggregators.items())
                     if own.get(host, 0.0) > 0}}
+
+    def _plan_loads(self, job):
+        """{resource: Mbit/s} the job's gradient plan holds (none while it has none)."""
+        live = self.jobs.plans.plans.get(job.plan_id)
+        return {} if live is None else live.result.loads()
 
     def live_demands(self, leaving_out=None):
         """{job id: (rate, Demand)} of the installed jobs (with weight 1 under fair)."""
@@ -255,6 +265,16 @@ class Tenants:
             tail, head = tuple(link)
             room[tail, head] = room[head, tail] = 0.0
         return fair_rates(room, demands)[0]
+
+
+def reserved_beside(reserved, idle):
+    """`reserved` ({resource: Mbit/s}) less what the jobs idle while a job's rounds run
+    hold (idle: [{resource: Mbit/s}], their windows apart from its own)."""
+    left = dict(reserved)
+    for loads in idle:
+        for resource, load in loads.items():
+            left[resource] = max(0.0, left.get(resource, 0.0) - load)
+    return left
 
 
 def slowdowns(jobs, candidate, candidates):

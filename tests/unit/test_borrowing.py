@@ -200,3 +200,19 @@ def test_either_data_path_turns_a_rounds_datagrams_around_without_changing_one(e
     backward = path.reversed(built)
     assert [backward[i] for i in range(4)] == [built[i] for i in reversed(range(4))]
     assert list(path.lengths(backward)) == list(reversed(list(path.lengths(built))))
+
+
+def test_a_round_in_its_window_borrows_what_it_expects_at_once_within_the_spare():
+    borrowing = Borrowing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), BORROWED_DSCP, 20.0)
+    try:
+        borrowing.set_floor(5.0, 10.0)   # half its host's floor: half the 10 spare
+        assert borrowing.rate() == pytest.approx(START_FRACTION * 5.0)
+        borrowing.expect(4.0)
+        assert borrowing.rate() == pytest.approx(4.0)
+        borrowing.expect(9.0)
+        assert borrowing.rate() == pytest.approx(5.0)   # no more than its spare
+        borrowing.count(sent=MIN_SENT, lost=1, now=0.0)
+        borrowing.count(now=1.0)
+        assert borrowing.rate() == pytest.approx(2.5)   # a loss halves it still
+    finally:
+        borrowing.sock.close()

@@ -145,3 +145,22 @@ def test_a_job_planned_again_keeps_its_place_where_it_does_as_well():
     assert windows[2].phase_offset_s == pytest.approx(0.0)
     fresh = schedule({job: Iteration(1.0, 2.0) for job in (1, 2)}, usage)
     assert fresh[1].phase_offset_s == 0.0   # without: the first by id at the start
+
+
+def test_windows_of_one_period_that_never_meet_are_apart():
+    """A job's rounds run beside another's unless both have windows in one period that
+    do not meet on its circle (a window lasts its round and PERIOD_MARGIN more)."""
+    from types import SimpleNamespace
+
+    from syncfabric.services.job_phases import JobPhases, apart
+    first = Window(4.0, 0.0, 1.5)
+    assert apart(first, Window(4.0, 2.0, 1.5))
+    assert apart(first, Window(4.0, 1.6, 2.2))                # from 1.6 to 3.91
+    assert not apart(first, Window(4.0, 1.5, 1.5))             # first's margin reaches it
+    assert not apart(first, Window(4.0, 3.0, 1.5))             # it wraps into first's
+    assert not apart(first, Window(5.0, 2.0, 1.5))             # another period
+    assert not apart(first, None)                              # it runs freely
+    phases = JobPhases(SimpleNamespace())
+    phases.windows = {1: first, 2: Window(4.0, 2.0, 1.5), 3: Window(4.0, 0.5, 1.0)}
+    assert phases.co_active(1, [2, 3, 4]) == [3, 4]
+    assert phases.co_active(4, [1, 2]) == [1, 2]               # without a window: all

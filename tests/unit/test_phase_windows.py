@@ -21,17 +21,33 @@ def test_a_report_without_a_believable_window_runs_freely():
     for period, offset in ((0, 0), (-1, 0), (float("inf"), 0), (2.0, float("nan")), (True, 0),
                            ("2", 0)):
         assert window_of({"period_s": period, "phase_offset_s": offset}) is None
-    assert window_of({"period_s": 2, "phase_offset_s": 5}) == (2.0, 1.0, None)
+    assert window_of({"period_s": 2, "phase_offset_s": 5}) == (2.0, 1.0, None, None)
+
+
+def test_a_round_in_its_window_sends_at_the_rate_alone_the_controller_placed_it_at():
+    """window_mbps over the job's rate_mbps: what its rounds send in all from their
+    window's start; none that is not above its floor, or not a number."""
+    window = PhaseWindow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": 4.5,
+                          "window_mbps": 30.0, "rate_mbps": 12.0})
+    assert window.rate_factor(1003.0) == 2.5
+    assert window.rate_factor(None) is None   # a round not started on its window
+    for alone, floor in ((12.0, 12.0), (10.0, 12.0), (float("nan"), 12.0), ("30", 12.0),
+                         (30.0, 0.0), (30.0, None), (None, 12.0)):
+        window.follow({"period_s": 10.0, "phase_offset_s": 3.0, "window_mbps": alone,
+                       "rate_mbps": floor})
+        assert window.rate_factor(1003.0) is None
+    assert PhaseWindow({"window_mbps": 30.0, "rate_mbps": 12.0}).rate_factor(1003.0) is None
 
 
 def test_a_round_borrows_for_window_s_from_its_windows_start():
     window = PhaseWindow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": 4.5})
-    assert window.window == (10.0, 3.0, 4.5)
+    assert window.window == (10.0, 3.0, 4.5, None)
     assert window.borrow_until(1003.0) == 1007.5
     assert window.borrow_until(None) is None                          # not on a window
     for unbounded in (None, 0, -1, float("nan"), "4.5", True):        # borrows to its end
         window.follow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": unbounded})
-        assert window.window == (10.0, 3.0, None) and window.borrow_until(1003.0) is None
+        assert window.window == (10.0, 3.0, None, None)
+        assert window.borrow_until(1003.0) is None
 
 
 def test_a_round_starts_at_its_next_window_or_at_once_if_a_little_late():
@@ -91,7 +107,7 @@ def test_the_follower_says_the_iteration_takes_the_window_and_says_when_it_ends(
         follower.stop()
     assert client.paths == ["/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000"
                             % layout.id, "/jobs/%d?worker=h1&round=3&done=1" % layout.id]
-    assert window.window == (4.0, 1.0, 2.0)
+    assert window.window == (4.0, 1.0, 2.0, None)
 
 
 def test_a_worker_says_the_rate_it_borrows_beside_its_iteration():

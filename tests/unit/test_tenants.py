@@ -321,8 +321,9 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     they run back to back); a window moves the job's ETag; what a worker says that is
     not seconds is not believed."""
     jobs = one_spine.services.jobs
-    ids = [post(one_spine, "/jobs", dict(COLOCATED, workers=workers))[1]["id"]
-           for workers in (FIRST, SECOND)]
+    answers = [post(one_spine, "/jobs", dict(COLOCATED, workers=workers))[1]
+               for workers in (FIRST, SECOND)]
+    ids, alone = [answer["id"] for answer in answers], answers[0]["rate_mbps"]
     status, shown = one_spine.request("PUT", "/fabric/policy",
                                       {"policy": "fair", "interleave": True})
     assert status == 200 and shown["interleave"] is True
@@ -346,13 +347,27 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     assert first["borrowed_mbps"] == 4.0   # what its workers say they borrow, together
     assert first["period_s"] == second["period_s"] == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert abs(first["phase_offset_s"] - second["phase_offset_s"]) >= 1.0 - 1e-6
-    # each borrows for its round and the period's margin from its window's start
+    # each borrows for its round and the period's margin from its window's start, at
+    # once up to its rate alone (each job's alone is the one spine's whole link)
     assert first["window_s"] == second["window_s"] == pytest.approx(1.0 * (1 + PERIOD_MARGIN))
+    assert first["window_mbps"] == second["window_mbps"] == pytest.approx(alone, rel=0.01)
+    assert first["window_mbps"] > first["rate_mbps"]
     after = one_spine.response("GET", "/jobs/%d?worker=h1&round=5" % ids[0]).headers["ETag"]
     assert after != before
     one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert job(one_spine, ids[0])["period_s"] is None   # off: no windows
     assert job(one_spine, ids[0])["window_s"] is None
+
+
+def test_in_its_window_a_job_counts_only_the_bookings_of_jobs_beside_it():
+    """What a job may borrow into an aggregator is its part of what the bookings there
+    leave, less those of jobs whose windows are apart from its own (idle meanwhile)."""
+    from syncfabric.services.tenants import reserved_beside
+    reserved = {"agg-spine1": 8.0, ("spine1", "leaf1"): 3.0}
+    assert reserved_beside(reserved, []) == reserved
+    assert reserved_beside(reserved, [{"agg-spine1": 5.0}, {"agg-spine1": 1.0}]) == {
+        "agg-spine1": 2.0, ("spine1", "leaf1"): 3.0}
+    assert reserved == {"agg-spine1": 8.0, ("spine1", "leaf1"): 3.0}   # not changed
 
 
 def test_interleaving_needs_borrowing_and_a_bad_flag_changes_nothing(one_spine):

@@ -268,9 +268,10 @@ class FabricWorker:
         current = self.rounds.get(number) or self.rounds.setdefault(
             number, Round(number, self.layout, self.results.take(), self.pieces))
         current.contribute(start, values, future, whole)
+        window = self.cadence.window
         self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
-                              start_at, self._between_sends,
-                              self.cadence.window.borrow_until(start_at))
+                              start_at, self._between_sends, window.borrow_until(start_at),
+                              window.rate_factor(start_at))
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):

@@ -7,8 +7,9 @@ rounds start at offset + k x period on the hosts' clock (time.time(), kept with 
 real hosts). A worker back from its compute starts its next round at the next window
 (PhaseWindow.next_start); one late by less than LATE_FRACTION of the period starts at
 once, rather than wait almost a whole period. A round borrows for `window_s` from its
-window's start (PhaseWindow.borrow_until); one that overruns that sends the rest at
-its floor, so nothing stalls and the next job's round, in its own window, does not
+window's start (PhaseWindow.borrow_until), from the start at what the controller
+placed it at (`window_mbps`, its rate alone: the others keep to their windows), not
+probing up to it; one that overruns its window sends the rest at its floor, so nothing stalls and the next job's round, in its own window, does not
 lose what it borrows to it. (Borrowing on, two rounds that met lost borrowed
 datagrams, halved their borrowed rates and ran long again, into the next windows.)
 
@@ -31,22 +32,28 @@ LATE_FRACTION = 0.25  # of the period: a round this late for its window starts a
 
 class JobWindow(NamedTuple):
     """A job's window: its rounds start at phase_offset_s + k x period_s and borrow for
-    window_s from then (None: as long as they take)."""
+    window_s from then (None: as long as they take), from its start up to rate_factor
+    times their floors in all (None: probing for what is idle, as without a window)."""
     period_s: float
     phase_offset_s: float
     window_s: Optional[float]
+    rate_factor: Optional[float] = None
 
 
 def window_of(report):
     """The JobWindow of a job's report, or None (no window, or one that is not a
     positive period and a finite offset: run freely); a window_s that is not a positive
-    number (a controller that does not say it) bounds nothing."""
+    number (a controller that does not say it) bounds nothing, and a window_mbps that
+    is not above the job's rate_mbps sets no rate to borrow up to."""
     period, offset, borrowing = (report.get(key) for key in ("period_s", "phase_offset_s",
                                                              "window_s"))
     if not (finite(period) and finite(offset)) or period <= 0:
         return None
+    alone, floor = report.get("window_mbps"), report.get("rate_mbps")
+    factor = alone / floor if finite(alone) and finite(floor) and alone > floor > 0 else None
     return JobWindow(float(period), float(offset) % float(period),
-                     float(borrowing) if finite(borrowing) and borrowing > 0 else None)
+                     float(borrowing) if finite(borrowing) and borrowing > 0 else None,
+                     factor)
 
 
 class PhaseWindow:
@@ -65,7 +72,7 @@ class PhaseWindow:
         window = self.window
         if window is None:
             return None
-        period, offset, _borrowing = window
+        period, offset = window.period_s, window.phase_offset_s
         windows_past = math.ceil((now - LATE_FRACTION * period - offset) / period)
         return offset + windows_past * period
 
@@ -76,6 +83,13 @@ class PhaseWindow:
         if window is None or window.window_s is None or start_at is None:
             return None
         return start_at + window.window_s
+
+
+    def rate_factor(self, start_at):
+        """What a round started at start_at (its window's start) sends in all from its
+        start, as a multiple of its floors; None: no more than borrowing finds."""
+        window = self.window
+        return None if window is None or start_at is None else window.rate_factor
 
 
 class IterationTimes:

@@ -46,11 +46,13 @@ class WorkerSends:
         return max(BATCH, RECEIVE_BUFFER_BYTES // 2 // self.senders_to[leg.address, leg.port]
                    // datagram)
 
-    def first_pass(self, current, whole, own, start_at, idle, borrow_until=None):
+    def first_pass(self, current, whole, own, start_at, idle, borrow_until=None,
+                   rate_factor=None):
         """Send the fragments of blocks `whole` of round `current` from start_at (see
         FabricWorker.allreduce_async), borrowing until borrow_until (time.time(); None:
-        no end; phase_windows.PhaseWindow.borrow_until); those of a shard in this host
-        (own: {shard index: ShardNode}) are added there. idle(seconds): what the I/O
+        no end; phase_windows.PhaseWindow.borrow_until), from the start up to rate_factor
+        times its floor in all (None: what borrowing has found); those of a shard in this
+        host (own: {shard index: ShardNode}) are added there. idle(seconds): what the I/O
         thread does meanwhile."""
         layout = self.layout
         indices = layout.wire_of[np.asarray(whole, dtype=np.int64)]
@@ -81,8 +83,11 @@ class WorkerSends:
             planned = self.rates.at(current.number)
             limits = {destination: mbps * self.rate_fraction
                       for destination, mbps in planned.borrow_limits(self.name).items()}
-            borrowing.set_floor(sum(rate for _address, _packets, rate in streams),
-                                planned.host_floor_mbps(self.name) * self.rate_fraction, limits)
+            floor = sum(rate for _address, _packets, rate in streams)
+            borrowing.set_floor(floor, planned.host_floor_mbps(self.name) * self.rate_fraction,
+                                limits)
+            if rate_factor is not None:
+                borrowing.expect(floor * (rate_factor - 1.0))
             borrowing = borrowing if borrowing.active() and streams else None
         borrowed = send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path,
                                 window, borrowing, None if borrow_until is None

@@ -72,6 +72,12 @@ class Borrowing:
             if adaptive.rate < FLOOR_FRACTION * spare:
                 adaptive.rate = START_FRACTION * spare
 
+    def expect(self, mbps):
+        """A round in its window, where the links it shares are expected idle (the other
+        jobs keep to their windows): it borrows `mbps` from its start (within the spare),
+        rather than probing up to it; a loss halves it still."""
+        self.adaptive.rate = min(self.adaptive.ceiling, max(0.0, mbps))
+
     def active(self):
         """Whether it has anything to borrow."""
         return self.adaptive() > 0
