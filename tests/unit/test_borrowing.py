@@ -216,3 +216,33 @@ def test_a_round_in_its_window_borrows_what_it_expects_at_once_within_the_spare(
         assert borrowing.rate() == pytest.approx(2.5)   # a loss halves it still
     finally:
         borrowing.sock.close()
+
+
+def test_a_summing_nodes_first_sums_of_a_round_in_a_window_borrow_to_the_rate_alone():
+    """Under interleaving (window_mbps 3x the job's rate), a shard's first sums of each
+    round borrow twice their floor at once; a loss halves it for the rest of the round,
+    and the next round starts from the window's rate again."""
+    from syncfabric.hosts.jobs.job_layout import JobLayout
+    from syncfabric.hosts.jobs.job_roles import ShardNode
+    from tests.harness.loopback_jobs import loopback_job
+    report = dict(loopback_job(7, ["w1", "w2"], 8 * 1448, 29870),
+                  borrow={"dscp": BORROWED_DSCP, "ceiling_mbps": 10000.0}, period_s=4.0,
+                  phase_offset_s=0.0, window_s=2.0, window_mbps=30.0, rate_mbps=10.0)
+    layout = JobLayout(report)
+    assert layout.window_factor == 3.0
+    assert JobLayout(dict(report, period_s=None)).window_factor is None   # no window
+    shard = layout.shards[0]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        node = ShardNode(layout, shard, sock)
+        borrowing = node.sums_out.borrowing
+        node._borrow_beyond(2.0, layout, shard.host, 1)
+        assert borrowing.rate() == pytest.approx(4.0)
+        borrowing.count(sent=MIN_SENT, lost=1, now=0.0)
+        borrowing.count(now=1.0)
+        node._borrow_beyond(2.0, layout, shard.host, 1)   # the same round's later sums
+        assert borrowing.rate() == pytest.approx(2.0)
+        node._borrow_beyond(2.0, layout, shard.host, 2)
+        assert borrowing.rate() == pytest.approx(4.0)
+    finally:
+        sock.close()

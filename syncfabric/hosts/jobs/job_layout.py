@@ -8,6 +8,7 @@ import numpy as np
 
 from syncfabric.hosts.packets.control_messages import finite, whole
 from syncfabric.hosts.packets.gradient_wire import HEADER, MAX_WORKERS
+from syncfabric.hosts.jobs.phase_windows import window_of
 
 MAX_FRAGMENT_BYTES = 65507 - HEADER.size   # a UDP datagram's payload less the fragment header
 
@@ -96,6 +97,10 @@ class JobLayout:
                                          {w: tuple(f) for w, f in a["workers"].items()})
                              for a in report["aggregators"]]
         self.borrow = borrow_of(report.get("borrow"), self.id)   # (dscp, ceiling) or None
+        # under interleaving, what a round sends in all from its window's start, as a
+        # multiple of its floors (phase_windows.JobWindow.rate_factor; None: no window)
+        window = window_of(report)
+        self.window_factor = None if window is None else window.rate_factor
         # {aggregator: Mbit/s} the workers may borrow into it in all (none: no bound)
         self.borrow_into = aggregators_borrowable(report.get("borrow"), self.id)
         # what the controller predicts a round of these rates takes (None: a job saved

@@ -90,12 +90,20 @@ class SummingNode:
         self.sums_out = PacedSender(sock, self._sum_packets,
                                     HEADER.size + 4 * layout.per_fragment, self.path,
                                     Borrowing.of(sock, layout.borrow))
+        self.expected_round = 0   # the latest round whose sums borrowed the window's rate
 
-    def _borrow_beyond(self, floor_mbps, layout, host):
+    def _borrow_beyond(self, floor_mbps, layout, host, number):
         """Tell the sums' borrowing, if the job allows it, their floor now (rates move as
-        jobs come and go) and their host's, in `layout` (the round's)."""
-        if self.sums_out.borrowing is not None:
-            self.sums_out.borrowing.set_floor(floor_mbps, layout.host_floor_mbps(host))
+        jobs come and go) and their host's, in `layout` (round `number`'s); under
+        interleaving, the round's first sums borrow what takes them to the job's rate
+        alone (its workers' rounds start in the job's window), a loss halving it still."""
+        borrowing = self.sums_out.borrowing
+        if borrowing is None:
+            return
+        borrowing.set_floor(floor_mbps, layout.host_floor_mbps(host))
+        if layout.window_factor is not None and number > self.expected_round:
+            self.expected_round = number
+            borrowing.expect(floor_mbps * (layout.window_factor - 1.0))
 
     def _sum_packets(self, items):
         """(the (round, fragment)s still kept, the datagrams of their sums)."""
@@ -259,7 +267,8 @@ class ShardNode(SummingNode):
             groups = [group for group, receivers in self.shard.returns
                       if worker is None or worker in receivers]
             rate_mbps = shard.return_mbps / self.share.cores
-            self._borrow_beyond(rate_mbps * len(self.shard.returns), layout, self.shard.host)
+            self._borrow_beyond(rate_mbps * len(self.shard.returns), layout, self.shard.host,
+                                items[0][0])
             self.sums_out.push_copies(items, [(group, self.shard.port) for group in groups],
                                       rate_mbps, repair=worker is not None)
 
@@ -311,7 +320,7 @@ class AggregatorNode(SummingNode):
         layout = self.rates.at(number)
         aggregation = layout.aggregations[self.position]
         rate_mbps = aggregation.rate_mbps / self.share.cores
-        self._borrow_beyond(rate_mbps, layout, aggregation.host)
+        self._borrow_beyond(rate_mbps, layout, aggregation.host, number)
         self.sums_out.push([(number, index) for index in indices], self.destination, rate_mbps,
                            repair)
 
