@@ -9,8 +9,9 @@ real hosts). A worker back from its compute starts its next round at the next wi
 once, rather than wait almost a whole period. A round borrows for `window_s` from its
 window's start (PhaseWindow.borrow_until), from the start at what the controller
 placed it at (`window_mbps`, its rate alone: the others keep to their windows), not
-probing up to it; one that overruns its window sends the rest at its floor, so nothing stalls and the next job's round, in its own window, does not
-lose what it borrows to it. (Borrowing on, two rounds that met lost borrowed
+probing up to it; one that overruns its window sends the rest at its floor, so
+nothing stalls and the next job's round, in its own window, does not lose what it
+borrows to it. (Borrowing on, two rounds that met lost borrowed
 datagrams, halved their borrowed rates and ran long again, into the next windows.)
 
 The controller learns the job's iteration from its workers (IterationTimes): how long
