@@ -26,7 +26,6 @@ from apps.rest_json import (METRICS_KEY, answer, check_release_key, counted_rout
                             read_json_body, resource_api)
 from apps.services import CONTEXT_KEY, contexts, start_timers
 from syncfabric.errors import ServiceError
-from syncfabric.services.jobs import listing_tag
 
 FOLLOW_INTERVAL_S = 0.5
 REST_APP_KEY = "jobs"
@@ -44,7 +43,7 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
         host = req.GET.get("host")   # an aggregator daemon names its host as it polls
         if host:
             self.service.daemons.heard_from(host, time.monotonic())
-        etag = listing_tag(self.service.jobs)
+        etag = self.service.list_tag()
         if req.headers.get("If-None-Match") == etag:
             response = Response(status=304)
         else:

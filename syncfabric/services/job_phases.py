@@ -39,6 +39,7 @@ class JobPhases:
         self.windows = {}        # job id -> phase_schedule.Window
         self.planned_from = {}   # job id -> the Iteration its windows were planned from
         self.alone = {}          # job id -> its rate alone (Mbit/s) when last planned
+        self.plans_made = 0      # counts the windows planned or cleared (version)
 
     def report(self, job):
         window = self.windows.get(job.id)
@@ -56,15 +57,15 @@ class JobPhases:
         return [other for other in others
                 if mine is None or not apart(mine, self.windows.get(other))]
 
-    def version(self, job):
-        """What of the job's window its ETag stands for."""
-        window = self.windows.get(job.id)
-        return None if window is None else (window.period_s, window.phase_offset_s,
-                                            window.comm_s)
+    def version(self):
+        """What of the windows a job's ETag stands for: every job's, as what a job may
+        borrow into an aggregator in its own depends on whose windows meet it."""
+        return self.plans_made
 
     def clear(self):
         if self.windows:
             LOG.info("interleaving off: no job has a window")
+            self.plans_made += 1
         self.windows, self.planned_from, self.alone = {}, {}, {}
 
     def plan(self, live, now):
@@ -86,6 +87,7 @@ class JobPhases:
             return
         self.planned_from, self.alone = iterations, alones
         self.windows = schedule(iterations, usage, self.windows)
+        self.plans_made += 1
         for job_id, window in sorted(self.windows.items()):
             LOG.info("job %d: window of %.3f s every %.3f s from %.3f s (rounds of %.3f s, "
                      "iterations of %.3f s)", job_id, window.comm_s, window.period_s,

@@ -108,6 +108,10 @@ class Jobs:
     def show(self, job_id, now):
         return self.report(self._get(job_id), now)
 
+    def list_tag(self):
+        """The weak ETag of list() (listing_tag)."""
+        return listing_tag(self.jobs, self.tenants.phases.version())
+
     def heard(self, job_id, worker, number, now, query=None):
         """A worker of the job says the round it began, and in `query` ({name: text}) how
         long its last round and compute took and what it borrows, or that it ends
@@ -119,7 +123,7 @@ class Jobs:
             job.rounds.ended(worker)
         elif worker in job.request["workers"]:
             job.rounds.heard(worker, number, now, parse_figures(query or {}))
-        return job_tag(job, self.tenants.phases.version(job))
+        return job_tag(job, self.tenants.phases.version())
 
     def owner_key(self, job_id):
         return self.release_keys.get(self._get(job_id).id)
@@ -238,20 +242,21 @@ class Jobs:
 
 
 
-def listing_tag(jobs):
+def listing_tag(jobs, windows=None):
     """A weak ETag of Jobs.list() from Jobs.jobs: it changes when a job is created,
-    released or renewed, or its generation rises (its parts moved), which is all a job's
-    hosts act on; expires_in_s counts down regardless. A host that polls GET /jobs gets
-    304 while it holds (while saved jobs are restored too: it keeps what it serves)."""
-    listed = [(job.id, job.generation, job.request["ttl_s"])
-              for _id, job in sorted(jobs.items()) if job.installed]
+    released or renewed, its generation rises (its parts or rates moved) or the jobs'
+    windows move (`windows`: JobPhases.version), which is all a job's hosts act on;
+    expires_in_s counts down regardless. A host that polls GET /jobs gets 304 while it
+    holds (while saved jobs are restored too: it keeps what it serves)."""
+    listed = [windows, [(job.id, job.generation, job.request["ttl_s"])
+                        for _id, job in sorted(jobs.items()) if job.installed]]
     return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
 
 
 def job_tag(job, window=None):
     """A weak ETag of one job's report: it changes when the job's generation rises (its
-    parts moved, or its rates were planned again), its lease is renewed or its window
-    (JobPhases.version) moves."""
+    parts moved, or its rates were planned again), its lease is renewed or the jobs'
+    windows (JobPhases.version) move."""
     version = (job.id, job.generation, job.effective_round, job.request["ttl_s"], window)
     return 'W/"%s"' % hashlib.sha256(repr(version).encode()).hexdigest()[:16]
 

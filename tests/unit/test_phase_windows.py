@@ -26,17 +26,14 @@ def test_a_report_without_a_believable_window_runs_freely():
 
 def test_a_round_in_its_window_sends_at_the_rate_alone_the_controller_placed_it_at():
     """window_mbps over the job's rate_mbps: what its rounds send in all from their
-    window's start; none that is not above its floor, or not a number."""
-    window = PhaseWindow({"period_s": 10.0, "phase_offset_s": 3.0, "window_s": 4.5,
-                          "window_mbps": 30.0, "rate_mbps": 12.0})
-    assert window.rate_factor(1003.0) == 2.5
-    assert window.rate_factor(None) is None   # a round not started on its window
+    window's start; none that is not above its floor, or not a number, and none without
+    a window."""
+    window = {"period_s": 10.0, "phase_offset_s": 3.0, "window_s": 4.5}
+    assert window_of(dict(window, window_mbps=30.0, rate_mbps=12.0)).rate_factor == 2.5
     for alone, floor in ((12.0, 12.0), (10.0, 12.0), (float("nan"), 12.0), ("30", 12.0),
                          (30.0, 0.0), (30.0, None), (None, 12.0)):
-        window.follow({"period_s": 10.0, "phase_offset_s": 3.0, "window_mbps": alone,
-                       "rate_mbps": floor})
-        assert window.rate_factor(1003.0) is None
-    assert PhaseWindow({"window_mbps": 30.0, "rate_mbps": 12.0}).rate_factor(1003.0) is None
+        assert window_of(dict(window, window_mbps=alone, rate_mbps=floor)).rate_factor is None
+    assert window_of({"window_mbps": 30.0, "rate_mbps": 12.0}) is None
 
 
 def test_a_round_borrows_for_window_s_from_its_windows_start():
@@ -121,3 +118,19 @@ def test_a_worker_says_the_rate_it_borrows_beside_its_iteration():
             % (START_FRACTION * 5.0)
     finally:
         borrowing.sock.close()
+
+
+def test_a_worker_takes_a_window_given_without_a_new_generation_into_its_rates():
+    """Its first passes and its own shards' sums borrow to the rate alone from the
+    layout of their round (JobLayout.window_factor): one source, taken from every read."""
+    layout_report = report()
+    schedule = RateSchedule(JobLayout(layout_report))
+    client = RecordingClient(dict(layout_report, period_s=4.0, phase_offset_s=1.0,
+                                  window_s=2.0, window_mbps=30.0, rate_mbps=12.0))
+    follower = JobFollower(client, "h1", schedule, lambda: 3, PhaseWindow(layout_report),
+                           lambda: "")
+    try:
+        follower.read_once()
+    finally:
+        follower.stop()
+    assert schedule.at(3).window_factor == 2.5

@@ -92,3 +92,43 @@ def test_a_daemon_keeps_its_parts_through_new_rates_and_serves_anew_a_moved_job(
             daemon._drop(job_id)
         for loop in daemon.loops:
             loop.stop()
+
+
+def in_a_window(base, into_agg_mbps):
+    """The job's report, its generation unchanged, once interleaving gave it a window at
+    3x its rate and a budget into its aggregator."""
+    return dict(base, period_s=4.0, phase_offset_s=1.0, window_s=2.0, window_mbps=300.0,
+                rate_mbps=100.0, borrow={"dscp": 10, "ceiling_mbps": 1000.0,
+                                         "aggregators_mbps": {"agg": into_agg_mbps}})
+
+
+def test_a_window_and_a_budget_that_move_without_a_new_generation_are_taken_at_once():
+    base = report(aggregated=True)
+    schedule = RateSchedule(JobLayout(base))
+    schedule.follow(JobLayout(next_generation(base, 0.5, 6)))
+    assert schedule.at(9).window_factor is None
+    windowed = next_generation(in_a_window(base, 40.0), 0.5, 6)
+    schedule.refresh(JobLayout(windowed))
+    assert schedule.at(9).window_factor == 3.0 and schedule.at(9).borrow_into == {"agg": 40.0}
+    assert schedule.at(5).window_factor is None       # an older generation's rounds
+    assert schedule.at(6).legs["w1"][0].rate_mbps == 50.0   # its rates and round kept
+    schedule.refresh(JobLayout(in_a_window(base, 80.0)))   # generation 1: not the latest
+    assert schedule.at(9).borrow_into == {"agg": 40.0}
+
+
+def test_a_daemon_takes_a_jobs_new_window_into_the_parts_it_serves():
+    base = report(aggregated=True)
+    daemon = JobDaemon(None, "agg")
+    for loop in daemon.loops:
+        loop.start()
+    try:
+        daemon.follow([base])
+        parts = daemon.served[7][1]
+        daemon.follow([in_a_window(base, 40.0)])
+        assert daemon.served[7] == (1, parts)
+        assert parts[0][0].rates.at(3).window_factor == 3.0
+    finally:
+        for job_id in list(daemon.served):
+            daemon._drop(job_id)
+        for loop in daemon.loops:
+            loop.stop()

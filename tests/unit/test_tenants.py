@@ -318,8 +318,8 @@ def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_sp
 def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(one_spine):
     """Interleaving: two jobs on the one spine whose workers say they compute as long
     as they communicate get one period and windows that do not overlap (none while
-    they run back to back); a window moves the job's ETag; what a worker says that is
-    not seconds is not believed."""
+    they run back to back); a window moves the job's ETag and the list's, which the
+    daemons poll; what a worker says that is not seconds is not believed."""
     jobs = one_spine.services.jobs
     answers = [post(one_spine, "/jobs", dict(COLOCATED, workers=workers))[1]
                for workers in (FIRST, SECOND)]
@@ -329,6 +329,7 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     assert status == 200 and shown["interleave"] is True
     assert shown["borrow"] is True   # interleaving borrows unless told not to
     before = one_spine.response("GET", "/jobs/%d?worker=h1&round=1" % ids[0]).headers["ETag"]
+    listed = one_spine.response("GET", "/jobs").headers["ETag"]
     for job_id, workers in zip(ids, (FIRST, SECOND)):
         for worker in workers:
             job(one_spine, job_id, worker=worker, round=3, comm_s="nan", compute_s=-1)
@@ -354,6 +355,7 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     assert first["window_mbps"] > first["rate_mbps"]
     after = one_spine.response("GET", "/jobs/%d?worker=h1&round=5" % ids[0]).headers["ETag"]
     assert after != before
+    assert one_spine.response("GET", "/jobs").headers["ETag"] != listed
     one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert job(one_spine, ids[0])["period_s"] is None   # off: no windows
     assert job(one_spine, ids[0])["window_s"] is None

@@ -268,10 +268,12 @@ class FabricWorker:
         current = self.rounds.get(number) or self.rounds.setdefault(
             number, Round(number, self.layout, self.results.take(), self.pieces))
         current.contribute(start, values, future, whole)
-        window = self.cadence.window
+        # in its window (start_at), a round sends at its rate alone from the start,
+        # as this host's shards and the job's aggregators do (JobLayout.window_factor)
+        rate_factor = None if start_at is None else self.rates.at(number).window_factor
         self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
-                              start_at, self._between_sends, window.borrow_until(start_at),
-                              window.rate_factor(start_at))
+                              start_at, self._between_sends,
+                              self.cadence.window.borrow_until(start_at), rate_factor)
         current.sent = complete   # not before: a repair asked mid-pass sends it twice
 
     def _own_sum(self, number, index, sums):

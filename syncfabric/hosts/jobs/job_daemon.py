@@ -14,7 +14,8 @@ controller is away (or restoring its jobs after a restart), it serves the jobs i
 the switches keep their flows, so the rounds go on. A job's new generation that moves
 only its rates (other jobs came or went) keeps its parts and their sums in flight, at
 the new rates from the job's effective round (rate_following); one that moved its
-parts is served anew. Without
+parts is served anew. A job's window, and what it may borrow, move without a new
+generation (interleaving): its sums borrow as the latest list says. Without
 --name, the host is the fabric's host whose address is this machine's. SIGUSR1 logs
 each job's counts so far: datagrams taken, dropped as not the job's (and of those, how
 many named a round outside the window), and dropped by the data path as truncated or
@@ -120,6 +121,8 @@ class JobDaemon:
         for job_id, layout in mine.items():
             if job_id in self.served and self.served[job_id][0] != layout.generation:
                 self._new_generation(layout)
+            elif job_id in self.served:   # its window, or what it may borrow, moved
+                self.schedules[job_id].refresh(layout)
             if job_id not in self.served:
                 self._serve_job(layout)
 

@@ -86,13 +86,6 @@ class PhaseWindow:
         return start_at + window.window_s
 
 
-    def rate_factor(self, start_at):
-        """What a round started at start_at (its window's start) sends in all from its
-        start, as a multiple of its floors; None: no more than borrowing finds."""
-        window = self.window
-        return None if window is None or start_at is None else window.rate_factor
-
-
 class IterationTimes:
     """The worker's latest round back (comm_s: from its start, or its call if later, to
     its last sum back) and the compute before the next round (compute_s: from that sum

@@ -7,6 +7,8 @@ It raises the job's generation and names the round the new rates hold from
 (`effective_round`). Every host keeps the job's layouts by that round (RateSchedule)
 and paces each datagram by the layout of the round it belongs to, so all hosts change
 rates at the same round whenever each read the report; what they sum is unchanged.
+Under interleaving a job's window, and what it may borrow into aggregators, move
+without a new generation: hosts take them from every report that changed (refresh).
 A generation whose layout differs in more than rates (its parts moved around a fault)
 is not a rate change (same_shape): the daemon serves the job anew, as before.
 
@@ -60,6 +62,14 @@ class RateSchedule:
         steps = [s for s in self.steps if s[0] < first] + [(first, layout)]
         self.steps = steps[-KEPT_LAYOUTS:]   # replaced whole: readers in other threads
 
+    def refresh(self, layout):
+        """Take the latest generation's report again, read after its window or what it
+        may borrow into aggregators moved (interleaving planned, jobs beside it given
+        windows): what its rounds borrow follows it from now on. Anything else of a
+        generation never moves; a report of another generation is follow()'s."""
+        if layout.generation == self.latest.generation and same_shape(self.latest, layout):
+            self.steps = self.steps[:-1] + [(self.steps[-1][0], layout)]
+
     def at(self, number):
         chosen = self.steps[0][1]
         for first, layout in self.steps:
@@ -111,17 +121,18 @@ class JobFollower:
         report, self.etag = self.client.get_changed(
             "/jobs/%d?worker=%s&round=%d%s" % (latest.id, self.name, self.begun(),
                                                self.figures()), self.etag)
-        if report is not None:
-            self.window.follow(report)
-        if report is None or report["generation"] == latest.generation:
+        if report is None:
             return
+        self.window.follow(report)
         try:
             layout = JobLayout(report)
         except (JobError, KeyError, TypeError) as error:
-            LOG.error("worker %s: job %d's new generation cannot be followed: %s", self.name,
+            LOG.error("worker %s: job %d's report cannot be followed: %s", self.name,
                       latest.id, error)
             return
-        if same_shape(latest, layout):
+        if layout.generation == latest.generation:
+            self.schedule.refresh(layout)
+        elif same_shape(latest, layout):
             self.schedule.follow(layout)
             LOG.info("worker %s: job %d generation %d: its new rates from round %d", self.name,
                      layout.id, layout.generation, layout.effective_round)
