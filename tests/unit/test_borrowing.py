@@ -105,6 +105,26 @@ def test_a_summing_nodes_repairs_are_never_borrowed_and_a_lent_one_asked_again_i
     assert borrowing.total_lost == 1
 
 
+def test_a_summing_nodes_borrowed_pace_follows_its_rate_as_it_rises():
+    """One borrowed datagram sent at a rate near nothing (a window's rate alone just
+    above the floor) must not hold the next back once the rate rises: timed at the old
+    rate, it put the next 8 s ahead, and a job's sums never borrowed again."""
+    sock = ClassRecordingSocket()
+    borrowing = lending(sock, 8.0, 16.0)
+    packets = dict(enumerate(datagrams(100)))
+    sender = PacedSender(sock, lambda keys: (keys, [packets[k] for k in keys]), 1000,
+                         PythonDatapath(), borrowing)
+    borrowing.expect(0.001)
+    sender.push(range(100), ADDRESS, 8.0)
+    sender.send_due()
+    assert BORROWED_TOS in [tos for tos, _packet in sock.sent]   # one, at a crawl
+    borrowing.expect(8.0)
+    while sender.wait() is not None:
+        sender.send_due()
+    lent = [tos for tos, _packet in sock.sent].count(BORROWED_TOS)
+    assert sorted(numbers(sock.sent)) == list(range(100)) and lent > 30   # about half
+
+
 def test_a_sender_borrows_its_part_of_what_its_host_leaves_and_loss_cuts_it():
     borrowing = Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0)
     assert not borrowing.active()                 # no floor yet

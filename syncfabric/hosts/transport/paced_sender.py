@@ -26,14 +26,18 @@ class PacedSender:
     With `borrowing` (transport/borrowing.Borrowing) it also sends from the back of its
     queue, at the borrowed rate, in the borrowed class; a key pushed as a repair goes
     only from the front, and one sent borrowed that is pushed again as a repair was
-    lost (counted)."""
+    lost (counted). The next borrowed run is due once the last one's bits went by at
+    the borrowed rate as it is now: timed at the rate it was sent at, one run at a rate
+    near nothing (a window's rate alone just above its floor) put the next seconds
+    ahead, and a job's sums borrowed nothing for the rest of its rounds."""
 
     def __init__(self, sock, packets_of, nominal_bytes, path=None, borrowing=None):
         self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
         self.nominal_bytes = nominal_bytes
         self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
         self.due = time.perf_counter()
-        self.borrowing, self.borrowed_due = borrowing, self.due
+        self.borrowing = borrowing
+        self.lent_from, self.lent_bits = self.due, 0.0   # the last borrowed run: due, bits
         self.repairs = set()      # (key, address) queued as repairs: never borrowed
         self.lent = OrderedDict()   # (key, address) sent borrowed lately (LENT_KEPT at most)
 
@@ -65,8 +69,12 @@ class PacedSender:
             return None
         due = self.due
         if self._lending():
-            due = min(due, self.borrowed_due)
+            due = min(due, self._borrowed_due())
         return max(0.0, due - SEND_AHEAD_S - time.perf_counter())
+
+    def _borrowed_due(self):
+        """When the next borrowed run is due: the last one's bits at the rate now."""
+        return self.lent_from + self.lent_bits / (self.borrowing.rate() * 1e6)
 
     def _lending(self):
         """Whether the back of the queue may go borrowed now."""
@@ -83,10 +91,13 @@ class PacedSender:
             self.due, full = self._send_run(now, self.due, self.queue[0][2], borrowed=False)
             if full:
                 return
-        self.borrowed_due = max(self.borrowed_due, now - 0.002)
-        while self.queue and self._lending() and self.borrowed_due <= now + SEND_AHEAD_S:
-            self.borrowed_due, full = self._send_run(now, self.borrowed_due,
-                                                     self.borrowing.rate(), borrowed=True)
+        while self.queue and self._lending():
+            due = max(self._borrowed_due(), now - 0.002)
+            if due > now + SEND_AHEAD_S:
+                return
+            pace_mbps = self.borrowing.rate()
+            after, full = self._send_run(now, due, pace_mbps, borrowed=True)
+            self.lent_from, self.lent_bits = due, (after - due) * pace_mbps * 1e6
             if full:
                 return
 
