@@ -105,28 +105,13 @@ def window_length_s(window):
 
 
 def apart(window, other):
-    """Whether two windows of one period (phase_schedule.Window; other may be None)
-    keep their rounds apart: on the period's circle, their rounds meet for no more than
-    PERIOD_MARGIN of the shorter. Neighbours the solver placed touch by their margins:
-    counted as meeting (a window as its round and margin), four jobs' windows on 2x4x4
-    met by 5% of a round, every job was co-active with every other, and none borrowed
-    into an aggregator in its window. At worst, two that do meet for that long lose
-    borrowed datagrams to each other, which halves what they borrow."""
+    """Whether two windows (phase_schedule.Window; other may be None) of one period
+    never meet: on the period's circle, each starts after the other has ended."""
     if other is None or other.period_s != window.period_s:
         return False
-    return rounds_meet_s(window, other) <= PERIOD_MARGIN * min(window.comm_s, other.comm_s)
-
-
-def rounds_meet_s(window, other):
-    """How long the rounds of two windows of one period overlap on its circle: from
-    window's start, its round is [0, comm_s]; other's starts `ahead` later and may wrap
-    past the period's end into window's round."""
     period = window.period_s
     ahead = (other.phase_offset_s - window.phase_offset_s) % period
-    end = ahead + other.comm_s
-    before_the_end = max(0.0, min(window.comm_s, end, period) - ahead)
-    wrapped = max(0.0, min(window.comm_s, end - period))
-    return before_the_end + wrapped
+    return window_length_s(window) <= ahead <= period - window_length_s(other)
 
 
 def moved(planned_from, iterations):
