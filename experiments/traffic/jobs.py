@@ -64,12 +64,17 @@ def output_so_far(daemon, quiet_s=1.0):
     return text
 
 
+def job_to_come(workers):
+    """A job not asked for yet, for start_program: its workers load and wait for its id
+    on standard input (tell_job)."""
+    return {"workers": list(workers), "id": None}
+
+
 def start_program(bed, job, program, arguments, start_at=None, own=None):
-    """`python -m program` in each worker of `job` (the POST /jobs answer) with the
-    job's flags, `arguments`, and own.get(worker, []); the first round at wall-clock
-    `start_at` if given. {worker: Popen}. A job not asked for yet ({"workers": [...]},
-    no id): each waits for its id on standard input (tell_job), loaded meanwhile."""
-    job_id = str(job["id"]) if "id" in job else "-"
+    """`python -m program` in each worker of `job` (the POST /jobs answer, or
+    job_to_come's) with the job's flags, `arguments`, and own.get(worker, []); the first
+    round at wall-clock `start_at` if given. {worker: Popen}."""
+    job_id = "-" if job["id"] is None else str(job["id"])
     starting = [] if start_at is None else ["--start-at", repr(start_at)]
     return {worker: bed.popen(worker, [sys.executable, "-m", program,
                                        "--controller", bed.management_url, "--job", job_id,

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import job_rounds, program_lines, start_workers, tell_job
+from experiments.traffic.jobs import (job_rounds, job_to_come, program_lines, start_workers,
+                                      tell_job)
 from syncfabric.hosts.packets.gradient_wire import HEADER
 from syncfabric.hosts.transport.controller_client import (ADMISSION_TIMEOUT_S, ControllerClient,
                                                 ControllerHttpError)
@@ -102,7 +103,7 @@ def fabric_rounds(bed, request, rounds, run, arrival, compute_s=0.0):
     loading is not counted, the admission is. Refused (409): its rounds over Gloo
     instead."""
     client = ControllerClient(bed.client.base_url, ADMISSION_TIMEOUT_S, bed.client.token)
-    workers = start_workers(bed, {"workers": request["workers"]}, rounds, compute_s=compute_s)
+    workers = start_workers(bed, job_to_come(request["workers"]), rounds, compute_s=compute_s)
     time.sleep(max(0.0, arrival - time.time()))
     try:
         job = client.request("POST", "/jobs", request)
