@@ -242,7 +242,7 @@ class Jobs:
 
 
 
-def listing_tag(jobs, windows=None):
+def listing_tag(jobs, windows):
     """A weak ETag of Jobs.list() from Jobs.jobs: it changes when a job is created,
     released or renewed, its generation rises (its parts or rates moved) or the jobs'
     windows move (`windows`: JobPhases.version), which is all a job's hosts act on;
@@ -253,11 +253,11 @@ def listing_tag(jobs, windows=None):
     return 'W/"%s"' % hashlib.sha256(repr(listed).encode()).hexdigest()[:16]
 
 
-def job_tag(job, window=None):
+def job_tag(job, windows):
     """A weak ETag of one job's report: it changes when the job's generation rises (its
     parts moved, or its rates were planned again), its lease is renewed or the jobs'
-    windows (JobPhases.version) move."""
-    version = (job.id, job.generation, job.effective_round, job.request["ttl_s"], window)
+    windows (`windows`: JobPhases.version) move."""
+    version = (job.id, job.generation, job.effective_round, job.request["ttl_s"], windows)
     return 'W/"%s"' % hashlib.sha256(repr(version).encode()).hexdigest()[:16]
 
 

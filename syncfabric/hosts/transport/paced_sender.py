@@ -88,7 +88,9 @@ class PacedSender:
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
         while self.queue and self.due <= now + SEND_AHEAD_S:
-            self.due, full = self._send_run(now, self.due, self.queue[0][2], borrowed=False)
+            pace_mbps = self.queue[0][2]
+            bits, full = self._send_run(now, self.due, pace_mbps, borrowed=False)
+            self.due += bits / (pace_mbps * 1e6)
             if full:
                 return
         while self.queue and self._lending():
@@ -96,16 +98,16 @@ class PacedSender:
             if due > now + SEND_AHEAD_S:
                 return
             pace_mbps = self.borrowing.rate()
-            after, full = self._send_run(now, due, pace_mbps, borrowed=True)
-            self.lent_from, self.lent_bits = due, (after - due) * pace_mbps * 1e6
+            bits, full = self._send_run(now, due, pace_mbps, borrowed=True)
+            self.lent_from, self.lent_bits = due, bits
             if full:
                 return
 
     def _send_run(self, now, due, pace_mbps, borrowed):
         """Send one run of keys to one address, as many as pace_mbps lets fall due from
         `due` by now + SEND_AHEAD_S: from the front at their rate, or (borrowed) from the
-        back in the borrowed class, up to the first repair from the back. (When the next
-        is due, whether the socket's buffer was full.)"""
+        back in the borrowed class, up to the first repair from the back. (The bits it
+        put on the wire, whether the socket's buffer was full.)"""
         _key, address, rate = self.queue[-1 if borrowed else 0]
         nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (pace_mbps * 1e6)
         keys = self._take_run(address, rate, min(BATCH, 1 + int((now + SEND_AHEAD_S - due)
@@ -121,7 +123,7 @@ class PacedSender:
             self.queue.extendleft((key, address, rate) for key in reversed(unsent))
         self._sent(set(keys) - set(unsent), address)
         wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
-        return due + wire_bytes * 8 / (pace_mbps * 1e6), bool(unsent)
+        return wire_bytes * 8, bool(unsent)
 
     def _take_run(self, address, rate, room, borrowed):
         """Up to `room` keys to `address` at `rate` off the front (or, borrowed, the back,
