@@ -83,11 +83,17 @@ class ServingLoop:
             os.sched_setaffinity(0, {cpus[self.core % len(cpus)]})   # 0: this thread
 
     def _pump(self):
+        """One batch: the datagrams of every node found ready, then the calls asked for
+        meanwhile. A call run first could close a node the same select found ready (a
+        job dropped), and its take() then read a closed socket."""
+        calls = False
         for key, _events in self.selector.select(next_due(n.sums_out for n in self.nodes)):
             if key.data is None:
-                self._run_calls()
+                calls = True
             else:
                 self.datagrams += key.data.take()
+        if calls:
+            self._run_calls()
         for node in self.nodes:
             node.sums_out.send_due()
 
