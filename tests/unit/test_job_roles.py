@@ -274,12 +274,20 @@ def test_a_sender_awake_sends_the_returns_due_within_send_ahead_s():
 def test_a_worker_asks_a_shard_held_elsewhere_for_what_has_not_come_back():
     layout = JobLayout(report())
     current = Round(1, layout)
+    current.contribute(0, np.zeros(layout.floats, dtype=np.float32), None,
+                       list(range(layout.count)))   # given whole
     current.place(1, np.zeros(362, dtype=np.float32))
     [(packet, address)] = current.repair_requests("w1", 12.5)
     assert address == (ADDRESS["ps"], PORT)
     assert control_message(packet) == {"job": 7, "round": 1, "need": [[0, 1], [2, 4]]}
     assert current.asked_at == 12.5 and current.stats["repair_requests"] == 1
     assert current.repair_requests("ps", 13.0) == []   # its own shard: read in its host
+    partial = Round(2, layout)   # only fragment 2's floats given: only it is asked for
+    partial.contribute(int(layout.block_of[2]) * layout.per_fragment,
+                       np.zeros(layout.per_fragment, dtype=np.float32), None,
+                       [int(layout.block_of[2])])
+    [(packet, _address)] = partial.repair_requests("w1", 12.5)
+    assert control_message(packet)["need"] == [[2, 3]]
 
 
 def test_the_next_datagram_due_is_the_soonest_of_the_senders_none_if_none_queued():

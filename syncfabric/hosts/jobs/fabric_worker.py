@@ -3,16 +3,18 @@
     with FabricJob.create("http://controller:8080", workers=[...], model_bytes=n) as job:
         worker = FabricWorker(job, "h1")
         worker.wait_served()                          # its daemons and peers answer
-        total = worker.allreduce(values)              # float32, n / 4 of them
+        total = worker.allreduce(values)              # float32, any number of them
         future = worker.allreduce_async(values)       # many rounds in flight
         start_at = worker.next_window()               # interleaved: when the next may start
 
-Each call is the next round of the job (every worker calls in the same order, as with
-any collective). This worker's fragments go where the job says (its aggregator or the
-shard's host, paced at the planned rates); the sums come back on the shards' trees. A
-shard held in this worker's own host is summed here (job_roles.ShardNode). Repairs are
-asked of the shards (job_roles); a round that makes no progress for ROUND_FAIL_S fails
-with an error naming the host at fault, and so do the rounds after it.
+Each call takes the next floats of the job's rounds, a round (n / 4 floats) at a time
+when its values are that long (every worker calls in the same order, as with any
+collective; docs/jobs.md, "The host side"). This worker's fragments go where the job
+says (its aggregator or the shard's host, paced at the planned rates); the sums come
+back on the shards' trees. A shard held in this worker's own host is summed here
+(job_roles.ShardNode). Repairs are asked of the shards (job_roles) for what was given,
+whole round or not; a round that makes no progress for ROUND_FAIL_S fails with an error
+naming the host at fault, and so do the rounds after it.
 """
 
 import logging
@@ -27,10 +29,12 @@ import numpy as np
 
 from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.datapath import datapath
+from syncfabric.hosts.jobs.call_stream import CallStream, finished, joined
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
-from syncfabric.hosts.jobs.job_roles import ShardNode, wait_until_served
+from syncfabric.hosts.jobs.job_roles import wait_until_served
+from syncfabric.hosts.jobs.own_shards import SHARD_LINGER_S, OwnShards
 from syncfabric.hosts.jobs.phase_windows import WorkerCadence
 from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
@@ -44,9 +48,6 @@ ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died,
 ROUND_FAIL_ROUNDS = 2.0  # or this many of its predicted rounds if longer (a slow shared round)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
 SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answer hello
-SHARD_LINGER_S = 1.0    # a worker that holds a shard serves it on after its last round
-#                         until the other workers have been quiet this long (at most
-#                         ROUND_FAIL_S): they may still need its sums again
 # result arrays made when the worker starts (warm_arrays): the one a round fills and the
 # one its caller still holds from the round before
 RESULTS_READY = 2
@@ -128,12 +129,8 @@ class FabricWorker:
         # the summing nodes' answers: hellos (self.ready) and repair requests
         self.selector.register(self.sock, selectors.EVENT_READ,
                                lambda: self.sends.take_answers(self.ready))
-        self.own = [ShardNode(layout, shard, receiving_socket(data_ip, shard.port, reuse=False),
-                              self._own_sum, self.path, rates=self.rates)
-                    for shard in layout.shards_of(name)]
-        for node in self.own:
-            self.selector.register(node.sock, selectors.EVENT_READ,
-                                   lambda node=node: self._shard_traffic(node))
+        self.own = OwnShards(layout, name, self.path, self.rates, self._own_sum)
+        self.own.register(self.selector)
         self.rounds = {}   # round number -> Round in flight
         self.results = RoundArrays(layout.count * layout.per_fragment, RESULTS_READY)
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
@@ -149,9 +146,9 @@ class FabricWorker:
                                  self.rates)
         self.submitted = queue.Queue()
         self.filling = RoundFilling(self.layout)
+        self.stream = CallStream(layout, self.filling)   # where allreduce_async's calls go
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
         self.failure, self.closing, self.closing_at = None, False, None
-        self.shard_heard_at = time.monotonic()   # when this host's shards last got a datagram
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()
@@ -166,11 +163,21 @@ class FabricWorker:
     # --- the API ----------------------------------------------------------------
 
     def allreduce_async(self, values, start_at=None):
-        """The next round on `values` (float32s, model_bytes): a Future of their sum. Its
-        datagrams are made now and leave from start_at (time.time(); a moment all share).
-        As with any asynchronous collective, `values` must not change until the Future
-        ends: the worker reads float32 values where they are, to send them again."""
-        return self.reduce_part(0, values, start_at)
+        """A Future of the sum of `values` (float32s, any number) over every worker: the
+        next floats of the job's rounds, from the next fragment's edge of the round being
+        filled (its first, or a new round), the rest of their last fragment zeros. A call
+        of model_bytes / 4 floats at a round's edge is that whole round; a longer one, or
+        one the round being filled has too little room for, goes on into the next rounds.
+        Its datagrams are made now and leave from start_at (time.time(); a moment all
+        share). As with any asynchronous collective, `values` must not change until the
+        Future ends: the worker reads float32 values where they are, to send them again."""
+        values = np.ascontiguousarray(values, dtype=np.float32).ravel()
+        if not len(values):
+            return finished(values)
+        with self.stream.lock:
+            parts = [(self.reduce_part(start, piece, start_at), own)
+                     for start, piece, own in self.stream.pieces(values)]
+        return joined([future for future, own in parts if own])
 
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
@@ -221,7 +228,7 @@ class FabricWorker:
     # --- the I/O thread ---------------------------------------------------------
 
     def _serve(self):
-        while not self.closing or self._lingering():
+        while not self.closing or self.own.lingering(self.closing_at, ROUND_FAIL_S):
             try:
                 self._pump(SHARD_LINGER_S / 4 if self.closing else None)
                 while not self.submitted.empty():
@@ -232,33 +239,21 @@ class FabricWorker:
 
     def _pump(self, seconds):
         """Receive for `seconds` at most (None: until an event or a timer), send, check."""
-        due = next_due([self.sends.outbox] + [node.sums_out for node in self.own])
+        due = next_due([self.sends.outbox] + self.own.senders())
         limit = min([x for x in (seconds, due) if x is not None]
                     + [REPAIR_QUIET_S / 2] * bool(self.rounds), default=None)
         for key, _events in self.selector.select(limit):
             key.data()
         self.sends.outbox.send_due()
-        for node in self.own:
-            node.sums_out.send_due()
+        self.own.send_due()
         self._check_rounds()
 
     def _between_sends(self, seconds):
         """send_streams' idle: sleep until a datagram of ours is due, then take what came
         meanwhile (a wakeup per datagram sent, not one more per datagram received)."""
-        due = next_due(node.sums_out for node in self.own)
+        due = next_due(self.own.senders())
         time.sleep(seconds if due is None else min(seconds, due))
         self._pump(0)
-
-    def _lingering(self):
-        """Whether its shards have sums to send or heard workers lately (ROUND_FAIL_S at most)."""
-        now = time.monotonic()
-        busy = next_due(node.sums_out for node in self.own) is not None \
-            or now - self.shard_heard_at < SHARD_LINGER_S
-        return bool(self.own) and busy and now - self.closing_at < ROUND_FAIL_S
-
-    def _shard_traffic(self, node):
-        self.shard_heard_at = time.monotonic()
-        node.take()
 
     def _contribute(self, number, start, values, future, whole, complete, start_at):
         if self.failure is not None:
@@ -271,10 +266,14 @@ class FabricWorker:
         # in its window (start_at), a round sends at its rate alone from the start,
         # as this host's shards and the job's aggregators do (JobLayout.window_factor)
         rate_factor = None if start_at is None else self.rates.at(number).window_factor
-        self.sends.first_pass(current, whole, {node.shard.index: node for node in self.own},
-                              start_at, self._between_sends,
-                              self.cadence.window.borrow_until(start_at), rate_factor)
-        current.sent = complete   # not before: a repair asked mid-pass sends it twice
+        current.sending = True   # a repair asked mid-pass would send it twice
+        try:
+            self.sends.first_pass(current, whole, self.own.by_index,
+                                  start_at, self._between_sends,
+                                  self.cadence.window.borrow_until(start_at), rate_factor)
+        finally:
+            current.sending = False
+        current.sent = complete
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)
@@ -289,12 +288,12 @@ class FabricWorker:
                 self.cadence.timing.back(number, time.time())
             for start, stop, future in current.summed_parts():   # each float placed once:
                 future.set_result(current.result[start:stop])     # nothing writes it again
-            waiting = current.sent and number in self.rounds   # all sent, not all back
+            waiting = number in self.rounds and current.awaiting()   # given, not back
             fail_s = round_fail_s(self.rates.at(number))
             if waiting and now - current.progress_at > fail_s:
-                self._fail(JobError("round %d of job %d failed: nothing came back for %.0f s; %s"
+                self._fail(JobError("round %d of job %d failed: nothing came back for %.3g s; %s"
                                     % (number, self.layout.id, fail_s,
-                                       blame(self.layout, self.own, current, fail_s))))
+                                       blame(self.layout, self.own.nodes, current, fail_s))))
             elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
@@ -320,8 +319,9 @@ def blame(layout, own_nodes, current, fail_s):
     misses."""
     at_fault = set()
     own = {node.shard.index: node for node in own_nodes}
+    settled = current.have | ~current.given()   # back, or not given (nothing to wait for)
     for shard in layout.shards:
-        if current.have[shard.first:shard.last].all():
+        if settled[shard.first:shard.last].all():
             continue
         if shard.index in own:
             sums = own[shard.index].rounds.get(current.number)
@@ -333,9 +333,19 @@ def blame(layout, own_nodes, current, fail_s):
         else:
             missing = current.replies[shard.index][1]
         for index, mask in missing:
+            if settled[index]:   # this worker's own shard misses what it did not give
+                continue
             for worker in (w for w, bit in layout.bit.items() if mask & bit):
-                leg = layout.leg_of(worker, index)
-                at_fault.add("%s (carries %s's fragments to shard %d)"
-                             % (leg.host, worker, shard.index) if leg is not None else
-                             "%s (shard %d's host) lacks its own part" % (worker, shard.index))
+                at_fault.add(carrier(layout, worker, index, shard))
     return "; ".join(sorted(at_fault)) or "no host named"
+
+
+def carrier(layout, worker, index, shard):
+    """Who should have brought `worker`'s fragment `index` to `shard`: an aggregator on
+    its way, or the worker itself."""
+    leg = layout.leg_of(worker, index)
+    if leg is None:
+        return "%s (shard %d's host) lacks its own part" % (worker, shard.index)
+    if leg.host == shard.host:
+        return "%s (sends its fragments to shard %d)" % (worker, shard.index)
+    return "%s (carries %s's fragments to shard %d)" % (leg.host, worker, shard.index)

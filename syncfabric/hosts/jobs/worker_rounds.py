@@ -31,7 +31,8 @@ class Round:
         self.parts = []     # [start, stop, Future] of each contribution not yet summed
         self.have = np.zeros(layout.count, dtype=bool)   # by fragment
         self.returned = self.checked = 0   # fragments back; when parts were last looked at
-        self.sent = False   # every fragment of this worker's went out (repairs may start)
+        self.sent = False   # every fragment of this worker's went out (its stats may be filed)
+        self.sending = False   # a first pass is going out (no repair is asked meanwhile)
         self.sent_on_leg = {}   # leg number -> fragments its first passes sent (WorkerSends)
         self.progress_at = self.asked_at = time.monotonic()
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
@@ -91,12 +92,23 @@ class Round:
         self.returned += count
         self.progress_at = time.monotonic()
 
+    def given(self):
+        """By fragment: whether this worker gave its floats (a round given in pieces,
+        or streamed in by calls shorter than a round, may never be given whole)."""
+        return self.ready[self.layout.block_of]
+
+    def awaiting(self):
+        """Whether a fragment it gave has not come back (once no pass is going out:
+        repairs may be asked, and the round fails if nothing comes back)."""
+        return not self.sending and bool((self.given() & ~self.have).any())
+
     def repair_requests(self, name, now):
-        """[(packet, address)]: what has not come back, asked of each shard not held by
-        worker `name` (whose own shards it reads in its host)."""
+        """[(packet, address)]: what it gave and has not come back, asked of each shard
+        not held by worker `name` (whose own shards it reads in its host)."""
         self.asked_at = now
         self.stats["repair_requests"] += 1
-        needs = [(shard, missing_ranges(self.have, shard.first, shard.last))
+        settled = self.have | ~self.given()
+        needs = [(shard, missing_ranges(settled, shard.first, shard.last))
                  for shard in self.layout.shards if shard.host != name]
         return [(control_packet({"job": self.layout.id, "round": self.number, "need": need}),
                  (shard.address, shard.port)) for shard, need in needs if need]
@@ -125,6 +137,21 @@ class RoundFilling:
     def __init__(self, layout):
         self.layout, self.next_round, self.filling = layout, 1, None
         self.lock = threading.Lock()
+
+    def stream_offset(self):
+        """Where the next floats streamed in (FabricWorker.allreduce_async) go in the
+        round being filled: after what it has (0: a new round); ValueError if that
+        round was given out of order (reduce_part), which streaming would leave holes in."""
+        with self.lock:
+            if self.filling is None:
+                return 0
+            number, filled = self.filling
+            end = int(np.argmin(filled))   # filled is not whole: it would be None
+            if filled[end:].any():
+                raise ValueError("round %d of job %d is being given in pieces out of order "
+                                 "(reduce_part): give the rest of it before streaming more"
+                                 % (number, self.layout.id))
+            return end
 
     def take(self, start, stop):
         """(the round that floats start..stop-1 go to, the blocks they complete, whether
@@ -185,3 +212,4 @@ class ReturnedSums:
                 and shard.first <= index < shard.last \
                 and carries_fragment(packet, layout.floats, layout.per_fragment, index):
             current.place(index, np.frombuffer(packet, dtype=FLOATS, offset=HEADER.size))
+

@@ -1,0 +1,72 @@
+"""Calls of any length through a job's rounds (FabricWorker.allreduce_async).
+
+A job's rounds are all of one length, the job's model_bytes / 4 floats, set when the
+job is made: shards, aggregators and workers know every fragment of a round before it
+comes. A call takes the next floats of the rounds, from the next fragment's edge of
+the round being filled: a call of a round's length at a round's edge is that round, a
+shorter one shares its round with the calls after it, and a longer one goes on into
+the next rounds. The rest of a call's last fragment is zeros, so that the fragment
+leaves at once rather than wait for the next call: a call costs at most a fragment
+more than its floats. Every worker makes the same calls in the same order, so each
+call's floats lie at the same places of the same rounds on every worker.
+"""
+
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+
+
+class CallStream:
+    """Where calls go in the rounds of a worker (filling: worker_rounds.RoundFilling of
+    a job laid out as `layout`); `lock`: held by a call from pieces() until its pieces are
+    taken, so that calls from several threads do not interleave."""
+
+    def __init__(self, layout, filling):
+        self.floats, self.per_fragment, self.filling = layout.floats, layout.per_fragment, filling
+        self.lock = threading.Lock()
+        self.zeros = np.zeros(layout.per_fragment, dtype=np.float32)   # a fragment's rest
+
+    def pieces(self, values):
+        """[(start in its round, floats, whether they are the call's)] of `values` one
+        after another through the rounds, from the round being filled on: the call's own
+        floats, and zeros to the edge of its last fragment."""
+        at, given, found = self.filling.stream_offset(), 0, []
+        while given < len(values):
+            taken = min(self.floats - at, len(values) - given)
+            found.append((at, values[given:given + taken], True))
+            given, at = given + taken, at + taken
+            edge = min(self.floats, -(-at // self.per_fragment) * self.per_fragment)
+            if edge > at:
+                found.append((at, self.zeros[:edge - at], False))
+            at = 0   # more values follow only if this round is whole: from the next one's start
+        return found
+
+
+def finished(result):
+    """A Future that has ended with `result`."""
+    future = Future()
+    future.set_result(result)
+    return future
+
+
+def joined(futures):
+    """A Future of the results of `futures` (arrays) one after another, once all ended
+    (the first one's error if any failed); the one Future itself if there is one."""
+    if len(futures) == 1:
+        return futures[0]
+    whole, left, lock = Future(), [len(futures)], threading.Lock()
+
+    def ended(_future):
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        failed = [future.exception() for future in futures if future.exception() is not None]
+        if failed:
+            whole.set_exception(failed[0])
+        else:
+            whole.set_result(np.concatenate([future.result() for future in futures]))
+    for future in futures:
+        future.add_done_callback(ended)
+    return whole
