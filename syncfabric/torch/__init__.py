@@ -1,4 +1,11 @@
-"""PyTorch through the fabric: one added line to a DistributedDataParallel script.
+"""PyTorch through the fabric, two ways.
+
+As a torch.distributed backend (backend.py), with no other change to the program:
+
+    import syncfabric.torch
+    dist.init_process_group("fabric")        # SYNCFABRIC_CONTROLLER says where
+
+or as DDP's communication hook beside a Gloo group, one added line:
 
     dist.init_process_group("gloo")
     model = DistributedDataParallel(model)
@@ -9,6 +16,9 @@ made when the hook is registered and released at destroy_process_group or exit
 (registration.py). docs/pytorch.md says more.
 """
 
+from syncfabric.torch.backend import FabricOptions, register
 from syncfabric.torch.hook import FabricHookError, fabric_hook
 
-__all__ = ["fabric_hook", "FabricHookError"]
+register()
+
+__all__ = ["fabric_hook", "FabricHookError", "FabricOptions"]

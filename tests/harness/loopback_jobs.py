@@ -108,7 +108,7 @@ class StubController:
                 job.update(addresses=dict(job["addresses"], **self.addresses),
                            ttl_s=body.get("ttl_s"))
                 return 201, job
-            job_id = int(path.split("/")[2]) if path.startswith("/jobs/") else None
+            job_id = int(path.split("?")[0].split("/")[2]) if path.startswith("/jobs/") else None
             if job_id not in self.jobs:
                 return 404, {"error": "no such job"}
             if method == "PUT" and path.endswith("/lease"):
@@ -158,11 +158,12 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_ranks(world, arguments, timeout_s=120, environment=None):
-    """tests/harness/ddp_ranks.py as `world` ranks on loopback; each rank's JSON answer."""
+def run_ranks(world, arguments, timeout_s=120, environment=None, module="tests.harness.ddp_ranks"):
+    """`module` (the hook's DDP ranks by default) as `world` ranks on loopback; each
+    rank's JSON answer."""
     port = free_port()
     processes = [subprocess.Popen(
-        [sys.executable, "-m", "tests.harness.ddp_ranks", *arguments],
+        [sys.executable, "-m", module, *arguments],
         env=dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                  WORLD_SIZE=str(world), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo",
                  **(environment or {})),

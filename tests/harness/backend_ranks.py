@@ -1,0 +1,93 @@
+"""One rank of the fabric backend's unit tests (tests/unit/test_torch_backend.py), started
+by loopback_jobs.run_ranks: init_process_group("fabric") on the controller stand-in,
+then all-reduces of several lengths, dtypes and ops, synchronous and not, each compared
+bit for bit with the same call over a Gloo group of the same ranks (integer-valued data:
+every order of summation gives the same sum), or (--lose-a-host) a host lost under a
+running job. It prints one JSON line: the error if any, each call's verdict or what
+the calls after the loss raised, and how many calls went which way."""
+
+import argparse
+import json
+import os
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from syncfabric.torch import FabricOptions
+
+# (floats, dtype, op, async): below and above min_bytes, longer than a round, each
+# dtype the wire carries, a dtype it does not, and an op it does not sum
+CALLS = [(100, "float32", "SUM", False), (70_000, "float32", "SUM", False),
+         (70_000, "float32", "AVG", True), (300_000, "float32", "SUM", True),
+         (70_000, "bfloat16", "SUM", False), (70_000, "float16", "AVG", False),
+         (70_000, "float64", "SUM", False), (70_000, "float32", "MAX", False)]
+
+
+def integers(floats, dtype, rank, seed):
+    """Whole numbers small enough that sums of a few ranks are exact in bfloat16."""
+    values = (torch.arange(floats, dtype=torch.int64) * 7 + seed + rank) % 40
+    return values.to(getattr(torch, dtype))
+
+
+def compare(calls, rank, gloo):
+    """Each call's verdict: whether the fabric group's result equals Gloo's, bit for bit."""
+    verdicts = []
+    for seed, (floats, dtype, op, async_op) in enumerate(calls):
+        ours, theirs = integers(floats, dtype, rank, seed), integers(floats, dtype, rank, seed)
+        dist.all_reduce(theirs, op=getattr(dist.ReduceOp, op), group=gloo)
+        work = dist.all_reduce(ours, op=getattr(dist.ReduceOp, op), async_op=async_op)
+        if async_op:
+            future_result = work.get_future().wait()[0]
+            work.wait()
+            verdicts.append(bool(torch.equal(ours, theirs) and future_result is ours))
+        else:
+            verdicts.append(bool(torch.equal(ours, theirs)))
+    return verdicts
+
+
+def fail_on_a_lost_host(rank, answer):
+    """Rank 1's host is lost once the job runs (it prints its answer and exits): rank 0's
+    next all-reduce through the fabric fails naming it, and the one after at once."""
+    big = integers(70_000, "float32", rank, 0)
+    dist.all_reduce(big)   # the job is made, and runs
+    dist.barrier()
+    if rank == 1:
+        print(json.dumps(answer), flush=True)
+        os._exit(0)
+    for attempt in ("first", "next"):
+        try:
+            dist.all_reduce(big)
+        except RuntimeError as error:
+            answer[attempt] = str(error)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--controller", required=True)
+    parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
+    parser.add_argument("--capacity-bytes", type=int, default=400_000)
+    parser.add_argument("--min-bytes", type=int, default=100_000)
+    parser.add_argument("--lose-a-host", action="store_true",
+                        help="rank 1 leaves once the job runs (fail_on_a_lost_host)")
+    args = parser.parse_args()
+    rank = int(os.environ["RANK"])
+    answer = {"error": None}
+    try:
+        options = FabricOptions(controller=args.controller, host=args.hosts.split(",")[rank],
+                                capacity_bytes=args.capacity_bytes, min_bytes=args.min_bytes)
+        dist.init_process_group("fabric", pg_options=options)
+        if args.lose_a_host:
+            fail_on_a_lost_host(rank, answer)
+        else:
+            answer["verdicts"] = compare(CALLS, rank, dist.new_group(backend="gloo"))
+        answer["counts"] = dict(dist.group.WORLD.counts)
+        answer["gloo_only"] = dist.group.WORLD.gloo_only
+        dist.destroy_process_group()
+    except Exception as error:   # the test reads it
+        answer.update(error=str(error), traceback=traceback.format_exc())
+    print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""init_process_group("fabric") on loopback with no fabric (tests/harness/backend_ranks.py
+as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligible
+all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
+wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
+the job is released at destroy_process_group; a refused job, or no controller, leaves
+every rank on Gloo alike; a lost host fails the call, and every later one at once. Which calls are eligible is decided from the arguments alone."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from syncfabric.torch.backend import FabricOptions, create_group, eligible
+from tests.harness.loopback_jobs import StubController, run_ranks
+
+HOSTS = "w1,w2"
+CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes three rounds
+OVER_FABRIC = 5            # of backend_ranks.CALLS: the five the fabric carries
+
+
+@pytest.fixture
+def stub(request):
+    controller = StubController(refuse=getattr(request, "param", None))
+    yield controller
+    controller.close()
+
+
+def ranks(stub, *extra, controller=None):
+    answers = run_ranks(2, ["--controller", stub.url if controller is None else controller,
+                            "--hosts", HOSTS, *extra], module="tests.harness.backend_ranks")
+    for answer in answers:
+        assert answer["error"] is None, answer.get("traceback")
+    return answers
+
+
+def compared(stub, controller=None):
+    answers = ranks(stub, controller=controller)
+    for answer in answers:
+        assert answer["verdicts"] and all(answer["verdicts"]), answer["verdicts"]
+    return answers
+
+
+def test_eligible_all_reduces_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub):
+    answers = compared(stub)
+    for answer in answers:
+        assert answer["gloo_only"] is None
+        assert answer["counts"]["fabric"] == OVER_FABRIC and answer["counts"]["gloo"] >= 3
+    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES]
+    assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
+
+
+@pytest.mark.parametrize("stub", [409], indirect=True)
+def test_a_refused_job_leaves_every_rank_on_gloo(stub):
+    answers = compared(stub)
+    for answer in answers:
+        assert "fabric" not in answer["counts"]
+        assert "the controller made no job for 2 ranks" in answer["gloo_only"]
+    assert len(stub.posted) == 1 and stub.jobs == {}
+
+
+def test_with_no_controller_every_rank_stays_on_gloo(stub):
+    answers = compared(stub, controller="")
+    for answer in answers:
+        assert "fabric" not in answer["counts"]
+        assert answer["gloo_only"].startswith("no controller: set SYNCFABRIC_CONTROLLER")
+    assert stub.posted == []
+
+
+def test_a_round_that_fails_raises_and_every_later_call_at_once(stub):
+    """Rank 1's host is lost under the job: rank 0's next all-reduce fails after
+    ROUND_FAIL_S naming it (not a hang, not a crash), the one after at once."""
+    answers = ranks(stub, "--lose-a-host")
+    lost = answers[0]
+    assert "round 2 of job 1 failed: nothing came back" in lost["first"]
+    assert "w2" in lost["first"]
+    assert lost["next"].startswith("process group over the fabric failed before: round 2")
+    assert stub.deleted == [1]   # rank 0 released the job at destroy_process_group
+
+
+def test_what_goes_through_the_fabric_is_decided_from_the_arguments_alone():
+    small, big = torch.zeros(10), torch.zeros(1000)
+    assert eligible([big], dist.ReduceOp.SUM, 4000) is False      # summed, not divided
+    assert eligible([big], dist.ReduceOp.AVG, 4000) is True
+    assert eligible([big.to(torch.bfloat16)], dist.ReduceOp.SUM, 4000) is False
+    assert eligible([small], dist.ReduceOp.SUM, 4000) is None       # below min_bytes
+    assert eligible([big.double()], dist.ReduceOp.SUM, 4000) is None   # not on the wire
+    assert eligible([big], dist.ReduceOp.MAX, 4000) is None
+    assert eligible([big, big], dist.ReduceOp.SUM, 4000) is None    # several tensors
+    assert eligible([torch.zeros(100, 20).t()], dist.ReduceOp.SUM, 4000) is None   # strided
+    assert eligible([big.to_sparse()], dist.ReduceOp.SUM, 4000) is None
+
+
+def test_pg_options_of_another_kind_are_refused():
+    with pytest.raises(TypeError, match="pg_options are a syncfabric.torch.FabricOptions"):
+        create_group(None, {"controller": "http://x"})
+    assert FabricOptions().capacity_bytes == 25 * 2 ** 20
