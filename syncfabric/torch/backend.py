@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
+from syncfabric.torch.agreement import StoreAgreement
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
                                            open_worker, release_at_end)
 
@@ -101,6 +102,8 @@ class FabricProcessGroup(dist.ProcessGroup):
         gloo.options.group_name = common.group_id
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, gloo)
         self.gloo, self.options = gloo, options
+        # its ranks agree on its job over its store, not its own collectives (agreement.py)
+        self.agreement = StoreAgreement(common.store, common.group_rank, common.group_size)
         self.controller = options.controller or os.environ.get(CONTROLLER_ENV)
         self.job, self.gloo_only, self.broken = None, None, None   # the last two: why
         if not self.controller:
@@ -135,9 +138,9 @@ class FabricProcessGroup(dist.ProcessGroup):
         """The group's job, or (on every rank alike) gloo_only saying why not."""
         floats = self.options.capacity_bytes // 4
         try:
-            job, name = agree_on_job(self.controller, self.options.host, floats, self,
-                                     self.options.job_options)
-            self.job = GroupJob(job, open_worker(job, name, self), self)
+            job, name = agree_on_job(self.controller, self.options.host, floats,
+                                     self.agreement, self.options.job_options)
+            self.job = GroupJob(job, open_worker(job, name, self.agreement), self)
         except FabricHookError as error:
             self.gloo_only = str(error)
             if self.rank() == 0:

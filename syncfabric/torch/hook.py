@@ -24,6 +24,7 @@ import threading
 import torch
 import torch.distributed as dist
 
+from syncfabric.torch.agreement import GroupAgreement
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
                                            open_worker, release_at_end, where_gradients_are,
                                            wire_floats)
@@ -49,8 +50,9 @@ def fabric_hook(model, controller, host=None, fallback=False, process_group=None
         floats = wire_floats(model, fallback)
         if floats == 0:
             raise FabricHookError("the model has no float32, float16 or bfloat16 gradient")
-        job, name = agree_on_job(controller, host, floats, group, job_options)
-        worker = open_worker(job, name, group)
+        agreement = GroupAgreement(group)
+        job, name = agree_on_job(controller, host, floats, agreement, job_options)
+        worker = open_worker(job, name, agreement)
     except FabricHookError as error:
         if not fallback:
             raise

@@ -112,36 +112,36 @@ def hosts_problem(names, world):
     return None
 
 
-def agree_on_job(controller, host, floats, group, job_options):
+def agree_on_job(controller, host, floats, agreement, job_options):
     """Every rank's (FabricJob, its host name) for one job of the ranks' hosts in rank
-    order; FabricHookError on every rank if any rank, or the controller, says no."""
+    order, the ranks agreeing by `agreement` (agreement.py); FabricHookError on every
+    rank if any rank, or the controller, says no."""
     client = ControllerClient(controller, timeout_s=ADMISSION_TIMEOUT_S)
     try:
         mine = local_host(client, host)
     except Exception as error:   # the controller does not answer, or the host is unknown
-        mine = FabricHookError("rank %d: %s" % (dist.get_rank(group), error))
-    everyone = gathered(mine, group)
+        mine = FabricHookError("rank %d: %s" % (agreement.rank, error))
+    everyone = agreement.gathered(mine)
     problems = [str(item) for item in everyone if isinstance(item, Exception)]
-    outcome = [None]
-    if dist.get_rank(group) == 0:
-        outcome[0] = "; ".join(problems) or hosts_problem(everyone, len(everyone)) \
+    outcome = None
+    if agreement.rank == 0:
+        outcome = "; ".join(problems) or hosts_problem(everyone, len(everyone)) \
             or created_job(client, everyone, floats, job_options)
-    dist.broadcast_object_list(outcome, src=dist.get_global_rank(group, 0), group=group)
-    if isinstance(outcome[0], str):
-        raise FabricHookError(outcome[0])
-    owned = dist.get_rank(group) == 0
-    return FabricJob(client, outcome[0], owned), mine
+    outcome = agreement.gathered(outcome)[0]   # rank 0's
+    if isinstance(outcome, str):
+        raise FabricHookError(outcome)
+    return FabricJob(client, outcome, agreement.rank == 0), mine
 
 
-def open_worker(job, name, group):
+def open_worker(job, name, agreement):
     """This rank's FabricWorker of `job`, once every rank has opened its own (sockets
     bound), then heard every summing node it sends to answer (the daemons serve the
     job, the other ranks' shards are open), then taken the first round; if any rank
     cannot, every rank closes its worker, the job is released and every rank raises
     FabricHookError."""
-    worker = on_every_rank(lambda: FabricWorker(job, name), None, job, name, group)
-    on_every_rank(worker.wait_served, worker, job, name, group)
-    on_every_rank(lambda: first_round(worker), worker, job, name, group)
+    worker = on_every_rank(lambda: FabricWorker(job, name), None, job, name, agreement)
+    on_every_rank(worker.wait_served, worker, job, name, agreement)
+    on_every_rank(lambda: first_round(worker), worker, job, name, agreement)
     return worker
 
 
@@ -155,13 +155,13 @@ def first_round(worker):
     worker.allreduce(np.zeros(worker.layout.floats, dtype=np.float32), timeout=FIRST_ROUND_S)
 
 
-def on_every_rank(action, worker, job, name, group):
-    """action()'s result, once it worked on every rank (a collective)."""
+def on_every_rank(action, worker, job, name, agreement):
+    """action()'s result, once it worked on every rank (they agree by `agreement`)."""
     try:
         result, problem = action(), None
     except Exception as error:   # this host cannot bind the job's ports; a silent daemon
-        result, problem = None, "rank %d (%s): %s" % (dist.get_rank(group), name, error)
-    problems = gathered(problem, group)
+        result, problem = None, "rank %d (%s): %s" % (agreement.rank, name, error)
+    problems = agreement.gathered(problem)
     if any(problems):
         for opened in (worker, result):
             if isinstance(opened, FabricWorker):
@@ -170,13 +170,6 @@ def on_every_rank(action, worker, job, name, group):
         raise FabricHookError("job %d cannot run on these hosts: %s"
                               % (job.id, "; ".join(p for p in problems if p)))
     return result
-
-
-def gathered(value, group):
-    """Every rank's `value`, in rank order (a collective: every rank calls it)."""
-    values = [None] * dist.get_world_size(group)
-    dist.all_gather_object(values, value, group=group)
-    return values
 
 
 def created_job(client, hosts, floats, job_options):

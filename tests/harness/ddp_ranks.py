@@ -1,11 +1,13 @@
-"""One DDP rank of the hook's unit tests (tests/unit/test_torch_hook.py), started by
-loopback_jobs.run_ranks: a tiny model whose layers are registered in another order than
-they run (so DDP's rebuilt buckets differ from the first step's), trained a few steps
-over Gloo or through fabric_hook. It prints one JSON line: the error if any, each step's
-parameter hash on every rank, the final parameters, and what the hook did."""
+"""One DDP rank of the hook's and the backend's unit tests (tests/unit/test_torch_hook.py,
+test_torch_backend.py), started by loopback_jobs.run_ranks: a tiny model whose layers
+are registered in another order than they run (so DDP's rebuilt buckets differ from the
+first step's), trained a few steps over Gloo, through fabric_hook, or over the "fabric"
+backend with no hook. It prints one JSON line: the error if any, each step's parameter
+hash on every rank, the final parameters, and what the hook or the backend did."""
 
 import argparse
 import json
+import os
 import sys
 import threading
 import traceback
@@ -16,7 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from experiments.traffic.ddp_training import parameter_hash
-from syncfabric.torch import fabric_hook
+from syncfabric.torch import FabricOptions, fabric_hook
 from syncfabric.torch.hook import FabricReducer
 
 
@@ -80,6 +82,9 @@ def train(args, answer):
         answer["hashes"].append(hashes)
     answer["parameters"] = torch.cat([p.detach().double().flatten()
                                       for p in model.parameters()]).tolist()
+    if args.mode == "backend":
+        answer["counts"] = dict(dist.group.WORLD.counts)
+        answer["gloo_only"] = dist.group.WORLD.gloo_only
     if args.mode == "fabric" and answer.get("registered"):
         answer["fallbacks"] = reducer.fallbacks
         answer["first_step_round"] = reducer.first_round
@@ -89,7 +94,8 @@ def train(args, answer):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.harness.ddp_ranks", description=__doc__)
-    parser.add_argument("--mode", choices=("gloo", "fabric"), default="fabric")
+    parser.add_argument("--mode", choices=("gloo", "fabric", "backend"), default="fabric",
+                        help="over Gloo, through fabric_hook, or over the fabric backend")
     parser.add_argument("--controller", default="http://127.0.0.1:1")
     parser.add_argument("--hosts", default="", help="comma list: rank i's fabric host (default: "
                                                     "GLOO_SOCKET_IFNAME's)")
@@ -103,7 +109,13 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    if args.mode == "backend":   # every bucket through the fabric: a round holds a few
+        names = args.hosts.split(",") if args.hosts else [None] * int(os.environ["WORLD_SIZE"])
+        dist.init_process_group("fabric", pg_options=FabricOptions(
+            controller=args.controller, host=names[int(os.environ["RANK"])],
+            capacity_bytes=65_536, min_bytes=1_024))
+    else:
+        dist.init_process_group("gloo")
     answer = {"rank": dist.get_rank(), "error": None, "hashes": [], "buckets": []}
     watch_buckets(answer["buckets"])
     try:

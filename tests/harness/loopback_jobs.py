@@ -152,13 +152,23 @@ def assert_exact_rounds(workers, floats, rounds=3):
             assert np.array_equal(future.result(), np.sum(values, axis=0))
 
 
+def assert_identical_at_every_step(answers, steps=5):
+    """tests/harness/ddp_ranks.py's answers: no error, and every rank's parameters alike
+    after each of `steps` steps."""
+    for answer in answers:
+        assert answer["error"] is None, answer.get("traceback")
+        assert all(len(set(hashes)) == 1 for hashes in answer["hashes"])
+        assert len(answer["hashes"]) == steps
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def run_ranks(world, arguments, timeout_s=120, environment=None, module="tests.harness.ddp_ranks"):
+def run_ranks(world, arguments, timeout_s=120, environment=None,
+              module="tests.harness.ddp_ranks"):
     """`module` (the hook's DDP ranks by default) as `world` ranks on loopback; each
     rank's JSON answer."""
     port = free_port()

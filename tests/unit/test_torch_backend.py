@@ -3,14 +3,17 @@ as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligib
 all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
 the job is released at destroy_process_group; a refused job, or no controller, leaves
-every rank on Gloo alike; a lost host fails the call, and every later one at once. Which calls are eligible is decided from the arguments alone."""
+every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
+with no hook trains over it as over Gloo. Which calls are eligible is decided from the
+arguments alone."""
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 
 from syncfabric.torch.backend import FabricOptions, create_group, eligible
-from tests.harness.loopback_jobs import StubController, run_ranks
+from tests.harness.loopback_jobs import StubController, assert_identical_at_every_step, run_ranks
 
 HOSTS = "w1,w2"
 CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes three rounds
@@ -74,6 +77,19 @@ def test_a_round_that_fails_raises_and_every_later_call_at_once(stub):
     assert "w2" in lost["first"]
     assert lost["next"].startswith("process group over the fabric failed before: round 2")
     assert stub.deleted == [1]   # rank 0 released the job at destroy_process_group
+
+
+def test_ddp_with_no_hook_trains_over_the_backend_as_it_does_over_gloo(stub):
+    """Every bucket is an all-reduce the fabric carries: every rank identical at every
+    step, within float32's roundings of Gloo's ring (tests/unit/test_torch_hook.py)."""
+    gloo = run_ranks(3, ["--mode", "gloo"])
+    ours = run_ranks(3, ["--mode", "backend", "--controller", stub.url, "--hosts", "w1,w2,w3"])
+    assert_identical_at_every_step(ours)
+    assert all(answer["counts"]["fabric"] >= 5 and answer["gloo_only"] is None
+               for answer in ours)
+    mine, theirs = np.array(ours[0]["parameters"]), np.array(gloo[0]["parameters"])
+    assert np.abs(mine - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
+    assert stub.deleted == [1] and stub.jobs == {}
 
 
 def test_what_goes_through_the_fabric_is_decided_from_the_arguments_alone():

@@ -10,7 +10,8 @@ import pytest
 from syncfabric.hosts.jobs.job_lease import LEASE_S
 from syncfabric.torch import registration
 from syncfabric.torch.registration import FabricHookError, hosts_problem, where_gradients_are
-from tests.harness.loopback_jobs import StubController, address, run_ranks
+from tests.harness.loopback_jobs import (StubController, address, assert_identical_at_every_step,
+                                         run_ranks)
 
 WORKERS = ["w1", "w2", "w3"]
 
@@ -33,13 +34,6 @@ def final_parameters(answers):
 def thread_kind(name):
     """A thread's name less the worker's host: syncfabric-worker, syncfabric-buckets, ..."""
     return "syncfabric-worker" if name.startswith("syncfabric-worker-") else name
-
-
-def assert_identical_at_every_step(answers):
-    for answer in answers:
-        assert answer["error"] is None, answer.get("traceback")
-        assert all(len(set(hashes)) == 1 for hashes in answer["hashes"])
-        assert len(answer["hashes"]) == 5
 
 
 def test_the_hook_trains_as_gloo_does_and_every_rank_is_identical_at_every_step(stub):
