@@ -72,15 +72,21 @@ class GroupJob:
 
 
 class FabricWork(dist.Work):
-    """An all-reduce through the fabric as torch.distributed waits for it: wait() raises
-    its round's error (torch's own Work made from a Future would return as if done)."""
+    """An all-reduce through the fabric as torch.distributed waits for it. A failed
+    round's error is raised by wait() (torch's own Work made from a Future would return
+    as if done), not carried by the Future: DDP with no hook died of SIGSEGV on a Future
+    that ended in an error. Its Future then ends with the tensor left as it was, and
+    the group's next all-reduce raises the error at once."""
 
     def __init__(self, future):
         super().__init__()
         self.future = future   # a torch Future of [the tensor]
+        self.error = None      # the round's, if it failed
 
     def wait(self, timeout=None):
         self.future.wait()
+        if self.error is not None:
+            raise self.error
         return True
 
     def get_future(self):
@@ -158,7 +164,7 @@ class FabricProcessGroup(dist.ProcessGroup):
         values = tensor.detach().reshape(-1)
         if values.dtype != torch.float32:
             values = values.to(torch.float32)
-        result = torch.futures.Future()
+        work = FabricWork(torch.futures.Future())
         summed = self.job.worker.allreduce_async(values.numpy())
 
         def settle(done):
@@ -167,12 +173,13 @@ class FabricProcessGroup(dist.ProcessGroup):
                 if divide:
                     total = total / self.size()
                 tensor.copy_(total)
-                result.set_result([tensor])
             except Exception as error:   # a failed round: every later call raises at once
-                self.broken = str(error)
-                result.set_exception(error)
+                self.broken, work.error = str(error), error
+                LOG.error("process group over the fabric: %s; its all-reduces raise from now "
+                          "on", error)
+            work.future.set_result([tensor])
         summed.add_done_callback(settle)
-        return FabricWork(result)
+        return work
 
 
 def eligible(tensors, op, min_bytes):

@@ -3,8 +3,9 @@ by loopback_jobs.run_ranks: init_process_group("fabric") on the controller stand
 then all-reduces of several lengths, dtypes and ops, synchronous and not, each compared
 bit for bit with the same call over a Gloo group of the same ranks (integer-valued data:
 every order of summation gives the same sum), or (--lose-a-host) a host lost under a
-running job. It prints one JSON line: the error if any, each call's verdict or what
-the calls after the loss raised, and how many calls went which way."""
+running job, under plain calls or DDP. It prints one JSON line: the error if any, each
+call's verdict or what the calls after the loss raised, and how many calls went which
+way."""
 
 import argparse
 import json
@@ -13,6 +14,8 @@ import traceback
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from syncfabric.torch import FabricOptions
 
@@ -62,14 +65,38 @@ def fail_on_a_lost_host(rank, answer):
             answer[attempt] = str(error)
 
 
+def fail_under_ddp(rank, answer, steps=6, leaves_at=3):
+    """DDP with no hook, rank 1's host lost before step `leaves_at`: rank 0's bucket
+    whose round fails is not summed, and its next all-reduce raises the error (no
+    crash)."""
+    torch.manual_seed(0)
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 10)),
+                                    bucket_cap_mb=0.01)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(steps):
+        if step == leaves_at and rank == 1:
+            print(json.dumps(answer), flush=True)
+            os._exit(0)
+        x, target = torch.randn(8, 16), torch.randint(0, 10, (8,))
+        try:
+            loss = nn.functional.cross_entropy(model(x), target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        except RuntimeError as error:
+            answer.update(raised_at=step, raised=str(error))
+            return
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--controller", required=True)
     parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
     parser.add_argument("--capacity-bytes", type=int, default=400_000)
     parser.add_argument("--min-bytes", type=int, default=100_000)
-    parser.add_argument("--lose-a-host", action="store_true",
-                        help="rank 1 leaves once the job runs (fail_on_a_lost_host)")
+    parser.add_argument("--lose-a-host", choices=("calls", "ddp"),
+                        help="rank 1 leaves once the job runs, under plain calls "
+                             "(fail_on_a_lost_host) or DDP (fail_under_ddp)")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     answer = {"error": None}
@@ -77,8 +104,10 @@ def main():
         options = FabricOptions(controller=args.controller, host=args.hosts.split(",")[rank],
                                 capacity_bytes=args.capacity_bytes, min_bytes=args.min_bytes)
         dist.init_process_group("fabric", pg_options=options)
-        if args.lose_a_host:
+        if args.lose_a_host == "calls":
             fail_on_a_lost_host(rank, answer)
+        elif args.lose_a_host == "ddp":
+            fail_under_ddp(rank, answer)
         else:
             answer["verdicts"] = compare(CALLS, rank, dist.new_group(backend="gloo"))
         answer["counts"] = dict(dist.group.WORLD.counts)

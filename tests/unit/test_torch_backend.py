@@ -71,7 +71,7 @@ def test_with_no_controller_every_rank_stays_on_gloo(stub):
 def test_a_round_that_fails_raises_and_every_later_call_at_once(stub):
     """Rank 1's host is lost under the job: rank 0's next all-reduce fails after
     ROUND_FAIL_S naming it (not a hang, not a crash), the one after at once."""
-    answers = ranks(stub, "--lose-a-host")
+    answers = ranks(stub, "--lose-a-host", "calls")
     lost = answers[0]
     assert "round 2 of job 1 failed: nothing came back" in lost["first"]
     assert "w2" in lost["first"]
@@ -90,6 +90,18 @@ def test_ddp_with_no_hook_trains_over_the_backend_as_it_does_over_gloo(stub):
     mine, theirs = np.array(ours[0]["parameters"]), np.array(gloo[0]["parameters"])
     assert np.abs(mine - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
     assert stub.deleted == [1] and stub.jobs == {}
+
+
+def test_a_round_that_fails_under_ddp_ends_the_run_with_its_error_not_a_crash(stub):
+    """DDP with no hook died of SIGSEGV on a Future that ended in an error: the bucket
+    whose round failed goes on unsummed, and the group's next all-reduce (in that step
+    or the next) raises the error naming the lost host."""
+    answers = ranks(stub, "--lose-a-host", "ddp", "--min-bytes", "1024",
+                    "--capacity-bytes", "65536")   # every bucket through the fabric
+    lost = answers[0]
+    assert lost["raised_at"] >= 3   # rank 1 left before step 3
+    assert lost["raised"].startswith("process group over the fabric failed before: round")
+    assert "w2" in lost["raised"]
 
 
 def test_what_goes_through_the_fabric_is_decided_from_the_arguments_alone():
