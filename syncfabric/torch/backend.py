@@ -5,13 +5,15 @@ no other change than its backend's name.
     dist.init_process_group("fabric")           # torchrun's environment, as for Gloo
 
 Each process group is a ProcessGroup of its own (FabricProcessGroup) over a Gloo group
-of the same ranks. Its first all-reduce that the fabric can carry (eligible) makes the
-group's job: rank 0 asks the controller for one of the ranks' hosts, every rank opens
-its worker, and from then on every eligible all-reduce goes through the job's rounds
-(FabricWorker.allreduce_async: any length). Everything else goes to Gloo: other
-collectives, other dtypes and ops, tensors below min_bytes. If the controller refuses
-the job, or any rank cannot join it, every rank leaves the group to Gloo, and rank 0
-logs why once. Every rank decides alike, from the call's arguments alone.
+of the same ranks. Its first collective that the fabric can carry (eligible:
+collectives.py) makes the group's job: rank 0 asks the controller for one of the
+ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
+broadcast, all-gather and reduce-scatter goes through the job's rounds
+(FabricWorker.allreduce_async: any length, in the order they are called). Everything
+else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes. If
+the controller refuses the job, or any rank cannot join it, every rank leaves the
+group to Gloo, and rank 0 logs why once. Every rank decides alike, from the call's
+arguments alone; `counts` says how many calls went which way.
 
 Where the controller is and which fabric host each rank is: FabricOptions, passed as
 init_process_group's pg_options, or by default the environment (SYNCFABRIC_CONTROLLER;
@@ -30,25 +32,26 @@ import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
 from syncfabric.torch.agreement import StoreAgreement
-from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
-                                           open_worker, release_at_end)
+from syncfabric.torch.collectives import (allgather_call, allreduce_call, broadcast_call,
+                                          reduce_scatter_call, scaling)
+from syncfabric.torch.registration import (FabricHookError, agree_on_job, open_worker,
+                                           release_at_end)
 
 LOG = logging.getLogger("syncfabric.torch")
 NAME = "fabric"
 CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
 CAPACITY_BYTES = 25 * 2 ** 20   # a job's round: DDP's default bucket (bucket_cap_mb=25)
-# below this, an all-reduce goes to Gloo (a round's fixed costs outweigh what the
+# below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
-SUMMED_OPS = {"SUM": False, "AVG": True}   # op -> whether the sum is divided by the size
 
 
 @dataclass
 class FabricOptions:
     """What a group needs to reach the fabric: the controller's URL (None: the
     environment's SYNCFABRIC_CONTROLLER; neither: every collective goes to Gloo), this
-    rank's fabric host (None: GLOO_SOCKET_IFNAME's), a round's bytes, the smallest
-    all-reduce the fabric carries, and POST /jobs's options (shards, placement,
+    rank's fabric host (None: GLOO_SOCKET_IFNAME's), a round's bytes, the fewest bytes
+    (as float32) of a round the fabric carries, and POST /jobs's options (shards, placement,
     aggregation, mtu, ttl_s)."""
     controller: Optional[str] = None
     host: Optional[str] = None
@@ -72,11 +75,11 @@ class GroupJob:
 
 
 class FabricWork(dist.Work):
-    """An all-reduce through the fabric as torch.distributed waits for it. A failed
+    """A collective through the fabric as torch.distributed waits for it. A failed
     round's error is raised by wait() (torch's own Work made from a Future would return
     as if done), not carried by the Future: DDP with no hook died of SIGSEGV on a Future
-    that ended in an error. Its Future then ends with the tensor left as it was, and
-    the group's next all-reduce raises the error at once."""
+    that ended in an error. Its Future then ends with the outputs left as they were, and
+    the group's next collective raises the error at once."""
 
     def __init__(self, future):
         super().__init__()
@@ -97,7 +100,7 @@ class FabricWork(dist.Work):
 
 
 class FabricProcessGroup(dist.ProcessGroup):
-    """A process group whose eligible all-reduces go through the fabric (module doc);
+    """A process group whose eligible collectives go through the fabric (module doc);
     `counts` says how many calls went which way ({"fabric": n, "gloo": n})."""
 
     def __init__(self, common, options):
@@ -121,24 +124,64 @@ class FabricProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
-        divide = self._over_fabric(tensors, opts.reduceOp)
-        if divide is None:
-            self.counts["gloo"] += 1
-            return self.gloo.allreduce(tensors, opts)
-        self.counts["fabric"] += 1
-        return self._fabric_allreduce(tensors[0], divide)
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self.options.min_bytes)
+        return self._through(call, lambda: self.gloo.allreduce(*premultiplied(tensors, opts)))
 
-    def _over_fabric(self, tensors, op):
-        """None if the call goes to Gloo, else whether its sum is divided by the size;
-        RuntimeError if the group's fabric failed before."""
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self.options.min_bytes)
+        return self._through(call, lambda: self.gloo.allreduce_coalesced(
+            *premultiplied(tensors, opts)))
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        call = broadcast_call(tensors, opts.rootRank, self.rank(), self.options.min_bytes)
+        return self._through(call, lambda: self.gloo.broadcast(tensors, opts))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        call = None
+        if len(output_tensors) == 1 and len(input_tensors) == 1:
+            call = allgather_call(output_tensors[0], input_tensors[0], self.rank(),
+                                  self.size(), self.options.min_bytes)
+        return self._through(call, lambda: self.gloo.allgather(output_tensors, input_tensors,
+                                                                opts))
+
+    def all_gather_single(self, output, input, opts=None):   # noqa: A002 (torch's names)
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        call = allgather_call([output], input, self.rank(), self.size(),
+                              self.options.min_bytes)
+        return self._through(call, lambda: self.gloo._allgather_base(output, input, opts))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        call = None
+        if len(output_tensors) == 1 and len(input_tensors) == 1:
+            call = reduce_scatter_call(output_tensors[0], input_tensors[0], opts.reduceOp,
+                                       self.rank(), self.size(), self.options.min_bytes)
+        return self._through(call, lambda: self.gloo.reduce_scatter(output_tensors,
+                                                                     input_tensors, opts))
+
+    def reduce_scatter_single(self, output, input, opts=None):   # noqa: A002
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        call = reduce_scatter_call(output, [input], opts.reduceOp, self.rank(), self.size(),
+                                   self.options.min_bytes)
+        return self._through(call, lambda: self.gloo._reduce_scatter_base(output, input,
+                                                                            opts))
+
+    def _through(self, call, over_gloo):
+        """The Work of `call` (collectives.RoundCall, or None where the call is not
+        eligible) through the job's rounds, or of over_gloo() where it goes to Gloo;
+        RuntimeError at once if the group's fabric failed before."""
         if self.broken is not None:
             raise RuntimeError("process group over the fabric failed before: %s" % self.broken)
-        divide = eligible(tensors, op, self.options.min_bytes)
-        if divide is None or self.gloo_only is not None:
-            return None
-        if self.job is None:
+        if call is not None and self.gloo_only is None and self.job is None:
             self._make_job()
-        return None if self.job is None else divide
+        if call is None or self.job is None:
+            self.counts["gloo"] += 1
+            return over_gloo()
+        self.counts["fabric"] += 1
+        return self._round_work(call)
 
     def _make_job(self):
         """The group's job, or (on every rank alike) gloo_only saying why not."""
@@ -154,49 +197,40 @@ class FabricProcessGroup(dist.ProcessGroup):
             return
         release_at_end(self.job)
         if self.rank() == 0:
-            LOG.info("process group of %d ranks: all-reduces of %d bytes and more through "
+            LOG.info("process group of %d ranks: collectives of %d bytes and more through "
                      "job %d, the rest over Gloo", self.size(), self.options.min_bytes,
                      job.id)
 
-    def _fabric_allreduce(self, tensor, divide):
-        """The Work of tensor's sum over the ranks (divided by their number if `divide`),
-        written into it as the job's rounds bring it back."""
-        values = tensor.detach().reshape(-1)
-        if values.dtype != torch.float32:
-            values = values.to(torch.float32)
+    def _round_work(self, call):
+        """The Work of `call` through the job's rounds: its outputs are written as the
+        rounds bring the sums back."""
         work = FabricWork(torch.futures.Future())
-        summed = self.job.worker.allreduce_async(values.numpy())
+        summed = self.job.worker.allreduce_async(call.values)
 
         def settle(done):
             try:
-                total = torch.from_numpy(done.result()).view(tensor.shape)
-                if divide:
-                    total = total / self.size()
-                tensor.copy_(total)
+                call.place(torch.from_numpy(done.result()))
             except Exception as error:   # a failed round: every later call raises at once
                 self.broken, work.error = str(error), error
-                LOG.error("process group over the fabric: %s; its all-reduces raise from now "
+                LOG.error("process group over the fabric: %s; its collectives raise from now "
                           "on", error)
-            work.future.set_result([tensor])
+            work.future.set_result(call.outputs)
         summed.add_done_callback(settle)
         return work
 
 
-def eligible(tensors, op, min_bytes):
-    """Whether an all-reduce of `tensors` with ReduceOp `op` goes through the fabric: one
-    contiguous CPU tensor of a dtype the wire carries, of min_bytes (as float32) or
-    more, summed or averaged. None if not, else whether its sum is divided."""
-    if len(tensors) != 1:
-        return None
-    tensor = tensors[0]
-    if tensor.device.type != "cpu" or tensor.layout != torch.strided \
-            or not tensor.is_contiguous() or tensor.dtype not in WIRE_DTYPES \
-            or 4 * tensor.numel() < min_bytes:
-        return None
-    for name, divide in SUMMED_OPS.items():
-        if op == getattr(dist.ReduceOp, name):
-            return divide
-    return None
+def premultiplied(tensors, opts):
+    """(tensors, opts) for Gloo's all-reduce, which lacks PREMUL_SUM: such a call's tensors
+    multiplied by its factor in place (an all-reduce's inputs are its outputs) and its op
+    made SUM, on a copy of opts; any other call's as they are."""
+    if opts.reduceOp != dist.ReduceOp.PREMUL_SUM or scaling(opts.reduceOp, 1) is None:
+        return tensors, opts
+    factor, _divide = scaling(opts.reduceOp, 1)
+    summed = type(opts)()
+    summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
+    for tensor in tensors:
+        tensor.mul_(factor)
+    return tensors, summed
 
 
 def create_group(common, options):

@@ -49,6 +49,67 @@ def compare(calls, rank, gloo):
     return verdicts
 
 
+def every_float(floats, rank, seed):
+    """float32 values of every kind a broadcast or all-gather must carry bit for bit:
+    -0.0, tiny and huge ones, infinities and NaN among random ones."""
+    values = torch.randn(floats, generator=torch.Generator().manual_seed(seed + rank)) * 1e3
+    values[:6] = torch.tensor([-0.0, 0.0, 1e-40, -3e38, float("inf"), float("nan")])
+    return values
+
+
+BITS = {2: torch.int16, 4: torch.int32}   # an integer dtype of each float's size
+
+
+def same(ours, theirs):
+    """Bit for bit (NaN's too)."""
+    return ours.dtype == theirs.dtype and bool(torch.equal(
+        ours.view(BITS[ours.element_size()]), theirs.view(BITS[theirs.element_size()])))
+
+
+def compare_collectives(rank, size, gloo):
+    """Each collective the fabric carries besides all_reduce, against Gloo's: {name:
+    verdict}. PREMUL_SUM, which Gloo lacks, against the sum made here."""
+    verdicts = {}
+    for name, dtype, root in (("broadcast", torch.float32, 1), ("broadcast_bf16",
+                                                                  torch.bfloat16, 0)):
+        ours = every_float(70_000, rank, 1).to(dtype)
+        theirs = ours.clone()
+        dist.broadcast(theirs, root, group=gloo)
+        work = dist.broadcast(ours, root, async_op=True)
+        work.wait()
+        verdicts[name] = same(ours, theirs) and work.get_future().wait()[0] is ours
+    mine = every_float(40_000, rank, 2)
+    ours = [torch.empty(40_000) for _ in range(size)]
+    theirs = [torch.empty(40_000) for _ in range(size)]
+    dist.all_gather(theirs, mine, group=gloo)
+    dist.all_gather(ours, mine)
+    verdicts["all_gather"] = all(same(o, t) for o, t in zip(ours, theirs))
+    ours, theirs = torch.empty(size * 40_000), torch.empty(size * 40_000)
+    dist.all_gather_into_tensor(theirs, mine, group=gloo)
+    dist.all_gather_into_tensor(ours, mine)
+    verdicts["all_gather_into_tensor"] = same(ours, theirs)
+    inputs = [integers(40_000, "float32", rank, 3 + k) for k in range(size)]
+    ours, theirs = torch.empty(40_000), torch.empty(40_000)
+    dist.reduce_scatter(theirs, inputs, group=gloo)
+    dist.reduce_scatter(ours, inputs)
+    verdicts["reduce_scatter"] = same(ours, theirs)
+    whole = integers(size * 40_000, "float16", rank, 4)
+    ours, theirs = (torch.empty(40_000, dtype=torch.float16) for _ in range(2))
+    dist.reduce_scatter_tensor(theirs, whole, op=dist.ReduceOp.AVG, group=gloo)
+    dist.reduce_scatter_tensor(ours, whole, op=dist.ReduceOp.AVG)
+    verdicts["reduce_scatter_tensor_avg_fp16"] = same(ours, theirs)
+    parts = [integers(30_000 + k, "float32", rank, 5 + k) for k in range(3)]
+    ours, theirs = [p.clone() for p in parts], [p.clone() for p in parts]
+    dist.all_reduce_coalesced(theirs, group=gloo)
+    dist.all_reduce_coalesced(ours)
+    verdicts["all_reduce_coalesced"] = all(same(o, t) for o, t in zip(ours, theirs))
+    ours = integers(70_000, "float32", rank, 6)
+    dist.all_reduce(ours, op=dist._make_nccl_premul_sum(3.0))
+    expected = sum(3.0 * integers(70_000, "float32", r, 6) for r in range(size))
+    verdicts["premul_sum"] = same(ours, expected)
+    return verdicts
+
+
 def fail_on_a_lost_host(rank, answer):
     """Rank 1's host is lost once the job runs (it prints its answer and exits): rank 0's
     next all-reduce through the fabric fails naming it, and the one after at once."""
@@ -109,7 +170,9 @@ def main():
         elif args.lose_a_host == "ddp":
             fail_under_ddp(rank, answer)
         else:
-            answer["verdicts"] = compare(CALLS, rank, dist.new_group(backend="gloo"))
+            gloo = dist.new_group(backend="gloo")
+            answer["verdicts"] = compare(CALLS, rank, gloo)
+            answer["collectives"] = compare_collectives(rank, dist.get_world_size(), gloo)
         answer["counts"] = dict(dist.group.WORLD.counts)
         answer["gloo_only"] = dist.group.WORLD.gloo_only
         dist.destroy_process_group()

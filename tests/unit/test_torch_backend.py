@@ -12,12 +12,17 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from syncfabric.torch.backend import FabricOptions, create_group, eligible
+from syncfabric.torch.backend import FabricOptions, create_group
+from syncfabric.torch.collectives import (allgather_call, allreduce_call, broadcast_call,
+                                          reduce_scatter_call)
 from tests.harness.loopback_jobs import StubController, assert_identical_at_every_step, run_ranks
 
 HOSTS = "w1,w2"
 CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes three rounds
 OVER_FABRIC = 5            # of backend_ranks.CALLS: the five the fabric carries
+COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
+               "reduce_scatter", "reduce_scatter_tensor_avg_fp16", "all_reduce_coalesced",
+               "premul_sum"}   # backend_ranks.compare_collectives: all through the fabric
 
 
 @pytest.fixture
@@ -39,14 +44,20 @@ def compared(stub, controller=None):
     answers = ranks(stub, controller=controller)
     for answer in answers:
         assert answer["verdicts"] and all(answer["verdicts"]), answer["verdicts"]
+        assert set(answer["collectives"]) == COLLECTIVES, answer["collectives"]
+        assert all(answer["collectives"].values()), answer["collectives"]
     return answers
 
 
-def test_eligible_all_reduces_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub):
+@pytest.mark.usefixtures("each_datapath")
+def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub):
+    """All-reduces, broadcasts (every kind of float, -0.0 and NaN included), all-gathers,
+    reduce-scatters and coalesced all-reduces; PREMUL_SUM against the sum itself."""
     answers = compared(stub)
     for answer in answers:
         assert answer["gloo_only"] is None
-        assert answer["counts"]["fabric"] == OVER_FABRIC and answer["counts"]["gloo"] >= 3
+        assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
+        assert answer["counts"]["gloo"] >= 3
     assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES]
     assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
 
@@ -106,15 +117,31 @@ def test_a_round_that_fails_under_ddp_ends_the_run_with_its_error_not_a_crash(st
 
 def test_what_goes_through_the_fabric_is_decided_from_the_arguments_alone():
     small, big = torch.zeros(10), torch.zeros(1000)
-    assert eligible([big], dist.ReduceOp.SUM, 4000) is False      # summed, not divided
-    assert eligible([big], dist.ReduceOp.AVG, 4000) is True
-    assert eligible([big.to(torch.bfloat16)], dist.ReduceOp.SUM, 4000) is False
-    assert eligible([small], dist.ReduceOp.SUM, 4000) is None       # below min_bytes
-    assert eligible([big.double()], dist.ReduceOp.SUM, 4000) is None   # not on the wire
-    assert eligible([big], dist.ReduceOp.MAX, 4000) is None
-    assert eligible([big, big], dist.ReduceOp.SUM, 4000) is None    # several tensors
-    assert eligible([torch.zeros(100, 20).t()], dist.ReduceOp.SUM, 4000) is None   # strided
-    assert eligible([big.to_sparse()], dist.ReduceOp.SUM, 4000) is None
+    sum_, avg = dist.ReduceOp.SUM, dist.ReduceOp.AVG
+
+    def allreduce(tensors, op=sum_):
+        call = allreduce_call(tensors, op, 2, 4000)
+        return None if call is None else len(call.values)
+    assert allreduce([big]) == 1000 and allreduce([big], avg) == 1000
+    assert allreduce([big.to(torch.bfloat16)]) == 1000
+    assert allreduce([big, big]) == 2000                      # coalesced: end to end
+    assert allreduce([big, big.half()]) is None                # but of one dtype
+    assert allreduce([small]) is None                          # below min_bytes
+    assert allreduce([big.double()]) is None                   # not on the wire
+    assert allreduce([big], dist.ReduceOp.MAX) is None
+    assert allreduce([big], dist._make_nccl_premul_sum(2.0)) == 1000
+    assert allreduce([torch.zeros(100, 20).t()]) is None       # strided
+    assert allreduce([big.to_sparse()]) is None
+    assert broadcast_call([big], 0, 1, 4000).values.tobytes() == np.full(
+        1000, -0.0, np.float32).tobytes()                      # a non-root gives -0.0
+    assert broadcast_call([small], 0, 1, 4000) is None
+    outputs = [torch.zeros(500), torch.zeros(500)]
+    assert len(allgather_call(outputs, torch.ones(500), 1, 2, 4000).values) == 1000
+    assert allgather_call(outputs, torch.ones(400), 1, 2, 4000) is None   # sizes differ
+    assert allgather_call([torch.zeros(1000)], torch.ones(500), 0, 2, 4000).values[0] == 1
+    assert reduce_scatter_call(torch.zeros(500), [big], sum_, 0, 2, 4000) is not None
+    assert reduce_scatter_call(torch.zeros(400), [big], sum_, 0, 2, 4000) is None
+    assert reduce_scatter_call(torch.zeros(500), [big], dist.ReduceOp.MIN, 0, 2, 4000) is None
 
 
 def test_pg_options_of_another_kind_are_refused():
