@@ -17,8 +17,9 @@ arguments alone; `counts` says how many calls went which way.
 
 Where the controller is and which fabric host each rank is: FabricOptions, passed as
 init_process_group's pg_options, or by default the environment (SYNCFABRIC_CONTROLLER;
-SYNCFABRIC_REST_TOKEN for the controller's token; the host of GLOO_SOCKET_IFNAME's
-address, as fabric_hook finds it). docs/pytorch.md says more.
+SYNCFABRIC_REST_TOKEN for the controller's token; SYNCFABRIC_HOSTS, each global rank's
+host, else the host of GLOO_SOCKET_IFNAME's address, as fabric_hook finds it;
+SYNCFABRIC_MIN_BYTES). docs/pytorch.md says more.
 """
 
 import logging
@@ -40,6 +41,8 @@ from syncfabric.torch.registration import (FabricHookError, agree_on_job, open_w
 LOG = logging.getLogger("syncfabric.torch")
 NAME = "fabric"
 CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
+HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in rank order
+MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 CAPACITY_BYTES = 25 * 2 ** 20   # a job's round: DDP's default bucket (bucket_cap_mb=25)
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
@@ -50,13 +53,15 @@ MIN_BYTES = 256 * 2 ** 10
 class FabricOptions:
     """What a group needs to reach the fabric: the controller's URL (None: the
     environment's SYNCFABRIC_CONTROLLER; neither: every collective goes to Gloo), this
-    rank's fabric host (None: GLOO_SOCKET_IFNAME's), a round's bytes, the fewest bytes
-    (as float32) of a round the fabric carries, and POST /jobs's options (shards, placement,
-    aggregation, mtu, ttl_s)."""
+    rank's fabric host (None: its global rank's in SYNCFABRIC_HOSTS, else
+    GLOO_SOCKET_IFNAME's), a round's bytes, the fewest bytes (as float32) of a round
+    the fabric carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options
+    (shards, placement, aggregation, mtu, ttl_s)."""
     controller: Optional[str] = None
     host: Optional[str] = None
     capacity_bytes: int = CAPACITY_BYTES
-    min_bytes: int = MIN_BYTES
+    min_bytes: int = field(default_factory=lambda: int(os.environ.get(MIN_BYTES_ENV,
+                                                                      MIN_BYTES)))
     job_options: dict = field(default_factory=dict)
 
 
@@ -114,6 +119,7 @@ class FabricProcessGroup(dist.ProcessGroup):
         # its ranks agree on its job over its store, not its own collectives (agreement.py)
         self.agreement = StoreAgreement(common.store, common.group_rank, common.group_size)
         self.controller = options.controller or os.environ.get(CONTROLLER_ENV)
+        self.host = options.host or host_by_environment(common)
         self.job, self.gloo_only, self.broken = None, None, None   # the last two: why
         if not self.controller:
             self.gloo_only = "no controller: set %s or FabricOptions.controller" % CONTROLLER_ENV
@@ -151,7 +157,9 @@ class FabricProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = allgather_call([output], input, self.rank(), self.size(),
                               self.options.min_bytes)
-        return self._through(call, lambda: self.gloo._allgather_base(output, input, opts))
+        # ProcessGroup's own: Gloo's, as registered
+        return self._through(call, lambda: super(FabricProcessGroup, self).all_gather_single(
+            output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -166,8 +174,8 @@ class FabricProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         call = reduce_scatter_call(output, [input], opts.reduceOp, self.rank(), self.size(),
                                    self.options.min_bytes)
-        return self._through(call, lambda: self.gloo._reduce_scatter_base(output, input,
-                                                                            opts))
+        return self._through(call, lambda: super(FabricProcessGroup, self).reduce_scatter_single(
+            output, input, opts))
 
     def _through(self, call, over_gloo):
         """The Work of `call` (collectives.RoundCall, or None where the call is not
@@ -187,7 +195,7 @@ class FabricProcessGroup(dist.ProcessGroup):
         """The group's job, or (on every rank alike) gloo_only saying why not."""
         floats = self.options.capacity_bytes // 4
         try:
-            job, name = agree_on_job(self.controller, self.options.host, floats,
+            job, name = agree_on_job(self.controller, self.host, floats,
                                      self.agreement, self.options.job_options)
             self.job = GroupJob(job, open_worker(job, name, self.agreement), self)
         except FabricHookError as error:
@@ -217,6 +225,20 @@ class FabricProcessGroup(dist.ProcessGroup):
             work.future.set_result(call.outputs)
         summed.add_done_callback(settle)
         return work
+
+
+def host_by_environment(common):
+    """The fabric host SYNCFABRIC_HOSTS names for this rank (its global rank's), or None
+    (then GLOO_SOCKET_IFNAME's address says)."""
+    hosts = [name for name in os.environ.get(HOSTS_ENV, "").split(",") if name]
+    ranks = common.global_ranks_in_group   # [] for the default group: its ranks are global
+    rank = ranks[common.group_rank] if ranks else common.group_rank
+    if not hosts:
+        return None
+    if rank >= len(hosts):
+        raise ValueError("%s names %d hosts, none for rank %d: name one host per rank, in "
+                         "rank order" % (HOSTS_ENV, len(hosts), rank))
+    return hosts[rank]
 
 
 def premultiplied(tensors, opts):
