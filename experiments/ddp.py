@@ -13,7 +13,11 @@ with the same seed in every mode, in the workers' hosts
   dedicated hosts, aggregators on the spines;
 - `fabric-colocated`: the same, with the shards in the workers' own hosts;
 - `fabric-in-network` (asked for by --modes): the same, with the shards in the
-  spines' aggregators.
+  spines' aggregators;
+- `ddp-backend`: the script with no hook, its process group init_process_group("fabric")
+  (syncfabric/torch/backend.py), the job placed as fabric-stream's. Its job is made of
+  the backend's rounds (25 MiB), which a step's buckets stream through, so its steps'
+  fidelity is judged by the machine's backlog alone, as Gloo's are.
 The aggregator daemon runs on every host the controller places a part of the job on.
 The CSV has a row per mode, model, worker count and step: the step's time (the slowest
 rank's), its compute without communication, the communication it exposed, the loss,
@@ -25,7 +29,7 @@ accuracy against wall-clock time, one line per mode.
 
 import statistics
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 from tqdm import tqdm
 
@@ -37,18 +41,19 @@ from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
-from experiments.traffic.ddp_training import DEFAULT_MODES, MODES, PLACEMENT
+from experiments.traffic.ddp_training import BACKEND_MODE, DEFAULT_MODES, MODES, PLACEMENT
 from experiments.traffic.gloo_peers import run_ranks
-from experiments.traffic.jobs import (job_daemons, job_round_fidelity, job_servers,
-                                     planned_load_mbps, round_totals, stream_job,
-                                     warn_over_capacity)
+from experiments.traffic.jobs import (daemons_for, job_round_fidelity, planned_load_mbps,
+                                     round_totals, stream_job)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
 from syncfabric.hosts.packets.gradient_wire import wire_mbit
+from syncfabric.torch.backend import CAPACITY_BYTES
 
 COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_exposed_s", "loss",
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",
            "verified"] + fidelity.COLUMNS
 BASELINE = "gloo"
+HOOK_MODE = "fabric-stream"   # what ddp-backend's step is compared with
 
 
 def parse_args(argv):
@@ -62,7 +67,8 @@ def parse_args(argv):
                              "(N, 1, 8, 8) images to 10 logits (may be repeated)")
     parser.add_argument("--steps", type=int, default=30, help="training steps per mode")
     parser.add_argument("--modes", type=comma_list(str, MODES), default=list(DEFAULT_MODES),
-                        help="comma list of %s (default: all but the last)" % ", ".join(MODES))
+                        help="comma list of %s (default: %s)" % (", ".join(MODES),
+                                                                 ", ".join(DEFAULT_MODES)))
     parser.add_argument("--aggregator-bw", default="1x",
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
@@ -122,8 +128,10 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     arguments = ["--model", spec, "--mode", mode, "--steps", str(args.steps)]
     served = nullcontext()
     if mode != BASELINE:
-        request = stream_job(view, workers, [h for h in view.hosts if h not in workers], floats,
-                             args.max_pss, PLACEMENT[mode])
+        # the backend's job: its rounds, not the model's (the planner places it alike)
+        job_floats = CAPACITY_BYTES // 4 if mode == BACKEND_MODE else floats
+        request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
+                             job_floats, args.max_pss, PLACEMENT[mode])
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"])]
         served = daemons_for(bed, request, args.bw)
     with served:
@@ -136,7 +144,8 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     for result in results:
         elapsed += result["step_s"]
         during = usage.during(result["started_at"], result["started_at"] + result["step_s"])
-        kept_up = fidelity.verdict(None, None, None, 0, during) if mode == BASELINE \
+        kept_up = fidelity.verdict(None, None, None, 0, during) \
+            if mode in (BASELINE, BACKEND_MODE) \
             else job_round_fidelity(round_totals(result["rounds"]), during)
         rows.append(dict(kept_up, mode=mode, model=model_name(spec), workers=len(workers),
                          step=result["step"], step_s=result["step_s"], compute_s=result["compute_s"],
@@ -145,20 +154,6 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
                          ranks_identical=result["ranks_identical"], elapsed_s=elapsed,
                          bound_s=bound_s, link_mbps=args.bw, verified=result["ranks_identical"]))
     return rows
-
-
-@contextmanager
-def daemons_for(bed, request, link_mbps):
-    """The aggregator daemon on each host the controller places a part of `request`'s
-    job on (asked by making the job and releasing it: the planner is deterministic and
-    the fabric is the same when the hook asks again). A daemon on every host that may
-    serve, as on real hosts, would poll the controller from 30 processes on 2 cores.
-    Warns if the job is more than this machine carries at link_mbps."""
-    probe = bed.client.request("POST", "/jobs", request)
-    bed.client.request("DELETE", "/jobs/%d" % probe["id"])
-    warn_over_capacity(probe, link_mbps)
-    with job_daemons(bed, job_servers(probe)) as daemons:
-        yield daemons
 
 
 def summary(rows, target):
@@ -195,6 +190,10 @@ def comparisons(modes, target):
         if step:
             lines.append("%s %s x%d: step %.2fx max(compute, S/B)" % (
                 mode, group[0]["model"], group[0]["workers"], step / floor))
+        hooked = fidelity.faithful_median(modes.get(HOOK_MODE, []), "step_s")
+        if mode == BACKEND_MODE and step and hooked:
+            lines.append("  step %.3fx %s's (the hook's, placed alike)" % (step / hooked,
+                                                                            HOOK_MODE))
         if baseline is None:
             continue
         ours = time_to_accuracy(group, mode, target)

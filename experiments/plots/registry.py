@@ -2,15 +2,15 @@
 that redraws one (python -m experiments.plots)."""
 
 from experiments.cli import ArgumentParser
-from experiments.plots import (hosts, ina, jobs, multicast, planning, robustness, selmcast,
-                               training)
+from experiments.plots import (collectives, hosts, ina, jobs, multicast, planning, robustness,
+                               selmcast, training)
 
 PLOTTERS = {"ps_distribution": multicast.plot_ps_distribution,
             "load_balance": multicast.plot_load_balance,
             "sim.ps_multicast": multicast.plot_sim_ps_multicast,
             "sim.emulation_check": multicast.plot_emulation_check,
             "allreduce": training.plot_allreduce, "train": training.plot_train,
-            "ddp": training.plot_ddp,
+            "ddp": training.plot_ddp, "collectives": collectives.plot_collectives,
             "selmcast_selection": selmcast.plot_selmcast_selection,
             "selmcast": selmcast.plot_selmcast, "sim.selmcast": selmcast.plot_sim_selmcast,
             "ina": ina.plot_ina, "grid_example": ina.plot_ina, "inart_example": ina.plot_ina,

@@ -1,6 +1,7 @@
 """One rank of experiments.ddp: a user's DistributedDataParallel script on the digits (Adam),
 with the fabric's hook as its one added line (modes fabric-stream, fabric-colocated,
-fabric-in-network) or without it (gloo), and the measurements around it.
+fabric-in-network), with no hook over the "fabric" backend (ddp-backend: its process
+group's name is the one change), or over Gloo (gloo), and the measurements around it.
 
     GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.ddp_training --name h1 \\
         --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 --model cnn \\
@@ -12,8 +13,9 @@ the same forward and backward on a copy of the model without DDP, plus the step
 (what the rank would take with no communication). After each step every rank's
 parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
 prints one JSON line: when the step started (time.time()), the slowest rank's times,
-the mean loss, whether every rank's parameters are identical, and (fabric modes) each
-rank's round stats (FabricWorker.stats).
+the mean loss, whether every rank's parameters are identical, (the hook's modes) each
+rank's round stats (FabricWorker.stats) and (ddp-backend) how many of rank 0's
+collectives went through the fabric.
 """
 
 import copy
@@ -32,12 +34,15 @@ from experiments.traffic.torch_models import digits, model_factory
 from syncfabric.hosts.cli import wait_until
 from syncfabric.hosts.training.gloo_peers import joined, rank_parser
 from syncfabric.hosts.jobs.job_lease import LEASE_S
-from syncfabric.torch import fabric_hook
+from syncfabric.torch import FabricOptions, fabric_hook
 
+BACKEND_MODE = "ddp-backend"   # DDP over init_process_group("fabric"), no hook
 PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated",
-             "fabric-in-network": "in-network"}   # the fabric modes' job placement
+             "fabric-in-network": "in-network",
+             BACKEND_MODE: "dedicated"}   # the fabric modes' job placement
 MODES = ("gloo",) + tuple(PLACEMENT)
-DEFAULT_MODES = MODES[:3]   # the shards in the switches only when asked for
+# the shards in the switches only when asked for
+DEFAULT_MODES = ("gloo", "fabric-stream", "fabric-colocated", BACKEND_MODE)
 START_AHEAD_S = 0.05   # how far ahead rank 0 names the moment every rank starts a step
 
 
@@ -84,6 +89,13 @@ def round_stats(reducer, step):
     return {} if reducer is None else reducer.step_stats(step)
 
 
+def fabric_calls():
+    """How many of this rank's collectives went through the fabric's backend so far (None
+    over another backend)."""
+    counts = getattr(dist.group.WORLD, "counts", None)
+    return None if counts is None else counts.get("fabric", 0)
+
+
 def accuracy(module, x, y):
     with torch.no_grad():
         return float((module(x).argmax(dim=1) == y).float().mean())
@@ -95,7 +107,7 @@ def train(args):
     reference = copy.deepcopy(module)
     model = DistributedDataParallel(module)
     reducer = None
-    if args.mode != "gloo":
+    if args.mode not in ("gloo", BACKEND_MODE):
         # host: GLOO_SOCKET_IFNAME's
         reducer = fabric_hook(model, controller=args.controller, placement=PLACEMENT[args.mode],
                               shards=args.shards or "auto", ttl_s=args.lease_s)
@@ -122,7 +134,8 @@ def train(args):
                 "loss": sum(r["loss"] for r in everyone) / args.world,
                 "test_accuracy": accuracy(module, x_test, y_test),
                 "ranks_identical": len({r["hash"] for r in everyone}) == 1,
-                "rounds": [r["round"] for r in everyone]}), flush=True)
+                "rounds": [r["round"] for r in everyone],
+                "fabric_calls": fabric_calls()}), flush=True)
 
 
 def parse_args(argv):
@@ -135,15 +148,31 @@ def parse_args(argv):
     parser.add_argument("--shards", type=int, default=0, help="PS shards (0: the controller's choice)")
     parser.add_argument("--lease-s", type=float, default=LEASE_S,
                         help="the job's lease, renewed by rank 0 (default %(default)s)")
+    parser.add_argument("--min-bytes", type=int, default=None,
+                        help="ddp-backend: the smallest collective the fabric carries "
+                             "(default: the backend's, FabricOptions.min_bytes)")
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--learning-rate", type=float, default=0.003, help="Adam's")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
 
+def backend_options(args):
+    """(the process group's backend, its pg_options): the fabric's for ddp-backend, its
+    job placed as the hook's fabric-stream; Gloo's otherwise."""
+    if args.mode != BACKEND_MODE:
+        return "gloo", None
+    options = FabricOptions(controller=args.controller, host=args.name,
+                            job_options={"placement": PLACEMENT[args.mode],
+                                         "shards": args.shards or "auto", "ttl_s": args.lease_s})
+    if args.min_bytes is not None:
+        options.min_bytes = args.min_bytes
+    return "fabric", options
+
+
 def main(argv=None):
     args = parse_args(argv)
-    with joined(args):
+    with joined(args, *backend_options(args)):
         train(args)
     # Every row is out and the process group destroyed. torch 2.13's Gloo may still abort
     # in the interpreter's finalization ("terminate called without an active exception",

@@ -178,6 +178,20 @@ def warn_over_capacity(report, link_mbps):
                    file=sys.stderr)
 
 
+@contextmanager
+def daemons_for(bed, request, link_mbps):
+    """The aggregator daemon on each host the controller places a part of `request`'s
+    job on (asked by making the job and releasing it: the planner is deterministic and
+    the fabric is the same when the ranks ask again). A daemon on every host that may
+    serve, as on real hosts, would poll the controller from 30 processes on 2 cores.
+    Warns if the job is more than this machine carries at link_mbps."""
+    probe = bed.client.request("POST", "/jobs", request)
+    bed.client.request("DELETE", "/jobs/%d" % probe["id"])
+    warn_over_capacity(probe, link_mbps)
+    with job_daemons(bed, job_servers(probe)) as daemons:
+        yield daemons
+
+
 def report_load_mbps(report):
     """The Mbit/s of flows a job (POST or GET /jobs's answer) puts on the fabric, counted
     as planned_load_mbps counts a plan's: its workers' legs, its aggregates, and each

@@ -186,6 +186,23 @@ def test_ten_ddp_steps_through_the_hook_keep_every_rank_identical_and_leave_noth
         assert "shards on agg-spine" in admitted[-1]
 
 
+def test_ten_ddp_steps_over_the_fabric_backend_keep_every_rank_identical_and_leave_nothing(
+        bed, daemons):
+    """DDP with no hook, its process group init_process_group("fabric"): the module's
+    broadcast and every bucket go through the job's rounds."""
+    rows = run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",
+                     ["--model", "tests.harness.ddp_ranks:tiny_digits", "--mode", "ddp-backend",
+                      "--steps", "10", "--controller", bed.management_url, "--shards", "1",
+                      "--min-bytes", "0"])   # its 10 KB of gradients too
+    assert [row["step"] for row in rows] == list(range(1, 11))
+    assert all(row["ranks_identical"] for row in rows)
+    calls = [row["fabric_calls"] for row in rows]
+    assert calls[0] >= 1 and all(b > a for a, b in zip(calls, calls[1:]))   # every step's
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert bed.client.get("/jobs") == {"jobs": []}   # released at destroy_process_group
+    assert bed.leftovers() == {}
+
+
 def ddp_run(bed, steps, on_row):
     """A fabric-stream DDP run of tiny_digits with a short lease, on_row(row) at each step."""
     return run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",

@@ -25,8 +25,8 @@ def test_bench_trees_prints_one_json_object_per_case():
                                     "sim.emulation_check", "calibrate", "allreduce", "leftovers",
                                     "job_setup", "host_bench", "host_allreduce", "host_ranks",
                                     "host_profile",
-                                    "namespace_fabric", "ddp", "tenants",
-                                    "traffic.ddp_training"])
+                                    "namespace_fabric", "ddp", "tenants", "collectives",
+                                    "traffic.ddp_training", "traffic.collective_ranks"])
 def test_every_script_has_help(module):
     answer = run(module, "--help")
     assert answer.returncode == 0 and "usage:" in answer.stdout

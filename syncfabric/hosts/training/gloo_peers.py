@@ -97,11 +97,13 @@ def ps_round(args, expected):
 
 
 @contextmanager
-def joined(args):
-    """In the job's process group as args.rank (rank_parser's arguments), left at the end."""
+def joined(args, backend="gloo", pg_options=None):
+    """In the job's process group as args.rank (rank_parser's arguments), left at the end;
+    over Gloo, or another backend (the fabric's, with its pg_options)."""
     torch.set_num_threads(1)   # many peers share two cores
-    dist.init_process_group("gloo", init_method="tcp://%s" % args.master, rank=args.rank,
-                            world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group(backend, init_method="tcp://%s" % args.master, rank=args.rank,
+                            world_size=args.world, timeout=datetime.timedelta(seconds=TIMEOUT_S),
+                            pg_options=pg_options)
     try:
         yield
     finally:

@@ -1,0 +1,192 @@
+"""torch.distributed's collectives through the "fabric" backend and through Gloo, on the
+same hosts and links, in the same run: what a program gains by naming the fabric's
+backend, collective by collective and size by size.
+
+    python -m experiments.collectives --workers 8,16 --sizes 1,4,25 --out results/collectives.csv
+
+An 8x8 spine-leaf with 4 hosts per leaf (aggregators on the spines); the ranks are
+h1..hN (experiments/traffic/collective_ranks.py). Each backend runs all_reduce,
+broadcast, all_gather_into_tensor and reduce_scatter_tensor at each size (MB: the
+tensor of all_reduce and broadcast, the gathered output, the scattered input), and at
+one size below the backend's threshold (min_bytes), where a call goes to Gloo through
+the fabric's group: the cost of deciding. The fabric's job is placed as experiments.ddp's
+fabric-stream (shards on hosts beside the workers, whose daemons serve them).
+
+The CSV has a row per backend, worker count, collective, size and repeat: the slowest
+rank's time, whether every rank's result was exact, whether the call went through the
+fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
+gives each collective's time against Gloo's (the median of the repeats) and the
+crossover: the smallest size measured from which the fabric is never slower.
+"""
+
+import statistics
+import sys
+from contextlib import nullcontext
+
+from tqdm import tqdm
+
+from experiments import fidelity
+from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
+                             fabric_arguments, fabric_host_count, finish_emulated_run,
+                             fit_auto_rate, job_fabric, progress_printer, rate_mbps)
+from experiments.defaults import EMULATED_MAX_PSS
+from experiments.plots.collectives import plot_collectives
+from experiments.testbed import FabricTestbed
+from experiments.traffic.collective_ranks import COLLECTIVES
+from experiments.traffic.gloo_peers import run_ranks
+from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
+from syncfabric.torch.backend import CAPACITY_BYTES, MIN_BYTES
+
+COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
+           "through_fabric", "verified", "link_mbps", "crossover_mb"] + fidelity.COLUMNS
+BACKENDS = ("gloo", "fabric")
+PLACEMENT = "dedicated"
+BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
+
+
+def parse_args(argv):
+    parser = experiment_parser("experiments.collectives", __doc__)
+    fabric_arguments(parser, hosts_per_leaf=4, pattern="all-to-all")
+    parser.add_argument("--workers", type=comma_list(int), default=[8],
+                        help="comma list of worker counts")
+    parser.add_argument("--sizes", type=comma_list(float), default=[1.0, 4.0, 25.0],
+                        help="comma list of sizes in MB (a size below the threshold is added)")
+    parser.add_argument("--repeats", type=int, default=3, help="calls of each size")
+    parser.add_argument("--aggregator-bw", default="1x",
+                        help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
+    parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
+                        help="most PS shards the job may use (each is a process)")
+    csv_out_argument(parser, "collectives")
+    args = parser.parse_args(argv)
+    hosts = fabric_host_count(args)
+    if any(not 2 <= n < min(hosts, 65) for n in args.workers) or args.repeats < 1 \
+            or any(size <= 0 for size in args.sizes):
+        parser.error("--workers must be between 2 and %d, --repeats and --sizes positive"
+                     % (min(hosts, 65) - 1))
+    args.sizes = sorted({BELOW_MB, *args.sizes})
+    if args.bw is not None:
+        try:
+            rate_mbps(args.aggregator_bw, args.bw)
+        except ValueError:
+            parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
+        fit_auto_rate(args, lambda: heaviest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
+        args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+    return args
+
+
+def heaviest_job(args, aggregator_bw):
+    """The most Mbit/s one backend's calls put on the fabric at args.bw (for --bw auto):
+    the fabric's job as planned, Gloo's ring every worker at the link rate."""
+    _topo, view, hosts = job_fabric(args, aggregator_bw)
+    return max(max(count * args.bw, planned_load_mbps(
+        view, hosts[:count], hosts[count:], CAPACITY_BYTES // 4, args.max_pss, PLACEMENT))
+        for count in args.workers)
+
+
+def run(args):
+    announce_rate(args)
+    topo, view, hosts = job_fabric(args, args.aggregator_bw)
+    runs = [(n, backend) for n in args.workers for backend in BACKENDS]
+    calls = len(args.sizes) * len(COLLECTIVES) * args.repeats
+    rows = []
+    with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
+                       progress=progress_printer("collectives")) as bed, \
+            tqdm(total=len(runs) * calls, desc="calls", unit="call", file=sys.stderr) as bar:
+        for workers, backend in runs:
+            bar.set_postfix_str("%s x%d" % (backend, workers))
+            rows += backend_rows(bed, view, hosts[:workers], backend, args, bar)
+        leftovers = bed.leftovers()
+    for row in rows:
+        row["crossover_mb"] = crossover_mb(rows, row["workers"], row["collective"])
+    return rows, leftovers
+
+
+def backend_rows(bed, view, workers, backend, args, bar):
+    """One backend's calls among `workers`: the ranks in their hosts (and, for the
+    fabric, the daemons of the hosts its job is placed on), a row per call."""
+    arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
+                 "--repeats", str(args.repeats)]
+    if backend == "fabric":
+        request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
+                             CAPACITY_BYTES // 4, args.max_pss, PLACEMENT)
+        arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
+                      "--placement", PLACEMENT]
+        served = daemons_for(bed, request, args.bw)
+    else:
+        served = nullcontext()
+    with served:
+        sampling = bed.sampler().start()
+        results = run_ranks(bed, workers, "experiments.traffic.collective_ranks", arguments,
+                            on_row=lambda _row: bar.update(1))
+    usage = sampling.stop()
+    rows = []
+    for result in results:
+        during = usage.during(result["started_at"], result["started_at"] + result["seconds"])
+        rows.append(dict(fidelity.verdict(None, None, None, 0, during), backend=backend,
+                         workers=len(workers), collective=result["collective"],
+                         size_mb=result["size_mb"], repeat=result["repeat"],
+                         seconds=result["seconds"], through_fabric=result["through_fabric"],
+                         verified=result["verified"], link_mbps=args.bw))
+    return rows
+
+
+def medians(rows, workers, collective):
+    """{(backend, size_mb): the median faithful time} of one collective's calls."""
+    times = {}
+    for row in rows:
+        if row["workers"] == workers and row["collective"] == collective \
+                and fidelity.faithful(row):
+            times.setdefault((row["backend"], row["size_mb"]), []).append(row["seconds"])
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def crossover_mb(rows, workers, collective):
+    """The smallest size measured from which the fabric's median time is at most Gloo's
+    at every larger size too; None if it never is, or a size lacks a faithful time."""
+    times = medians(rows, workers, collective)
+    sizes = sorted({size for _backend, size in times})
+    crossover = None
+    for size in reversed(sizes):
+        ours, theirs = times.get(("fabric", size)), times.get(("gloo", size))
+        if ours is None or theirs is None or ours > theirs:
+            break
+        crossover = size
+    return crossover
+
+
+def summary(rows):
+    lines = ["%-15s %3s %8s %10s %10s %7s %8s" % ("collective", "n", "size_mb", "fabric_s",
+                                                  "gloo_s", "ratio", "through")]
+    for workers in dict.fromkeys(r["workers"] for r in rows):
+        for collective in COLLECTIVES:
+            measured = sorted({r["size_mb"] for r in rows if r["workers"] == workers
+                               and r["collective"] == collective})
+            if not measured:
+                continue
+            times = medians(rows, workers, collective)
+            for size in measured:
+                ours, theirs = times.get(("fabric", size)), times.get(("gloo", size))
+                through = any(r["through_fabric"] for r in rows if r["backend"] == "fabric"
+                              and r["size_mb"] == size and r["collective"] == collective
+                              and r["workers"] == workers)
+                lines.append("%-15s %3d %8.3f %10s %10s %7s %8s" % (
+                    collective, workers, size, "%.3f" % ours if ours else "unfaithful",
+                    "%.3f" % theirs if theirs else "unfaithful",
+                    "%.2fx" % (ours / theirs) if ours and theirs else "-",
+                    "fabric" if through else "gloo"))
+            lines.append("  %s x%d: the fabric is no slower from %s" % (
+                collective, workers, "%g MB" % crossover_mb(rows, workers, collective)
+                if crossover_mb(rows, workers, collective) is not None else "no size measured"))
+    lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    finish_emulated_run(args, run, COLUMNS, plot_collectives, summary,
+                        "groups, meters, multicast or steering flows",
+                        "some call's result was not exact on every rank")
+
+
+if __name__ == "__main__":
+    main()

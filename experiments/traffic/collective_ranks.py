@@ -1,0 +1,119 @@
+"""One rank of experiments.collectives: torch.distributed's collectives, as a program
+calls them, over one backend ("fabric" or "gloo"), each timed and checked.
+
+    GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.collective_ranks --name h1 \\
+        --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 --backend fabric \\
+        --controller http://10.0.0.254:8080 --sizes 0.125,1,4 --repeats 3
+
+Each collective of each size (MB: the tensor every rank holds for all_reduce and
+broadcast, the gathered output of all_gather_into_tensor, the input of
+reduce_scatter_tensor) runs --repeats times. Every rank starts each call at one moment
+(ddp_training.start_together) and times it to its wait()'s return; rank 0 prints one
+JSON line per call: the slowest rank's time, whether every rank's result was exact
+(whole numbers: every order of summation gives the same sum), and whether the call
+went through the fabric (the group's counts).
+"""
+
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from experiments.traffic.ddp_training import start_together
+from syncfabric.hosts.jobs.job_lease import LEASE_S
+from syncfabric.hosts.training.gloo_peers import joined, rank_parser
+from syncfabric.torch import FabricOptions
+
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+
+
+def whole_numbers(floats, rank, seed):
+    """A rank's float32 values: small whole numbers, so every sum is exact."""
+    return ((torch.arange(floats, dtype=torch.int64) * 7 + seed + 3 * rank) % 50).float()
+
+
+def call(name, floats, rank, world, seed):
+    """(a function making the call and returning its Work, a function saying whether its
+    result is what it must be) for collective `name` of `floats` float32 values."""
+    if name == "all_reduce":
+        tensor = whole_numbers(floats, rank, seed)
+        expected = sum(whole_numbers(floats, r, seed) for r in range(world))
+        return (lambda: dist.all_reduce(tensor, async_op=True),
+                lambda: torch.equal(tensor, expected))
+    if name == "broadcast":
+        tensor = whole_numbers(floats, rank, seed)
+        expected = whole_numbers(floats, 0, seed)
+        return (lambda: dist.broadcast(tensor, 0, async_op=True),
+                lambda: torch.equal(tensor, expected))
+    part = floats // world
+    if name == "all_gather":
+        output = torch.empty(part * world)
+        mine = whole_numbers(part, rank, seed)
+        expected = torch.cat([whole_numbers(part, r, seed) for r in range(world)])
+        return (lambda: dist.all_gather_into_tensor(output, mine, async_op=True),
+                lambda: torch.equal(output, expected))
+    output = torch.empty(part)
+    whole = whole_numbers(part * world, rank, seed)
+    expected = sum(whole_numbers(part * world, r, seed) for r in range(world))
+    return (lambda: dist.reduce_scatter_tensor(output, whole, async_op=True),
+            lambda: torch.equal(output, expected[rank * part:(rank + 1) * part]))
+
+
+def fabric_calls():
+    """How many calls of the world group have gone through the fabric so far."""
+    return getattr(dist.group.WORLD, "counts", {}).get("fabric", 0)
+
+
+def measure(args):
+    for size_mb in args.sizes:
+        floats = int(size_mb * 2 ** 20) // 4 // args.world * args.world
+        for name in COLLECTIVES:
+            for repeat in range(1, args.repeats + 1):
+                start, work_of = call(name, floats, args.rank, args.world, repeat)
+                before = fabric_calls()
+                started, started_at = start_together()
+                start().wait()
+                took = time.perf_counter() - started
+                mine = {"s": took, "exact": bool(work_of()),
+                        "fabric": fabric_calls() > before}
+                everyone = [None] * args.world
+                dist.all_gather_object(everyone, mine)
+                if args.rank == 0:
+                    print(json.dumps({
+                        "collective": name, "size_mb": size_mb, "repeat": repeat,
+                        "started_at": started_at, "seconds": max(r["s"] for r in everyone),
+                        "verified": all(r["exact"] for r in everyone),
+                        "through_fabric": all(r["fabric"] for r in everyone)}), flush=True)
+
+
+def parse_args(argv):
+    parser = rank_parser("collective_ranks", __doc__, "the number of ranks")
+    parser.prog = "python -m experiments.traffic.collective_ranks"
+    parser.add_argument("--backend", choices=("fabric", "gloo"), default="gloo")
+    parser.add_argument("--controller", default=None, help="the controller's URL (fabric)")
+    parser.add_argument("--shards", type=int, default=0, help="PS shards (0: the controller's)")
+    parser.add_argument("--placement", default="dedicated", help="POST /jobs's placement")
+    parser.add_argument("--sizes", type=lambda text: [float(s) for s in text.split(",")],
+                        default=[1.0], help="comma list of MB")
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    options = None
+    if args.backend == "fabric":
+        options = FabricOptions(controller=args.controller, host=args.name,
+                                job_options={"placement": args.placement,
+                                             "shards": args.shards or "auto", "ttl_s": LEASE_S})
+    with joined(args, args.backend, options):
+        measure(args)
+    sys.stdout.flush()
+    os._exit(0)   # as ddp_training: Gloo may abort in the interpreter's finalization
+
+
+if __name__ == "__main__":
+    sys.exit(main())

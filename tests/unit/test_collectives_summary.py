@@ -1,0 +1,35 @@
+"""experiments.collectives's arithmetic on rows: each collective's median times by
+backend and size, and the crossover (the smallest size from which the fabric is never
+slower than Gloo), faithful rows only."""
+
+from experiments.collectives import crossover_mb, summary
+
+
+def row(backend, size_mb, seconds, collective="all_reduce", faithful=True):
+    return {"backend": backend, "workers": 8, "collective": collective, "size_mb": size_mb,
+            "repeat": 1, "seconds": seconds, "through_fabric": backend == "fabric",
+            "verified": True, "fidelity_ok": faithful, "fidelity_reason": "",
+            "machine_busy": 0.1}
+
+
+def test_the_crossover_is_the_smallest_size_from_which_the_fabric_is_never_slower():
+    rows = [row("gloo", 0.125, 0.01), row("fabric", 0.125, 0.0104),
+            row("gloo", 1, 0.1), row("fabric", 1, 0.12),
+            row("gloo", 4, 0.4), row("fabric", 4, 0.3),
+            row("gloo", 25, 2.5), row("fabric", 25, 1.5)]
+    assert crossover_mb(rows, 8, "all_reduce") == 4
+    rows += [row("fabric", 25, 9.0), row("fabric", 25, 9.5)]   # the median is slower at 25
+    assert crossover_mb(rows, 8, "all_reduce") is None
+
+
+def test_a_size_without_a_faithful_time_has_no_claim():
+    rows = [row("gloo", 4, 0.4), row("fabric", 4, 0.3, faithful=False)]
+    assert crossover_mb(rows, 8, "all_reduce") is None
+    text = summary(rows)
+    assert "unfaithful" in text and "no size measured" in text
+
+
+def test_the_summary_gives_each_size_against_gloo():
+    rows = [row("gloo", 4, 0.4, "broadcast"), row("fabric", 4, 0.2, "broadcast")]
+    text = summary(rows)
+    assert "0.50x" in text and "broadcast x8: the fabric is no slower from 4 MB" in text
