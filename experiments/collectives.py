@@ -10,7 +10,9 @@ broadcast, all_gather_into_tensor and reduce_scatter_tensor at each size (MB: th
 tensor of all_reduce and broadcast, the gathered output, the scattered input), and at
 one size below the backend's threshold (min_bytes), where a call goes to Gloo through
 the fabric's group: the cost of deciding. The fabric's job is placed as experiments.ddp's
-fabric-stream (shards on hosts beside the workers, whose daemons serve them).
+fabric-stream (shards on hosts beside the workers, whose daemons serve them), its round
+as long as the smallest size the fabric carries: a longer call streams through several
+rounds, each spread over every shard.
 
 The CSV has a row per backend, worker count, collective, size and repeat: the slowest
 rank's time, whether every rank's result was exact, whether the call went through the
@@ -35,7 +37,7 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic.collective_ranks import COLLECTIVES
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
-from syncfabric.torch.backend import CAPACITY_BYTES, MIN_BYTES
+from syncfabric.torch.backend import MIN_BYTES
 
 COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
            "through_fabric", "verified", "link_mbps", "crossover_mb"] + fidelity.COLUMNS
@@ -63,6 +65,9 @@ def parse_args(argv):
             or any(size <= 0 for size in args.sizes):
         parser.error("--workers must be between 2 and %d, --repeats and --sizes positive"
                      % (min(hosts, 65) - 1))
+    if not any(size > BELOW_MB for size in args.sizes):
+        parser.error("--sizes needs a size above %g MB, below which every call goes to Gloo"
+                     % BELOW_MB)
     args.sizes = sorted({BELOW_MB, *args.sizes})
     if args.bw is not None:
         try:
@@ -79,8 +84,13 @@ def heaviest_job(args, aggregator_bw):
     the fabric's job as planned, Gloo's ring every worker at the link rate."""
     _topo, view, hosts = job_fabric(args, aggregator_bw)
     return max(max(count * args.bw, planned_load_mbps(
-        view, hosts[:count], hosts[count:], CAPACITY_BYTES // 4, args.max_pss, PLACEMENT))
+        view, hosts[:count], hosts[count:], round_bytes(args) // 4, args.max_pss, PLACEMENT))
         for count in args.workers)
+
+
+def round_bytes(args):
+    """The fabric's job's round: the smallest size it carries, in whole float32s."""
+    return 4 * (int(min(size for size in args.sizes if size > BELOW_MB) * 2 ** 20) // 4)
 
 
 def run(args):
@@ -108,9 +118,9 @@ def backend_rows(bed, view, workers, backend, args, bar):
                  "--repeats", str(args.repeats)]
     if backend == "fabric":
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
-                             CAPACITY_BYTES // 4, args.max_pss, PLACEMENT)
+                             round_bytes(args) // 4, args.max_pss, PLACEMENT)
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
-                      "--placement", PLACEMENT]
+                      "--placement", PLACEMENT, "--capacity-bytes", str(round_bytes(args))]
         served = daemons_for(bed, request, args.bw)
     else:
         served = nullcontext()

@@ -15,9 +15,10 @@ with the same seed in every mode, in the workers' hosts
 - `fabric-in-network` (asked for by --modes): the same, with the shards in the
   spines' aggregators;
 - `ddp-backend`: the script with no hook, its process group init_process_group("fabric")
-  (syncfabric/torch/backend.py), the job placed as fabric-stream's. Its job is made of
-  the backend's rounds (25 MiB), which a step's buckets stream through, so its steps'
-  fidelity is judged by the machine's backlog alone, as Gloo's are.
+  (syncfabric/torch/backend.py), the job placed as fabric-stream's, its round as long as
+  the model (DDP's first collective, the broadcast of its parameters, sizes it). The
+  buckets stream through the rounds as calls, whose stats are not a step's, so its
+  steps' fidelity is judged by the machine's backlog alone, as Gloo's are.
 The aggregator daemon runs on every host the controller places a part of the job on.
 The CSV has a row per mode, model, worker count and step: the step's time (the slowest
 rank's), its compute without communication, the communication it exposed, the loss,
@@ -47,7 +48,6 @@ from experiments.traffic.jobs import (daemons_for, job_round_fidelity, planned_l
                                      round_totals, stream_job)
 from experiments.traffic.torch_models import gradient_floats, model_factory, model_name
 from syncfabric.hosts.packets.gradient_wire import wire_mbit
-from syncfabric.torch.backend import CAPACITY_BYTES
 
 COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_exposed_s", "loss",
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",
@@ -128,10 +128,8 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     arguments = ["--model", spec, "--mode", mode, "--steps", str(args.steps)]
     served = nullcontext()
     if mode != BASELINE:
-        # the backend's job: its rounds, not the model's (the planner places it alike)
-        job_floats = CAPACITY_BYTES // 4 if mode == BACKEND_MODE else floats
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
-                             job_floats, args.max_pss, PLACEMENT[mode])
+                             floats, args.max_pss, PLACEMENT[mode])
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"])]
         served = daemons_for(bed, request, args.bw)
     with served:

@@ -96,6 +96,8 @@ def parse_args(argv):
     parser.add_argument("--controller", default=None, help="the controller's URL (fabric)")
     parser.add_argument("--shards", type=int, default=0, help="PS shards (0: the controller's)")
     parser.add_argument("--placement", default="dedicated", help="POST /jobs's placement")
+    parser.add_argument("--capacity-bytes", type=int, default=None,
+                        help="the job's round (default: the first call's)")
     parser.add_argument("--sizes", type=lambda text: [float(s) for s in text.split(",")],
                         default=[1.0], help="comma list of MB")
     parser.add_argument("--repeats", type=int, default=3)
@@ -107,6 +109,7 @@ def main(argv=None):
     options = None
     if args.backend == "fabric":
         options = FabricOptions(controller=args.controller, host=args.name,
+                                capacity_bytes=args.capacity_bytes,
                                 job_options={"placement": args.placement,
                                              "shards": args.shards or "auto", "ttl_s": LEASE_S})
     with joined(args, args.backend, options):

@@ -15,7 +15,7 @@ parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
 prints one JSON line: when the step started (time.time()), the slowest rank's times,
 the mean loss, whether every rank's parameters are identical, (the hook's modes) each
 rank's round stats (FabricWorker.stats) and (ddp-backend) how many of rank 0's
-collectives went through the fabric.
+collectives went through the fabric, or why none can (its group's gloo_only).
 """
 
 import copy
@@ -135,7 +135,8 @@ def train(args):
                 "test_accuracy": accuracy(module, x_test, y_test),
                 "ranks_identical": len({r["hash"] for r in everyone}) == 1,
                 "rounds": [r["round"] for r in everyone],
-                "fabric_calls": fabric_calls()}), flush=True)
+                "fabric_calls": fabric_calls(),
+                "gloo_only": getattr(dist.group.WORLD, "gloo_only", None)}), flush=True)
 
 
 def parse_args(argv):

@@ -43,7 +43,6 @@ NAME = "fabric"
 CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
 HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in rank order
 MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
-CAPACITY_BYTES = 25 * 2 ** 20   # a job's round: DDP's default bucket (bucket_cap_mb=25)
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
@@ -54,12 +53,12 @@ class FabricOptions:
     """What a group needs to reach the fabric: the controller's URL (None: the
     environment's SYNCFABRIC_CONTROLLER; neither: every collective goes to Gloo), this
     rank's fabric host (None: its global rank's in SYNCFABRIC_HOSTS, else
-    GLOO_SOCKET_IFNAME's), a round's bytes, the fewest bytes (as float32) of a round
-    the fabric carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options
+    GLOO_SOCKET_IFNAME's), a round's bytes (None: the first eligible collective's, DDP's
+    broadcast of the model), the fewest bytes (as float32) of a round the fabric carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options
     (shards, placement, aggregation, mtu, ttl_s)."""
     controller: Optional[str] = None
     host: Optional[str] = None
-    capacity_bytes: int = CAPACITY_BYTES
+    capacity_bytes: Optional[int] = None
     min_bytes: int = field(default_factory=lambda: int(os.environ.get(MIN_BYTES_ENV,
                                                                       MIN_BYTES)))
     job_options: dict = field(default_factory=dict)
@@ -184,16 +183,21 @@ class FabricProcessGroup(dist.ProcessGroup):
         if self.broken is not None:
             raise RuntimeError("process group over the fabric failed before: %s" % self.broken)
         if call is not None and self.gloo_only is None and self.job is None:
-            self._make_job()
+            self._make_job(len(call.values))
         if call is None or self.job is None:
             self.counts["gloo"] += 1
             return over_gloo()
         self.counts["fabric"] += 1
         return self._round_work(call)
 
-    def _make_job(self):
-        """The group's job, or (on every rank alike) gloo_only saying why not."""
-        floats = self.options.capacity_bytes // 4
+    def _make_job(self, first_floats):
+        """The group's job, or (on every rank alike) gloo_only saying why not. Its round
+        is capacity_bytes, or by default the first call's floats: a call streams through
+        the rounds from where the last one ended, so one as long as a round (DDP's
+        step, as long as the broadcast of its model) spreads over every shard, where a
+        round much longer than the calls would leave all but one shard idle for each."""
+        floats = self.options.capacity_bytes // 4 if self.options.capacity_bytes \
+            else first_floats
         try:
             job, name = agree_on_job(self.controller, self.host, floats,
                                      self.agreement, self.options.job_options)

@@ -196,6 +196,7 @@ def test_ten_ddp_steps_over_the_fabric_backend_keep_every_rank_identical_and_lea
                       "--min-bytes", "0"])   # its 10 KB of gradients too
     assert [row["step"] for row in rows] == list(range(1, 11))
     assert all(row["ranks_identical"] for row in rows)
+    assert rows[0]["gloo_only"] is None, rows[0]["gloo_only"]
     calls = [row["fabric_calls"] for row in rows]
     assert calls[0] >= 1 and all(b > a for a, b in zip(calls, calls[1:]))   # every step's
     assert rows[-1]["loss"] < rows[0]["loss"]
