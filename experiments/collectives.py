@@ -11,8 +11,8 @@ tensor of all_reduce and broadcast, the gathered output, the scattered input), a
 one size below the backend's threshold (min_bytes), where a call goes to Gloo through
 the fabric's group: the cost of deciding. The fabric's job is placed as experiments.ddp's
 fabric-stream (shards on hosts beside the workers, whose daemons serve them), its round
-as long as the smallest size the fabric carries: a longer call streams through several
-rounds, each spread over every shard.
+as long as the smallest size the fabric carries (or an eighth of the largest): a
+longer call streams through several rounds, each spread over every shard.
 
 The CSV has a row per backend, worker count, collective, size and repeat: the slowest
 rank's time, whether every rank's result was exact, whether the call went through the
@@ -89,8 +89,11 @@ def heaviest_job(args, aggregator_bw):
 
 
 def round_bytes(args):
-    """The fabric's job's round: the smallest size it carries, in whole float32s."""
-    return 4 * (int(min(size for size in args.sizes if size > BELOW_MB) * 2 ** 20) // 4)
+    """The fabric's job's round, in whole float32s: the smallest size it carries, or an
+    eighth of the largest if more (a call over more rounds than a summing node keeps,
+    job_roles.KEPT_ROUNDS, loses the oldest before they are summed)."""
+    smallest = min(size for size in args.sizes if size > BELOW_MB)
+    return 4 * (int(max(smallest, max(args.sizes) / 8) * 2 ** 20) // 4)
 
 
 def run(args):

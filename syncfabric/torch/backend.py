@@ -24,17 +24,16 @@ SYNCFABRIC_MIN_BYTES). docs/pytorch.md says more.
 
 import logging
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
 import torch.distributed as dist
-from torch.distributed import ProcessGroupGloo
 
 from syncfabric.torch.agreement import StoreAgreement
 from syncfabric.torch.collectives import (allgather_call, allreduce_call, broadcast_call,
                                           reduce_scatter_call, scaling)
+from syncfabric.torch.gloo_underneath import GlooUnderneath
 from syncfabric.torch.registration import (FabricHookError, agree_on_job, open_worker,
                                            release_at_end)
 
@@ -46,6 +45,7 @@ MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
+FEWEST_ROUND_BYTES = 256 * 2 ** 10   # a job's shortest round, whatever its first call
 
 
 @dataclass
@@ -103,26 +103,20 @@ class FabricWork(dist.Work):
         return self.future.done()
 
 
-class FabricProcessGroup(dist.ProcessGroup):
+class FabricProcessGroup(GlooUnderneath):
     """A process group whose eligible collectives go through the fabric (module doc);
     `counts` says how many calls went which way ({"fabric": n, "gloo": n})."""
 
     def __init__(self, common, options):
-        super().__init__(common.group_rank, common.group_size)
-        gloo = ProcessGroupGloo(common.store, common.group_rank, common.group_size,
-                                common.timeout)
-        gloo.options.global_ranks_in_group = common.global_ranks_in_group
-        gloo.options.group_name = common.group_id
-        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, gloo)
-        self.gloo, self.options = gloo, options
+        super().__init__(common)
+        self.options = options
         # its ranks agree on its job over its store, not its own collectives (agreement.py)
         self.agreement = StoreAgreement(common.store, common.group_rank, common.group_size)
         self.controller = options.controller or os.environ.get(CONTROLLER_ENV)
         self.host = options.host or host_by_environment(common)
-        self.job, self.gloo_only, self.broken = None, None, None   # the last two: why
+        self.job, self.gloo_only = None, None   # the latter: why the fabric is not used
         if not self.controller:
             self.gloo_only = "no controller: set %s or FabricOptions.controller" % CONTROLLER_ENV
-        self.counts = Counter()
 
     def getBackendName(self):
         return NAME
@@ -156,9 +150,7 @@ class FabricProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = allgather_call([output], input, self.rank(), self.size(),
                               self.options.min_bytes)
-        # ProcessGroup's own: Gloo's, as registered
-        return self._through(call, lambda: super(FabricProcessGroup, self).all_gather_single(
-            output, input, opts))
+        return self._through(call, lambda: self.gloo_all_gather_single(output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -173,20 +165,18 @@ class FabricProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         call = reduce_scatter_call(output, [input], opts.reduceOp, self.rank(), self.size(),
                                    self.options.min_bytes)
-        return self._through(call, lambda: super(FabricProcessGroup, self).reduce_scatter_single(
-            output, input, opts))
+        return self._through(call, lambda: self.gloo_reduce_scatter_single(output, input,
+                                                                            opts))
 
     def _through(self, call, over_gloo):
         """The Work of `call` (collectives.RoundCall, or None where the call is not
         eligible) through the job's rounds, or of over_gloo() where it goes to Gloo;
         RuntimeError at once if the group's fabric failed before."""
-        if self.broken is not None:
-            raise RuntimeError("process group over the fabric failed before: %s" % self.broken)
+        self.refuse_if_broken()
         if call is not None and self.gloo_only is None and self.job is None:
             self._make_job(len(call.values))
         if call is None or self.job is None:
-            self.counts["gloo"] += 1
-            return over_gloo()
+            return self.over_gloo(over_gloo)
         self.counts["fabric"] += 1
         return self._round_work(call)
 
@@ -195,9 +185,11 @@ class FabricProcessGroup(dist.ProcessGroup):
         is capacity_bytes, or by default the first call's floats: a call streams through
         the rounds from where the last one ended, so one as long as a round (DDP's
         step, as long as the broadcast of its model) spreads over every shard, where a
-        round much longer than the calls would leave all but one shard idle for each."""
+        round much longer than the calls would leave all but one shard idle for each.
+        At least FEWEST_ROUND_BYTES: a call over more rounds than a summing node keeps
+        (job_roles.KEPT_ROUNDS) loses the oldest before they are summed."""
         floats = self.options.capacity_bytes // 4 if self.options.capacity_bytes \
-            else first_floats
+            else max(first_floats, FEWEST_ROUND_BYTES // 4)
         try:
             job, name = agree_on_job(self.controller, self.host, floats,
                                      self.agreement, self.options.job_options)

@@ -49,8 +49,6 @@ def test_pytorchs_own_distributed_tests_pass_over_the_fabric(world, tmp_path):
         assert sorted(outcomes) == sorted(names)
         failed = {name: outcome for name, outcome in outcomes.items() if outcome != "passed"}
         assert not failed, json.dumps(failed, indent=1)
-        assert stub.jobs == {}   # every job made was released
-        # at 4 ranks only the object gathers run: nothing in them is the fabric's
-        assert bool(stub.posted) == (world != 4)
+        assert stub.posted and stub.jobs == {}   # jobs were made, and all released
     finally:
         stub.close()

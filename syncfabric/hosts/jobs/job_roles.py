@@ -219,8 +219,12 @@ class SummingNode:
 
     def add_local(self, number, indices, values, starts, mask):
         """Fragments `indices` of this host's own worker (`mask`), values[starts[i]:] each,
-        added without the network."""
+        added without the network; none if the node no longer keeps round `number` (the
+        other workers' rounds are past it: sums() counted it), which then fails as a
+        round whose sums never come back."""
         sums, per_fragment, floats = self.sums(number), self.layout.per_fragment, self.layout.floats
+        if sums is None:
+            return
         for index, start in zip(indices.tolist(), starts.tolist()):
             complete = sums.add_values(index, mask, values[start:min(start + per_fragment, floats)])
             if complete is not None:
