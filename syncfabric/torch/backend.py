@@ -54,8 +54,9 @@ class FabricOptions:
     environment's SYNCFABRIC_CONTROLLER; neither: every collective goes to Gloo), this
     rank's fabric host (None: its global rank's in SYNCFABRIC_HOSTS, else
     GLOO_SOCKET_IFNAME's), a round's bytes (None: the first eligible collective's, DDP's
-    broadcast of the model), the fewest bytes (as float32) of a round the fabric carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options
-    (shards, placement, aggregation, mtu, ttl_s)."""
+    broadcast of the model), the fewest bytes (as float32) of a collective the fabric
+    carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options (shards,
+    placement, aggregation, mtu, ttl_s)."""
     controller: Optional[str] = None
     host: Optional[str] = None
     capacity_bytes: Optional[int] = None
