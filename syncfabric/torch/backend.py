@@ -46,6 +46,7 @@ MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
 FEWEST_ROUND_BYTES = 256 * 2 ** 10   # a job's shortest round, whatever its first call
+ROUND_SLACK = 64   # a round is 1/ROUND_SLACK longer than the first call (_make_job)
 
 
 @dataclass
@@ -183,14 +184,15 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _make_job(self, first_floats):
         """The group's job, or (on every rank alike) gloo_only saying why not. Its round
-        is capacity_bytes, or by default the first call's floats: a call streams through
-        the rounds from where the last one ended, so one as long as a round (DDP's
-        step, as long as the broadcast of its model) spreads over every shard, where a
-        round much longer than the calls would leave all but one shard idle for each.
-        At least FEWEST_ROUND_BYTES: a call over more rounds than a summing node keeps
-        (job_roles.KEPT_ROUNDS) loses the oldest before they are summed."""
+        is capacity_bytes, or by default the first call's floats and a 64th more
+        (ROUND_SLACK): a call streams through the rounds from where the last one ended, so
+        one as long as a round (DDP's step, as long as the broadcast of its model)
+        spreads over every shard, where a round much longer than the calls would leave
+        all but one shard idle for each. The slack holds the zeros that pad each of the
+        step's buckets to a fragment's edge, so that each step is a round of its own
+        (call_stream.py). At least FEWEST_ROUND_BYTES: every round has fixed costs."""
         floats = self.options.capacity_bytes // 4 if self.options.capacity_bytes \
-            else max(first_floats, FEWEST_ROUND_BYTES // 4)
+            else max(first_floats + first_floats // ROUND_SLACK, FEWEST_ROUND_BYTES // 4)
         try:
             job, name = agree_on_job(self.controller, self.host, floats,
                                      self.agreement, self.options.job_options)

@@ -1,9 +1,12 @@
 """Calls of any length through a job's rounds (FabricWorker.allreduce_async), on loopback
 (tests/harness/loopback_jobs.py), two workers in one process on both data paths: calls
 shorter and longer than a round, and ones that straddle rounds, sum exactly; a round's
-length at a round's edge is that whole round; streaming after a round given out of
-order is refused; a datagram lost from a call whose round is never given whole is
-repaired, and a call that no other worker joins fails naming the host it waits for."""
+length at a round's edge is that whole round; a call the round's little room left
+cannot hold starts the next round; a call over many more rounds than a summing node
+keeps sums exactly, with no more than ROUNDS_IN_FLIGHT rounds open at once; streaming
+after a round given out of order is refused; a datagram lost from a call whose round is
+never given whole is repaired, and a call that no other worker joins fails naming the
+host it waits for."""
 
 import time
 from concurrent.futures import wait
@@ -14,6 +17,7 @@ import pytest
 from syncfabric.hosts.jobs import fabric_worker
 from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.jobs.job_roles import KEPT_ROUNDS
 from tests.harness.loopback_jobs import loopback_job
 
 pytestmark = pytest.mark.usefixtures("each_datapath")   # both data paths
@@ -56,6 +60,33 @@ def test_a_whole_rounds_length_at_a_rounds_edge_is_that_round(workers):
     wait(futures, timeout=20)
     assert np.array_equal(futures[0].result(), values(FLOATS, 0, 0) + values(FLOATS, 1, 0))
     assert 1 in workers[0].stats and workers[0].filling.filling is None   # round 1, whole
+
+
+def test_a_call_the_rounds_little_room_left_cannot_hold_starts_the_next_round(workers):
+    lengths = [FLOATS - PER_FRAGMENT, 400]   # the first leaves 100 floats: one 16th at most
+    futures = {(i, n): worker.allreduce_async(values(length, i, n))
+               for n, length in enumerate(lengths) for i, worker in enumerate(workers)}
+    wait(futures.values(), timeout=20)
+    for n, length in enumerate(lengths):
+        assert np.array_equal(futures[0, n].result(), values(length, 0, n) + values(length, 1, n))
+    # the 100 floats left were zeros, round 1 went whole, and 400 floats began round 2
+    assert 1 in workers[0].stats
+    assert workers[0].filling.next_round == 3
+    assert workers[0].filling.stream_offset() == 2 * PER_FRAGMENT
+
+
+def test_a_call_over_many_rounds_sums_exactly_a_few_rounds_at_a_time(workers, monkeypatch):
+    contribute, ahead = FabricWorker._contribute, []
+
+    def counted(worker, number, *rest):   # how far past the oldest open round each begins
+        ahead.append(number - min(worker.rounds, default=number))
+        contribute(worker, number, *rest)
+    monkeypatch.setattr(FabricWorker, "_contribute", counted)
+    length = 3 * KEPT_ROUNDS * FLOATS
+    futures = [worker.allreduce_async(values(length, i, 5)) for i, worker in enumerate(workers)]
+    wait(futures, timeout=60)
+    assert np.array_equal(futures[0].result(timeout=0), values(length, 0, 5) + values(length, 1, 5))
+    assert max(ahead) == fabric_worker.ROUNDS_IN_FLIGHT - 1
 
 
 def test_streaming_after_a_round_given_out_of_order_is_refused(workers):

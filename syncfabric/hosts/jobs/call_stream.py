@@ -7,14 +7,21 @@ the round being filled: a call of a round's length at a round's edge is that rou
 shorter one shares its round with the calls after it, and a longer one goes on into
 the next rounds. The rest of a call's last fragment is zeros, so that the fragment
 leaves at once rather than wait for the next call: a call costs at most a fragment
-more than its floats. Every worker makes the same calls in the same order, so each
-call's floats lie at the same places of the same rounds on every worker.
+more than its floats. A call that a round would hold but the round being filled has
+too little room for starts the next round when that room is at most a sixteenth of a
+round (SKIPPED_ROOM), the room zeros: a program that calls the same sizes over and
+over (DDP's buckets each step) then starts each time at a round's edge, in a round of
+its own, where a stream that went on across rounds would cut each step at a new place
+(its zeros move it along). Every worker makes the same calls in the same order, so
+each call's floats lie at the same places of the same rounds on every worker.
 """
 
 import threading
 from concurrent.futures import Future
 
 import numpy as np
+
+SKIPPED_ROOM = 16   # a round's room at most 1/SKIPPED_ROOM of it is skipped (module doc)
 
 
 class CallStream:
@@ -25,13 +32,20 @@ class CallStream:
     def __init__(self, layout, filling):
         self.floats, self.per_fragment, self.filling = layout.floats, layout.per_fragment, filling
         self.lock = threading.Lock()
-        self.zeros = np.zeros(layout.per_fragment, dtype=np.float32)   # a fragment's rest
+        self.skipped = self.floats // SKIPPED_ROOM   # the most room skipped
+        # a fragment's rest, or a skipped room
+        self.zeros = np.zeros(max(layout.per_fragment, self.skipped), dtype=np.float32)
 
     def pieces(self, values):
         """[(start in its round, floats, whether they are the call's)] of `values` one
-        after another through the rounds, from the round being filled on: the call's own
-        floats, and zeros to the edge of its last fragment."""
+        after another through the rounds, from the round being filled on: zeros for a
+        room skipped, the call's own floats, and zeros to the edge of its last
+        fragment."""
         at, given, found = self.filling.stream_offset(), 0, []
+        room = self.floats - at
+        if 0 < room <= self.skipped and room < len(values) <= self.floats:
+            found.append((at, self.zeros[:room], False))
+            at = 0
         while given < len(values):
             taken = min(self.floats - at, len(values) - given)
             found.append((at, values[given:given + taken], True))

@@ -33,7 +33,7 @@ from syncfabric.hosts.jobs.call_stream import CallStream, finished, joined
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
-from syncfabric.hosts.jobs.job_roles import wait_until_served
+from syncfabric.hosts.jobs.job_roles import FEWEST_KEPT_ROUNDS, wait_until_served
 from syncfabric.hosts.jobs.own_shards import SHARD_LINGER_S, OwnShards
 from syncfabric.hosts.jobs.phase_windows import WorkerCadence
 from syncfabric.hosts.transport.paced_sender import next_due
@@ -48,6 +48,10 @@ ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died,
 ROUND_FAIL_ROUNDS = 2.0  # or this many of its predicted rounds if longer (a slow shared round)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
 SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answer hello
+# a round begins once every round this many before it is back: a summing node keeps at
+# least FEWEST_KEPT_ROUNDS, so the oldest round another worker may still ask it to
+# repair is one it keeps, however many rounds one call spans
+ROUNDS_IN_FLIGHT = FEWEST_KEPT_ROUNDS - 1
 # result arrays made when the worker starts (warm_arrays): the one a round fills and the
 # one its caller still holds from the round before
 RESULTS_READY = 2
@@ -145,6 +149,7 @@ class FabricWorker:
         self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path,
                                  self.rates)
         self.submitted = queue.Queue()
+        self.held = None   # the submitted piece waiting for its round to begin (_begin)
         self.filling = RoundFilling(self.layout)
         self.stream = CallStream(layout, self.filling)   # where allreduce_async's calls go
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
@@ -231,8 +236,7 @@ class FabricWorker:
         while not self.closing or self.own.lingering(self.closing_at, ROUND_FAIL_S):
             try:
                 self._pump(SHARD_LINGER_S / 4 if self.closing else None)
-                while not self.submitted.empty():
-                    self._contribute(*self.submitted.get())
+                self._begin_submitted()
             except Exception as error:   # keep serving; the rounds in flight fail with it
                 LOG.exception("worker %s: round handling failed", self.name)
                 self._fail(JobError("worker %s: %s" % (self.name, error)))
@@ -254,6 +258,21 @@ class FabricWorker:
         due = next_due(self.own.senders())
         time.sleep(seconds if due is None else min(seconds, due))
         self._pump(0)
+
+    def _begin_submitted(self):
+        """Contribute the pieces submitted, in order, while each one's round is fewer than
+        ROUNDS_IN_FLIGHT past the oldest round open here; the next waits (held) until
+        the oldest is back."""
+        while True:
+            if self.held is None:
+                if self.submitted.empty():
+                    return
+                self.held = self.submitted.get()
+            number = self.held[0]
+            if number - min(self.rounds, default=number) >= ROUNDS_IN_FLIGHT:
+                return
+            piece, self.held = self.held, None
+            self._contribute(*piece)
 
     def _contribute(self, number, start, values, future, whole, complete, start_at):
         if self.failure is not None:
