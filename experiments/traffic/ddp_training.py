@@ -13,7 +13,7 @@ the same forward and backward on a copy of the model without DDP, plus the step
 (what the rank would take with no communication). After each step every rank's
 parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
 prints one JSON line: when the step started (time.time()), the slowest rank's times,
-the mean loss, whether every rank's parameters are identical, (the hook's modes) each
+the mean loss, whether every rank's parameters are identical, (the fabric's modes) each
 rank's round stats (FabricWorker.stats) and (ddp-backend) how many of rank 0's
 collectives went through the fabric, or why none can (its group's gloo_only).
 """
@@ -83,10 +83,31 @@ def timed_step(model, reference, optimizer, x, y, started):
     return float(loss), ended - started, compute_s
 
 
-def round_stats(reducer, step):
-    """What the step's round took on the wire (FabricWorker.stats, filed before the last
-    bucket's sum is back; {} without the hook)."""
-    return {} if reducer is None else reducer.step_stats(step)
+def backend_worker():
+    """This rank's worker of the default group's job over the "fabric" backend (None:
+    another backend, or one whose job was not made)."""
+    job = getattr(dist.group.WORLD, "job", None)
+    return None if job is None else job.worker
+
+
+def next_round():
+    """The backend's next round to be filled (None without its worker): a step's rounds
+    are those from the next round when it began to the next round when it ended."""
+    worker = backend_worker()
+    return None if worker is None else worker.filling.next_round
+
+
+def round_stats(reducer, step, first_round):
+    """What the step's rounds took on the wire (FabricWorker.stats, filed before their
+    last sums are back), summed over them: the hook's round of step `step`, the
+    backend's from first_round on; {} over Gloo."""
+    if reducer is not None:
+        return reducer.step_stats(step)
+    if first_round is None:
+        return {}
+    stats = backend_worker().stats
+    filed = [stats[number] for number in range(first_round, next_round()) if number in stats]
+    return {key: sum(entry[key] for entry in filed) for key in filed[0]} if filed else {}
 
 
 def fabric_calls():
@@ -118,10 +139,11 @@ def train(args):
         chosen = mine[torch.randperm(len(mine), generator=torch.Generator().manual_seed(
             args.seed * 100003 + step * 1009 + args.rank))[:args.batch]]
         started, started_at = start_together()
+        first_round = next_round()
         loss, step_s, compute_s = timed_step(model, reference, optimizer, x_train[chosen],
                                              y_train[chosen], started)
         dist.barrier()
-        rounds = round_stats(reducer, step)
+        rounds = round_stats(reducer, step, first_round)
         everyone = [None] * args.world
         dist.all_gather_object(everyone, {"step_s": step_s, "compute_s": compute_s, "loss": loss,
                                           "hash": parameter_hash(module), "round": rounds})

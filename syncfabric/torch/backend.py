@@ -10,10 +10,11 @@ collectives.py) makes the group's job: rank 0 asks the controller for one of the
 ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
 broadcast, all-gather and reduce-scatter goes through the job's rounds
 (FabricWorker.allreduce_async: any length, in the order they are called). Everything
-else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes. If
+else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes (but
+where they go on in a round already begun: _min_bytes). If
 the controller refuses the job, or any rank cannot join it, every rank leaves the
 group to Gloo, and rank 0 logs why once. Every rank decides alike, from the call's
-arguments alone; `counts` says how many calls went which way.
+arguments and the calls before it; `counts` says how many calls went which way.
 
 Where the controller is and which fabric host each rank is: FabricOptions, passed as
 init_process_group's pg_options, or by default the environment (SYNCFABRIC_CONTROLLER;
@@ -125,18 +126,18 @@ class FabricProcessGroup(GlooUnderneath):
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
-        call = allreduce_call(tensors, opts.reduceOp, self.size(), self.options.min_bytes)
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
         return self._through(call, lambda: self.gloo.allreduce(*premultiplied(tensors, opts)))
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
-        call = allreduce_call(tensors, opts.reduceOp, self.size(), self.options.min_bytes)
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
         return self._through(call, lambda: self.gloo.allreduce_coalesced(
             *premultiplied(tensors, opts)))
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
-        call = broadcast_call(tensors, opts.rootRank, self.rank(), self.options.min_bytes)
+        call = broadcast_call(tensors, opts.rootRank, self.rank(), self._min_bytes())
         return self._through(call, lambda: self.gloo.broadcast(tensors, opts))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
@@ -144,14 +145,14 @@ class FabricProcessGroup(GlooUnderneath):
         call = None
         if len(output_tensors) == 1 and len(input_tensors) == 1:
             call = allgather_call(output_tensors[0], input_tensors[0], self.rank(),
-                                  self.size(), self.options.min_bytes)
+                                  self.size(), self._min_bytes())
         return self._through(call, lambda: self.gloo.allgather(output_tensors, input_tensors,
                                                                 opts))
 
     def all_gather_single(self, output, input, opts=None):   # noqa: A002 (torch's names)
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = allgather_call([output], input, self.rank(), self.size(),
-                              self.options.min_bytes)
+                              self._min_bytes())
         return self._through(call, lambda: self.gloo_all_gather_single(output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -159,16 +160,26 @@ class FabricProcessGroup(GlooUnderneath):
         call = None
         if len(output_tensors) == 1 and len(input_tensors) == 1:
             call = reduce_scatter_call(output_tensors[0], input_tensors[0], opts.reduceOp,
-                                       self.rank(), self.size(), self.options.min_bytes)
+                                       self.rank(), self.size(), self._min_bytes())
         return self._through(call, lambda: self.gloo.reduce_scatter(output_tensors,
                                                                      input_tensors, opts))
 
     def reduce_scatter_single(self, output, input, opts=None):   # noqa: A002
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         call = reduce_scatter_call(output, [input], opts.reduceOp, self.rank(), self.size(),
-                                   self.options.min_bytes)
+                                   self._min_bytes())
         return self._through(call, lambda: self.gloo_reduce_scatter_single(output, input,
                                                                             opts))
+
+    def _min_bytes(self):
+        """The fewest bytes of a collective the fabric carries: min_bytes, or none while
+        the job's round being filled has begun. The calls after a large one (DDP's step:
+        its last bucket, the first layers', is often small) then go on in its round, which
+        a Gloo call between would hold back and cut the step in two. Every rank made the
+        same calls before, so every rank decides alike."""
+        if self.job is not None and self.job.worker.stream.round_begun():
+            return 0
+        return self.options.min_bytes
 
     def _through(self, call, over_gloo):
         """The Work of `call` (collectives.RoundCall, or None where the call is not

@@ -19,10 +19,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from syncfabric.torch import FabricOptions
 
-# (floats, dtype, op, async): below and above min_bytes, longer than a round, each
-# dtype the wire carries, a dtype it does not, and an op it does not sum
+# (floats, dtype, op, async): below and above min_bytes, below it in a round begun (the
+# fabric's), longer than a round, each dtype the wire carries, a dtype it does not, and
+# an op it does not sum
 CALLS = [(100, "float32", "SUM", False), (70_000, "float32", "SUM", False),
-         (70_000, "float32", "AVG", True), (300_000, "float32", "SUM", True),
+         (100, "float32", "SUM", False), (70_000, "float32", "AVG", True), (300_000, "float32", "SUM", True),
          (70_000, "bfloat16", "SUM", False), (70_000, "float16", "AVG", False),
          (70_000, "float64", "SUM", False), (70_000, "float32", "MAX", False)]
 

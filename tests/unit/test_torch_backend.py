@@ -19,7 +19,7 @@ from tests.harness.loopback_jobs import StubController, assert_identical_at_ever
 
 HOSTS = "w1,w2"
 CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes three rounds
-OVER_FABRIC = 5            # of backend_ranks.CALLS: the five the fabric carries
+OVER_FABRIC = 6            # of backend_ranks.CALLS: the six the fabric carries
 COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
                "reduce_scatter", "reduce_scatter_tensor_avg_fp16", "all_reduce_coalesced",
                "premul_sum"}   # backend_ranks.compare_collectives: all through the fabric

@@ -7,15 +7,16 @@ the round being filled: a call of a round's length at a round's edge is that rou
 shorter one shares its round with the calls after it, and a longer one goes on into
 the next rounds. The rest of a call's last fragment is zeros, so that the fragment
 leaves at once rather than wait for the next call: a call costs at most a fragment
-more than its floats. A call that a round would hold but the round being filled has
-too little room for starts the next round when that room is at most a sixteenth of a
-round (SKIPPED_ROOM), the room zeros: a program that calls the same sizes over and
-over (DDP's buckets each step) then starts each time at a round's edge, in a round of
-its own, where a stream that went on across rounds would cut each step at a new place
-(its zeros move it along). Every worker makes the same calls in the same order, so
+more than its floats. Where a call leaves at most a sixteenth of its round
+(SKIPPED_ROOM), that room is zeros too and the next call starts the next round: a
+program that calls the same sizes over and over (DDP's buckets each step) then has a
+round of its own each time, which leaves at once and is whole when its last call is,
+where a stream that went on across rounds would cut each time at a new place (its
+zeros move it along). Every worker makes the same calls in the same order, so
 each call's floats lie at the same places of the same rounds on every worker.
 """
 
+import queue
 import threading
 from concurrent.futures import Future
 
@@ -38,23 +39,57 @@ class CallStream:
 
     def pieces(self, values):
         """[(start in its round, floats, whether they are the call's)] of `values` one
-        after another through the rounds, from the round being filled on: zeros for a
-        room skipped, the call's own floats, and zeros to the edge of its last
-        fragment."""
+        after another through the rounds, from the round being filled on: the call's own
+        floats, zeros to the edge of its last fragment, and zeros for the room it leaves
+        if that is little."""
         at, given, found = self.filling.stream_offset(), 0, []
-        room = self.floats - at
-        if 0 < room <= self.skipped and room < len(values) <= self.floats:
-            found.append((at, self.zeros[:room], False))
-            at = 0
         while given < len(values):
             taken = min(self.floats - at, len(values) - given)
             found.append((at, values[given:given + taken], True))
             given, at = given + taken, at + taken
             edge = min(self.floats, -(-at // self.per_fragment) * self.per_fragment)
-            if edge > at:
+            room = self.floats - at
+            if 0 < room <= self.skipped:
+                found.append((at, self.zeros[:room], False))
+            elif edge > at:
                 found.append((at, self.zeros[:edge - at], False))
             at = 0   # more values follow only if this round is whole: from the next one's start
         return found
+
+
+    def round_begun(self):
+        """Whether the round being filled has floats already (the next call goes on in
+        it), rather than the next call beginning a round."""
+        return self.filling.stream_offset() > 0
+
+
+class SubmittedPieces:
+    """The pieces of calls (FabricWorker.reduce_part's) waiting for the worker's I/O
+    thread, in order. Each begins once its round is fewer than `in_flight` past the
+    oldest round still open: a call over many rounds waits for the oldest to come back
+    rather than run past the rounds a summing node keeps."""
+
+    def __init__(self, in_flight):
+        self.in_flight = in_flight
+        self.waiting = queue.Queue()
+        self.held = None   # the next piece, taken out of `waiting`, whose round may not begin
+
+    def put(self, piece):
+        """piece: (its round's number, ...the rest of FabricWorker._contribute's arguments)."""
+        self.waiting.put(piece)
+
+    def ready(self, open_rounds):
+        """The pieces that may begin now, in order, given the rounds open (numbers)."""
+        while True:
+            if self.held is None:
+                if self.waiting.empty():
+                    return
+                self.held = self.waiting.get()
+            number = self.held[0]
+            if number - min(open_rounds, default=number) >= self.in_flight:
+                return
+            piece, self.held = self.held, None
+            yield piece
 
 
 def finished(result):

@@ -18,7 +18,6 @@ naming the host at fault, and so do the rounds after it.
 """
 
 import logging
-import queue
 import selectors
 import socket
 import threading
@@ -29,7 +28,7 @@ import numpy as np
 
 from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.datapath import datapath
-from syncfabric.hosts.jobs.call_stream import CallStream, finished, joined
+from syncfabric.hosts.jobs.call_stream import CallStream, SubmittedPieces, finished, joined
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.job_lease import LEASE_S, LeaseKeeper
 from syncfabric.hosts.packets.control_messages import control_message, missing_pairs, whole
@@ -148,8 +147,7 @@ class FabricWorker:
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
         self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path,
                                  self.rates)
-        self.submitted = queue.Queue()
-        self.held = None   # the submitted piece waiting for its round to begin (_begin)
+        self.submitted = SubmittedPieces(ROUNDS_IN_FLIGHT)
         self.filling = RoundFilling(self.layout)
         self.stream = CallStream(layout, self.filling)   # where allreduce_async's calls go
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
@@ -236,7 +234,8 @@ class FabricWorker:
         while not self.closing or self.own.lingering(self.closing_at, ROUND_FAIL_S):
             try:
                 self._pump(SHARD_LINGER_S / 4 if self.closing else None)
-                self._begin_submitted()
+                for piece in self.submitted.ready(self.rounds):
+                    self._contribute(*piece)
             except Exception as error:   # keep serving; the rounds in flight fail with it
                 LOG.exception("worker %s: round handling failed", self.name)
                 self._fail(JobError("worker %s: %s" % (self.name, error)))
@@ -258,21 +257,6 @@ class FabricWorker:
         due = next_due(self.own.senders())
         time.sleep(seconds if due is None else min(seconds, due))
         self._pump(0)
-
-    def _begin_submitted(self):
-        """Contribute the pieces submitted, in order, while each one's round is fewer than
-        ROUNDS_IN_FLIGHT past the oldest round open here; the next waits (held) until
-        the oldest is back."""
-        while True:
-            if self.held is None:
-                if self.submitted.empty():
-                    return
-                self.held = self.submitted.get()
-            number = self.held[0]
-            if number - min(self.rounds, default=number) >= ROUNDS_IN_FLIGHT:
-                return
-            piece, self.held = self.held, None
-            self._contribute(*piece)
 
     def _contribute(self, number, start, values, future, whole, complete, start_at):
         if self.failure is not None:
