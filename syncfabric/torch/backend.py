@@ -106,6 +106,27 @@ class FabricWork(dist.Work):
         return self.future.done()
 
 
+class CoalescedWork(dist.Work):
+    """Several collectives' Works as one: wait() waits for each (raising the first
+    error), and its Future ends with `outputs` once every one's has."""
+
+    def __init__(self, works, outputs):
+        super().__init__()
+        self.works, self.outputs = works, outputs
+
+    def wait(self, timeout=None):
+        for work in self.works:
+            work.wait()
+        return True
+
+    def get_future(self):
+        futures = torch.futures.collect_all([work.get_future() for work in self.works])
+        return futures.then(lambda _done: self.outputs)
+
+    def is_completed(self):
+        return all(work.is_completed() for work in self.works)
+
+
 class FabricProcessGroup(GlooUnderneath):
     """A process group whose eligible collectives go through the fabric (module doc);
     `counts` says how many calls went which way ({"fabric": n, "gloo": n})."""
@@ -170,6 +191,20 @@ class FabricProcessGroup(GlooUnderneath):
                                    self._min_bytes())
         return self._through(call, lambda: self.gloo_reduce_scatter_single(output, input,
                                                                             opts))
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        """Functional collectives' all_gather_into_tensor (FSDP2's): each pair as
+        all_gather_single (left to ProcessGroup's default, Gloo's held the GIL: hung)."""
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        return CoalescedWork([self.all_gather_single(output, input, opts)
+                              for output, input in zip(outputs, inputs)], outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        """Functional collectives' reduce_scatter_tensor: each pair as
+        reduce_scatter_single."""
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        return CoalescedWork([self.reduce_scatter_single(output, input, opts)
+                              for output, input in zip(outputs, inputs)], outputs)
 
     def _min_bytes(self):
         """The fewest bytes of a collective the fabric carries: min_bytes, or none while

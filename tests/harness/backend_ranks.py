@@ -2,8 +2,8 @@
 by loopback_jobs.run_ranks: init_process_group("fabric") on the controller stand-in,
 then all-reduces of several lengths, dtypes and ops, synchronous and not, each compared
 bit for bit with the same call over a Gloo group of the same ranks (integer-valued data:
-every order of summation gives the same sum), or (--lose-a-host) a host lost under a
-running job, under plain calls or DDP. It prints one JSON line: the error if any, each
+every order of summation gives the same sum), or (--fsdp) FSDP2 trained over both, or
+(--lose-a-host) a host lost under a running job, under plain calls or DDP. It prints one JSON line: the error if any, each
 call's verdict or what the calls after the loss raised, and how many calls went which
 way."""
 
@@ -15,6 +15,8 @@ import traceback
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from syncfabric.torch import FabricOptions
@@ -150,12 +152,38 @@ def fail_under_ddp(rank, answer, steps=6, leaves_at=3):
             return
 
 
+def fsdp_alike(rank, gloo, steps=20):
+    """FSDP2 (fully_shard on each layer and the model) of one MLP trained `steps` SGD
+    steps over this group (the fabric's) and over `gloo`, from the same parameters on
+    integer-valued data: whether every parameter ends bit for bit alike."""
+    meshes = [None, DeviceMesh.from_group(gloo, "cpu")]
+    models = []
+    for mesh in meshes:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                              nn.Linear(256, 10))
+        for layer in (*model[::2], model):
+            fully_shard(layer, mesh=mesh)
+        models.append(model)
+    for model in models:
+        optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -6)
+        for step in range(steps):
+            inputs = torch.Generator().manual_seed(step * 10 + rank)
+            model(torch.randint(-2, 3, (32, 64), generator=inputs).float()).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return all(same(ours.full_tensor(), theirs.full_tensor())
+               for ours, theirs in zip(models[0].parameters(), models[1].parameters()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--controller", required=True)
     parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
     parser.add_argument("--capacity-bytes", type=int, default=400_000)
     parser.add_argument("--min-bytes", type=int, default=100_000)
+    parser.add_argument("--fsdp", action="store_true",
+                        help="FSDP2 over the fabric and over Gloo instead (fsdp_alike)")
     parser.add_argument("--lose-a-host", choices=("calls", "ddp"),
                         help="rank 1 leaves once the job runs, under plain calls "
                              "(fail_on_a_lost_host) or DDP (fail_under_ddp)")
@@ -170,6 +198,8 @@ def main():
             fail_on_a_lost_host(rank, answer)
         elif args.lose_a_host == "ddp":
             fail_under_ddp(rank, answer)
+        elif args.fsdp:
+            answer["fsdp_alike"] = fsdp_alike(rank, dist.new_group(backend="gloo"))
         else:
             gloo = dist.new_group(backend="gloo")
             answer["verdicts"] = compare(CALLS, rank, gloo)

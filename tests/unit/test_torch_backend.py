@@ -4,8 +4,8 @@ all-reduces go through the job's rounds and equal Gloo's bit for bit, in every d
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
 the job is released at destroy_process_group; a refused job, or no controller, leaves
 every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
-with no hook trains over it as over Gloo. Which calls are eligible is decided from the
-arguments alone."""
+with no hook trains over it as over Gloo, and FSDP2 ends bit for bit as over Gloo.
+Which calls are eligible is decided from the arguments alone."""
 
 import numpy as np
 import pytest
@@ -101,6 +101,17 @@ def test_ddp_with_no_hook_trains_over_the_backend_as_it_does_over_gloo(stub):
     mine, theirs = np.array(ours[0]["parameters"]), np.array(gloo[0]["parameters"])
     assert np.abs(mine - theirs).max() <= 1e-6 * (1 + np.abs(theirs).max())
     assert stub.deleted == [1] and stub.jobs == {}
+
+
+def test_fsdp2_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
+    """fully_shard's all-gathers and reduce-scatters (functional collectives: their
+    coalesced forms, which over Gloo's default path held the GIL and hung) go through
+    the fabric, and 20 steps end with Gloo's parameters, bit for bit."""
+    answers = ranks(stub, "--fsdp", "--min-bytes", "0", "--capacity-bytes", "262144")
+    for answer in answers:
+        assert answer["fsdp_alike"] is True
+        assert answer["counts"]["fabric"] >= 20 * 6   # each step's all-gathers alone
+    assert stub.jobs == {}
 
 
 def test_a_round_that_fails_under_ddp_ends_the_run_with_its_error_not_a_crash(stub):
