@@ -16,9 +16,10 @@ with the same seed in every mode, in the workers' hosts
   spines' aggregators;
 - `ddp-backend`: the script with no hook, its process group init_process_group("fabric")
   (syncfabric/torch/backend.py), the job placed as fabric-stream's, its round as long as
-  the model (DDP's first collective, the broadcast of its parameters, sizes it). The
-  buckets stream through the rounds as calls, whose stats are not a step's, so its
-  steps' fidelity is judged by the machine's backlog alone, as Gloo's are.
+  the model (DDP's first collective, the broadcast of its parameters, sizes it): each
+  step's buckets are one round, whose stats judge its fidelity as the hook's do;
+- `fsdp-gloo` and `fsdp-backend` (asked for by --modes): the model sharded by FSDP2's
+  fully_shard on each layer, over Gloo and over the "fabric" backend.
 The aggregator daemon runs on every host the controller places a part of the job on.
 The CSV has a row per mode, model, worker count and step: the step's time (the slowest
 rank's), its compute without communication, the communication it exposed, the loss,
@@ -42,7 +43,8 @@ from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
 from experiments.testbed import FabricTestbed
 from experiments.train import time_to_accuracy
-from experiments.traffic.ddp_training import BACKEND_MODE, DEFAULT_MODES, MODES, PLACEMENT
+from experiments.traffic.ddp_training import (BACKEND_MODE, DEFAULT_MODES, FSDP_BACKEND,
+                                              FSDP_GLOO, MODES, OVER_GLOO, PLACEMENT)
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import (daemons_for, job_round_fidelity, planned_load_mbps,
                                      round_totals, stream_job)
@@ -53,7 +55,10 @@ COLUMNS = ["mode", "model", "workers", "step", "step_s", "compute_s", "comm_expo
            "test_accuracy", "ranks_identical", "elapsed_s", "bound_s", "link_mbps",
            "verified"] + fidelity.COLUMNS
 BASELINE = "gloo"
-HOOK_MODE = "fabric-stream"   # what ddp-backend's step is compared with
+HOOK_MODE = "fabric-stream"
+# each backend mode's step is compared with the mode's that differs in its transport only
+STEP_COMPARED = {BACKEND_MODE: (HOOK_MODE, "the hook's, placed alike"),
+                 FSDP_BACKEND: (FSDP_GLOO, "FSDP2 over Gloo")}
 
 
 def parse_args(argv):
@@ -102,7 +107,7 @@ def heaviest_job(args, aggregator_bw):
     """The most Mbit/s of flows one of the run's jobs puts on the fabric at args.bw (for
     --bw auto): the fabric modes' as planned, Gloo's ring every worker at the link rate."""
     _topo, view, hosts = job_fabric(args, aggregator_bw)
-    return max(count * args.bw if mode == BASELINE else planned_load_mbps(
+    return max(count * args.bw if mode in OVER_GLOO else planned_load_mbps(
         view, hosts[:count], hosts[count:], gradient_floats(spec), args.max_pss,
         PLACEMENT[mode])
         for count in args.workers for spec in args.models for mode in args.modes)
@@ -130,7 +135,7 @@ def mode_rows(bed, view, workers, spec, mode, args, bar):
     floats = gradient_floats(spec)
     arguments = ["--model", spec, "--mode", mode, "--steps", str(args.steps)]
     served = nullcontext()
-    if mode != BASELINE:
+    if mode not in OVER_GLOO:
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
                              floats, args.max_pss, PLACEMENT[mode])
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"])]
@@ -182,8 +187,9 @@ def summary(rows, target):
 
 
 def comparisons(modes, target):
-    """Each fabric mode against gloo: time to accuracy, final accuracy, and its step
-    against max(compute, S/B)."""
+    """Each mode but gloo against gloo: time to accuracy and final accuracy (the fabric's
+    modes), its step against max(compute, S/B), and (STEP_COMPARED) against the step of
+    the mode that differs in its transport only."""
     lines, baseline = [], modes.get(BASELINE)
     for mode, group in modes.items():
         if mode == BASELINE:
@@ -193,11 +199,11 @@ def comparisons(modes, target):
         if step:
             lines.append("%s %s x%d: step %.2fx max(compute, S/B)" % (
                 mode, group[0]["model"], group[0]["workers"], step / floor))
-        hooked = fidelity.faithful_median(modes.get(HOOK_MODE, []), "step_s")
-        if mode == BACKEND_MODE and step and hooked:
-            lines.append("  step %.3fx %s's (the hook's, placed alike)" % (step / hooked,
-                                                                            HOOK_MODE))
-        if baseline is None:
+        other, what = STEP_COMPARED.get(mode, (None, None))
+        compared = fidelity.faithful_median(modes.get(other, []), "step_s")
+        if step and compared:
+            lines.append("  step %.3fx %s's (%s)" % (step / compared, other, what))
+        if baseline is None or mode in OVER_GLOO:
             continue
         ours = time_to_accuracy(group, mode, target)
         theirs = time_to_accuracy(baseline, BASELINE, target)

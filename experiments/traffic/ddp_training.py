@@ -1,7 +1,9 @@
 """One rank of experiments.ddp: a user's DistributedDataParallel script on the digits (Adam),
 with the fabric's hook as its one added line (modes fabric-stream, fabric-colocated,
 fabric-in-network), with no hook over the "fabric" backend (ddp-backend: its process
-group's name is the one change), or over Gloo (gloo), and the measurements around it.
+group's name is the one change), or over Gloo (gloo); or the same model sharded by
+FSDP2's fully_shard over Gloo (fsdp-gloo) or over the "fabric" backend (fsdp-backend);
+and the measurements around it.
 
     GLOO_SOCKET_IFNAME=h1-eth0 python -m experiments.traffic.ddp_training --name h1 \\
         --data-ip 10.0.0.1 --rank 0 --world 8 --master 10.0.0.1:29500 --model cnn \\
@@ -11,10 +13,11 @@ Every rank starts each step at one moment (start_together) and times it to the e
 its optimizer.step() (step_s); compute_s is
 the same forward and backward on a copy of the model without DDP, plus the step
 (what the rank would take with no communication). After each step every rank's
-parameter hash is all-gathered over Gloo; rank 0 evaluates the test accuracy and
+parameter hash is all-gathered over Gloo; rank 0 (every rank under FSDP2, whose forward
+gathers the layers) evaluates the test accuracy, and rank 0
 prints one JSON line: when the step started (time.time()), the slowest rank's times,
 the mean loss, whether every rank's parameters are identical, (the fabric's modes) each
-rank's round stats (FabricWorker.stats) and (ddp-backend) how many of rank 0's
+rank's round stats (FabricWorker.stats) and (over the backend) how many of rank 0's
 collectives went through the fabric, or why none can (its group's gloo_only).
 """
 
@@ -28,6 +31,7 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from experiments.traffic.torch_models import digits, model_factory
@@ -37,10 +41,14 @@ from syncfabric.hosts.jobs.job_lease import LEASE_S
 from syncfabric.torch import FabricOptions, fabric_hook
 
 BACKEND_MODE = "ddp-backend"   # DDP over init_process_group("fabric"), no hook
+FSDP_GLOO = "fsdp-gloo"        # FSDP2 (fully_shard) over Gloo
+FSDP_BACKEND = "fsdp-backend"  # FSDP2 over init_process_group("fabric")
+OVER_GLOO = ("gloo", FSDP_GLOO)                # the modes with no job
+BACKEND_MODES = (BACKEND_MODE, FSDP_BACKEND)   # the modes over the "fabric" backend
 PLACEMENT = {"fabric-stream": "dedicated", "fabric-colocated": "colocated",
              "fabric-in-network": "in-network",
-             BACKEND_MODE: "dedicated"}   # the fabric modes' job placement
-MODES = ("gloo",) + tuple(PLACEMENT)
+             BACKEND_MODE: "dedicated", FSDP_BACKEND: "dedicated"}   # the fabric modes' jobs'
+MODES = OVER_GLOO + tuple(PLACEMENT)
 # the shards in the switches only when asked for
 DEFAULT_MODES = ("gloo", "fabric-stream", "fabric-colocated", BACKEND_MODE)
 START_AHEAD_S = 0.05   # how far ahead rank 0 names the moment every rank starts a step
@@ -61,11 +69,24 @@ def start_together():
 
 
 def parameter_hash(module):
-    """The parameters' bits (any dtype), hashed: equal on two ranks iff they are."""
+    """The parameters' bits (any dtype), hashed: equal on two ranks iff they are. FSDP2's
+    are gathered whole first (every rank calls it, in the same order)."""
     digest = hashlib.sha256()
     for parameter in module.parameters():
-        digest.update(parameter.detach().contiguous().view(torch.uint8).numpy().tobytes())
+        whole = parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
+        digest.update(whole.detach().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def distributed(module, mode):
+    """`module` as the mode trains it: FSDP2's fully_shard on each layer with parameters,
+    then on the whole (the fsdp modes), else DistributedDataParallel."""
+    if mode not in (FSDP_GLOO, FSDP_BACKEND):
+        return DistributedDataParallel(module)
+    for layer in list(module.modules()):
+        if layer is not module and any(True for _ in layer.parameters(recurse=False)):
+            fully_shard(layer)
+    return fully_shard(module)
 
 
 def timed_step(model, reference, optimizer, x, y, started):
@@ -80,7 +101,7 @@ def timed_step(model, reference, optimizer, x, y, started):
     reference.zero_grad()
     nn.functional.cross_entropy(reference(x), y).backward()
     compute_s = time.perf_counter() - ended + (ended - backward_done)
-    return float(loss), ended - started, compute_s
+    return float(loss.detach()), ended - started, compute_s
 
 
 def backend_worker():
@@ -126,9 +147,10 @@ def train(args):
     torch.manual_seed(args.seed)
     module = model_factory(args.model)()
     reference = copy.deepcopy(module)
-    model = DistributedDataParallel(module)
+    model = distributed(module, args.mode)
+    sharded = args.mode in (FSDP_GLOO, FSDP_BACKEND)
     reducer = None
-    if args.mode not in ("gloo", BACKEND_MODE):
+    if args.mode not in OVER_GLOO + BACKEND_MODES:
         # host: GLOO_SOCKET_IFNAME's
         reducer = fabric_hook(model, controller=args.controller, placement=PLACEMENT[args.mode],
                               shards=args.shards or "auto", ttl_s=args.lease_s)
@@ -145,6 +167,8 @@ def train(args):
         dist.barrier()
         rounds = round_stats(reducer, step, first_round)
         everyone = [None] * args.world
+        # FSDP2's forward gathers the layers: every rank takes part
+        tested = accuracy(module, x_test, y_test) if sharded or args.rank == 0 else None
         dist.all_gather_object(everyone, {"step_s": step_s, "compute_s": compute_s, "loss": loss,
                                           "hash": parameter_hash(module), "round": rounds})
         if args.rank == 0:
@@ -154,7 +178,7 @@ def train(args):
                 "started_at": started_at,   # every rank's
                 "compute_s": max(r["compute_s"] for r in everyone),
                 "loss": sum(r["loss"] for r in everyone) / args.world,
-                "test_accuracy": accuracy(module, x_test, y_test),
+                "test_accuracy": tested,
                 "ranks_identical": len({r["hash"] for r in everyone}) == 1,
                 "rounds": [r["round"] for r in everyone],
                 "fabric_calls": fabric_calls(),
@@ -172,7 +196,7 @@ def parse_args(argv):
     parser.add_argument("--lease-s", type=float, default=LEASE_S,
                         help="the job's lease, renewed by rank 0 (default %(default)s)")
     parser.add_argument("--min-bytes", type=int, default=None,
-                        help="ddp-backend: the smallest collective the fabric carries "
+                        help="over the backend: the smallest collective the fabric carries "
                              "(default: the backend's, FabricOptions.min_bytes)")
     parser.add_argument("--batch", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--learning-rate", type=float, default=0.003, help="Adam's")
@@ -181,9 +205,9 @@ def parse_args(argv):
 
 
 def backend_options(args):
-    """(the process group's backend, its pg_options): the fabric's for ddp-backend, its
+    """(the process group's backend, its pg_options): the fabric's for BACKEND_MODES, its
     job placed as the hook's fabric-stream; Gloo's otherwise."""
-    if args.mode != BACKEND_MODE:
+    if args.mode not in BACKEND_MODES:
         return "gloo", None
     options = FabricOptions(controller=args.controller, host=args.name,
                             job_options={"placement": PLACEMENT[args.mode],
