@@ -14,6 +14,7 @@ fabric-stream (shards on hosts beside the workers, whose daemons serve them), it
 as long as the smallest size the fabric carries (or an eighth of the largest): a
 longer call streams through several rounds, each spread over every shard.
 
+A run that fails (a rank's error) is said on stderr, and the others' rows still count.
 The CSV has a row per backend, worker count, collective, size and repeat: the slowest
 rank's time, whether every rank's result was exact, whether the call went through the
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
@@ -107,7 +108,11 @@ def run(args):
             tqdm(total=len(runs) * calls, desc="calls", unit="call", file=sys.stderr) as bar:
         for workers, backend in runs:
             bar.set_postfix_str("%s x%d" % (backend, workers))
-            rows += backend_rows(bed, view, hosts[:workers], backend, args, bar)
+            try:
+                rows += backend_rows(bed, view, hosts[:workers], backend, args, bar)
+            except RuntimeError as error:   # the other runs' rows still count
+                tqdm.write("collectives: %s among %d workers failed, no rows from it: %s"
+                           % (backend, workers, str(error)[:2000]), file=sys.stderr)
         leftovers = bed.leftovers()
     for row in rows:
         row["crossover_mb"] = crossover_mb(rows, row["workers"], row["collective"])

@@ -35,8 +35,8 @@ from syncfabric.torch.agreement import StoreAgreement
 from syncfabric.torch.collectives import (allgather_call, allreduce_call, broadcast_call,
                                           reduce_scatter_call, scaling)
 from syncfabric.torch.gloo_underneath import GlooUnderneath
-from syncfabric.torch.registration import (FabricHookError, agree_on_job, open_worker,
-                                           release_at_end)
+from syncfabric.torch.registration import (FabricHookError, agree_on_job,
+                                           close_and_release, open_worker, release_at_end)
 
 LOG = logging.getLogger("syncfabric.torch")
 NAME = "fabric"
@@ -75,10 +75,7 @@ class GroupJob:
         self.job, self.worker, self.group = job, worker, group
 
     def close(self):
-        try:
-            self.worker.close()
-        finally:
-            self.job.release()
+        close_and_release(self.worker, self.job)
 
 
 class FabricWork(dist.Work):

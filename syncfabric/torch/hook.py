@@ -26,8 +26,8 @@ import torch.distributed as dist
 
 from syncfabric.torch.agreement import GroupAgreement
 from syncfabric.torch.registration import (WIRE_DTYPES, FabricHookError, agree_on_job,
-                                           open_worker, release_at_end, where_gradients_are,
-                                           wire_floats)
+                                           close_and_release, open_worker, release_at_end,
+                                           where_gradients_are, wire_floats)
 
 LOG = logging.getLogger("syncfabric.torch")
 
@@ -124,14 +124,7 @@ class FabricReducer:
     def close(self):
         """Stop settling, close the worker, and (rank 0) release the job."""
         self.settling.put(None)
-        try:
-            self.worker.close()
-        finally:
-            try:
-                self.job.release()
-            except Exception as error:   # e.g. the controller is down: say what is left
-                LOG.error("job %d was not released (%s): DELETE /jobs/%d once the controller "
-                          "answers", self.job.id, error, self.job.id)
+        close_and_release(self.worker, self.job)
 
     def _settle(self):
         while True:

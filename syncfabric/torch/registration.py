@@ -210,6 +210,19 @@ def release_at_end(reducer):
     LIVE.append(reducer)
 
 
+def close_and_release(worker, job):
+    """Close this rank's `worker`, then release `job` (rank 0's handle does; the others'
+    do nothing); if the controller does not answer, say what is left behind."""
+    try:
+        worker.close()
+    finally:
+        try:
+            job.release()
+        except Exception as error:   # e.g. the controller is down
+            LOG.error("job %d was not released (%s): DELETE /jobs/%d once the controller "
+                      "answers", job.id, error, job.id)
+
+
 def close_all(synchronize=False):
     while LIVE:
         reducer = LIVE.pop()

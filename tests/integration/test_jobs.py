@@ -204,6 +204,20 @@ def test_ten_ddp_steps_over_the_fabric_backend_keep_every_rank_identical_and_lea
     assert bed.leftovers() == {}
 
 
+def test_ddp_over_the_fabric_backend_ends_bit_for_bit_as_over_gloo_and_leaves_nothing(
+        bed, daemons):
+    """DDP with no hook over init_process_group("fabric") and over Gloo, from the same
+    parameters, on gradients that are whole-number sums (tests/harness/ddp_alike_ranks.py):
+    alike bit for bit after 10 steps, and nothing left after destroy_process_group."""
+    rows = run_ranks(bed, WORKERS, "tests.harness.ddp_alike_ranks",
+                     ["--controller", bed.management_url, "--steps", "10"])
+    assert rows[0]["gloo_only"] is None, rows[0]["gloo_only"]
+    assert rows[0]["alike"] is True
+    assert rows[0]["counts"]["fabric"] >= 10   # the broadcast and every step's bucket
+    assert bed.client.get("/jobs") == {"jobs": []}
+    assert bed.leftovers() == {}
+
+
 def ddp_run(bed, steps, on_row):
     """A fabric-stream DDP run of tiny_digits with a short lease, on_row(row) at each step."""
     return run_ranks(bed, WORKERS, "experiments.traffic.ddp_training",

@@ -1,0 +1,56 @@
+"""One rank of DDP over the "fabric" backend against DDP over Gloo, in a Mininet host
+(tests/integration/test_jobs.py, by experiments.traffic.gloo_peers.run_ranks): a linear
+model trained with no hook over the fabric's world group and over a Gloo group of the
+same ranks, from the same parameters. Its gradients are sums of whole-number inputs at
+every step, whatever the parameters, so any order of summation gives the same sum and
+the two must end alike, bit for bit. Rank 0 prints one JSON line: whether they did,
+how many calls went which way, and why none went through the fabric if so."""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from syncfabric.hosts.training.gloo_peers import joined, rank_parser
+from syncfabric.torch import FabricOptions
+
+
+def trained(group, rank, steps):
+    """The parameters of nn.Linear(64, 10) after `steps` SGD steps of DDP over `group`."""
+    torch.manual_seed(0)
+    model = DistributedDataParallel(nn.Linear(64, 10), process_group=group)
+    optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -6)
+    for step in range(steps):
+        drawn = torch.Generator().manual_seed(step * 100 + rank)
+        model(torch.randint(-2, 3, (32, 64), generator=drawn).float()).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return [parameter.detach() for parameter in model.module.parameters()]
+
+
+def main(argv=None):
+    parser = rank_parser("ddp_alike_ranks", __doc__, "the number of workers")
+    parser.add_argument("--controller", required=True, help="the controller's URL")
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    # every bucket through the fabric, however small; one shard, as the test's jobs
+    options = FabricOptions(controller=args.controller, host=args.name, min_bytes=0,
+                            job_options={"shards": 1, "placement": "dedicated"})
+    with joined(args, "fabric", options):
+        ours = trained(dist.group.WORLD, args.rank, args.steps)
+        theirs = trained(dist.new_group(backend="gloo"), args.rank, args.steps)
+        alike = all(torch.equal(a.view(torch.int32), b.view(torch.int32))
+                    for a, b in zip(ours, theirs))
+        if args.rank == 0:
+            print(json.dumps({"alike": alike, "counts": dict(dist.group.WORLD.counts),
+                              "gloo_only": dist.group.WORLD.gloo_only}), flush=True)
+    sys.stdout.flush()
+    os._exit(0)   # as experiments.traffic.ddp_training: Gloo may abort in finalization
+
+
+if __name__ == "__main__":
+    sys.exit(main())
