@@ -192,9 +192,11 @@ def summary(rows):
                     "%.3f" % theirs if theirs else "unfaithful",
                     "%.2fx" % (ours / theirs) if ours and theirs else "-",
                     "fabric" if through else "gloo"))
-            lines.append("  %s x%d: the fabric is no slower from %s" % (
-                collective, workers, "%g MB" % crossover_mb(rows, workers, collective)
-                if crossover_mb(rows, workers, collective) is not None else "no size measured"))
+            crossover = crossover_mb(rows, workers, collective)
+            lines.append("  %s x%d: %s" % (
+                collective, workers, "the fabric is no slower from %g MB" % crossover
+                if crossover is not None else "no crossover: the fabric is slower at the "
+                "largest size measured, or no faithful time there says"))
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     return "\n".join(lines)
 

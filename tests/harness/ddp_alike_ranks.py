@@ -2,8 +2,9 @@
 (tests/integration/test_jobs.py, by experiments.traffic.gloo_peers.run_ranks): a linear
 model trained with no hook over the fabric's world group and over a Gloo group of the
 same ranks, from the same parameters. Its gradients are sums of whole-number inputs at
-every step, whatever the parameters, so any order of summation gives the same sum and
-the two must end alike, bit for bit. Rank 0 prints one JSON line: whether they did,
+every step, whatever the parameters (and whole numbers still once DDP divides them by
+the world size), so any order of summation gives the same sum and the two must end
+alike, bit for bit. Rank 0 prints one JSON line: whether they did,
 how many calls went which way, and why none went through the fabric if so."""
 
 import json
@@ -19,14 +20,17 @@ from syncfabric.hosts.training.gloo_peers import joined, rank_parser
 from syncfabric.torch import FabricOptions
 
 
-def trained(group, rank, steps):
-    """The parameters of nn.Linear(64, 10) after `steps` SGD steps of DDP over `group`."""
+def trained(group, rank, world, steps):
+    """The parameters of nn.Linear(64, 10) after `steps` SGD steps of DDP over `group`.
+    DDP divides each rank's gradient by the world size before the sum: inputs that are
+    multiples of it, world * 11 of them a step, keep each quotient a whole number."""
     torch.manual_seed(0)
     model = DistributedDataParallel(nn.Linear(64, 10), process_group=group)
     optimizer = torch.optim.SGD(model.parameters(), lr=2 ** -6)
     for step in range(steps):
         drawn = torch.Generator().manual_seed(step * 100 + rank)
-        model(torch.randint(-2, 3, (32, 64), generator=drawn).float()).sum().backward()
+        inputs = world * torch.randint(-2, 3, (world * 11, 64), generator=drawn)
+        model(inputs.float()).sum().backward()
         optimizer.step()
         optimizer.zero_grad()
     return [parameter.detach() for parameter in model.module.parameters()]
@@ -41,8 +45,8 @@ def main(argv=None):
     options = FabricOptions(controller=args.controller, host=args.name, min_bytes=0,
                             job_options={"shards": 1, "placement": "dedicated"})
     with joined(args, "fabric", options):
-        ours = trained(dist.group.WORLD, args.rank, args.steps)
-        theirs = trained(dist.new_group(backend="gloo"), args.rank, args.steps)
+        ours = trained(dist.group.WORLD, args.rank, args.world, args.steps)
+        theirs = trained(dist.new_group(backend="gloo"), args.rank, args.world, args.steps)
         alike = all(torch.equal(a.view(torch.int32), b.view(torch.int32))
                     for a, b in zip(ours, theirs))
         if args.rank == 0:

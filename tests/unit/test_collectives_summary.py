@@ -26,7 +26,7 @@ def test_a_size_without_a_faithful_time_has_no_claim():
     rows = [row("gloo", 4, 0.4), row("fabric", 4, 0.3, faithful=False)]
     assert crossover_mb(rows, 8, "all_reduce") is None
     text = summary(rows)
-    assert "unfaithful" in text and "no size measured" in text
+    assert "unfaithful" in text and "all_reduce x8: no crossover" in text
 
 
 def test_the_summary_gives_each_size_against_gloo():
