@@ -17,7 +17,8 @@ group to Gloo, and rank 0 logs why once. Every rank decides alike, from the call
 arguments and the calls before it; `counts` says how many calls went which way.
 
 Where the controller is and which fabric host each rank is: FabricOptions, passed as
-init_process_group's pg_options, or by default the environment (SYNCFABRIC_CONTROLLER;
+init_process_group's pg_options (a group made without them takes the default group's),
+or by default the environment (SYNCFABRIC_CONTROLLER;
 SYNCFABRIC_REST_TOKEN for the controller's token; SYNCFABRIC_HOSTS, each global rank's
 host, else the host of GLOO_SOCKET_IFNAME's address, as fabric_hook finds it;
 SYNCFABRIC_MIN_BYTES). docs/pytorch.md says more.
@@ -303,7 +304,15 @@ def create_group(common, options):
     if options is not None and not isinstance(options, FabricOptions):
         raise TypeError("the fabric backend's pg_options are a syncfabric.torch.FabricOptions, "
                         "not %s" % type(options).__name__)
-    return FabricProcessGroup(common, options or FabricOptions())
+    return FabricProcessGroup(common, options or inherited_options())
+
+
+def inherited_options():
+    """A new group's options where its caller gave none (new_group, a DeviceMesh's
+    groups): the default group's, if it is the fabric's (the same process: the same
+    controller and host), else the environment's."""
+    world = dist.group.WORLD if dist.is_initialized() else None
+    return world.options if isinstance(world, FabricProcessGroup) else FabricOptions()
 
 
 def register():

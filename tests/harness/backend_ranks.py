@@ -2,7 +2,8 @@
 by loopback_jobs.run_ranks: init_process_group("fabric") on the controller stand-in,
 then all-reduces of several lengths, dtypes and ops, synchronous and not, each compared
 bit for bit with the same call over a Gloo group of the same ranks (integer-valued data:
-every order of summation gives the same sum), or (--fsdp) FSDP2 trained over both, or
+every order of summation gives the same sum), or (--fsdp) FSDP2 or HSDP trained over
+both, or
 (--lose-a-host) a host lost under a running job, under plain calls or DDP. It prints one JSON line: the error if any, each
 call's verdict or what the calls after the loss raised, and how many calls went which
 way."""
@@ -15,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
@@ -152,11 +153,23 @@ def fail_under_ddp(rank, answer, steps=6, leaves_at=3):
             return
 
 
-def fsdp_alike(rank, gloo, steps=20):
+def fsdp_meshes(hybrid):
+    """[the fabric's mesh, Gloo's] of every rank: one dimension (FSDP2; None: the default
+    group's), or (hybrid) 2 replicas of 2 shards (HSDP), each dimension's groups ours or
+    Gloo's."""
+    if not hybrid:
+        return [None, DeviceMesh.from_group(dist.new_group(backend="gloo"), "cpu")]
+    shape, names = (2, dist.get_world_size() // 2), ("replicate", "shard")
+    return [init_device_mesh("cpu", shape, mesh_dim_names=names),
+            init_device_mesh("cpu", shape, mesh_dim_names=names,
+                             backend_override={0: "gloo", 1: "gloo"})]
+
+
+def fsdp_alike(rank, meshes, steps=20):
     """FSDP2 (fully_shard on each layer and the model) of one MLP trained `steps` SGD
-    steps over this group (the fabric's) and over `gloo`, from the same parameters on
-    integer-valued data: whether every parameter ends bit for bit alike."""
-    meshes = [None, DeviceMesh.from_group(gloo, "cpu")]
+    steps over the fabric's mesh and over Gloo's (fsdp_meshes), from the same parameters
+    on integer-valued data: whether every parameter ends bit for bit alike (each sum is
+    of two ranks: in either order, the same)."""
     models = []
     for mesh in meshes:
         torch.manual_seed(0)
@@ -182,8 +195,9 @@ def main():
     parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
     parser.add_argument("--capacity-bytes", type=int, default=400_000)
     parser.add_argument("--min-bytes", type=int, default=100_000)
-    parser.add_argument("--fsdp", action="store_true",
-                        help="FSDP2 over the fabric and over Gloo instead (fsdp_alike)")
+    parser.add_argument("--fsdp", choices=("fsdp", "hsdp"),
+                        help="FSDP2, or HSDP over 2 replicas, over the fabric and over Gloo "
+                             "instead (fsdp_alike)")
     parser.add_argument("--lose-a-host", choices=("calls", "ddp"),
                         help="rank 1 leaves once the job runs, under plain calls "
                              "(fail_on_a_lost_host) or DDP (fail_under_ddp)")
@@ -199,7 +213,7 @@ def main():
         elif args.lose_a_host == "ddp":
             fail_under_ddp(rank, answer)
         elif args.fsdp:
-            answer["fsdp_alike"] = fsdp_alike(rank, dist.new_group(backend="gloo"))
+            answer["fsdp_alike"] = fsdp_alike(rank, fsdp_meshes(args.fsdp == "hsdp"))
         else:
             gloo = dist.new_group(backend="gloo")
             answer["verdicts"] = compare(CALLS, rank, gloo)

@@ -4,7 +4,8 @@ all-reduces go through the job's rounds and equal Gloo's bit for bit, in every d
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
 the job is released at destroy_process_group; a refused job, or no controller, leaves
 every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
-with no hook trains over it as over Gloo, and FSDP2 ends bit for bit as over Gloo.
+with no hook trains over it as over Gloo, and FSDP2 and HSDP end bit for bit as over
+Gloo.
 Which calls are eligible is decided from the arguments alone."""
 
 import numpy as np
@@ -107,10 +108,23 @@ def test_fsdp2_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     """fully_shard's all-gathers and reduce-scatters (functional collectives: their
     coalesced forms, which over Gloo's default path held the GIL and hung) go through
     the fabric, and 20 steps end with Gloo's parameters, bit for bit."""
-    answers = ranks(stub, "--fsdp", "--min-bytes", "0", "--capacity-bytes", "262144")
+    answers = ranks(stub, "--fsdp", "fsdp", "--min-bytes", "0", "--capacity-bytes", "262144")
     for answer in answers:
         assert answer["fsdp_alike"] is True
         assert answer["counts"]["fabric"] >= 20 * 6   # each step's all-gathers alone
+    assert stub.jobs == {}
+
+
+def test_hsdp_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
+    """HSDP on 4 ranks (2 replicas of 2 shards): each of the mesh's groups is a "fabric"
+    group with a job of its own, and 20 steps end with Gloo's parameters, bit for bit."""
+    answers = run_ranks(4, ["--controller", stub.url, "--hosts", "w1,w2,w3,w4", "--fsdp",
+                            "hsdp", "--min-bytes", "0", "--capacity-bytes", "262144"],
+                        module="tests.harness.backend_ranks")
+    for answer in answers:
+        assert answer["error"] is None, answer.get("traceback")
+        assert answer["fsdp_alike"] is True
+    assert len(stub.posted) == 4   # the two shard groups' and the two replica groups'
     assert stub.jobs == {}
 
 
