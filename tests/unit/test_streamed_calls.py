@@ -28,7 +28,7 @@ FLOATS = PER_FRAGMENT * 20 + 100   # twenty fragments and a short one
 
 @pytest.fixture
 def workers():
-    report = loopback_job(92, ["w1", "w2"], FLOATS * 4, 29740)
+    report = loopback_job(96, ["w1", "w2"], FLOATS * 4, 29980)   # ports and job of its own
     pair = [FabricWorker(report, name) for name in ("w1", "w2")]
     yield pair
     for worker in pair:
@@ -127,7 +127,7 @@ def test_a_call_no_other_worker_joins_fails_naming_the_host_it_waits_for(workers
     monkeypatch.setattr(fabric_worker, "ROUND_FAIL_S", 0.5)
     started = time.monotonic()
     future = workers[0].allreduce_async(values(5000, 0, 4))
-    with pytest.raises(JobError, match=r"round 1 of job 92 failed: nothing came back for 0.5 s; "
+    with pytest.raises(JobError, match=r"round 1 of job 96 failed: nothing came back for 0.5 s; "
                        r"w2 \(sends its fragments to shard 0\); w2 \(shard 1.s host\) lacks"):
         future.result(timeout=10)
     assert time.monotonic() - started < 3
