@@ -56,7 +56,6 @@ class CallStream:
             at = 0   # more values follow only if this round is whole: from the next one's start
         return found
 
-
     def round_begun(self):
         """Whether the round being filled has floats already (the next call goes on in
         it), rather than the next call beginning a round."""
