@@ -98,9 +98,12 @@ def finished(result):
     return future
 
 
-def joined(futures):
-    """A Future of the results of `futures` (arrays) one after another, once all ended
-    (the first one's error if any failed); the one Future itself if there is one."""
+def joined(parts):
+    """A Future of the results of a call's own parts one after another (parts: [(Future,
+    whether it is the call's own)], from CallStream.pieces), once every part ended, the
+    zeros too: the stats of a round the call ends are filed by then (the first error if
+    any failed); the one Future itself if there is one."""
+    futures = [future for future, _own in parts]
     if len(futures) == 1:
         return futures[0]
     whole, left, lock = Future(), [len(futures)], threading.Lock()
@@ -114,7 +117,7 @@ def joined(futures):
         if failed:
             whole.set_exception(failed[0])
         else:
-            whole.set_result(np.concatenate([future.result() for future in futures]))
+            whole.set_result(np.concatenate([future.result() for future, own in parts if own]))
     for future in futures:
         future.add_done_callback(ended)
     return whole

@@ -37,7 +37,7 @@ from syncfabric.hosts.jobs.own_shards import SHARD_LINGER_S, OwnShards
 from syncfabric.hosts.jobs.phase_windows import WorkerCadence
 from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
-from syncfabric.hosts.transport.receivers import Wakeup, receiving_socket
+from syncfabric.hosts.transport.receivers import Wakeup
 from syncfabric.hosts.jobs.warm_arrays import RoundArrays
 from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.jobs.worker_sends import WorkerSends
@@ -139,9 +139,8 @@ class FabricWorker:
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
         for shard in layout.shards:
             if shard.host != name:
-                group = shard.group_of(name)
-                returned = ReturnedSums(layout, shard, receiving_socket(
-                    group, shard.port, [group], data_ip), self.rounds, self.path)
+                returned = ReturnedSums.heard_by(layout, shard, name, data_ip, self.rounds,
+                                                 self.path)
                 self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
@@ -172,15 +171,17 @@ class FabricWorker:
         of model_bytes / 4 floats at a round's edge is that whole round; a longer one, or
         one the round being filled has too little room for, goes on into the next rounds.
         Its datagrams are made now and leave from start_at (time.time(); a moment all
-        share). As with any asynchronous collective, `values` must not change until the
-        Future ends: the worker reads float32 values where they are, to send them again."""
+        share). The Future ends once the zeros are back too: the stats of a round the call
+        ends are filed by then. As with any asynchronous collective, `values` must not
+        change until the Future ends: the worker reads float32 values where they are, to
+        send them again."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         if not len(values):
             return finished(values)
         with self.stream.lock:
             parts = [(self.reduce_part(start, piece, start_at), own)
                      for start, piece, own in self.stream.pieces(values)]
-        return joined([future for future, own in parts if own])
+        return joined(parts)
 
     def allreduce(self, values, timeout=None):
         return self.allreduce_async(values).result(timeout)
@@ -277,6 +278,7 @@ class FabricWorker:
         finally:
             current.sending = False
         current.sent = complete
+        self._check_rounds()   # what came back mid-pass waited for the pass to end
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)
@@ -289,14 +291,13 @@ class FabricWorker:
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
                 self.cadence.timing.back(number, time.time())
-            for start, stop, future in current.summed_parts():   # each float placed once:
-                future.set_result(current.result[start:stop])     # nothing writes it again
+            # mid-pass, a round's Futures wait: its stats are filed when the pass ends
+            for start, stop, future in [] if current.sending else current.summed_parts():
+                future.set_result(current.result[start:stop])   # each float placed once
             waiting = number in self.rounds and current.awaiting()   # given, not back
             fail_s = round_fail_s(self.rates.at(number))
             if waiting and now - current.progress_at > fail_s:
-                self._fail(JobError("round %d of job %d failed: nothing came back for %.3g s; %s"
-                                    % (number, self.layout.id, fail_s,
-                                       blame(self.layout, self.own.nodes, current, fail_s))))
+                self._fail(stalled(self.layout, self.own.nodes, current, fail_s))
             elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
@@ -314,6 +315,13 @@ def round_fail_s(layout):
     ROUND_FAIL_S, or ROUND_FAIL_ROUNDS of the round the controller predicts if longer (a
     slow shared round of 14 s on 8x8 failed after 4)."""
     return max(ROUND_FAIL_S, ROUND_FAIL_ROUNDS * (layout.predicted_round_s or 0.0))
+
+
+def stalled(layout, own_nodes, current, fail_s):
+    """The error of a round that made no progress for fail_s, naming whom it waits for."""
+    return JobError("round %d of job %d failed: nothing came back for %.3g s; %s"
+                    % (current.number, layout.id, fail_s,
+                       blame(layout, own_nodes, current, fail_s)))
 
 
 def blame(layout, own_nodes, current, fail_s):

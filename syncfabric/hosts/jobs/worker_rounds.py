@@ -11,6 +11,7 @@ from syncfabric.hosts.packets.gradient_wire import FLOATS, HEADER, carries_fragm
 from syncfabric.hosts.packets.control_messages import control_packet
 from syncfabric.hosts.jobs.job_roles import missing_ranges
 from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
+from syncfabric.hosts.transport.receivers import receiving_socket
 
 
 class Round:
@@ -191,6 +192,14 @@ class ReturnedSums:
     def __init__(self, layout, shard, sock, rounds, path=None):
         self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
         self.path = path or datapath()
+
+    @classmethod
+    def heard_by(cls, layout, shard, name, address, rounds, path):
+        """The sums of `shard` as worker `name` hears them: on the shard's group for it, at
+        the shard's port, received on `name`'s data address."""
+        group = shard.group_of(name)
+        return cls(layout, shard, receiving_socket(group, shard.port, [group], address),
+                   rounds, path)
 
     def take(self):
         """Place the sums waiting on the socket, a batch at a time until one finds it
