@@ -12,7 +12,7 @@ import pytest
 
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.packets.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
-from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.jobs.job_layout import JobError, JobLayout, striped_order
 from syncfabric.hosts.packets.control_messages import control_message, control_packet
 from syncfabric.hosts.jobs.fabric_worker import ROUND_FAIL_S, round_fail_s
 from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
@@ -212,6 +212,13 @@ def test_an_aggregator_sends_its_aggregate_on_and_again_when_a_worker_repeats():
     finally:
         node.sock.close()
         ps.close()
+
+
+def test_values_in_pieces_spread_over_every_leg_of_every_shard_from_the_first_piece():
+    # two shards of 6 fragments, each over two legs (aggregators) of 3
+    order = striped_order([(0, 6), (6, 12), (0, 3), (3, 6), (6, 9), (9, 12)], 12)
+    assert sorted(order) == list(range(12)) and order[-1] == 11   # the short last stays last
+    assert sorted(order[:4]) == [0, 3, 6, 9]   # a third of the round: one fragment of each leg
 
 
 def test_a_host_refuses_a_job_it_cannot_frame():

@@ -111,16 +111,20 @@ class JobLayout:
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
         for shard in self.shards:
             self.shard_of[shard.first:shard.last] = shard.index
-        self.wire_of = striped_order(self.shards, self.count)   # a worker's block -> fragment
+        self.wire_of = striped_order(self._ranges(), self.count)   # a worker's block -> fragment
         self.block_of = np.argsort(self.wire_of)                 # and back
+
+    def _ranges(self):
+        """Every range of fragments (first, last) the job names: its shards', its legs'
+        and its aggregated workers'."""
+        ranges = [(s.first, s.last) for s in self.shards]
+        ranges += [(leg.first, leg.last) for legs in self.legs.values() for leg in legs]
+        return ranges + [f for a in self.aggregations for f in a.workers.values()]
 
     def _check_ranges(self):
         """JobError unless every range of fragments (a shard's, a leg's, an aggregated
         worker's) lies within the job's and every shard a leg names exists."""
-        ranges = [(s.first, s.last) for s in self.shards]
-        ranges += [(leg.first, leg.last) for legs in self.legs.values() for leg in legs]
-        ranges += [f for a in self.aggregations for f in a.workers.values()]
-        for first, last in ranges:
+        for first, last in self._ranges():
             if not 0 <= first <= last <= self.count:
                 raise JobError("job %s: fragments %s..%s lie outside its %d" % (
                     self.id, first, last, self.count))
@@ -244,14 +248,18 @@ def aggregators_borrowable(borrow, job_id):
     return {host: float(mbps) for host, mbps in found.items()}
 
 
-def striped_order(shards, count):
+def striped_order(ranges, count):
     """Which fragment carries each block of per_fragment floats of a worker's values:
-    the shards' fragments interleaved in proportion to their sizes, so that values that
-    come in pieces (DDP's buckets) keep every shard's leg busy from the first piece. The
-    short last fragment stays last (it is the last shard's last)."""
+    the job's fragments cut at every edge of `ranges` (its shards', legs' and aggregated
+    workers' (first, last)), the pieces interleaved in proportion to their sizes, so
+    that values that come in pieces (DDP's buckets, a call shorter than a round) keep
+    every leg busy from the first piece. Cut at shards' edges alone, a third of a round
+    whose shards each went over several aggregators took one aggregator's leg of each
+    shard, and as long as the whole round. The short last fragment stays last (the last
+    of the last piece)."""
+    edges = sorted({0, count, *(edge for first_last in ranges for edge in first_last)})
     order = np.arange(count)
     progress = np.zeros(count)
-    for shard in shards:
-        size = shard.last - shard.first
-        progress[shard.first:shard.last] = (np.arange(size) + 1) / size
+    for first, last in zip(edges, edges[1:]):
+        progress[first:last] = (np.arange(last - first) + 1) / (last - first)
     return order[np.lexsort((order, progress))]
