@@ -76,5 +76,34 @@ class GlooUnderneath(dist.ProcessGroup):
         return self.gloo.allgather([list(output.chunk(self.size()))], [input], opts)
 
     def gloo_reduce_scatter_single(self, output, input, opts):   # noqa: A002
-        """reduce_scatter_tensor over Gloo: its list form, from the input's slices."""
-        return self.gloo.reduce_scatter([output], [list(input.chunk(self.size()))], opts)
+        """reduce_scatter_tensor over Gloo as Gloo's own is: an all-reduce of a copy of
+        the input, this rank's slice of it copied out (Gloo's list form, its
+        reduce-scatter algorithm, took 3.1x as long among 8 ranks at 128 KiB)."""
+        summed = input.clone()
+        options = dist.AllreduceOptions()
+        options.reduceOp, options.timeout = opts.reduceOp, opts.timeout
+        work = self.gloo.allreduce([summed], options)
+        return CopiedWork(work, summed.chunk(self.size())[self.rank()], output)
+
+
+class CopiedWork(dist.Work):
+    """A Work whose result is copied out once it ends: `source` (written by `work`) into
+    `output`, by wait() or before its Future ends with [output]."""
+
+    def __init__(self, work, source, output):
+        super().__init__()
+        self.work, self.source, self.output = work, source, output
+
+    def wait(self, timeout=None):
+        self.work.wait()
+        self.output.copy_(self.source)
+        return True
+
+    def get_future(self):
+        def copied(_done):
+            self.output.copy_(self.source)
+            return [self.output]
+        return self.work.get_future().then(copied)
+
+    def is_completed(self):
+        return self.work.is_completed()

@@ -102,6 +102,14 @@ def compare_collectives(rank, size, gloo):
     dist.reduce_scatter_tensor(theirs, whole, op=dist.ReduceOp.AVG, group=gloo)
     dist.reduce_scatter_tensor(ours, whole, op=dist.ReduceOp.AVG)
     verdicts["reduce_scatter_tensor_avg_fp16"] = same(ours, theirs)
+    fresh = dist.new_group()   # the fabric's too, and no job yet: a short call goes to Gloo
+    whole = integers(size * 100, "float32", rank, 7)
+    ours, theirs = torch.empty(100), torch.empty(100)
+    dist.reduce_scatter_tensor(theirs, whole, group=gloo)
+    work = dist.reduce_scatter_tensor(ours, whole, group=fresh, async_op=True)
+    verdicts["reduce_scatter_tensor_over_gloo"] = (
+        work.get_future().wait()[0] is ours and same(ours, theirs)
+        and fresh.counts == {"fabric": 0, "gloo": 1})
     parts = [integers(30_000 + k, "float32", rank, 5 + k) for k in range(3)]
     ours, theirs = [p.clone() for p in parts], [p.clone() for p in parts]
     dist.all_reduce_coalesced(theirs, group=gloo)
