@@ -91,8 +91,9 @@ def heaviest_job(args, aggregator_bw):
 
 def round_bytes(args):
     """The fabric's job's round, in whole float32s: the smallest size it carries, or an
-    eighth of the largest if more (a call over more rounds than a summing node keeps,
-    job_roles.KEPT_ROUNDS, loses the oldest before they are summed)."""
+    eighth of the largest if more, so that the longest call is a few long rounds rather
+    than many short ones (each with its fixed costs; at most ROUNDS_IN_FLIGHT of a call's
+    are open at once, fabric_worker.py). Measured with these rounds: docs/pytorch.md."""
     smallest = min(size for size in args.sizes if size > BELOW_MB)
     return 4 * (int(max(smallest, max(args.sizes) / 8) * 2 ** 20) // 4)
 

@@ -18,10 +18,10 @@ arguments and the calls before it; `counts` says how many calls went which way.
 
 Where the controller is and which fabric host each rank is: FabricOptions, passed as
 init_process_group's pg_options (a group made without them takes the default group's),
-or by default the environment (SYNCFABRIC_CONTROLLER;
-SYNCFABRIC_REST_TOKEN for the controller's token; SYNCFABRIC_HOSTS, each global rank's
-host, else the host of GLOO_SOCKET_IFNAME's address, as fabric_hook finds it;
-SYNCFABRIC_MIN_BYTES). docs/pytorch.md says more.
+or by default the environment (SYNCFABRIC_CONTROLLER; SYNCFABRIC_REST_TOKEN for the
+controller's token; SYNCFABRIC_HOSTS, each global rank's host, else the host of
+GLOO_SOCKET_IFNAME's address, as fabric_hook finds it; SYNCFABRIC_MIN_BYTES).
+docs/pytorch.md says more.
 """
 
 import logging

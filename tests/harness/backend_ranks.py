@@ -3,10 +3,9 @@ by loopback_jobs.run_ranks: init_process_group("fabric") on the controller stand
 then all-reduces of several lengths, dtypes and ops, synchronous and not, each compared
 bit for bit with the same call over a Gloo group of the same ranks (integer-valued data:
 every order of summation gives the same sum), or (--fsdp) FSDP2 or HSDP trained over
-both, or
-(--lose-a-host) a host lost under a running job, under plain calls or DDP. It prints one JSON line: the error if any, each
-call's verdict or what the calls after the loss raised, and how many calls went which
-way."""
+both, or (--lose-a-host) a host lost under a running job, under plain calls or DDP. It
+prints one JSON line: the error if any, each call's verdict or what the calls after the
+loss raised, and how many calls went which way."""
 
 import argparse
 import json
