@@ -54,8 +54,11 @@ def test_a_round_starts_at_its_next_window_or_at_once_if_a_little_late():
     late = 1003.0 + LATE_FRACTION * 10.0 - 0.01
     assert window.next_start(late) == 1003.0                         # a little late: at once
     assert window.next_start(1003.0 + LATE_FRACTION * 10.0 + 0.01) == 1013.0   # the next one
+    window.follow({"period_s": 10.0, "phase_offset_s": 5.0})   # moved once it planned
+    assert window.planned_by.phase_offset_s == 3.0             # what the round started by
     window.follow({"period_s": None, "phase_offset_s": None})
     assert window.next_start(1000.0) is None
+    assert window.planned_by is None
 
 
 def test_a_worker_says_its_last_round_and_its_compute():

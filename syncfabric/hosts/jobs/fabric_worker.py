@@ -192,10 +192,10 @@ class FabricWorker:
         Asking ends the caller's compute, as the controller learns it."""
         return self.cadence.next_start()
 
-    def current_window(self):
-        """The job's window as its latest report says (phase_windows.JobWindow), None
-        without one."""
-        return self.cadence.window.window
+    def planned_window(self):
+        """The job's window the last next_window() planned by (phase_windows.JobWindow),
+        None without one: the latest report may have moved it since."""
+        return self.cadence.window.planned_by
 
     def wait_served(self, timeout_s=SERVED_WAIT_S):
         """Once every summing node it sends to answers hello; JobError: the silent hosts."""

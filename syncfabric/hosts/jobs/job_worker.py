@@ -101,7 +101,7 @@ def run(args):
             if due is not None:
                 wait_until(due - MADE_AHEAD_S)
             pending.append((number, perf_counter_at(due), max(due or 0.0, time.time()),
-                            worker.current_window(),
+                            worker.planned_window(),
                             worker.allreduce_async(values, start_at=due)))
             if len(pending) >= args.in_flight or number == args.rounds:
                 for done, started, started_at, window, future in pending:

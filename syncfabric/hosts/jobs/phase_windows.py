@@ -62,6 +62,7 @@ class PhaseWindow:
 
     def __init__(self, report):
         self.window = window_of(report)
+        self.planned_by = None   # the window next_start last planned a round by
 
     def follow(self, report):
         self.window = window_of(report)   # replaced whole: the caller's thread reads it
@@ -69,8 +70,10 @@ class PhaseWindow:
     def next_start(self, now):
         """When a round asked for at `now` (time.time()) starts: its window's next start,
         or now-ish if it is late by less than LATE_FRACTION of the period (a moment in
-        the past, which every worker of the job computes alike); None: no window."""
-        window = self.window
+        the past, which every worker of the job computes alike); None: no window.
+        The window it planned by stays in planned_by: a report may move the window
+        before the round's start is judged against it."""
+        window = self.planned_by = self.window
         if window is None:
             return None
         period, offset = window.period_s, window.phase_offset_s
