@@ -145,14 +145,16 @@ class FabricProcessGroup(GlooUnderneath):
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
-        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
-        return self._through(call, lambda: self.gloo.allreduce(*premultiplied(tensors, opts)))
+        call = None   # several tensors: Gloo's (each gets the sum of all), not end to end
+        if len(tensors) == 1:
+            call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
+        return self._through(call, lambda: premultiplied(self.gloo.allreduce, tensors, opts))
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
         call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
-        return self._through(call, lambda: self.gloo.allreduce_coalesced(
-            *premultiplied(tensors, opts)))
+        return self._through(call, lambda: premultiplied(self.gloo.allreduce_coalesced,
+                                                         tensors, opts))
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
@@ -284,18 +286,26 @@ def host_by_environment(common):
     return hosts[rank]
 
 
-def premultiplied(tensors, opts):
-    """(tensors, opts) for Gloo's all-reduce, which lacks PREMUL_SUM: such a call's tensors
-    multiplied by its factor in place (an all-reduce's inputs are its outputs) and its op
-    made SUM, on a copy of opts; any other call's as they are."""
+def premultiplied(gloo_allreduce, tensors, opts):
+    """gloo_allreduce(tensors, opts): Gloo's all-reduce, which lacks PREMUL_SUM. Such a
+    call's tensors are multiplied by its factor in place (an all-reduce's inputs are its
+    outputs) and its op made SUM, on a copy of opts; if Gloo then refuses the call (mixed
+    dtypes, say), the tensors are put back as they were: a refused call changes nothing.
+    Any other call goes as it is."""
     if opts.reduceOp != dist.ReduceOp.PREMUL_SUM or scaling(opts.reduceOp, 1) is None:
-        return tensors, opts
+        return gloo_allreduce(tensors, opts)
     factor, _divide = scaling(opts.reduceOp, 1)
     summed = type(opts)()
     summed.reduceOp, summed.timeout = dist.ReduceOp.SUM, opts.timeout
-    for tensor in tensors:
-        tensor.mul_(factor)
-    return tensors, summed
+    kept = [tensor.clone() for tensor in tensors]
+    try:
+        for tensor in tensors:
+            tensor.mul_(factor)
+        return gloo_allreduce(tensors, summed)
+    except BaseException:
+        for tensor, before in zip(tensors, kept):
+            tensor.copy_(before)
+        raise
 
 
 def create_group(common, options):

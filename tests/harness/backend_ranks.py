@@ -118,7 +118,24 @@ def compare_collectives(rank, size, gloo):
     dist.all_reduce(ours, op=dist._make_nccl_premul_sum(3.0))
     expected = sum(3.0 * integers(70_000, "float32", r, 6) for r in range(size))
     verdicts["premul_sum"] = same(ours, expected)
+    verdicts["premul_sum_refused_changes_nothing"] = premul_refused_unchanged(rank)
     return verdicts
+
+
+def premul_refused_unchanged(rank):
+    """A PREMUL_SUM call Gloo refuses raises, and leaves its tensors as they were, not
+    multiplied by its factor: two tensors of two lengths to the group's own allreduce,
+    as torch.distributed calls it (several tensors are Gloo's: each gets the sum of
+    all, which Gloo checks are alike)."""
+    uneven = [integers(100, "float32", rank, 8), integers(101, "float32", rank, 8)]
+    before = [tensor.clone() for tensor in uneven]
+    options = dist.AllreduceOptions()
+    options.reduceOp = dist._make_nccl_premul_sum(3.0)
+    try:
+        dist.group.WORLD.allreduce(uneven, options)
+    except RuntimeError:
+        return all(same(now, then) for now, then in zip(uneven, before))
+    return False
 
 
 def fail_on_a_lost_host(rank, answer):

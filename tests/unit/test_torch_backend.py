@@ -24,7 +24,8 @@ OVER_FABRIC = 6            # of backend_ranks.CALLS: the six the fabric carries
 COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
                "reduce_scatter", "reduce_scatter_tensor_avg_fp16", "all_reduce_coalesced",
                "premul_sum"}   # backend_ranks.compare_collectives: all through the fabric
-OVER_GLOO = {"reduce_scatter_tensor_over_gloo"}   # and in a group of its own, through Gloo
+OVER_GLOO = {"reduce_scatter_tensor_over_gloo",   # and in a group of its own, through Gloo
+             "premul_sum_refused_changes_nothing"}   # and one Gloo refuses
 
 
 @pytest.fixture
