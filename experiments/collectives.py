@@ -20,6 +20,9 @@ rank's time, whether every rank's result was exact, whether the call went throug
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
 gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
+Each group's first call, an all-reduce of the smallest size the fabric carries in
+which the fabric's group makes its job, is timed apart: `first_call_s` in each of the
+group's rows and a line of the summary, not a repeat of any collective.
 """
 
 import statistics
@@ -35,13 +38,14 @@ from experiments.cli import (announce_rate, comma_list, csv_out_argument, experi
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.collectives import plot_collectives
 from experiments.testbed import FabricTestbed
-from experiments.traffic.collective_ranks import COLLECTIVES
+from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL
 from experiments.traffic.gloo_peers import run_ranks
 from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
 from syncfabric.torch.backend import MIN_BYTES
 
 COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
-           "through_fabric", "verified", "link_mbps", "crossover_mb"] + fidelity.COLUMNS
+           "through_fabric", "verified", "link_mbps", "crossover_mb",
+           "first_call_s"] + fidelity.COLUMNS
 BACKENDS = ("gloo", "fabric")
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
@@ -89,20 +93,24 @@ def heaviest_job(args, aggregator_bw):
         for count in args.workers)
 
 
+def smallest_carried_mb(args):
+    """The smallest size of --sizes that the fabric carries (above its threshold)."""
+    return min(size for size in args.sizes if size > BELOW_MB)
+
+
 def round_bytes(args):
     """The fabric's job's round, in whole float32s: the smallest size it carries, or an
     eighth of the largest if more, so that the longest call is a few long rounds rather
     than many short ones (each with its fixed costs; at most ROUNDS_IN_FLIGHT of a call's
     are open at once, fabric_worker.py). Measured with these rounds: docs/pytorch.md."""
-    smallest = min(size for size in args.sizes if size > BELOW_MB)
-    return 4 * (int(max(smallest, max(args.sizes) / 8) * 2 ** 20) // 4)
+    return 4 * (int(max(smallest_carried_mb(args), max(args.sizes) / 8) * 2 ** 20) // 4)
 
 
 def run(args):
     announce_rate(args)
     topo, view, hosts = job_fabric(args, args.aggregator_bw)
     runs = [(n, backend) for n in args.workers for backend in BACKENDS]
-    calls = len(args.sizes) * len(COLLECTIVES) * args.repeats
+    calls = len(args.sizes) * len(COLLECTIVES) * args.repeats + 1   # and the first call
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("collectives")) as bed, \
@@ -124,7 +132,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
     """One backend's calls among `workers`: the ranks in their hosts (and, for the
     fabric, the daemons of the hosts its job is placed on), a row per call."""
     arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
-                 "--repeats", str(args.repeats)]
+                 "--repeats", str(args.repeats), "--first-mb", repr(smallest_carried_mb(args))]
     if backend == "fabric":
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
@@ -138,14 +146,18 @@ def backend_rows(bed, view, workers, backend, args, bar):
         results = run_ranks(bed, workers, "experiments.traffic.collective_ranks", arguments,
                             on_row=lambda _row: bar.update(1))
     usage = sampling.stop()
+    first_s = next((r["seconds"] for r in results if r["collective"] == FIRST_CALL), None)
     rows = []
     for result in results:
+        if result["collective"] == FIRST_CALL:
+            continue
         during = usage.during(result["started_at"], result["started_at"] + result["seconds"])
         rows.append(dict(fidelity.verdict(None, None, None, 0, during), backend=backend,
                          workers=len(workers), collective=result["collective"],
                          size_mb=result["size_mb"], repeat=result["repeat"],
                          seconds=result["seconds"], through_fabric=result["through_fabric"],
-                         verified=result["verified"], link_mbps=args.bw))
+                         verified=result["verified"], link_mbps=args.bw,
+                         first_call_s=first_s))
     return rows
 
 
@@ -177,6 +189,7 @@ def summary(rows):
     lines = ["%-15s %3s %8s %10s %10s %7s %8s" % ("collective", "n", "size_mb", "fabric_s",
                                                   "gloo_s", "ratio", "through")]
     for workers in dict.fromkeys(r["workers"] for r in rows):
+        lines.append(first_calls(rows, workers))
         for collective in COLLECTIVES:
             measured = sorted({r["size_mb"] for r in rows if r["workers"] == workers
                                and r["collective"] == collective})
@@ -200,6 +213,16 @@ def summary(rows):
                 "largest size measured, or no faithful time there says"))
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     return "\n".join(lines)
+
+
+def first_calls(rows, workers):
+    """The summary's line of each backend's first call among `workers`."""
+    said = {}
+    for row in rows:
+        if row["workers"] == workers and row["first_call_s"] is not None:
+            said[row["backend"]] = "%s %.3f s" % (row["backend"], row["first_call_s"])
+    return "first call x%d (the fabric's group makes its job in it): %s" % (
+        workers, ", ".join(said[b] for b in BACKENDS if b in said) or "none measured")
 
 
 def main(argv=None):

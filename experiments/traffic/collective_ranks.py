@@ -11,7 +11,9 @@ reduce_scatter_tensor) runs --repeats times. Every rank starts each call at one 
 (ddp_training.start_together) and times it to its wait()'s return; rank 0 prints one
 JSON line per call: the slowest rank's time, whether every rank's result was exact
 (whole numbers: every order of summation gives the same sum), and whether the call
-went through the fabric (the group's counts).
+went through the fabric (the group's counts). Before them, the group's first call
+(FIRST_CALL: an all-reduce of --first-mb), in which the fabric's group makes its job
+and Gloo's connects, is timed and printed alike: a one-time cost, not any call's.
 """
 
 import json
@@ -28,6 +30,7 @@ from syncfabric.hosts.training.gloo_peers import joined, rank_parser
 from syncfabric.torch import FabricOptions
 
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter")
+FIRST_CALL = "first_call"   # the group's first call, as a row's collective
 
 
 def whole_numbers(floats, rank, seed):
@@ -67,26 +70,39 @@ def fabric_calls():
     return getattr(dist.group.WORLD, "counts", {}).get("fabric", 0)
 
 
+def floats_of(size_mb, world):
+    """A size in MB as float32s, a whole number of them per rank."""
+    return int(size_mb * 2 ** 20) // 4 // world * world
+
+
 def measure(args):
+    first = floats_of(args.first_mb, args.world)
+    timed(args, FIRST_CALL, args.first_mb, 1, call("all_reduce", first, args.rank, args.world, 0))
     for size_mb in args.sizes:
-        floats = int(size_mb * 2 ** 20) // 4 // args.world * args.world
+        floats = floats_of(size_mb, args.world)
         for name in COLLECTIVES:
             for repeat in range(1, args.repeats + 1):
-                start, work_of = call(name, floats, args.rank, args.world, repeat)
-                before = fabric_calls()
-                started, started_at = start_together()
-                start().wait()
-                took = time.perf_counter() - started
-                mine = {"s": took, "exact": bool(work_of()),
-                        "fabric": fabric_calls() > before}
-                everyone = [None] * args.world
-                dist.all_gather_object(everyone, mine)
-                if args.rank == 0:
-                    print(json.dumps({
-                        "collective": name, "size_mb": size_mb, "repeat": repeat,
-                        "started_at": started_at, "seconds": max(r["s"] for r in everyone),
-                        "verified": all(r["exact"] for r in everyone),
-                        "through_fabric": all(r["fabric"] for r in everyone)}), flush=True)
+                timed(args, name, size_mb, repeat,
+                      call(name, floats, args.rank, args.world, repeat))
+
+
+def timed(args, name, size_mb, repeat, made):
+    """Make the call `made` (call()'s pair) on every rank at one moment; rank 0 prints
+    its row."""
+    start, work_of = made
+    before = fabric_calls()
+    started, started_at = start_together()
+    start().wait()
+    took = time.perf_counter() - started
+    mine = {"s": took, "exact": bool(work_of()), "fabric": fabric_calls() > before}
+    everyone = [None] * args.world
+    dist.all_gather_object(everyone, mine)
+    if args.rank == 0:
+        print(json.dumps({
+            "collective": name, "size_mb": size_mb, "repeat": repeat,
+            "started_at": started_at, "seconds": max(r["s"] for r in everyone),
+            "verified": all(r["exact"] for r in everyone),
+            "through_fabric": all(r["fabric"] for r in everyone)}), flush=True)
 
 
 def parse_args(argv):
@@ -101,6 +117,9 @@ def parse_args(argv):
     parser.add_argument("--sizes", type=lambda text: [float(s) for s in text.split(",")],
                         default=[1.0], help="comma list of MB")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--first-mb", type=float, default=1.0,
+                        help="the group's first call, an all-reduce of this many MB, timed "
+                        "apart (the fabric's group makes its job in it)")
     return parser.parse_args(argv)
 
 

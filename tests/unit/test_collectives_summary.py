@@ -5,11 +5,11 @@ slower than Gloo), faithful rows only."""
 from experiments.collectives import crossover_mb, summary
 
 
-def row(backend, size_mb, seconds, collective="all_reduce", faithful=True):
+def row(backend, size_mb, seconds, collective="all_reduce", faithful=True, first_call_s=None):
     return {"backend": backend, "workers": 8, "collective": collective, "size_mb": size_mb,
             "repeat": 1, "seconds": seconds, "through_fabric": backend == "fabric",
             "verified": True, "fidelity_ok": faithful, "fidelity_reason": "",
-            "machine_busy": 0.1}
+            "machine_busy": 0.1, "first_call_s": first_call_s}
 
 
 def test_the_crossover_is_the_smallest_size_from_which_the_fabric_is_never_slower():
@@ -33,3 +33,12 @@ def test_the_summary_gives_each_size_against_gloo():
     rows = [row("gloo", 4, 0.4, "broadcast"), row("fabric", 4, 0.2, "broadcast")]
     text = summary(rows)
     assert "0.50x" in text and "broadcast x8: the fabric is no slower from 4 MB" in text
+
+
+def test_each_groups_first_call_is_said_apart_from_the_collectives():
+    rows = [row("gloo", 4, 0.4, first_call_s=0.12), row("fabric", 4, 0.3, first_call_s=3.4)]
+    text = summary(rows)
+    assert "first call x8 (the fabric's group makes its job in it): gloo 0.120 s, " \
+           "fabric 3.400 s" in text
+    assert "first call x8 (the fabric's group makes its job in it): none measured" in \
+           summary([row("gloo", 4, 0.4)])
