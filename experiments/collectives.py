@@ -20,9 +20,11 @@ rank's time, whether every rank's result was exact, whether the call went throug
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
 gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
-Each group's first call, an all-reduce of the smallest size the fabric carries in
-which the fabric's group makes its job, is timed apart: `first_call_s` in each of the
-group's rows and a line of the summary, not a repeat of any collective.
+Each group's first call, an all-reduce as long as the fabric's round in which the
+fabric's group makes its job, is timed apart: `first_call_s` in each of the group's
+rows and a line of the summary, not a repeat of any collective. It fills its round, so
+the calls below the threshold after it find no round begun and go to Gloo (a short
+call that follows a begun round goes on in it, through the fabric: call_stream.py).
 """
 
 import statistics
@@ -93,17 +95,13 @@ def heaviest_job(args, aggregator_bw):
         for count in args.workers)
 
 
-def smallest_carried_mb(args):
-    """The smallest size of --sizes that the fabric carries (above its threshold)."""
-    return min(size for size in args.sizes if size > BELOW_MB)
-
-
 def round_bytes(args):
     """The fabric's job's round, in whole float32s: the smallest size it carries, or an
     eighth of the largest if more, so that the longest call is a few long rounds rather
     than many short ones (each with its fixed costs; at most ROUNDS_IN_FLIGHT of a call's
     are open at once, fabric_worker.py). Measured with these rounds: docs/pytorch.md."""
-    return 4 * (int(max(smallest_carried_mb(args), max(args.sizes) / 8) * 2 ** 20) // 4)
+    smallest = min(size for size in args.sizes if size > BELOW_MB)
+    return 4 * (int(max(smallest, max(args.sizes) / 8) * 2 ** 20) // 4)
 
 
 def run(args):
@@ -132,7 +130,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
     """One backend's calls among `workers`: the ranks in their hosts (and, for the
     fabric, the daemons of the hosts its job is placed on), a row per call."""
     arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
-                 "--repeats", str(args.repeats), "--first-mb", repr(smallest_carried_mb(args))]
+                 "--repeats", str(args.repeats), "--first-mb", repr(round_bytes(args) / 2 ** 20)]
     if backend == "fabric":
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
