@@ -145,16 +145,16 @@ class FabricProcessGroup(GlooUnderneath):
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
-        call = None   # several tensors: Gloo's (each gets the sum of all), not end to end
-        if len(tensors) == 1:
-            call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
-        return self._through(call, lambda: premultiplied(self.gloo.allreduce, tensors, opts))
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
+        return self._through(call, lambda: gloo_allreduce_premultiplied(self.gloo.allreduce,
+                                                                        tensors, opts))
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
-        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes())
-        return self._through(call, lambda: premultiplied(self.gloo.allreduce_coalesced,
-                                                         tensors, opts))
+        call = allreduce_call(tensors, opts.reduceOp, self.size(), self._min_bytes(),
+                              coalesced=True)
+        return self._through(call, lambda: gloo_allreduce_premultiplied(
+            self.gloo.allreduce_coalesced, tensors, opts))
 
     def broadcast(self, tensors, opts=None):
         opts = opts if opts is not None else dist.BroadcastOptions()
@@ -286,11 +286,12 @@ def host_by_environment(common):
     return hosts[rank]
 
 
-def premultiplied(gloo_allreduce, tensors, opts):
+def gloo_allreduce_premultiplied(gloo_allreduce, tensors, opts):
     """gloo_allreduce(tensors, opts): Gloo's all-reduce, which lacks PREMUL_SUM. Such a
     call's tensors are multiplied by its factor in place (an all-reduce's inputs are its
-    outputs) and its op made SUM, on a copy of opts; if Gloo then refuses the call (mixed
-    dtypes, say), the tensors are put back as they were: a refused call changes nothing.
+    outputs) and its op made SUM, on a copy of opts; if Gloo then refuses the call
+    (tensors of two sizes, say), the tensors are put back as they were: a refused call
+    changes nothing.
     Any other call goes as it is."""
     if opts.reduceOp != dist.ReduceOp.PREMUL_SUM or scaling(opts.reduceOp, 1) is None:
         return gloo_allreduce(tensors, opts)

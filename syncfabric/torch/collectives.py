@@ -92,10 +92,13 @@ def big_enough(floats, min_bytes):
     return 4 * floats >= min_bytes
 
 
-def allreduce_call(tensors, op, size, min_bytes):
-    """dist.all_reduce (one tensor) or its coalesced form (several, summed end to end)."""
+def allreduce_call(tensors, op, size, min_bytes, coalesced=False):
+    """dist.all_reduce (one tensor) or, `coalesced`, its coalesced form (several, summed
+    end to end). Several tensors in the plain form are Gloo's (None): Gloo gives each the
+    sum of them all, and refuses tensors of two sizes, which end to end would not."""
     scale = scaling(op, size)
-    if not tensors or scale is None or not on_the_wire(tensors) \
+    if not tensors or (len(tensors) > 1 and not coalesced) or scale is None \
+            or not on_the_wire(tensors) \
             or not big_enough(sum(t.numel() for t in tensors), min_bytes):
         return None
     factor, divide = scale

@@ -146,13 +146,14 @@ def test_what_goes_through_the_fabric_is_decided_from_the_arguments_alone():
     small, big = torch.zeros(10), torch.zeros(1000)
     sum_, avg = dist.ReduceOp.SUM, dist.ReduceOp.AVG
 
-    def allreduce(tensors, op=sum_):
-        call = allreduce_call(tensors, op, 2, 4000)
+    def allreduce(tensors, op=sum_, coalesced=False):
+        call = allreduce_call(tensors, op, 2, 4000, coalesced)
         return None if call is None else len(call.values)
     assert allreduce([big]) == 1000 and allreduce([big], avg) == 1000
     assert allreduce([big.to(torch.bfloat16)]) == 1000
-    assert allreduce([big, big]) == 2000                      # coalesced: end to end
-    assert allreduce([big, big.half()]) is None                # but of one dtype
+    assert allreduce([big, big], coalesced=True) == 2000      # coalesced: end to end
+    assert allreduce([big, big]) is None                       # else Gloo's: each all
+    assert allreduce([big, big.half()], coalesced=True) is None   # but of one dtype
     assert allreduce([small]) is None                          # below min_bytes
     assert allreduce([big.double()]) is None                   # not on the wire
     assert allreduce([big], dist.ReduceOp.MAX) is None
