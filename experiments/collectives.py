@@ -22,7 +22,9 @@ gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
 Each group's first call, an all-reduce as long as the fabric's round in which the
 fabric's group makes its job, is timed apart: `first_call_s` in each of the group's
-rows and a line of the summary, not a repeat of any collective. It fills its round, so
+rows and a line of the summary, not a repeat of any collective; where the fabric's
+group went to Gloo (its job refused, or unable to run), `gloo_only` says why, as do
+stderr and that line. It fills its round, so
 the calls below the threshold after it find no round begun and go to Gloo (a short
 call that follows a begun round goes on in it, through the fabric: call_stream.py).
 """
@@ -47,7 +49,7 @@ from syncfabric.torch.backend import MIN_BYTES
 
 COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
            "through_fabric", "verified", "link_mbps", "crossover_mb",
-           "first_call_s"] + fidelity.COLUMNS
+           "first_call_s", "gloo_only"] + fidelity.COLUMNS
 BACKENDS = ("gloo", "fabric")
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
@@ -144,7 +146,11 @@ def backend_rows(bed, view, workers, backend, args, bar):
         results = run_ranks(bed, workers, "experiments.traffic.collective_ranks", arguments,
                             on_row=lambda _row: bar.update(1))
     usage = sampling.stop()
-    first_s = next((r["seconds"] for r in results if r["collective"] == FIRST_CALL), None)
+    first = next((r for r in results if r["collective"] == FIRST_CALL), {})
+    first_s, gloo_only = first.get("seconds"), first.get("gloo_only")
+    if gloo_only:
+        tqdm.write("collectives: the fabric's group of %d went to Gloo: %s"
+                   % (len(workers), gloo_only), file=sys.stderr)
     rows = []
     for result in results:
         if result["collective"] == FIRST_CALL:
@@ -155,7 +161,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
                          size_mb=result["size_mb"], repeat=result["repeat"],
                          seconds=result["seconds"], through_fabric=result["through_fabric"],
                          verified=result["verified"], link_mbps=args.bw,
-                         first_call_s=first_s))
+                         first_call_s=first_s, gloo_only=gloo_only))
     return rows
 
 
@@ -219,6 +225,8 @@ def first_calls(rows, workers):
     for row in rows:
         if row["workers"] == workers and row["first_call_s"] is not None:
             said[row["backend"]] = "%s %.3f s" % (row["backend"], row["first_call_s"])
+            if row.get("gloo_only"):
+                said[row["backend"]] += " (went to Gloo: %s)" % row["gloo_only"]
     return "first call x%d (the fabric's group makes its job in it): %s" % (
         workers, ", ".join(said[b] for b in BACKENDS if b in said) or "none measured")
 

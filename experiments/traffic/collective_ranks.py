@@ -11,7 +11,8 @@ reduce_scatter_tensor) runs --repeats times. Every rank starts each call at one 
 (ddp_training.start_together) and times it to its wait()'s return; rank 0 prints one
 JSON line per call: the slowest rank's time, whether every rank's result was exact
 (whole numbers: every order of summation gives the same sum), and whether the call
-went through the fabric (the group's counts). Before them, the group's first call
+went through the fabric (the group's counts), and why not where the group took none
+(`gloo_only`: its job was refused or could not run). Before them, the group's first call
 (FIRST_CALL: an all-reduce of --first-mb), in which the fabric's group makes its job
 and Gloo's connects, is timed and printed alike: a one-time cost, not any call's.
 """
@@ -65,6 +66,12 @@ def call(name, floats, rank, world, seed):
             lambda: torch.equal(output, expected[rank * part:(rank + 1) * part]))
 
 
+def gloo_only_reason():
+    """Why the world group's calls go to Gloo (the fabric's group says; None: they may go
+    through the fabric, or the group is Gloo's own)."""
+    return getattr(dist.group.WORLD, "gloo_only", None)
+
+
 def fabric_calls():
     """How many calls of the world group have gone through the fabric so far."""
     return getattr(dist.group.WORLD, "counts", {}).get("fabric", 0)
@@ -102,7 +109,8 @@ def timed(args, name, size_mb, repeat, made):
             "collective": name, "size_mb": size_mb, "repeat": repeat,
             "started_at": started_at, "seconds": max(r["s"] for r in everyone),
             "verified": all(r["exact"] for r in everyone),
-            "through_fabric": all(r["fabric"] for r in everyone)}), flush=True)
+            "through_fabric": all(r["fabric"] for r in everyone),
+            "gloo_only": gloo_only_reason()}), flush=True)
 
 
 def parse_args(argv):

@@ -42,3 +42,11 @@ def test_each_groups_first_call_is_said_apart_from_the_collectives():
            "fabric 3.400 s" in text
     assert "first call x8 (the fabric's group makes its job in it): none measured" in \
            summary([row("gloo", 4, 0.4)])
+
+
+def test_a_fabric_group_that_went_to_gloo_says_why_in_the_summary():
+    went = dict(row("fabric", 4, 0.4, first_call_s=1.2), through_fabric=False,
+                gloo_only="job 1 cannot run on these hosts: rank 3 (h4): no room")
+    text = summary([row("gloo", 4, 0.4, first_call_s=0.12), went])
+    assert "fabric 1.200 s (went to Gloo: job 1 cannot run on these hosts: rank 3 (h4): " \
+           "no room)" in text
