@@ -14,7 +14,8 @@ fabric-stream (shards on hosts beside the workers, whose daemons serve them), it
 as long as the smallest size the fabric carries (or an eighth of the largest): a
 longer call streams through several rounds, each spread over every shard.
 
-A run that fails (a rank's error) is said on stderr, and the others' rows still count.
+A run that fails (a rank's error) is said on stderr, with where every rank's stderr was
+kept; its calls before the failed one, and the other runs' rows, still count.
 The CSV has a row per backend, worker count, collective, size and repeat: the slowest
 rank's time, whether every rank's result was exact, whether the call went through the
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
@@ -43,7 +44,7 @@ from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.collectives import plot_collectives
 from experiments.testbed import FabricTestbed
 from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL
-from experiments.traffic.gloo_peers import run_ranks
+from experiments.traffic.gloo_peers import RanksFailed, run_ranks
 from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
 from syncfabric.torch.backend import MIN_BYTES
 
@@ -143,8 +144,14 @@ def backend_rows(bed, view, workers, backend, args, bar):
         served = nullcontext()
     with served:
         sampling = bed.sampler().start()
-        results = run_ranks(bed, workers, "experiments.traffic.collective_ranks", arguments,
-                            on_row=lambda _row: bar.update(1))
+        try:
+            results = run_ranks(bed, workers, "experiments.traffic.collective_ranks",
+                                arguments, on_row=lambda _row: bar.update(1))
+        except RanksFailed as error:   # the calls before the failed one still count
+            tqdm.write("collectives: %s among %d workers failed after %d calls: %s"
+                       % (backend, len(workers), len(error.rows), str(error)[:3000]),
+                       file=sys.stderr)
+            results = error.rows
     usage = sampling.stop()
     first = next((r for r in results if r["collective"] == FIRST_CALL), {})
     first_s, gloo_only = first.get("seconds"), first.get("gloo_only")
@@ -205,11 +212,12 @@ def summary(rows):
                 through = any(r["through_fabric"] for r in rows if r["backend"] == "fabric"
                               and r["size_mb"] == size and r["collective"] == collective
                               and r["workers"] == workers)
+                ours_cell = time_cell(rows, workers, collective, size, "fabric", ours)
+                theirs_cell = time_cell(rows, workers, collective, size, "gloo", theirs)
                 lines.append("%-15s %3d %8.3f %10s %10s %7s %8s" % (
-                    collective, workers, size, "%.3f" % ours if ours else "unfaithful",
-                    "%.3f" % theirs if theirs else "unfaithful",
+                    collective, workers, size, ours_cell, theirs_cell,
                     "%.2fx" % (ours / theirs) if ours and theirs else "-",
-                    "fabric" if through else "gloo"))
+                    "fabric" if through else "-" if ours_cell == "none" else "gloo"))
             crossover = crossover_mb(rows, workers, collective)
             lines.append("  %s x%d: %s" % (
                 collective, workers, "the fabric is no slower from %g MB" % crossover
@@ -217,6 +225,16 @@ def summary(rows):
                 "largest size measured, or no faithful time there says"))
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     return "\n".join(lines)
+
+
+def time_cell(rows, workers, collective, size, backend, seconds):
+    """A backend's median time as the summary gives it: "unfaithful" where its calls of
+    that size ran but none faithfully, "none" where none ran (its run failed first)."""
+    if seconds:
+        return "%.3f" % seconds
+    ran = any(r["backend"] == backend and r["workers"] == workers and r["size_mb"] == size
+              and r["collective"] == collective for r in rows)
+    return "unfaithful" if ran else "none"
 
 
 def first_calls(rows, workers):

@@ -6,10 +6,23 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from syncfabric.hosts.training.gloo_peers import TIMEOUT_S
 
 GLOO_PORT = 29500    # rank 0's rendezvous port, on its data-plane address
+TAIL_CHARS = 600     # of a failed rank's stderr, in the error
+
+
+class RanksFailed(RuntimeError):
+    """A rank ended in error. The message has the end of each failed rank's stderr and
+    the folder where every rank's stderr was kept (a rank that waited for another ends
+    well, and may say more of why); `rows` are rank 0's rows from before the end."""
+
+    def __init__(self, message, rows):
+        super().__init__(message)
+        self.rows = rows
 
 
 def run_in_fabric(bed, workers, ps, floats, rounds, patterns, seed=0, on_row=lambda row: None):
@@ -23,8 +36,8 @@ def run_in_fabric(bed, workers, ps, floats, rounds, patterns, seed=0, on_row=lam
 def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
     """Start `python -m module` in each named host as rank i of len(names), Gloo bound to
     the host's data-plane interface and rank 0's data-plane address the rendezvous;
-    returns rank 0's JSON rows, handing each to on_row as it arrives. RuntimeError with
-    the end of their errors if a rank fails."""
+    returns rank 0's JSON rows, handing each to on_row as it arrives. RanksFailed if a
+    rank fails."""
     master = "%s:%d" % (bed.address(names[0]), GLOO_PORT)
     processes = []
     for rank, name in enumerate(names):
@@ -39,12 +52,23 @@ def run_ranks(bed, names, module, arguments, on_row=lambda row: None):
             if line.startswith("{"):
                 rows.append(json.loads(line))
                 on_row(rows[-1])
-        failed = [(name, p.communicate(timeout=TIMEOUT_S)[1][-600:])
-                  for name, p in zip(names, processes) if p.wait(timeout=TIMEOUT_S) != 0]
+        failed = [name for name, p in zip(names, processes) if p.wait(timeout=TIMEOUT_S) != 0]
+        errors = {name: p.communicate(timeout=TIMEOUT_S)[1]
+                  for name, p in zip(names, processes)} if failed else {}
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
     if failed:
-        raise RuntimeError("Gloo peers failed: %s" % "; ".join("%s: %s" % item for item in failed))
+        raise RanksFailed("ranks failed: %s; every rank's stderr is in %s" % (
+            "; ".join("%s: %s" % (name, errors[name][-TAIL_CHARS:]) for name in failed),
+            kept_stderr(errors)), rows)
     return rows
+
+
+def kept_stderr(errors):
+    """Write each rank's stderr ({host: text}) to <host>.log in a new folder; its path."""
+    folder = Path(tempfile.mkdtemp(prefix="syncfabric-ranks-"))
+    for name, text in errors.items():
+        (folder / ("%s.log" % name)).write_text(text or "")
+    return folder

@@ -50,3 +50,10 @@ def test_a_fabric_group_that_went_to_gloo_says_why_in_the_summary():
     text = summary([row("gloo", 4, 0.4, first_call_s=0.12), went])
     assert "fabric 1.200 s (went to Gloo: job 1 cannot run on these hosts: rank 3 (h4): " \
            "no room)" in text
+
+
+def test_a_size_the_fabric_never_ran_is_none_not_unfaithful():
+    text = summary([row("gloo", 4, 0.4), row("gloo", 25, 2.5), row("fabric", 4, 0.3)])
+    line = next(line for line in text.splitlines()
+                if line.startswith("all_reduce") and "25.000" in line)
+    assert line.split()[3:] == ["none", "2.500", "-", "-"]
