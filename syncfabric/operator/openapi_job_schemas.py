@@ -149,8 +149,9 @@ JOB = obj({
         "interleaving: how long after its window's start a round may borrow; beyond it, "
         "a round that overran sends at its floor, in the next job's window"))),
     "window_mbps": nullable(described(NUMBER, (
-        "interleaving: its rate alone, which its rounds send at in all (floor and borrowed) "
-        "from their window's start, the others keeping to their windows"))),
+        "interleaving: what its rounds send at in all (floor and borrowed) from their "
+        "window's start: its rate alone, or less where the rounds of jobs that share a "
+        "link with it meet its own (together they fill it to 0.85 at most)"))),
     "bound_by": described(STRING, (
         "what bounds its fair share: a link (a->b), an aggregator, or ceiling (its "
         "workers' links)")),

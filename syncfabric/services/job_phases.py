@@ -13,7 +13,9 @@ hosts' clock, time.time(): hosts keep it with NTP), `window_s` (how long its rou
 may borrow from their window's start: its round and PERIOD_MARGIN more, so that one
 that overruns keeps to its floor in the next job's window) and `window_mbps` (its rate
 alone, what the solver placed it at: its rounds borrow up to it from their window's
-start, rather than probe for it while the others keep to their windows), all null when
+start, rather than probe for it while the others keep to their windows; where the
+windows of jobs that share a resource meet, less, so that together they fill it to
+SHARED_FILL at most: shared_scale), all null when
 it has none (the fabric does not interleave, it has not said its iteration yet, or it
 conflicts with no other job). In its window, a job may borrow into an aggregator what
 the jobs whose windows meet its own leave of it (co_active).
@@ -27,6 +29,12 @@ from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
+# jobs whose windows meet fill a resource they share to at most this, at their window
+# rates: two paced jobs that each took half a link at their rates alone queued behind
+# each other's datagrams, and their rounds lost 1303 borrowed datagrams in a run where,
+# at 0.85 of that, they lost 126 (docs/sharing.md); a job alone in its window keeps its
+# rate alone (one paced sender fills its link without that loss)
+SHARED_FILL = 0.85
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
 NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None, "window_mbps": None}
 
@@ -38,7 +46,7 @@ class JobPhases:
         self.jobs = jobs
         self.windows = {}        # job id -> phase_schedule.Window
         self.planned_from = {}   # job id -> the Iteration its windows were planned from
-        self.alone = {}          # job id -> its rate alone (Mbit/s) when last planned
+        self.rates = {}          # job id -> its window's rate (Mbit/s) when last planned
         self.plans_made = 0      # counts the windows planned or cleared (version)
 
     def report(self, job):
@@ -48,7 +56,7 @@ class JobPhases:
         return {"period_s": round(window.period_s, 6),
                 "phase_offset_s": round(window.phase_offset_s, 6),
                 "window_s": round(window_length_s(window), 6),
-                "window_mbps": round(self.alone[job.id], 3)}
+                "window_mbps": round(self.rates[job.id], 3)}
 
     def co_active(self, job_id, others):
         """Of the job ids `others`, those whose rounds may run while job `job_id`'s do:
@@ -66,7 +74,7 @@ class JobPhases:
         if self.windows:
             LOG.info("interleaving off: no job has a window")
             self.plans_made += 1
-        self.windows, self.planned_from, self.alone = {}, {}, {}
+        self.windows, self.planned_from, self.rates = {}, {}, {}
 
     def plan(self, live, now):
         """Plan the windows again if the jobs that said their iterations, or an iteration,
@@ -85,14 +93,16 @@ class JobPhases:
                 alones[job_id] = alone
         if not moved(self.planned_from, iterations):
             return
-        self.planned_from, self.alone = iterations, alones
+        self.planned_from = iterations
         self.windows = schedule(iterations, usage, self.windows)
+        self.rates = {job_id: alones[job_id] * shared_scale(job_id, usage, self.windows)
+                      for job_id in self.windows}
         self.plans_made += 1
         for job_id, window in sorted(self.windows.items()):
-            LOG.info("job %d: window of %.3f s every %.3f s from %.3f s (rounds of %.3f s, "
-                     "iterations of %.3f s)", job_id, window.comm_s, window.period_s,
-                     window.phase_offset_s, iterations[job_id].comm_s,
-                     iterations[job_id].iteration_s)
+            LOG.info("job %d: window of %.3f s every %.3f s from %.3f s at %.3f Mbit/s "
+                     "(rounds of %.3f s, iterations of %.3f s)", job_id, window.comm_s,
+                     window.period_s, window.phase_offset_s, self.rates[job_id],
+                     iterations[job_id].comm_s, iterations[job_id].iteration_s)
         free = sorted(set(iterations) - set(self.windows))
         if free:
             LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
@@ -104,14 +114,39 @@ def window_length_s(window):
     return window.comm_s * (1 + PERIOD_MARGIN)
 
 
-def apart(window, other):
+def apart(window, other, length_s=window_length_s):
     """Whether two windows (phase_schedule.Window; other may be None) of one period
-    never meet: on the period's circle, each starts after the other has ended."""
+    never meet: on the period's circle, each starts after the other has ended, each
+    lasting length_s(window) (its borrowing; or its round, Window.comm_s)."""
     if other is None or other.period_s != window.period_s:
         return False
     period = window.period_s
     ahead = (other.phase_offset_s - window.phase_offset_s) % period
-    return window_length_s(window) <= ahead <= period - window_length_s(other)
+    return length_s(window) <= ahead <= period - length_s(other)
+
+
+def round_s(window):
+    """How long a window's round lasts, as the solver placed it (no margin)."""
+    return window.comm_s
+
+
+def shared_scale(job_id, usage, windows):
+    """What of its rate alone a job sends at in its window (windows: {job: Window}):
+    1.0, or less where jobs whose rounds, as placed, meet its own share a resource with
+    it and would fill it past SHARED_FILL, each at its rate alone (usage: {job:
+    {resource: fraction of it at its rate alone}}): the fill brought down to SHARED_FILL.
+    Rounds that meet only in their windows' margins (an overrun) do not count."""
+    mine = windows[job_id]
+    meeting = [other for other, window in windows.items()
+               if other != job_id and not apart(mine, window, round_s)]
+    scale = 1.0
+    for resource, fraction in usage.get(job_id, {}).items():
+        sharers = [usage[other][resource] for other in meeting
+                   if usage.get(other, {}).get(resource, 0.0) > 0]
+        fill = fraction + sum(sharers)
+        if sharers and fill > SHARED_FILL:
+            scale = min(scale, SHARED_FILL / fill)
+    return scale
 
 
 def moved(planned_from, iterations):

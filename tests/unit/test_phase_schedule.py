@@ -164,3 +164,22 @@ def test_windows_of_one_period_that_never_meet_are_apart():
     phases.windows = {1: first, 2: Window(4.0, 2.0, 1.5), 3: Window(4.0, 0.5, 1.0)}
     assert phases.co_active(1, [2, 3, 4]) == [3, 4]
     assert phases.co_active(4, [1, 2]) == [1, 2]               # without a window: all
+
+
+def test_jobs_whose_windows_meet_fill_what_they_share_to_shared_fill_at_most():
+    """A window's rate is the job's rate alone, less where jobs whose windows meet it
+    share a resource with it that they would fill past SHARED_FILL at their rates alone;
+    a job alone in its window, or sharing nothing with those it meets, keeps it."""
+    from syncfabric.services.job_phases import SHARED_FILL, shared_scale
+    windows = {1: Window(4.0, 0.0, 1.5), 2: Window(4.0, 0.0, 1.5), 3: Window(4.0, 2.0, 1.5),
+               4: Window(4.0, 2.0, 1.5)}
+    usage = {1: {"spine": 0.5, "h1": 1.0}, 2: {"spine": 0.5, "h2": 1.0},
+             3: {"spine": 0.6, "h3": 1.0}, 4: {"h4": 1.0}}
+    assert shared_scale(1, usage, windows) == pytest.approx(SHARED_FILL / 1.0)
+    assert shared_scale(2, usage, windows) == pytest.approx(SHARED_FILL)
+    assert shared_scale(3, usage, windows) == 1.0   # job 4 meets it, sharing nothing
+    assert shared_scale(4, usage, windows) == 1.0   # its own link, filled whole alone
+    windows[3] = Window(4.0, 1.55, 1.5)             # meets job 1 in job 1's margin only
+    assert shared_scale(3, usage, windows) == 1.0
+    usage[2]["spine"] = 0.3                         # 0.8 together: below the fill
+    assert shared_scale(1, usage, windows) == 1.0

@@ -8,7 +8,8 @@ real hosts). A worker back from its compute starts its next round at the next wi
 (PhaseWindow.next_start); one late by less than LATE_FRACTION of the period starts at
 once, rather than wait almost a whole period. A round borrows for `window_s` from its
 window's start (PhaseWindow.borrow_until), from the start at what the controller
-placed it at (`window_mbps`, its rate alone: the others keep to their windows), not
+placed it at (`window_mbps`: its rate alone, the others keeping to their windows, or
+less where jobs sharing its links were placed to meet it), not
 probing up to it; one that overruns its window sends the rest at its floor, so
 nothing stalls and the next job's round, in its own window, does not lose what it
 borrows to it. (Borrowing on, two rounds that met lost borrowed
