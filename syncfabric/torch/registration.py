@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 
 from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
-from syncfabric.hosts.jobs.fabric_worker import ROUND_FAIL_S, FabricJob, FabricWorker, job_request
+from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker, job_request
+from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S
 from syncfabric.hosts.packets.gradient_wire import MAX_WORKERS
 from syncfabric.hosts.packets.wire import data_mtu
 

@@ -14,7 +14,7 @@ from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.packets.gradient_wire import FLOATS as WIRE_FLOATS, HEADER, fragment_packet
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout, striped_order
 from syncfabric.hosts.packets.control_messages import control_message, control_packet
-from syncfabric.hosts.jobs.fabric_worker import ROUND_FAIL_S, round_fail_s
+from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S, round_fail_s
 from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.transport.paced_sender import PacedSender, next_due, packets_by_round
 from syncfabric.hosts.transport.pacing import SEND_AHEAD_S

@@ -5,8 +5,8 @@ length at a round's edge is that whole round; a call that leaves a round little 
 ends that round; a call over many more rounds than a summing node keeps sums exactly,
 with no more than ROUNDS_IN_FLIGHT rounds open at once; streaming after a round given
 out of order is refused; a datagram lost from a call whose round is
-never given whole is repaired, and a call that no other worker joins fails naming the
-host it waits for."""
+never given whole is repaired; a worker late to a call is waited for, and a call that
+no other worker joins fails after LATE_WORKER_S, naming the host it waits for."""
 
 import time
 from concurrent.futures import wait
@@ -14,7 +14,7 @@ from concurrent.futures import wait
 import numpy as np
 import pytest
 
-from syncfabric.hosts.jobs import fabric_worker
+from syncfabric.hosts.jobs import fabric_worker, round_stalls
 from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
 from syncfabric.hosts.jobs.job_roles import KEPT_ROUNDS
@@ -122,12 +122,31 @@ def test_a_lost_datagram_of_a_call_in_a_round_never_whole_is_repaired(workers):
     assert first.rounds[1].stats["resent"] >= 1 and not first.rounds[1].sent
 
 
+def test_a_worker_late_to_a_call_is_waited_for_past_round_fail_s(workers, monkeypatch,
+                                                                  caplog):
+    """w2 joins 1.5 s after w1 (a rank that saved a checkpoint first), three times
+    ROUND_FAIL_S: w1's round waits, says whom for once, and sums exactly."""
+    monkeypatch.setattr(round_stalls, "ROUND_FAIL_S", 0.5)
+    first = workers[0].allreduce_async(values(5000, 0, 4))
+    time.sleep(1.5)
+    second = workers[1].allreduce_async(values(5000, 1, 4))
+    wait([first, second], timeout=20)
+    total = values(5000, 0, 4) + values(5000, 1, 4)
+    assert np.array_equal(first.result(timeout=0), total)
+    assert np.array_equal(second.result(timeout=0), total)
+    said = [r.getMessage() for r in caplog.records if "waits for w2" in r.getMessage()]
+    assert len(said) == 1 and "round 1 of job 96 waits for w2: they have given it nothing" \
+        in said[0]
+
+
 def test_a_call_no_other_worker_joins_fails_naming_the_host_it_waits_for(workers,
                                                                        monkeypatch):
-    monkeypatch.setattr(fabric_worker, "ROUND_FAIL_S", 0.5)
+    """Waited for up to LATE_WORKER_S, not for ever: then it fails, naming w2."""
+    monkeypatch.setattr(round_stalls, "ROUND_FAIL_S", 0.5)
+    monkeypatch.setattr(round_stalls, "LATE_WORKER_S", 1.5)
     started = time.monotonic()
     future = workers[0].allreduce_async(values(5000, 0, 4))
-    with pytest.raises(JobError, match=r"round 1 of job 96 failed: nothing came back for 0.5 s; "
+    with pytest.raises(JobError, match=r"round 1 of job 96 failed: nothing came back for 1.5 s; "
                        r"w2 \(sends its fragments to shard 0\); w2 \(shard 1.s host\) lacks"):
         future.result(timeout=10)
-    assert time.monotonic() - started < 3
+    assert 1.5 <= time.monotonic() - started < 4

@@ -14,7 +14,9 @@ says (its aggregator or the shard's host, paced at the planned rates); the sums 
 back on the shards' trees. A shard held in this worker's own host is summed here
 (job_roles.ShardNode). Repairs are asked of the shards (job_roles) for what was given,
 whole round or not; a round that makes no progress for ROUND_FAIL_S fails with an error
-naming the host at fault, and so do the rounds after it.
+naming the host at fault, and so do the rounds after it, unless all it waits for is a
+worker that has not joined it yet: a late rank, waited for as Gloo waits
+(round_stalls.py).
 """
 
 import logging
@@ -37,14 +39,13 @@ from syncfabric.hosts.jobs.own_shards import SHARD_LINGER_S, OwnShards
 from syncfabric.hosts.jobs.phase_windows import WorkerCadence
 from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
+from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S, round_fail_s, stalled
 from syncfabric.hosts.transport.receivers import Wakeup
 from syncfabric.hosts.jobs.warm_arrays import RoundArrays
 from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFilling
 from syncfabric.hosts.jobs.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
-ROUND_FAIL_S = 4.0      # a round without progress this long fails (a host died, or is cut off),
-ROUND_FAIL_ROUNDS = 2.0  # or this many of its predicted rounds if longer (a slow shared round)
 REPAIR_QUIET_S = 0.1    # a round still missing returns this long asks their shards again
 SERVED_WAIT_S = 10.0    # how long a worker waits for its summing nodes to answer hello
 # a round begins once every round this many before it is back: a summing node keeps at
@@ -296,9 +297,10 @@ class FabricWorker:
                 future.set_result(current.result[start:stop])   # each float placed once
             waiting = number in self.rounds and current.awaiting()   # given, not back
             fail_s = round_fail_s(self.rates.at(number))
-            if waiting and now - current.progress_at > fail_s:
-                self._fail(stalled(self.layout, self.own.nodes, current, fail_s))
-            elif waiting and now - max(current.progress_at, current.asked_at) > REPAIR_QUIET_S:
+            failure = waiting and stalled(self.layout, self.own.nodes, current, now, fail_s)
+            if failure:
+                self._fail(failure)
+            elif waiting and current.repair_due(now, REPAIR_QUIET_S, fail_s):
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
 
@@ -308,55 +310,3 @@ class FabricWorker:
         for number in list(self.rounds):
             for _start, _stop, future in self.rounds.pop(number).parts:
                 future.set_exception(error)
-
-
-def round_fail_s(layout):
-    """How long a round of `layout`'s rates may go without progress before it fails:
-    ROUND_FAIL_S, or ROUND_FAIL_ROUNDS of the round the controller predicts if longer (a
-    slow shared round of 14 s on 8x8 failed after 4)."""
-    return max(ROUND_FAIL_S, ROUND_FAIL_ROUNDS * (layout.predicted_round_s or 0.0))
-
-
-def stalled(layout, own_nodes, current, fail_s):
-    """The error of a round that made no progress for fail_s, naming whom it waits for."""
-    return JobError("round %d of job %d failed: nothing came back for %.3g s; %s"
-                    % (current.number, layout.id, fail_s,
-                       blame(layout, own_nodes, current, fail_s)))
-
-
-def blame(layout, own_nodes, current, fail_s):
-    """Which hosts the round waits for: a shard's host that answers no repair request
-    (within half of fail_s), or whoever should have carried the workers a shard still
-    misses."""
-    at_fault = set()
-    own = {node.shard.index: node for node in own_nodes}
-    settled = current.have | ~current.given()   # back, or not given (nothing to wait for)
-    for shard in layout.shards:
-        if settled[shard.first:shard.last].all():
-            continue
-        if shard.index in own:
-            sums = own[shard.index].rounds.get(current.number)
-            missing = sums.missing() if sums is not None else []
-        elif time.monotonic() - current.replies.get(shard.index, (0.0, []))[0] > fail_s / 2:
-            at_fault.add("%s (shard %d's host) answers no repair request"
-                         % (shard.host, shard.index))
-            continue
-        else:
-            missing = current.replies[shard.index][1]
-        for index, mask in missing:
-            if settled[index]:   # this worker's own shard misses what it did not give
-                continue
-            for worker in (w for w, bit in layout.bit.items() if mask & bit):
-                at_fault.add(carrier(layout, worker, index, shard))
-    return "; ".join(sorted(at_fault)) or "no host named"
-
-
-def carrier(layout, worker, index, shard):
-    """Who should have brought `worker`'s fragment `index` to `shard`: an aggregator on
-    its way, or the worker itself."""
-    leg = layout.leg_of(worker, index)
-    if leg is None:
-        return "%s (shard %d's host) lacks its own part" % (worker, shard.index)
-    if leg.host == shard.host:
-        return "%s (sends its fragments to shard %d)" % (worker, shard.index)
-    return "%s (carries %s's fragments to shard %d)" % (leg.host, worker, shard.index)

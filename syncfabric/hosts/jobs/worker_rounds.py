@@ -36,6 +36,7 @@ class Round:
         self.sending = False   # a first pass is going out (no repair is asked meanwhile)
         self.sent_on_leg = {}   # leg number -> fragments its first passes sent (WorkerSends)
         self.progress_at = self.asked_at = time.monotonic()
+        self.late_said = False   # the log said whom it waits for (round_stalls.stalled)
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
                       "planned_first_pass_s": 0.0, "borrowed": 0, "borrowed_lost": 0}
@@ -102,6 +103,14 @@ class Round:
         """Whether a fragment it gave has not come back (once no pass is going out:
         repairs may be asked, and the round fails if nothing comes back)."""
         return not self.sending and bool((self.given() & ~self.have).any())
+
+    def repair_due(self, now, quiet_s, fail_s):
+        """Whether to ask its shards again for what has not come back: quiet_s after its
+        last progress or asking; once nothing came back for fail_s (it waits for a late
+        worker: round_stalls), every quarter of fail_s, which keeps the shards' answers
+        fresh without asking ten times a second for as long as the worker is late."""
+        since = now - max(self.progress_at, self.asked_at)
+        return since > (quiet_s if now - self.progress_at <= fail_s else fail_s / 4)
 
     def repair_requests(self, name, now):
         """[(packet, address)]: what it gave and has not come back, asked of each shard
