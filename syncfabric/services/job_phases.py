@@ -14,8 +14,8 @@ may borrow from their window's start: its round and PERIOD_MARGIN more, so that 
 that overruns keeps to its floor in the next job's window) and `window_mbps` (its rate
 alone, what the solver placed it at: its rounds borrow up to it from their window's
 start, rather than probe for it while the others keep to their windows; where the
-windows of jobs that share a resource meet, less, so that together they fill it to
-SHARED_FILL at most: shared_scale), all null when
+rounds of jobs that share a resource were placed to meet, less, so that together they
+fill it to SHARED_FILL at most: shared_scale), all null when
 it has none (the fabric does not interleave, it has not said its iteration yet, or it
 conflicts with no other job). In its window, a job may borrow into an aggregator what
 the jobs whose windows meet its own leave of it (co_active).
@@ -29,7 +29,7 @@ from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
-# jobs whose windows meet fill a resource they share to at most this, at their window
+# jobs whose rounds meet fill a resource they share to at most this, at their window
 # rates: two paced jobs that each took half a link at their rates alone queued behind
 # each other's datagrams, and their rounds lost 1303 borrowed datagrams in a run where,
 # at 0.85 of that, they lost 126 (docs/sharing.md); a job alone in its window keeps its

@@ -42,8 +42,9 @@ def stalled(layout, own_nodes, current, now, fail_s):
     stalled_s = now - current.progress_at
     if stalled_s <= fail_s:
         return None
-    missing = missing_of(layout, own_nodes, current, now, fail_s)
-    late = late_workers(layout, current, missing)
+    settled = current.have | ~current.given()   # back, or not given (nothing to wait for)
+    missing = missing_of(layout, own_nodes, current, settled, now, fail_s)
+    late = late_workers(layout, settled, missing)
     if late and stalled_s <= LATE_WORKER_S:
         if not current.late_said:
             LOG.warning("round %d of job %d waits for %s: they have given it nothing in "
@@ -54,15 +55,15 @@ def stalled(layout, own_nodes, current, now, fail_s):
         return None
     return JobError("round %d of job %d failed: nothing came back for %.3g s; %s"
                     % (current.number, layout.id, LATE_WORKER_S if late else fail_s,
-                       blame(layout, current, missing)))
+                       blame(layout, settled, missing)))
 
 
-def missing_of(layout, own_nodes, current, now, fail_s):
+def missing_of(layout, own_nodes, current, settled, now, fail_s):
     """{shard index: [[fragment, mask of workers missing], ...]} of each shard the round
-    waits for, as the shard last said (this host's own shards: as they hold it now);
-    None for a shard whose host answered no repair request within half of fail_s."""
+    waits for (a fragment not `settled`), as the shard last said (this host's own
+    shards: as they hold it now); None for a shard whose host answered no repair
+    request within half of fail_s."""
     own = {node.shard.index: node for node in own_nodes}
-    settled = current.have | ~current.given()   # back, or not given (nothing to wait for)
     missing = {}
     for shard in layout.shards:
         if settled[shard.first:shard.last].all():
@@ -77,24 +78,22 @@ def missing_of(layout, own_nodes, current, now, fail_s):
     return missing
 
 
-def late_workers(layout, current, missing):
+def late_workers(layout, settled, missing):
     """The workers missing from every fragment the round still waits for, where every
     shard's host answered (missing_of): ranks that have not joined the round yet, which
     alone keep it from going on. None where a host is silent or no worker is."""
     if any(pairs is None for pairs in missing.values()):
         return None
-    settled = current.have | ~current.given()
     masks = [int(mask) for pairs in missing.values() for index, mask in pairs
              if not settled[index]]
     everywhere = reduce(and_, masks) if masks else 0
     return [worker for worker, bit in layout.bit.items() if everywhere & bit] or None
 
 
-def blame(layout, current, missing):
+def blame(layout, settled, missing):
     """Which hosts the round waits for: a shard's host that answers no repair request,
     or whoever should have carried the workers a shard still misses."""
     at_fault = set()
-    settled = current.have | ~current.given()
     for index, pairs in missing.items():
         shard = layout.shards[index]
         if pairs is None:
