@@ -30,6 +30,14 @@ no more than it holds. Here, as there:
   pairs, none conflicts with another, and the three were placed together. Planned
   again, a job keeps its previous place in the period where it does as well: every
   window moved costs the jobs a round that meets another.
+- Where the period leaves no room to keep rounds apart, the rounds the placement makes
+  meet on a resource they share send at less than their rates alone (shared_scale:
+  together they fill it to SHARED_FILL at most), so they last longer. A group takes
+  turns only if every job's round at that rate, and its compute, fit in the period:
+  else its rounds would run into the next window, wait a period for the one after,
+  and the jobs would finish later than running freely (four jobs on 2x4x4 whose
+  windows met in threes alternated iterations of one and two periods: 0.83x Gloo's
+  mean completion, docs/sharing.md).
 - A job on no contended resource gets no window (it runs freely).
 
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
@@ -46,6 +54,12 @@ PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds var
 # many times its longest iteration: rounds measured while they met are long, and two
 # jobs that fit exactly (each computing as long as it communicates) said 1.06x
 FIT = 1.25
+# jobs whose rounds meet fill a resource they share to at most this, at their window
+# rates: two paced jobs that each took half a link at their rates alone queued behind
+# each other's datagrams, and their rounds lost 1303 borrowed datagrams in a run where,
+# at 0.85 of that, they lost 126 (docs/sharing.md); a job alone in its window keeps its
+# rate alone (one paced sender fills its link without that loss)
+SHARED_FILL = 0.85
 CONTENDED = 1.0 + 1e-9  # a resource whose jobs' fractions sum above this is contended
 STEPS = 96   # the period's steps on which offsets are placed and overflow is summed
 
@@ -61,10 +75,13 @@ class Iteration:
 @dataclass(frozen=True)
 class Window:
     """A job's communication window: it starts a round at phase_offset_s + k x
-    period_s (k whole), its rounds lasting about comm_s."""
+    period_s (k whole), its rounds lasting about comm_s at its rate alone, and sent at
+    rate_scale times that rate (less than 1 where rounds placed to meet share a
+    resource: shared_scale)."""
     period_s: float
     phase_offset_s: float
     comm_s: float
+    rate_scale: float = 1.0
 
 
 def schedule(iterations, usage, previous=None):
@@ -81,9 +98,19 @@ def schedule(iterations, usage, previous=None):
             continue   # their rounds do not fit in one iteration: they run freely
         period = max(longest, busy) * (1.0 + PERIOD_MARGIN)
         offsets = place(group, iterations, usage, contended, period, previous or {})
-        windows.update({job: Window(period, offsets[job], iterations[job].comm_s)
-                        for job in group})
+        placed = {job: Window(period, offsets[job], iterations[job].comm_s) for job in group}
+        scales = {job: shared_scale(job, usage, placed) for job in group}
+        if all(fits_at_scale(iterations[job], scales[job], period) for job in group):
+            windows.update({job: Window(period, offsets[job], iterations[job].comm_s,
+                                        scales[job]) for job in group})
     return windows
+
+
+def fits_at_scale(iteration, scale, period):
+    """Whether a job's round at `scale` of its rate alone, and its compute, fit in
+    `period`, so that its next round starts in its next window."""
+    compute_s = iteration.iteration_s - iteration.comm_s
+    return iteration.comm_s / scale + compute_s <= period
 
 
 def contended_resources(usage):
@@ -154,3 +181,43 @@ def added_overflow(load, extra):
     """How much more `load` (per step, in fractions of the resource) overfills it with
     `extra` on top: a number per row of `extra`."""
     return np.maximum(0.0, load + extra - 1.0).sum(axis=-1) - np.maximum(0.0, load - 1.0).sum()
+
+
+def window_length_s(window):
+    """How long a window's rounds borrow from its start: its round, PERIOD_MARGIN more."""
+    return window.comm_s * (1 + PERIOD_MARGIN)
+
+
+def apart(window, other, length_s=window_length_s):
+    """Whether two windows (Window; other may be None) of one period never meet: on the
+    period's circle, each starts after the other has ended, each lasting
+    length_s(window) (its borrowing; or its round, Window.comm_s)."""
+    if other is None or other.period_s != window.period_s:
+        return False
+    period = window.period_s
+    ahead = (other.phase_offset_s - window.phase_offset_s) % period
+    return length_s(window) <= ahead <= period - length_s(other)
+
+
+def round_s(window):
+    """How long a window's round lasts, as the solver placed it (no margin)."""
+    return window.comm_s
+
+
+def shared_scale(job, usage, windows):
+    """What of its rate alone a job sends at in its window (windows: {job: Window}):
+    1.0, or less where jobs whose rounds, as placed, meet its own share a resource with
+    it and would fill it past SHARED_FILL, each at its rate alone (usage: {job:
+    {resource: fraction of it at its rate alone}}): the fill brought down to SHARED_FILL.
+    Rounds that meet only in their windows' margins (an overrun) do not count."""
+    mine = windows[job]
+    meeting = [other for other, window in windows.items()
+               if other != job and not apart(mine, window, round_s)]
+    scale = 1.0
+    for resource, fraction in usage.get(job, {}).items():
+        sharers = [usage[other][resource] for other in meeting
+                   if usage.get(other, {}).get(resource, 0.0) > 0]
+        fill = fraction + sum(sharers)
+        if sharers and fill > SHARED_FILL:
+            scale = min(scale, SHARED_FILL / fill)
+    return scale

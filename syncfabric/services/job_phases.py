@@ -15,26 +15,21 @@ that overruns keeps to its floor in the next job's window) and `window_mbps` (it
 alone, what the solver placed it at: its rounds borrow up to it from their window's
 start, rather than probe for it while the others keep to their windows; where the
 rounds of jobs that share a resource were placed to meet, less, so that together they
-fill it to SHARED_FILL at most: shared_scale), all null when
-it has none (the fabric does not interleave, it has not said its iteration yet, or it
-conflicts with no other job). In its window, a job may borrow into an aggregator what
+fill it to SHARED_FILL at most: phase_schedule.shared_scale), all null when
+it has none (the fabric does not interleave, it has not said its iteration yet, it
+conflicts with no other job, or its group's rounds, at the rates at which they must
+meet, would outrun the period). In its window, a job may borrow into an aggregator what
 the jobs whose windows meet its own leave of it (co_active).
 """
 
 import logging
 
 from syncfabric.decisions.fair_shares import fair_rates
-from syncfabric.decisions.phase_schedule import PERIOD_MARGIN, schedule
+from syncfabric.decisions.phase_schedule import apart, schedule, window_length_s
 from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
-# jobs whose rounds meet fill a resource they share to at most this, at their window
-# rates: two paced jobs that each took half a link at their rates alone queued behind
-# each other's datagrams, and their rounds lost 1303 borrowed datagrams in a run where,
-# at 0.85 of that, they lost 126 (docs/sharing.md); a job alone in its window keeps its
-# rate alone (one paced sender fills its link without that loss)
-SHARED_FILL = 0.85
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
 NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None, "window_mbps": None}
 
@@ -95,8 +90,8 @@ class JobPhases:
             return
         self.planned_from = iterations
         self.windows = schedule(iterations, usage, self.windows)
-        self.rates = {job_id: alones[job_id] * shared_scale(job_id, usage, self.windows)
-                      for job_id in self.windows}
+        self.rates = {job_id: alones[job_id] * window.rate_scale
+                      for job_id, window in self.windows.items()}
         self.plans_made += 1
         for job_id, window in sorted(self.windows.items()):
             LOG.info("job %d: window of %.3f s every %.3f s from %.3f s at %.3f Mbit/s "
@@ -106,47 +101,8 @@ class JobPhases:
         free = sorted(set(iterations) - set(self.windows))
         if free:
             LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
-                     "do not fit in its iterations); they run freely", free)
-
-
-def window_length_s(window):
-    """How long a window's rounds borrow from its start: its round, PERIOD_MARGIN more."""
-    return window.comm_s * (1 + PERIOD_MARGIN)
-
-
-def apart(window, other, length_s=window_length_s):
-    """Whether two windows (phase_schedule.Window; other may be None) of one period
-    never meet: on the period's circle, each starts after the other has ended, each
-    lasting length_s(window) (its borrowing; or its round, Window.comm_s)."""
-    if other is None or other.period_s != window.period_s:
-        return False
-    period = window.period_s
-    ahead = (other.phase_offset_s - window.phase_offset_s) % period
-    return length_s(window) <= ahead <= period - length_s(other)
-
-
-def round_s(window):
-    """How long a window's round lasts, as the solver placed it (no margin)."""
-    return window.comm_s
-
-
-def shared_scale(job_id, usage, windows):
-    """What of its rate alone a job sends at in its window (windows: {job: Window}):
-    1.0, or less where jobs whose rounds, as placed, meet its own share a resource with
-    it and would fill it past SHARED_FILL, each at its rate alone (usage: {job:
-    {resource: fraction of it at its rate alone}}): the fill brought down to SHARED_FILL.
-    Rounds that meet only in their windows' margins (an overrun) do not count."""
-    mine = windows[job_id]
-    meeting = [other for other, window in windows.items()
-               if other != job_id and not apart(mine, window, round_s)]
-    scale = 1.0
-    for resource, fraction in usage.get(job_id, {}).items():
-        sharers = [usage[other][resource] for other in meeting
-                   if usage.get(other, {}).get(resource, 0.0) > 0]
-        fill = fraction + sum(sharers)
-        if sharers and fill > SHARED_FILL:
-            scale = min(scale, SHARED_FILL / fill)
-    return scale
+                     "do not fit in its iterations, or would outrun its period at the rates "
+                     "at which they must meet); they run freely", free)
 
 
 def moved(planned_from, iterations):

@@ -9,7 +9,7 @@ import pytest
 
 from syncfabric.decisions.phase_schedule import (FIT, PERIOD_MARGIN, Iteration, Window,
                                                  added_overflow, arc_steps, contended_resources,
-                                                 schedule)
+                                                 fits_at_scale, schedule)
 
 GRID = 24     # the brute force's offsets: the period in this many steps
 FINE = 480    # the steps on which a placement's overflow is judged, finer than the solver's
@@ -59,6 +59,7 @@ def test_jobs_on_one_link_take_turns():
     assert windows[1].period_s == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert windows[1].period_s == windows[2].period_s
     assert overflow(windows, {1: {"spine": 1.0}, 2: {"spine": 1.0}}) == 0
+    assert windows[1].rate_scale == windows[2].rate_scale == 1.0   # apart: each alone
 
 
 def test_the_period_grows_to_the_busiest_link():
@@ -92,6 +93,22 @@ def test_jobs_whose_rounds_do_not_fit_in_an_iteration_run_freely():
     assert set(schedule(iterations, usage)) == {0, 1}
     iterations = {job: Iteration(1.0, 2.0 / FIT - 0.01) for job in (0, 1)}
     assert schedule(iterations, usage) == {}
+
+
+def test_rounds_that_must_meet_and_would_then_outrun_the_period_run_freely():
+    """Three jobs that each take 0.77 of a link, computing as long as they communicate:
+    their busy link fits the period (2.31 s of rounds in 2.43 s), but three rounds of
+    1 s in it must meet, two at a time; at the rate that meeting leaves them (0.85 of
+    the link for two: 0.55 of their rates alone), a round lasts 1.8 s, and with its
+    1 s of compute outruns the period. They run freely; with compute short enough
+    that a round at that rate fits, two jobs alone in their windows keep windows."""
+    usage = {job: {"spine": 0.77} for job in range(3)}
+    assert schedule({job: Iteration(1.0, 2.0) for job in range(3)}, usage) == {}
+    assert fits_at_scale(Iteration(1.0, 2.0), 0.55, 2.43) is False
+    assert fits_at_scale(Iteration(1.0, 2.0), 1.0, 2.1) is True
+    pair = schedule({job: Iteration(1.0, 2.0) for job in range(2)},
+                    {job: {"spine": 0.77} for job in range(2)})
+    assert set(pair) == {0, 1} and all(w.rate_scale == 1.0 for w in pair.values())
 
 
 def test_jobs_that_fit_together_or_apart_get_no_window():
@@ -152,7 +169,8 @@ def test_windows_of_one_period_that_never_meet_are_apart():
     do not meet on its circle (a window lasts its round and PERIOD_MARGIN more)."""
     from types import SimpleNamespace
 
-    from syncfabric.services.job_phases import JobPhases, apart
+    from syncfabric.decisions.phase_schedule import apart
+    from syncfabric.services.job_phases import JobPhases
     first = Window(4.0, 0.0, 1.5)
     assert apart(first, Window(4.0, 2.0, 1.5))
     assert apart(first, Window(4.0, 1.6, 2.2))                # from 1.6 to 3.91
@@ -170,7 +188,7 @@ def test_jobs_whose_windows_meet_fill_what_they_share_to_shared_fill_at_most():
     """A window's rate is the job's rate alone, less where jobs whose windows meet it
     share a resource with it that they would fill past SHARED_FILL at their rates alone;
     a job alone in its window, or sharing nothing with those it meets, keeps it."""
-    from syncfabric.services.job_phases import SHARED_FILL, shared_scale
+    from syncfabric.decisions.phase_schedule import SHARED_FILL, shared_scale
     windows = {1: Window(4.0, 0.0, 1.5), 2: Window(4.0, 0.0, 1.5), 3: Window(4.0, 2.0, 1.5),
                4: Window(4.0, 2.0, 1.5)}
     usage = {1: {"spine": 0.5, "h1": 1.0}, 2: {"spine": 0.5, "h2": 1.0},
