@@ -12,7 +12,13 @@ meters are tightened only once every worker still reporting has passed it.
 
 A worker that ends says so (`done=1`): it begins no more rounds, so a generation
 need not wait for it to pass its effective round (a job's last rounds would otherwise
-hold another's admission until the worker went quiet, QUIET_S).
+hold another's admission until the worker went quiet, QUIET_S). Nor need it wait for
+a worker that says, in a read of that generation (its answer, or the worker's copy
+the read found unchanged, holds the new rates), that every round before the effective
+one is back (`back`): it sends nothing of them any more, and the round it begins next
+goes at the new rates. A worker that
+computes between rounds (and under interleaving waits for its window) thus holds an
+admission only as long as its round in flight, not that and its compute.
 
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,
@@ -44,12 +50,17 @@ class RoundReports:
     comm_s: dict = field(default_factory=dict)
     compute_s: dict = field(default_factory=dict)
     borrowed_mbps: dict = field(default_factory=dict)
+    back: dict = field(default_factory=dict)   # {worker: (round back through, generation)}
 
-    def heard(self, worker, number, now, figures=None):
-        """figures: {name: value} of FIGURE_LIMITS' names, as parse_figures gives them."""
+    def heard(self, worker, number, now, figures=None, back=None, generation=0):
+        """figures: {name: value} of FIGURE_LIMITS' names, as parse_figures gives them;
+        back: the round every round of the worker's is back through (parse_back), said
+        in a read of the job's `generation`."""
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             self.latest[worker] = (number, now)
             self.first.setdefault(worker, (number, now))
+            if back is not None and back <= number:
+                self.back[worker] = (back, generation)
         figures = figures or {}
         if "comm_s" in figures:
             self.comm_s[worker] = min(figures["comm_s"], self.comm_s.get(worker, figures["comm_s"]))
@@ -101,10 +112,16 @@ class RoundReports:
             return 0
         return max(running.values()) + EFFECTIVE_MARGIN + int(self.pace(now) * READ_LAG_S)
 
-    def passed(self, effective_round, now):
-        """Whether every running worker has begun `effective_round` (so the old rates
-        are no longer used by any of them)."""
-        return all(n >= effective_round for n in self.running(now).values())
+    def passed(self, effective_round, now, generation=None):
+        """Whether every running worker has begun `effective_round`, or (in a read of
+        `generation`, the one whose rates hold from it, or a later one) has every round
+        before it back: the old rates are no longer used by any of them."""
+        def done(worker, number):
+            back, read = self.back.get(worker, (-1, None))
+            return number >= effective_round or (
+                generation is not None and read is not None and read >= generation
+                and back >= effective_round - 1)
+        return all(done(w, n) for w, n in self.running(now).items())
 
 
 def parse_round_report(worker, number):
@@ -115,6 +132,16 @@ def parse_round_report(worker, number):
     except ValueError:
         number = None
     return (worker, number) if worker and number is not None else (None, None)
+
+
+def parse_back(query):
+    """The round a GET's query ({name: text}) says its worker is back through (`back`),
+    as a whole number from 0 up; None if it says none or not one."""
+    try:
+        back = int(query.get("back"))
+    except (TypeError, ValueError):
+        return None
+    return back if back >= 0 else None
 
 
 def parse_done(query):

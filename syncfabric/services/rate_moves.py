@@ -61,9 +61,10 @@ class RateMoves:
 
     def _done_with_old_rates(self, job, now):
         """Whether no worker of `job` sends at its old rates: each has passed its
-        effective round or ended, or the job was released."""
-        return self.jobs.jobs.get(job.id) is not job or job.rounds.passed(job.effective_round,
-                                                                          now)
+        effective round, or said in a read of its new generation that the rounds
+        before it are back, or ended; or the job was released."""
+        return self.jobs.jobs.get(job.id) is not job or job.rounds.passed(
+            job.effective_round, now, job.generation)
 
     def _grow(self, change, now, cause):
         try:

@@ -21,3 +21,22 @@ def test_with_no_worker_running_any_round_will_do():
     assert reports.effective_round(0.0) == 0
     reports.heard("h1", 7, 0.0)
     assert reports.effective_round(QUIET_S + 1) == 0 and reports.passed(99, QUIET_S + 1)
+
+
+def test_a_worker_with_every_round_back_need_not_begin_the_next_one():
+    """A worker computing between rounds (every round it began back) holds new rates'
+    round only until it says so in a read of their generation: that read gave it the
+    new rates, and it sends nothing of the old rounds. Said in a read of an older
+    generation, or with a round still out, it must begin the effective round."""
+    reports = RoundReports()
+    reports.heard("h1", 4, 0.0, back=4, generation=1)   # computing, read generation 1
+    reports.heard("h2", 4, 0.0, back=3, generation=2)   # round 4 still out
+    assert reports.effective_round(0.0) == 5
+    assert not reports.passed(5, 0.0, generation=2)
+    reports.heard("h1", 4, 0.5, back=4, generation=2)   # reads generation 2, computing
+    assert not reports.passed(5, 0.5, generation=2)     # h2 not back through 4 yet
+    reports.heard("h2", 4, 0.5, back=4, generation=2)
+    assert reports.passed(5, 0.5, generation=2)
+    assert not reports.passed(5, 0.5)                   # without the generation: begin it
+    reports.heard("h3", 2, 0.5, back=9, generation=2)   # back past what it began: not believed
+    assert not reports.passed(5, 0.5, generation=2)

@@ -63,16 +63,22 @@ def test_a_round_starts_at_its_next_window_or_at_once_if_a_little_late():
 
 def test_a_worker_says_its_last_round_and_its_compute():
     timing = IterationTimes()
-    timing.called(1, None, 100.0)
     assert timing.query() == ""            # nothing known yet
+    timing.called(1, None, 100.0)
+    assert timing.query() == "&back=0"     # round 1 in flight: every round before it back
     timing.back(1, 100.5)
+    assert timing.query() == "&back=1"     # computing
     timing.called(2, 101.5, 101.2)         # computed 0.7 s; its round waits for 101.5
+    timing.called(3, None, 101.3)
+    assert timing.query() == "&back=1&comm_s=0.5000&compute_s=0.7000"
+    timing.back(3, 102.0)                  # round 2 still out: not back through 3
+    assert timing.back_through() == 1
     timing.back(2, 102.1)
-    assert timing.query() == "&comm_s=0.6000&compute_s=0.7000"
+    assert timing.query() == "&back=3&comm_s=0.6000&compute_s=0.7000"
     timing.back(7, 103.0)                  # a round it never started changes nothing
     assert (timing.comm_s, timing.compute_s) == (pytest.approx(0.6), pytest.approx(0.7))
     timing.computed(102.4)                 # asks for its window after 0.3 s of compute,
-    timing.called(3, 103.0, 102.95)        # and waits for it: not compute
+    timing.called(4, 103.0, 102.95)        # and waits for it: not compute
     assert timing.compute_s == pytest.approx(0.3)
 
 

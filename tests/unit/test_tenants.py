@@ -116,6 +116,32 @@ def test_the_shrink_tightens_meters_only_once_the_workers_reached_its_round(one_
     assert meter_rates(one_spine) == booked_meters(one_spine) != before
 
 
+def test_the_shrink_waits_no_longer_for_workers_that_compute_with_every_round_back(one_spine):
+    """Workers computing between rounds (every round they began back) need not begin
+    the round the new rates hold from: once each says so in a read of the new
+    generation, whose answer holds those rates, the admission goes on. Said in a read
+    of the old generation, it does not count."""
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    for worker in FIRST:
+        job(one_spine, first["id"], worker=worker, round=5, back=5)   # generation 1
+    before = meter_rates(one_spine)
+    admission = hub.spawn(post, one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    hub.sleep(0.5)
+    assert not admission.dead and meter_rates(one_spine) == before
+    told = job(one_spine, first["id"], worker="h1", round=5, back=5)
+    assert told["generation"] == 2 and told["effective_round"] == 5 + EFFECTIVE_MARGIN
+    hub.sleep(0.3)
+    assert not admission.dead   # h3 has not read generation 2
+    job(one_spine, first["id"], worker="h3", round=5, back=4)   # round 5 still out
+    hub.sleep(0.3)
+    assert not admission.dead
+    job(one_spine, first["id"], worker="h3", round=5, back=5)
+    with hub.Timeout(2.0):
+        status, second = admission.wait()
+    assert status == 201, second
+    assert meter_rates(one_spine) == booked_meters(one_spine) != before
+
+
 @pytest.mark.parametrize("ending", ["workers say done", "released"])
 def test_the_shrink_waits_no_longer_for_a_job_whose_workers_ended(one_spine, ending):
     """A job in its last rounds never reaches the round its new rates hold from: the

@@ -100,6 +100,7 @@ class IterationTimes:
         self.started = {}      # round number -> when it started (time.time())
         self.back_at = None    # when the latest round's sums were all back
         self.comm_s = self.compute_s = None
+        self.latest_called = None   # the newest round asked for
 
     def computed(self, now):
         """The caller is done computing (it asks for a window or a round) at `now`."""
@@ -111,18 +112,32 @@ class IterationTimes:
         """Round `number` was asked for at `now`, to start at start_at (None: at once)."""
         self.computed(now)
         self.started[number] = max(now, start_at or now)
+        self.latest_called = number if self.latest_called is None else max(self.latest_called,
+                                                                          number)
 
     def back(self, number, now):
         started = self.started.pop(number, None)
         if started is not None:
             self.comm_s, self.back_at = max(0.0, now - started), now
 
+    def back_through(self):
+        """The newest round up to which every round asked for is back (None: none yet),
+        so that the worker sends nothing of them any more: while it computes, a new
+        generation of rates need not wait for it to begin its next round."""
+        started = dict(self.started)   # the caller's thread adds to it
+        if started:
+            return min(started) - 1 if min(started) > 0 else None
+        return self.latest_called
+
     def query(self):
-        """The GET query's part that says them ("" until both are known)."""
+        """The GET query's part that says them: the round all are back through, and the
+        iteration once both its parts are known."""
+        back = self.back_through()
+        said = "" if back is None else "&back=%d" % back
         comm_s, compute_s = self.comm_s, self.compute_s
         if comm_s is None or compute_s is None:
-            return ""
-        return "&comm_s=%.4f&compute_s=%.4f" % (comm_s, compute_s)
+            return said
+        return said + "&comm_s=%.4f&compute_s=%.4f" % (comm_s, compute_s)
 
 
 class WorkerCadence:
