@@ -33,9 +33,9 @@ def test_a_worker_with_every_round_back_need_not_begin_the_next_one():
     reports.heard("h2", 4, 0.0, back=3, generation=2)   # round 4 still out
     assert reports.effective_round(0.0) == 5
     assert not reports.passed(5, 0.0, generation=2)
-    reports.heard("h1", 4, 0.5, back=4, generation=2)   # reads generation 2, computing
-    assert not reports.passed(5, 0.5, generation=2)     # h2 not back through 4 yet
-    reports.heard("h2", 4, 0.5, back=4, generation=2)
+    reports.heard("h2", 4, 0.5, back=4, generation=2)   # its round 4 back now
+    assert not reports.passed(5, 0.5, generation=2)     # h1 has not read generation 2
+    reports.heard("h1", 4, 0.5, back=4, generation=2)   # reads it, computing still
     assert reports.passed(5, 0.5, generation=2)
     assert not reports.passed(5, 0.5)                   # without the generation: begin it
     reports.heard("h3", 2, 0.5, back=9, generation=2)   # back past what it began: not believed
