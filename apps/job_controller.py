@@ -5,10 +5,10 @@ plan as one resource.
     ryu-manager apps.job_controller       # loads the fabric, multicast and INA apps too
 
 REST: POST /jobs, GET /jobs (with an ETag: 304 to If-None-Match while no job changed),
-GET/DELETE /jobs/<id> (GET with ?worker=&round=&comm_s=&compute_s=&borrowed_mbps=: a
-worker says where it is, how long its rounds and compute take and what it borrows, and
-an ETag), PUT /jobs/<id>/lease (its owner renews the lease), GET/PUT /fabric/policy (how
-jobs share the fabric: services/tenants.py). Errors: 400 malformed, invalid or an
+GET/DELETE /jobs/<id> (GET with ?worker=&round=&back=&comm_s=&compute_s=&borrowed_mbps=:
+a worker says where it is, which of its rounds are back, how long its rounds and
+compute take and what it borrows, and an ETag), PUT /jobs/<id>/lease (its owner renews
+the lease), GET/PUT /fabric/policy (how jobs share the fabric: services/tenants.py). Errors: 400 malformed, invalid or an
 unknown host, 403 not the job's owner, 404 unknown job, 409 the job does not fit (with
 its bottleneck and max_rate_mbps), 503 fabric not ready or saved jobs being restored,
 500 a switch rejected a part.
@@ -56,9 +56,10 @@ class JobRestApi(resource_api("jobs", None, REST_APP_KEY)):
     @counted_route("jobs", "/jobs/{item_id}", methods=["GET"])
     def show(self, req, item_id, **_kwargs):
         """GET /jobs/<id>: with ?worker=h1&round=N, a worker of the job says which round
-        it began (so the controller knows from which round new rates can hold), and with
-        comm_s and compute_s its iteration (for interleaving), with borrowed_mbps what it
-        borrows; with the job's weak ETag in
+        it began (so the controller knows from which round new rates can hold), with
+        back the round all its rounds are back through (a shrink need not wait for a
+        worker that computes), with comm_s and compute_s its iteration (for
+        interleaving), with borrowed_mbps what it borrows; with the job's weak ETag in
         If-None-Match, 304 while its generation, lease and window hold. Each worker reads
         its job twice a second."""
         now = time.monotonic()

@@ -12,9 +12,10 @@ without a new generation: hosts take them from every report that changed (refres
 A generation whose layout differs in more than rates (its parts moved around a fault)
 is not a rate change (same_shape): the daemon serves the job anew, as before.
 
-A worker reads its job twice a second (JobFollower), naming the round it began, so
-the controller knows from which round new rates can hold, and how long its rounds and
-compute take; it says when it ends. Its window under interleaving is taken from every
+A worker reads its job twice a second (JobFollower), naming the round it began and
+the round all its rounds are back through, so the controller knows from which round
+new rates can hold and when it no longer sends at the old ones, and how long its rounds
+and compute take; it says when it ends. Its window under interleaving is taken from every
 read (phase_windows.py).
 """
 
@@ -79,9 +80,9 @@ class RateSchedule:
 
 
 class JobFollower:
-    """A worker's reading of its job (GET /jobs/<id>?worker=&round=&comm_s=&compute_s=
-    &borrowed_mbps=, with its ETag) every FOLLOW_POLL_S: a new generation of rates goes into `schedule`,
-    the job's window into `window` (phase_windows.PhaseWindow). begun(): the round the
+    """A worker's reading of its job (GET /jobs/<id>?worker=&round=&back=&comm_s=
+    &compute_s=&borrowed_mbps=, with its ETag) every FOLLOW_POLL_S: a new generation of
+    rates goes into `schedule`, the job's window into `window` (phase_windows.PhaseWindow). begun(): the round the
     worker began last; figures(): the rest of the query, what it says of its rounds
     (FabricWorker.figures_query)."""
 
