@@ -8,10 +8,10 @@ REST: POST /jobs, GET /jobs (with an ETag: 304 to If-None-Match while no job cha
 GET/DELETE /jobs/<id> (GET with ?worker=&round=&back=&comm_s=&compute_s=&borrowed_mbps=:
 a worker says where it is, which of its rounds are back, how long its rounds and
 compute take and what it borrows, and an ETag), PUT /jobs/<id>/lease (its owner renews
-the lease), GET/PUT /fabric/policy (how jobs share the fabric: services/tenants.py). Errors: 400 malformed, invalid or an
-unknown host, 403 not the job's owner, 404 unknown job, 409 the job does not fit (with
-its bottleneck and max_rate_mbps), 503 fabric not ready or saved jobs being restored,
-500 a switch rejected a part.
+the lease), GET/PUT /fabric/policy (how jobs share the fabric: services/tenants.py).
+Errors: 400 malformed, invalid or an unknown host, 403 not the job's owner, 404 unknown
+job, 409 the job does not fit (with its bottleneck and max_rate_mbps), 503 fabric not
+ready or saved jobs being restored, 500 a switch rejected a part.
 """
 
 import time
