@@ -5,6 +5,7 @@ job released once at destroy_process_group or at exit. Every decision is taken
 together: a problem on any rank is every rank's error (or fallback)."""
 
 import atexit
+import concurrent.futures
 import fcntl
 import logging
 import os
@@ -19,14 +20,17 @@ import torch.distributed as dist
 
 from syncfabric.hosts.transport.controller_client import ADMISSION_TIMEOUT_S, ControllerClient
 from syncfabric.hosts.jobs.fabric_worker import FabricJob, FabricWorker, job_request
-from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S
+from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S, round_fail_s
 from syncfabric.hosts.packets.gradient_wire import MAX_WORKERS
 from syncfabric.hosts.packets.wire import data_mtu
 
 LOG = logging.getLogger("syncfabric.torch")
 WIRE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)   # summed as float32 on the wire
 SIOCGIFADDR = 0x8915    # Linux: an interface's IPv4 address
-FIRST_ROUND_S = 2 * ROUND_FAIL_S   # registration's round of zeros fails sooner, naming a host
+# registration's round of zeros takes at most this (and a long round's prediction more:
+# first_round_s); a round without progress fails sooner, naming a host
+FIRST_ROUND_S = 2 * ROUND_FAIL_S
 
 
 class FabricHookError(RuntimeError):
@@ -152,8 +156,25 @@ def first_round(worker):
     a round (one that cannot fails here, naming the host at fault), and the costs of a
     first round (each node's first sums, the switches' first packets of each flow) are
     not the first step's. It took the first step of experiments.ddp from 0.42-0.57 s to
-    0.37 s (8 ranks, 52 Mbit/s; later steps 0.25 s)."""
-    worker.allreduce(np.zeros(worker.layout.floats, dtype=np.float32), timeout=FIRST_ROUND_S)
+    0.37 s (8 ranks, 52 Mbit/s; later steps 0.25 s). JobError if it does not come back
+    in first_round_s."""
+    layout, timeout_s = worker.layout, first_round_s(worker.layout)
+    try:
+        worker.allreduce(np.zeros(layout.floats, dtype=np.float32), timeout=timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise JobError("its first round (zeros, %.1f MB, predicted to take %.1f s) did not "
+                       "come back in %.1f s" % (4 * layout.floats / 1e6,
+                                                layout.predicted_round_s or 0.0,
+                                                timeout_s)) from None
+
+
+def first_round_s(layout):
+    """How long registration's round of zeros may take: the round the controller
+    predicts, and as long as a round may go without progress (round_fail_s), at least
+    FIRST_ROUND_S. A flat FIRST_ROUND_S failed every round of 25 MB at 16 ranks
+    (predicted 13.3 s at 15.9 Mbit/s), and the group went to Gloo."""
+    predicted_s = layout.predicted_round_s or 0.0
+    return max(FIRST_ROUND_S, predicted_s + round_fail_s(layout))
 
 
 def on_every_rank(action, worker, job, name, agreement):
@@ -161,7 +182,8 @@ def on_every_rank(action, worker, job, name, agreement):
     try:
         result, problem = action(), None
     except Exception as error:   # this host cannot bind the job's ports; a silent daemon
-        result, problem = None, "rank %d (%s): %s" % (agreement.rank, name, error)
+        result, problem = None, "rank %d (%s): %s" % (agreement.rank, name,
+                                                      str(error) or type(error).__name__)
     problems = agreement.gathered(problem)
     if any(problems):
         for opened in (worker, result):
