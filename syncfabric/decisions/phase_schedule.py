@@ -43,7 +43,7 @@ no more than it holds. Here, as there:
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import numpy as np
@@ -90,7 +90,7 @@ def schedule(iterations, usage, previous=None):
     fraction of it the job takes at its rate alone}}; previous: {job: Window} planned
     before, whose places are kept where as good."""
     contended = contended_resources(usage)
-    windows = {}
+    placed = []   # each group's {job: Window}, at rates alone
     for group in groups(iterations, usage, contended):
         busy = busiest_s(group, iterations, usage, contended)
         longest = max(iterations[job].iteration_s for job in group)
@@ -98,12 +98,28 @@ def schedule(iterations, usage, previous=None):
             continue   # their rounds do not fit in one iteration: they run freely
         period = max(longest, busy) * (1.0 + PERIOD_MARGIN)
         offsets = place(group, iterations, usage, contended, period, previous or {})
-        placed = {job: Window(period, offsets[job], iterations[job].comm_s) for job in group}
-        scales = {job: shared_scale(job, usage, placed) for job in group}
-        if all(fits_at_scale(iterations[job], scales[job], period) for job in group):
-            windows.update({job: Window(period, offsets[job], iterations[job].comm_s,
-                                        scales[job]) for job in group})
-    return windows
+        placed.append({job: Window(period, offsets[job], iterations[job].comm_s)
+                       for job in group})
+    return scaled(fitting(placed, iterations, usage), usage)
+
+
+def fitting(placed, iterations, usage):
+    """{job: Window} of the groups of `placed` whose every round, at the rate its
+    window's meetings with every placed window leave it (shared_scale), fits in its
+    period with its compute (fits_at_scale)."""
+    every = {job: window for group in placed for job, window in group.items()}
+    return {job: window for group in placed
+            if all(fits_at_scale(iterations[j], shared_scale(j, usage, every), w.period_s)
+                   for j, w in group.items())
+            for job, window in group.items()}
+
+
+def scaled(windows, usage):
+    """`windows` with their rate scales among themselves. The jobs of groups left to
+    run freely are not counted, as no job without a window is (shared_scale): leaving
+    them out only raises the others' scales, so those still fit."""
+    return {job: replace(window, rate_scale=shared_scale(job, usage, windows))
+            for job, window in windows.items()}
 
 
 def fits_at_scale(iteration, scale, period):

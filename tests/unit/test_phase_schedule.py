@@ -111,6 +111,25 @@ def test_rounds_that_must_meet_and_would_then_outrun_the_period_run_freely():
     assert set(pair) == {0, 1} and all(w.rate_scale == 1.0 for w in pair.values())
 
 
+def test_rounds_of_another_group_that_meet_on_a_resource_cut_the_rate_too():
+    """Two groups of two jobs on links a and b; jobs 1 and 3 also share c, at half of it
+    each (not contended, but past SHARED_FILL together). Their periods differ, so their
+    rounds meet: both send at SHARED_FILL of their rates alone, and still fit. Where
+    group {1, 2} computes too little for that, it runs freely, and job 3, meeting
+    no window on c, keeps its rate alone."""
+    from syncfabric.decisions.phase_schedule import SHARED_FILL
+    usage = {1: {"a": 1.0, "c": 0.5}, 2: {"a": 1.0}, 3: {"b": 1.0, "c": 0.5}, 4: {"b": 1.0}}
+    iterations = {1: Iteration(1.0, 4.0), 2: Iteration(1.0, 4.0),
+                  3: Iteration(1.0, 5.0), 4: Iteration(1.0, 5.0)}
+    windows = schedule(iterations, usage)
+    assert windows[1].period_s != windows[3].period_s
+    assert windows[1].rate_scale == windows[3].rate_scale == pytest.approx(SHARED_FILL)
+    assert windows[2].rate_scale == windows[4].rate_scale == 1.0
+    iterations.update({1: Iteration(1.0, 2.0), 2: Iteration(1.0, 2.0)})
+    windows = schedule(iterations, usage)
+    assert set(windows) == {3, 4} and windows[3].rate_scale == 1.0
+
+
 def test_jobs_that_fit_together_or_apart_get_no_window():
     """Two jobs each taking half of a link are not contended; a job on its own links is
     in no group."""
