@@ -16,9 +16,9 @@ hold another's admission until the worker went quiet, QUIET_S). Nor need it wait
 a worker that says, in a read of that generation (its answer, or the worker's copy
 the read found unchanged, holds the new rates), that every round before the effective
 one is back (`back`): it sends nothing of them any more, and the round it begins next
-goes at the new rates. A worker that
-computes between rounds (and under interleaving waits for its window) thus holds an
-admission only as long as its round in flight, not that and its compute.
+goes at the new rates. A worker that computes between rounds (and under interleaving
+waits for its window) thus holds an admission only as long as its round in flight,
+not that and its compute.
 
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,

@@ -112,8 +112,8 @@ class IterationTimes:
         """Round `number` was asked for at `now`, to start at start_at (None: at once)."""
         self.computed(now)
         self.started[number] = max(now, start_at or now)
-        self.latest_called = number if self.latest_called is None else max(self.latest_called,
-                                                                          number)
+        latest = self.latest_called
+        self.latest_called = number if latest is None else max(latest, number)
 
     def back(self, number, now):
         started = self.started.pop(number, None)
