@@ -62,6 +62,12 @@ WORKER_ROUND = [
      "description": "seconds its caller took between that round's sum and the next round"},
     {"name": "borrowed_mbps", "in": "query", "required": False, "schema": NUMBER,
      "description": "the rate that worker borrows beyond its floor now"},
+    {"name": "back", "in": "query", "required": False, "schema": INTEGER,
+     "description": "the round every round that worker began is back through: computing "
+                    "with none out, it holds no new rates' effective_round"},
+    {"name": "paced", "in": "query", "required": False, "schema": INTEGER,
+     "description": "the oldest generation whose rates that worker's rounds out were sent "
+                    "at: the old meters stay until they are back"},
     {"name": "done", "in": "query", "required": False, "schema": INTEGER,
      "description": "1: that worker ends and begins no more rounds (new rates need not "
                     "wait for it)"}]

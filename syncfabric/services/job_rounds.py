@@ -18,7 +18,9 @@ the read found unchanged, holds the new rates), that every round before the effe
 one is back (`back`): it sends nothing of them any more, and the round it begins next
 goes at the new rates. A worker that computes between rounds (and under interleaving
 waits for its window) thus holds an admission only as long as its round in flight,
-not that and its compute.
+not that and its compute. A worker that began the effective round before it read the
+new generation paced it at the old rates; it says so (`paced`: the oldest generation
+its rounds in flight were sent at), and it has not passed until that round is back.
 
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,
@@ -51,16 +53,19 @@ class RoundReports:
     compute_s: dict = field(default_factory=dict)
     borrowed_mbps: dict = field(default_factory=dict)
     back: dict = field(default_factory=dict)   # {worker: (round back through, generation)}
+    paced: dict = field(default_factory=dict)  # {worker: oldest generation of its rounds out}
 
-    def heard(self, worker, number, now, figures=None, back=None, generation=0):
+    def heard(self, worker, number, now, figures=None, back=None, generation=0, paced=None):
         """figures: {name: value} of FIGURE_LIMITS' names, as parse_figures gives them;
         back: the round every round of the worker's is back through (parse_back), said
-        in a read of the job's `generation`."""
+        in a read of the job's `generation`; paced: the oldest generation whose rates its
+        rounds in flight were sent at (parse_paced; None: none in flight, or not said)."""
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             self.latest[worker] = (number, now)
             self.first.setdefault(worker, (number, now))
             if back is not None and back <= number:
                 self.back[worker] = (back, generation)
+            self.paced[worker] = paced
         figures = figures or {}
         if "comm_s" in figures:
             self.comm_s[worker] = min(figures["comm_s"], self.comm_s.get(worker, figures["comm_s"]))
@@ -68,6 +73,16 @@ class RoundReports:
             self.compute_s[worker] = figures["compute_s"]
         if "borrowed_mbps" in figures:
             self.borrowed_mbps[worker] = figures["borrowed_mbps"]
+
+    def said(self, worker, number, now, query, generation):
+        """What a worker says in a read of the job's `generation` (a GET's query: {name:
+        text}): that it ends (`done`), or the round it began, with its figures, the
+        round it is back through and the generation its rounds out were sent at."""
+        if parse_done(query):
+            self.ended(worker)
+        else:
+            self.heard(worker, number, now, parse_figures(query), parse_back(query),
+                       generation, parse_paced(query))
 
     def ended(self, worker):
         """The worker begins no more rounds (it said done): it no longer runs."""
@@ -115,9 +130,14 @@ class RoundReports:
     def passed(self, effective_round, now, generation=None):
         """Whether every running worker has begun `effective_round`, or (in a read of
         `generation`, the one whose rates hold from it, or a later one) has every round
-        before it back: the old rates are no longer used by any of them."""
+        before it back: the old rates are no longer used by any of them. A worker that
+        says a round in flight was sent at a generation before `generation` still uses
+        the old rates, whatever round it began."""
         def done(worker, number):
             back, read = self.back.get(worker, (-1, None))
+            paced = self.paced.get(worker)
+            if generation is not None and paced is not None and paced < generation:
+                return False
             return number >= effective_round or (
                 generation is not None and read is not None and read >= generation
                 and back >= effective_round - 1)
@@ -142,6 +162,17 @@ def parse_back(query):
     except (TypeError, ValueError):
         return None
     return back if back >= 0 else None
+
+
+def parse_paced(query):
+    """The oldest generation a GET's query ({name: text}) says its worker's rounds in
+    flight were sent at (`paced`), as a whole number from 1 up; None if it says none or
+    not one."""
+    try:
+        paced = int(query.get("paced"))
+    except (TypeError, ValueError):
+        return None
+    return paced if paced >= 1 else None
 
 
 def parse_done(query):

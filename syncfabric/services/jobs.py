@@ -27,8 +27,7 @@ from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
-from syncfabric.services.job_rounds import (parse_back, parse_done, parse_figures,
-                                            parse_round_report)
+from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
@@ -120,11 +119,8 @@ class Jobs:
         again only when it changed."""
         job = self._get(job_id)
         worker, number = parse_round_report(worker, number)
-        if worker in job.request["workers"] and parse_done(query or {}):
-            job.rounds.ended(worker)
-        elif worker in job.request["workers"]:
-            job.rounds.heard(worker, number, now, parse_figures(query or {}),
-                             parse_back(query or {}), job.generation)
+        if worker in job.request["workers"]:
+            job.rounds.said(worker, number, now, query or {}, job.generation)
         return job_tag(job, self.tenants.phases.version())
 
     def owner_key(self, job_id):

@@ -14,6 +14,7 @@ import pytest
 from syncfabric.hosts.jobs import fabric_worker, worker_sends
 from syncfabric.hosts.jobs.fabric_worker import REPAIR_QUIET_S, FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
+from syncfabric.hosts.jobs.phase_windows import paced_query
 from syncfabric.hosts.transport.pacing import send_streams
 from tests.harness.loopback_jobs import loopback_job
 
@@ -102,6 +103,19 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
     wait(futures, timeout=20)
     assert np.array_equal(futures[0].result(), values(0) + values(1))
     assert 0 < len(wakeups) <= first.stats[1]["sent"]
+
+
+def test_a_worker_says_the_generation_of_the_rates_its_round_out_went_at(workers):
+    """w1's first pass goes out while w2 has not begun: its round is out, sent at its
+    layout's generation, until w2's part brings the sums back."""
+    first = workers[0].allreduce_async(values(0))
+    deadline = time.monotonic() + 10
+    while not any(r.paced for r in list(workers[0].rounds.values())):
+        assert time.monotonic() < deadline, "w1's first pass never went out"
+        time.sleep(0.01)
+    assert paced_query(workers[0].rounds) == "&paced=%d" % workers[0].layout.generation
+    wait([first, workers[1].allreduce_async(values(1))], timeout=20)
+    assert paced_query(workers[0].rounds) == ""
 
 
 class RecordedSends:

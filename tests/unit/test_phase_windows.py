@@ -3,6 +3,7 @@ what it tells the controller of its iteration, and that it follows its window fr
 reads it makes anyway (rate_following.JobFollower)."""
 
 import socket
+from types import SimpleNamespace
 
 import pytest
 
@@ -119,14 +120,26 @@ def test_the_follower_says_the_iteration_takes_the_window_and_says_when_it_ends(
 def test_a_worker_says_the_rate_it_borrows_beside_its_iteration():
     cadence = WorkerCadence({"period_s": None})
     cadence.timing.comm_s, cadence.timing.compute_s = 0.5, 0.25
-    assert cadence.query(None) == "&comm_s=0.5000&compute_s=0.2500"   # it may not borrow
+    assert cadence.query(None, {}) == "&comm_s=0.5000&compute_s=0.2500"   # it may not borrow
     borrowing = Borrowing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), BORROWED_DSCP, 20.0)
     try:
         borrowing.set_floor(5.0, 10.0)   # half its host's floor: half the 10 spare
-        assert cadence.query(borrowing) == "&comm_s=0.5000&compute_s=0.2500&borrowed_mbps=%.3f" \
-            % (START_FRACTION * 5.0)
+        assert cadence.query(borrowing, {}) \
+            == "&comm_s=0.5000&compute_s=0.2500&borrowed_mbps=%.3f" % (START_FRACTION * 5.0)
     finally:
         borrowing.sock.close()
+
+
+def test_a_worker_says_the_oldest_generation_its_rounds_out_went_at():
+    """A round whose first pass went at generation 2's rates, beside one at 3 and one not
+    sent yet: it says 2 until that round is back, then nothing of rates in use."""
+    cadence = WorkerCadence({"period_s": None})
+    rounds = {7: SimpleNamespace(paced=3), 6: SimpleNamespace(paced=2),
+              8: SimpleNamespace(paced=None)}
+    assert cadence.query(None, rounds) == "&paced=2"
+    del rounds[6]
+    assert cadence.query(None, rounds) == "&paced=3"
+    assert cadence.query(None, {8: SimpleNamespace(paced=None)}) == ""
 
 
 def test_a_worker_takes_a_window_given_without_a_new_generation_into_its_rates():

@@ -142,6 +142,27 @@ def test_the_shrink_waits_no_longer_for_workers_that_compute_with_every_round_ba
     assert meter_rates(one_spine) == booked_meters(one_spine) != before
 
 
+def test_the_shrink_waits_for_a_round_its_worker_sent_at_the_old_rates(one_spine):
+    """A worker that began the round the new rates hold from before it read them sent it
+    at the old rates, and says so (`paced`): the old meters stay until that round is
+    back. Tightened at once, they would cut what it sends."""
+    _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
+    for worker in FIRST:
+        job(one_spine, first["id"], worker=worker, round=5, back=5)   # generation 1
+    before = meter_rates(one_spine)
+    admission = hub.spawn(post, one_spine, "/jobs", dict(COLOCATED, workers=SECOND))
+    hub.sleep(0.5)
+    effective = job(one_spine, first["id"], worker="h1", round=5, back=5)["effective_round"]
+    job(one_spine, first["id"], worker="h3", round=effective, back=5, paced=1)
+    hub.sleep(0.3)
+    assert not admission.dead and meter_rates(one_spine) == before
+    job(one_spine, first["id"], worker="h3", round=effective, back=effective)   # it is back
+    with hub.Timeout(2.0):
+        status, second = admission.wait()
+    assert status == 201, second
+    assert meter_rates(one_spine) == booked_meters(one_spine) != before
+
+
 @pytest.mark.parametrize("ending", ["workers say done", "released"])
 def test_the_shrink_waits_no_longer_for_a_job_whose_workers_ended(one_spine, ending):
     """A job in its last rounds never reaches the round its new rates hold from: the

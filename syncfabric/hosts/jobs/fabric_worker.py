@@ -160,7 +160,7 @@ class FabricWorker:
         self.cadence = WorkerCadence(report)
         self.follower = (JobFollower(job.client, name, self.rates, lambda: self.begun,
                                      self.cadence.window,
-                                     lambda: self.cadence.query(self.sends.borrowing))
+                                     lambda: self.cadence.query(self.sends.borrowing, self.rounds))
                          if isinstance(job, FabricJob) else None)
 
     # --- the API ----------------------------------------------------------------

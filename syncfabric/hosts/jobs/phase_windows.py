@@ -18,7 +18,8 @@ datagrams, halved their borrowed rates and ran long again, into the next windows
 The controller learns the job's iteration from its workers (IterationTimes): how long
 each one's last round took to come back, and how long its caller took between that and
 the next round (its compute). They travel in the reads the worker makes anyway
-(rate_following.JobFollower).
+(rate_following.JobFollower), with the generation of the rates its rounds out went at
+(paced_query).
 """
 
 import math
@@ -140,6 +141,16 @@ class IterationTimes:
         return said + "&comm_s=%.4f&compute_s=%.4f" % (comm_s, compute_s)
 
 
+def paced_query(rounds):
+    """What a worker says in its reads of its rates in use (a GET query's tail): the
+    oldest generation whose rates the first passes of its rounds in flight (`rounds`:
+    {number: Round}, read from another thread) went at. A worker that began the round a
+    new generation holds from before it read it sends that round at the old rates, which
+    its meters must keep allowing until it is back (services/job_rounds.py)."""
+    paced = [current.paced for current in list(rounds.values()) if current.paced is not None]
+    return "&paced=%d" % min(paced) if paced else ""
+
+
 class WorkerCadence:
     """A worker's rounds in time, as it and the controller agree on them: its job's
     window (taken from every read of its job) and its iteration (said in every read)."""
@@ -154,8 +165,9 @@ class WorkerCadence:
         self.timing.computed(now)
         return self.window.next_start(now)
 
-    def query(self, borrowing):
-        """What the worker says in its reads, as a query's tail: its iteration, and the
-        rate its first passes borrow (borrowing: transport/borrowing.Borrowing or None)."""
+    def query(self, borrowing, rounds):
+        """What the worker says in its reads, as a query's tail: its iteration, the rate
+        its first passes borrow (borrowing: transport/borrowing.Borrowing or None) and
+        the rates its rounds out went at (rounds: {number: worker_rounds.Round})."""
         borrowed = "" if borrowing is None else "&borrowed_mbps=%.3f" % borrowing.rate()
-        return self.timing.query() + borrowed
+        return self.timing.query() + borrowed + paced_query(rounds)

@@ -43,6 +43,7 @@ class Round:
         #            (what FabricWorker.stats keeps of it; borrowed: datagrams of the first
         #            pass sent in the borrowed class, borrowed_lost: of those, asked again)
         self.borrowed = set()   # the fragments its first passes sent borrowed, not yet asked
+        self.paced = None   # the oldest generation whose rates its first passes went at
 
     def contribute(self, start, values, future, whole):
         """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)

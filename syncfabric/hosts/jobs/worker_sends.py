@@ -63,7 +63,10 @@ class WorkerSends:
             own[shard].add_local(current.number, mine, current.values,
                                  layout.block_of[mine] * layout.per_fragment, self.bit)
         streams, flights, sent_indices = [], [], []
-        rates = self.rates.at(current.number).legs.get(self.name, [])
+        paced_by = self.rates.at(current.number)   # the rates it knows this round at now
+        current.paced = paced_by.generation if current.paced is None \
+            else min(current.paced, paced_by.generation)
+        rates = paced_by.legs.get(self.name, [])
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
             scratch = self.scratch.get(number)
