@@ -63,10 +63,10 @@ class WorkerSends:
             own[shard].add_local(current.number, mine, current.values,
                                  layout.block_of[mine] * layout.per_fragment, self.bit)
         streams, flights, sent_indices = [], [], []
-        paced_by = self.rates.at(current.number)   # the rates it knows this round at now
-        current.paced = paced_by.generation if current.paced is None \
-            else min(current.paced, paced_by.generation)
-        rates = paced_by.legs.get(self.name, [])
+        planned = self.rates.at(current.number)   # the rates it knows this round at now
+        current.paced = planned.generation if current.paced is None \
+            else min(current.paced, planned.generation)
+        rates = planned.legs.get(self.name, [])
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
             scratch = self.scratch.get(number)
@@ -83,7 +83,6 @@ class WorkerSends:
         started = perf_counter_at(start_at)
         borrowing = self.borrowing
         if borrowing is not None:
-            planned = self.rates.at(current.number)
             limits = {destination: mbps * self.rate_fraction
                       for destination, mbps in planned.borrow_limits(self.name).items()}
             floor = sum(rate for _address, _packets, rate in streams)
