@@ -276,9 +276,10 @@ def round_totals(per_worker):
 
 def job_rounds(lines):
     """Per round, over every worker: its time (the slowest worker's), when it ran (the
-    first start to the last end, time.time()), whether every sum was exact, and
-    round_totals."""
+    first start to the last end, time.time()), whether every sum was exact, the oldest
+    generation of the job's rates a first pass of it went at, and round_totals."""
     return [dict(round_totals(per_worker), round=per_worker[0]["round"],
+                 generation=min(r["generation"] for r in per_worker),
                  comm_s=max(r["seconds"] for r in per_worker),
                  started_at=min(r["started_at"] for r in per_worker),
                  ended_at=max(r["started_at"] + r["seconds"] for r in per_worker),

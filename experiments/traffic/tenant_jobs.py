@@ -6,8 +6,8 @@ instead, as the hook's fallback=True does.
 
 Each job's rows are its rounds: when each started (time.time()), how long it took
 (the slowest worker's), whether its sum was exact, and, for a fabric job, the
-generation of its rates in that round and the rate and fair share the controller
-gave it then (read from GET /jobs/<id> while it ran).
+generation of its rates its workers paced that round at and the rate and fair share the
+controller gave it then (read from GET /jobs/<id> while it ran).
 """
 
 import threading
@@ -82,18 +82,16 @@ class ReportWatch:
         self.stopping.set()
         self.thread.join()
 
-    def in_round(self, number, ended_at):
-        """(the report of the generation round `number` ran under, the report the
-        controller gave last before it ended: its fair share and window then). A
-        generation made after the round (one read later than a read after its end) is
-        not its, whatever its effective round: a job whose workers have all ended is
-        given one from round 0."""
+    def in_round(self, generation, ended_at):
+        """(the report of the generation a round's first passes went at, the report the
+        controller gave last before the round ended: its fair share and window then). A
+        generation too short-lived for any read to see is told by the nearest one read (the
+        older of two as near)."""
         reports = [report for _at, report in self.seen]
-        held = [r for at, r in self.seen if r.get("effective_round", 0) <= number
-                and at <= ended_at + WATCH_S]
-        generation = max(held or reports, key=lambda r: r["generation"])
+        its = min(reversed(reports), key=lambda r: (abs(r["generation"] - generation),
+                                                    r["generation"]))
         before = [report for at, report in self.seen if at <= ended_at] or reports[:1]
-        return generation, before[-1]
+        return its, before[-1]
 
 
 def fabric_rounds(bed, request, rounds, run, arrival, compute_s=0.0):
@@ -126,9 +124,9 @@ def fabric_rounds(bed, request, rounds, run, arrival, compute_s=0.0):
         watch.stop()
         client.request("DELETE", "/jobs/%d" % job["id"])   # its creator holds the key
     for result in job_rounds({w: printed[:-1] for w, printed in lines.items()}):
-        report, then = watch.in_round(result["round"], result["ended_at"])
+        report, then = watch.in_round(result["generation"], result["ended_at"])
         run.rows.append(dict(result, round_s=result["comm_s"], verified=result["exact"],
-                             generation=report["generation"], share_mbps=report["rate_mbps"],
+                             share_mbps=report["rate_mbps"],
                              fair_share_mbps=then["fair_share_mbps"],
                              period_s=then.get("period_s"),
                              phase_offset_s=then.get("phase_offset_s"),

@@ -107,15 +107,16 @@ def test_a_first_pass_wakes_its_worker_once_per_datagram_sent_at_most(workers, m
 
 def test_a_worker_says_the_generation_of_the_rates_its_round_out_went_at(workers):
     """w1's first pass goes out while w2 has not begun: its round is out, sent at its
-    layout's generation, until w2's part brings the sums back."""
+    layout's generation, until w2's part brings the sums back; the round's stats keep it."""
     first = workers[0].allreduce_async(values(0))
     deadline = time.monotonic() + 10
-    while not any(r.paced for r in list(workers[0].rounds.values())):
+    while not any(r.stats["generation"] for r in list(workers[0].rounds.values())):
         assert time.monotonic() < deadline, "w1's first pass never went out"
         time.sleep(0.01)
     assert paced_query(workers[0].rounds) == "&paced=%d" % workers[0].layout.generation
     wait([first, workers[1].allreduce_async(values(1))], timeout=20)
     assert paced_query(workers[0].rounds) == ""
+    assert workers[0].stats[1]["generation"] == workers[0].layout.generation   # its line says
 
 
 class RecordedSends:

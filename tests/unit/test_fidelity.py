@@ -52,12 +52,13 @@ def test_a_round_is_judged_by_the_backlog_while_it_ran():
     from experiments.traffic.jobs import job_round_fidelity, job_rounds
     line = {"sent": 100, "resent": 0, "repair_requests": 0, "first_pass_s": 0.5,
             "planned_first_pass_s": 0.5, "exact": True}
-    lines = {"h1": [dict(line, round=1, started_at=100.0, seconds=1.0),
-                    dict(line, round=2, started_at=101.0, seconds=0.9)],
-             "h2": [dict(line, round=1, started_at=100.05, seconds=0.95),
-                    dict(line, round=2, started_at=101.02, seconds=0.99)]}
+    lines = {"h1": [dict(line, round=1, started_at=100.0, seconds=1.0, generation=1),
+                    dict(line, round=2, started_at=101.0, seconds=0.9, generation=2)],
+             "h2": [dict(line, round=1, started_at=100.05, seconds=0.95, generation=1),
+                    dict(line, round=2, started_at=101.02, seconds=0.99, generation=1)]}
     first, second = job_rounds(lines)
     assert (first["started_at"], first["ended_at"], first["comm_s"]) == (100.0, 101.0, 1.0)
+    assert second["generation"] == 1   # h2 read generation 2 too late for its round 2
     assert (second["started_at"], second["ended_at"]) == (101.0, pytest.approx(102.01))
     # 650 KB waited for OVS in the first round's first half only
     run = Usage(ovs_cpu=0.5, machine_busy=0.5, ovs_backlog_kb=650,

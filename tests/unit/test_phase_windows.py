@@ -134,12 +134,16 @@ def test_a_worker_says_the_oldest_generation_its_rounds_out_went_at():
     """A round whose first pass went at generation 2's rates, beside one at 3 and one not
     sent yet: it says 2 until that round is back, then nothing of rates in use."""
     cadence = WorkerCadence({"period_s": None})
-    rounds = {7: SimpleNamespace(paced=3), 6: SimpleNamespace(paced=2),
-              8: SimpleNamespace(paced=None)}
+    rounds = {7: paced_at(3), 6: paced_at(2), 8: paced_at(None)}
     assert cadence.query(None, rounds) == "&paced=2"
     del rounds[6]
     assert cadence.query(None, rounds) == "&paced=3"
-    assert cadence.query(None, {8: SimpleNamespace(paced=None)}) == ""
+    assert cadence.query(None, {8: paced_at(None)}) == ""
+
+
+def paced_at(generation):
+    """A round in flight whose first passes went at `generation`'s rates (None: unsent)."""
+    return SimpleNamespace(stats={"generation": generation})
 
 
 def test_a_worker_takes_a_window_given_without_a_new_generation_into_its_rates():

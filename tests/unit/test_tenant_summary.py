@@ -50,14 +50,19 @@ def test_a_job_that_kept_to_its_floor_is_judged_against_what_its_floor_predicts(
     assert "job 1, its floor only" not in text
 
 
-def test_a_round_runs_under_the_generation_read_before_it_ended():
-    """Generation 3 came after the job's workers had ended (effective round 0): no round
-    ran under it, so each is given the generation it held from."""
-    from experiments.traffic.tenant_jobs import WATCH_S, ReportWatch
+def test_a_round_is_told_by_the_report_of_the_generation_its_workers_paced_it_at():
+    """Each round takes the share of the generation its first passes went at, its latest
+    read; one no read saw (generation 3, replaced within a watch) the nearest read's, the
+older of two;
+    and the fair share the controller gave last before the round ended."""
+    from experiments.traffic.tenant_jobs import ReportWatch
     watch = object.__new__(ReportWatch)   # its reads, without a controller
-    watch.seen = [(10.0, {"generation": 1, "effective_round": 0, "rate_mbps": 30.0}),
-                  (20.0, {"generation": 2, "effective_round": 12, "rate_mbps": 20.0}),
-                  (30.0, {"generation": 3, "effective_round": 0, "rate_mbps": 10.0})]
-    assert watch.in_round(5, 15.0)[0]["generation"] == 1
-    assert watch.in_round(14, 25.0)[0]["generation"] == 2
-    assert watch.in_round(14, 30.0 - WATCH_S)[0]["generation"] == 3   # read a watch later
+    watch.seen = [(10.0, {"generation": 1, "rate_mbps": 30.0, "fair_share_mbps": 30.0}),
+                  (20.0, {"generation": 2, "rate_mbps": 20.0, "fair_share_mbps": 20.0}),
+                  (25.0, {"generation": 2, "rate_mbps": 21.0, "fair_share_mbps": 21.0}),
+                  (30.0, {"generation": 4, "rate_mbps": 10.0, "fair_share_mbps": 10.0})]
+    its, then = watch.in_round(1, 22.0)   # paced at 1 though 2 was out: its worker read late
+    assert its["rate_mbps"] == 30.0 and then["fair_share_mbps"] == 20.0
+    assert watch.in_round(2, 26.0)[0]["rate_mbps"] == 21.0
+    assert watch.in_round(3, 31.0)[0]["rate_mbps"] == 21.0
+    assert watch.in_round(4, 5.0) == (watch.seen[3][1], watch.seen[0][1])

@@ -7,7 +7,8 @@ float32, each checked bit for bit: a job's smoke test on any host.
 Every worker of the job runs it with the same --seed and --rounds. It prints a JSON line
 per round ({"round", "started_at" (time.time()), "seconds", "exact"} and what the round
 took: datagrams "sent" and "resent", "repair_requests", "first_pass_s" and
-"planned_first_pass_s", and for a job that borrows, the first pass's datagrams sent
+"planned_first_pass_s", the "generation" of the job's rates its first pass went at (the
+oldest, if it spanned two), and for a job that borrows, the first pass's datagrams sent
 "borrowed" and of them "borrowed_lost", and the job's window it started in under
 interleaving, "period_s" and "phase_offset_s", else null), once every round is over, and
 a last one with the summary;

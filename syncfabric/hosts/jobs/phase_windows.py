@@ -147,7 +147,8 @@ def paced_query(rounds):
     {number: Round}, read from another thread) went at. A worker that began the round a
     new generation holds from before it read it sends that round at the old rates, which
     its meters must keep allowing until it is back (services/job_rounds.py)."""
-    paced = [current.paced for current in list(rounds.values()) if current.paced is not None]
+    paced = [current.stats["generation"] for current in list(rounds.values())
+             if current.stats["generation"] is not None]
     return "&paced=%d" % min(paced) if paced else ""
 
 

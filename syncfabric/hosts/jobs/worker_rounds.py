@@ -39,11 +39,12 @@ class Round:
         self.late_said = False   # the log said whom it waits for (round_stalls.stalled)
         self.replies = {}   # shard index -> (when, its last answer's missing [[fragment, mask]])
         self.stats = {"sent": 0, "resent": 0, "repair_requests": 0, "first_pass_s": 0.0,
-                      "planned_first_pass_s": 0.0, "borrowed": 0, "borrowed_lost": 0}
+                      "planned_first_pass_s": 0.0, "borrowed": 0, "borrowed_lost": 0,
+                      "generation": None}
         #            (what FabricWorker.stats keeps of it; borrowed: datagrams of the first
-        #            pass sent in the borrowed class, borrowed_lost: of those, asked again)
+        #            pass sent in the borrowed class, borrowed_lost: of those, asked again;
+        #            generation: the oldest generation whose rates its first passes went at)
         self.borrowed = set()   # the fragments its first passes sent borrowed, not yet asked
-        self.paced = None   # the oldest generation whose rates its first passes went at
 
     def contribute(self, start, values, future, whole):
         """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)

@@ -64,8 +64,9 @@ class WorkerSends:
                                  layout.block_of[mine] * layout.per_fragment, self.bit)
         streams, flights, sent_indices = [], [], []
         planned = self.rates.at(current.number)   # the rates it knows this round at now
-        current.paced = planned.generation if current.paced is None \
-            else min(current.paced, planned.generation)
+        paced = current.stats["generation"]
+        current.stats["generation"] = planned.generation if paced is None \
+            else min(paced, planned.generation)
         rates = planned.legs.get(self.name, [])
         for number in np.unique(numbers[numbers >= 0]):
             leg, mine = self.legs[number], indices[numbers == number]
