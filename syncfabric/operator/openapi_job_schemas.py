@@ -141,6 +141,9 @@ JOB = obj({
     "borrowed_mbps": nullable(described(NUMBER, (
         "what its running workers say they borrow beyond their floors now, together; null "
         "until one says"))),
+    "borrowed_by": described({"type": "object", "additionalProperties": NUMBER}, (
+        "what each running worker says it borrows beyond its floor now (Mbit/s): each holds "
+        "its own to what the least of them borrows for its floor")),
     "period_s": nullable(described(NUMBER, (
         "interleaving: the job starts its rounds at phase_offset_s + k x period_s on the "
         "hosts' clock (Unix time); null: whenever it likes"))),

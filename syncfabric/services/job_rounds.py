@@ -25,7 +25,8 @@ its rounds in flight were sent at), and it has not passed until that round is ba
 Workers also say how long their last round took to come back (`comm_s`) and how long
 their caller took between that and the next round (`compute_s`): the job's iteration,
 from which interleaving plans its windows (services/job_phases.py); and the rate they
-borrow beyond their floors (`borrowed_mbps`), which the job's report sums.
+borrow beyond their floors (`borrowed_mbps`), which the job's report sums and lists
+(`borrowed_by`: each worker holds its borrowing near the least of them).
 """
 
 import math
@@ -93,6 +94,13 @@ class RoundReports:
         has said."""
         said = [self.borrowed_mbps[w] for w in self.running(now) if w in self.borrowed_mbps]
         return round(sum(said), 3) if said else None
+
+    def borrowing(self, now):
+        """{worker: the rate (Mbit/s) it says it borrows} of the running workers that said
+        one: each worker holds its own to what the least of them borrows for its floor,
+        since a fragment's sum waits for every worker's part (JobLayout.borrow_cap)."""
+        return {w: self.borrowed_mbps[w] for w in sorted(self.running(now))
+                if w in self.borrowed_mbps}
 
     def iteration(self, now, predicted_s):
         """The job's Iteration as its running workers say: its round, the shortest any

@@ -177,6 +177,7 @@ class Jobs:
         shares = shares_of(self, job)
         return dict(job_report(job, self.trees, self.plans, now), **shares.get(job.id, {}),
                     borrow=self.tenants.borrow_report(job), borrowed_mbps=job.rounds.borrowed(now),
+                    borrowed_by=job.rounds.borrowing(now),
                     **self.tenants.phases.report(job))
 
     # --- events and timers ------------------------------------------------------

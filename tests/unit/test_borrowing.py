@@ -266,3 +266,19 @@ def test_a_summing_nodes_first_sums_of_a_round_in_a_window_borrow_to_the_rate_al
         assert borrowing.rate() == pytest.approx(4.0)
     finally:
         sock.close()
+
+
+def test_a_sender_held_to_its_jobs_least_borrowing_worker_borrows_no_more_until_it_rises():
+    """Held to 3 Mbit/s (JobLayout.borrow_cap), a sender that expected 8 borrows 3; a
+    looser hold raises nothing, none leaves it; clean intervals raise it as before."""
+    borrowing = Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0)
+    borrowing.set_floor(10.0, 10.0)
+    borrowing.expect(8.0)
+    borrowing.hold_to(3.0)
+    assert borrowing.rate() == 3.0
+    borrowing.hold_to(5.0)
+    borrowing.hold_to(None)
+    assert borrowing.rate() == 3.0
+    borrowing.count(sent=MIN_SENT, now=10.0)
+    borrowing.count(sent=MIN_SENT, now=11.0)
+    assert borrowing.rate() > 3.0

@@ -163,3 +163,22 @@ def test_a_worker_is_served_once_every_node_it_sends_to_answers_hello():
         second.close()
     finally:
         first.close()
+
+
+@pytest.mark.parametrize("said", [None, {"w1": 0.0, "w2": 10.0}])
+def test_a_worker_borrows_no_more_than_its_jobs_least_borrowing_worker_for_its_floor(said):
+    """Both may borrow up to their link's 60 Mbit/s: unheld, w2's first pass lends
+    some of its datagrams; where w1 says it borrows nothing, w2 lends none (its round
+    would wait for w1's part all the same)."""
+    report = dict(loopback_job(91, ["w1", "w2"], FLOATS * 4, 29710, 20.0),
+                  borrow={"dscp": 1, "ceiling_mbps": 60.0}, borrowed_by=said)
+    pair = [FabricWorker(report, name) for name in ("w1", "w2")]
+    try:
+        futures = [worker.allreduce_async(values(i)) for i, worker in enumerate(pair)]
+        wait(futures, timeout=20)
+        assert np.array_equal(futures[1].result(), values(0) + values(1))
+        lent = pair[1].stats[1]["borrowed"]
+        assert lent == 0 if said else lent > 0
+    finally:
+        for worker in pair:
+            worker.close()

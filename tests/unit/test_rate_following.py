@@ -5,8 +5,10 @@ sums in flight) through a rate-only generation, and serves anew one that moved t
 
 import copy
 
+import pytest
+
 from syncfabric.hosts.jobs.job_daemon import JobDaemon
-from syncfabric.hosts.jobs.job_layout import JobLayout
+from syncfabric.hosts.jobs.job_layout import BORROW_SLACK, JobError, JobLayout
 from syncfabric.hosts.jobs.job_roles import AggregatorNode, ShardNode
 from syncfabric.hosts.jobs.rate_following import RateSchedule, same_shape
 from syncfabric.hosts.transport.receivers import receiving_socket
@@ -132,3 +134,21 @@ def test_a_daemon_takes_a_jobs_new_window_into_the_parts_it_serves():
             daemon._drop(job_id)
         for loop in daemon.loops:
             loop.stop()
+
+
+def test_a_worker_borrows_near_what_its_job_least_borrowing_worker_does():
+    """w1 and w2 say they borrow 40 and 10 Mbit/s beyond floors of 100 each: both may
+    borrow BORROW_SLACK times 10 (a fragment's sum waits for w2's part); w3, whose floor
+    is twice theirs, twice that. Taken from every report, without a new generation; a
+    report that says what no worker of the job borrows is not followed."""
+    base = report()
+    base["destinations"]["w3"][0]["rate_mbps"] = 200.0
+    schedule = RateSchedule(JobLayout(base))
+    assert schedule.at(3).borrow_cap("w1") is None   # none said yet
+    schedule.refresh(JobLayout(dict(base, borrowed_by={"w1": 40.0, "w2": 10.0})))
+    layout = schedule.at(3)
+    assert layout.borrow_cap("w1") == layout.borrow_cap("w2") == BORROW_SLACK * 10.0
+    assert layout.borrow_cap("w3") == BORROW_SLACK * 20.0
+    for said in ({"w9": 1.0}, {"w1": -1.0}, {"w1": float("nan")}, ["w1"]):
+        with pytest.raises(JobError, match="borrowed_by"):
+            JobLayout(dict(base, borrowed_by=said))

@@ -349,7 +349,7 @@ def test_a_job_may_borrow_into_its_aggregators_only_what_their_bookings_leave():
 def test_borrowing_is_told_in_every_report_and_a_bad_flag_changes_nothing(one_spine):
     _, first = post(one_spine, "/jobs", dict(COLOCATED, workers=FIRST))
     assert first["borrow"] is None   # shares are caps by default
-    assert first["borrowed_mbps"] is None   # no worker said what it borrows
+    assert first["borrowed_mbps"] is None and first["borrowed_by"] == {}   # none said it
     status, shown = one_spine.request("PUT", "/fabric/policy", {"policy": "fair", "borrow": True})
     assert status == 200 and shown["borrow"] is True
     # the borrowed class's DSCP, and what a host sends in all at most: its link
@@ -393,6 +393,7 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
     jobs.follow(time.monotonic())
     first, second = (job(one_spine, job_id) for job_id in ids)
     assert first["borrowed_mbps"] == 4.0   # what its workers say they borrow, together
+    assert first["borrowed_by"] == dict(zip(FIRST, (2.5, 1.5)))   # and each
     assert first["period_s"] == second["period_s"] == pytest.approx(2.0 * (1 + PERIOD_MARGIN))
     assert abs(first["phase_offset_s"] - second["phase_offset_s"]) >= 1.0 - 1e-6
     # each borrows for its round and the period's margin from its window's start, at

@@ -11,6 +11,9 @@ from syncfabric.hosts.packets.gradient_wire import HEADER, MAX_WORKERS
 from syncfabric.hosts.jobs.phase_windows import window_of
 
 MAX_FRAGMENT_BYTES = 65507 - HEADER.size   # a UDP datagram's payload less the fragment header
+# a worker borrows at most this much more than the job's least-borrowing worker, for its
+# floor: room for that one to rise into without the others holding it down
+BORROW_SLACK = 1.25
 
 
 class JobError(RuntimeError):
@@ -103,6 +106,9 @@ class JobLayout:
         self.window_factor = None if window is None else window.rate_factor
         # {aggregator: Mbit/s} the workers may borrow into it in all (none: no bound)
         self.borrow_into = aggregators_borrowable(report.get("borrow"), self.id)
+        # {worker: Mbit/s} each running worker says it borrows: what holds every one's
+        # borrowing near the least of them (borrow_cap)
+        self.borrowed_by = borrowed_rates(report.get("borrowed_by"), self.id, self.workers)
         # what the controller predicts a round of these rates takes (None: a job saved
         # before reports had it); a round's failure is timed by it (FabricWorker)
         self.predicted_round_s = report.get("predicted_round_s")
@@ -193,6 +199,22 @@ class JobLayout:
         floor += sum(s.return_mbps * len(s.returns) for s in self.shards_of(host))
         return floor + sum(a.rate_mbps for a in self.aggregations_of(host))
 
+    def worker_floor_mbps(self, worker):
+        """What `worker`'s legs send at the job's rates, together."""
+        return sum(leg.rate_mbps for leg in self.legs.get(worker, ()))
+
+    def borrow_cap(self, worker):
+        """What `worker` may borrow at most (Mbit/s, as workers say it): BORROW_SLACK times
+        what the worker that borrows least for its floor borrows, for this one's floor;
+        None if no worker with a floor said. A fragment's sum waits for every worker's
+        part, so what one borrows beyond the others shortens no round, and takes the
+        borrowed class from other jobs."""
+        ratios = [mbps / self.worker_floor_mbps(w) for w, mbps in self.borrowed_by.items()
+                  if self.worker_floor_mbps(w) > 0]
+        if not ratios:
+            return None
+        return BORROW_SLACK * min(ratios) * self.worker_floor_mbps(worker)
+
     def borrow_limits(self, worker):
         """{(address, port): Mbit/s} that `worker` may borrow at most toward each of its
         legs into an aggregator: the leg's floor's part of what the workers may borrow
@@ -246,6 +268,17 @@ def aggregators_borrowable(borrow, job_id):
         raise JobError("job %s: borrow's aggregators_mbps must map aggregators to Mbit/s "
                        "from 0 up, not %r" % (job_id, found))
     return {host: float(mbps) for host, mbps in found.items()}
+
+
+def borrowed_rates(said, job_id, workers):
+    """{worker: Mbit/s} of a report's `borrowed_by` (none from a controller that does not
+    say it); JobError unless every one is a worker of the job's with a number from 0 up."""
+    found = {} if said is None else said
+    if not isinstance(found, dict) or not all(
+            worker in workers and finite(mbps) and mbps >= 0 for worker, mbps in found.items()):
+        raise JobError("job %s: borrowed_by must map the job's workers to Mbit/s from 0 up, "
+                       "not %r" % (job_id, said))
+    return {worker: float(mbps) for worker, mbps in found.items()}
 
 
 def striped_order(ranges, count):

@@ -91,6 +91,8 @@ class WorkerSends:
                                 limits)
             if rate_factor is not None:
                 borrowing.expect(floor * (rate_factor - 1.0))
+            else:
+                borrowing.hold_to(planned.borrow_cap(self.name))
             borrowing = borrowing if borrowing.active() and streams else None
         borrowed = send_streams(self.sock, streams, idle, SEND_AHEAD_S, started, self.path,
                                 window, borrowing, None if borrow_until is None

@@ -78,6 +78,12 @@ class Borrowing:
         rather than probing up to it; a loss halves it still."""
         self.adaptive.rate = min(self.adaptive.ceiling, max(0.0, mbps))
 
+    def hold_to(self, mbps):
+        """Borrow no more than `mbps` from now (None: no bound beyond the spare): a job's
+        workers borrow alike (JobLayout.borrow_cap)."""
+        if mbps is not None:
+            self.adaptive.rate = min(self.adaptive.rate, max(0.0, mbps))
+
     def active(self):
         """Whether it has anything to borrow."""
         return self.adaptive() > 0
