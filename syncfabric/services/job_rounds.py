@@ -92,8 +92,8 @@ class RoundReports:
     def borrowed(self, now):
         """The rate (Mbit/s) the running workers say they borrow, together; None if none
         has said."""
-        said = [self.borrowed_mbps[w] for w in self.running(now) if w in self.borrowed_mbps]
-        return round(sum(said), 3) if said else None
+        said = self.borrowing(now)
+        return round(sum(said.values()), 3) if said else None
 
     def borrowing(self, now):
         """{worker: the rate (Mbit/s) it says it borrows} of the running workers that said

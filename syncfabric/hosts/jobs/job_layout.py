@@ -195,7 +195,7 @@ class JobLayout:
     def host_floor_mbps(self, host):
         """What the job's rates send out of `host` in all (its legs as a worker, its
         shards' returns, its aggregates): the floor its senders borrow beyond."""
-        floor = sum(leg.rate_mbps for leg in self.legs.get(host, ()))
+        floor = self.worker_floor_mbps(host)
         floor += sum(s.return_mbps * len(s.returns) for s in self.shards_of(host))
         return floor + sum(a.rate_mbps for a in self.aggregations_of(host))
 
@@ -209,8 +209,8 @@ class JobLayout:
         None if no worker with a floor said. A fragment's sum waits for every worker's
         part, so what one borrows beyond the others shortens no round, and takes the
         borrowed class from other jobs."""
-        ratios = [mbps / self.worker_floor_mbps(w) for w, mbps in self.borrowed_by.items()
-                  if self.worker_floor_mbps(w) > 0]
+        floors = {w: self.worker_floor_mbps(w) for w in self.borrowed_by}
+        ratios = [mbps / floors[w] for w, mbps in self.borrowed_by.items() if floors[w] > 0]
         if not ratios:
             return None
         return BORROW_SLACK * min(ratios) * self.worker_floor_mbps(worker)
@@ -262,23 +262,30 @@ def aggregators_borrowable(borrow, job_id):
     controller that does not bound them); JobError unless every one is a host's name
     with a number from 0 up."""
     found = (borrow or {}).get("aggregators_mbps", {}) if isinstance(borrow, dict) else {}
-    if not isinstance(found, dict) or not all(
-            isinstance(host, str) and finite(mbps) and mbps >= 0
-            for host, mbps in found.items()):
+    rates = rates_by_name(found, lambda host: isinstance(host, str))
+    if rates is None:
         raise JobError("job %s: borrow's aggregators_mbps must map aggregators to Mbit/s "
                        "from 0 up, not %r" % (job_id, found))
-    return {host: float(mbps) for host, mbps in found.items()}
+    return rates
 
 
 def borrowed_rates(said, job_id, workers):
     """{worker: Mbit/s} of a report's `borrowed_by` (none from a controller that does not
     say it); JobError unless every one is a worker of the job's with a number from 0 up."""
-    found = {} if said is None else said
-    if not isinstance(found, dict) or not all(
-            worker in workers and finite(mbps) and mbps >= 0 for worker, mbps in found.items()):
+    rates = rates_by_name({} if said is None else said, lambda worker: worker in workers)
+    if rates is None:
         raise JobError("job %s: borrowed_by must map the job's workers to Mbit/s from 0 up, "
                        "not %r" % (job_id, said))
-    return {worker: float(mbps) for worker, mbps in found.items()}
+    return rates
+
+
+def rates_by_name(found, named):
+    """{name: Mbit/s as a float} of `found` if it maps names (`named(name)` true) to
+    numbers from 0 up; None if it is not such a map."""
+    if not isinstance(found, dict) or not all(
+            named(name) and finite(mbps) and mbps >= 0 for name, mbps in found.items()):
+        return None
+    return {name: float(mbps) for name, mbps in found.items()}
 
 
 def striped_order(ranges, count):
