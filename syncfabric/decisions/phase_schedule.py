@@ -37,7 +37,10 @@ no more than it holds. Here, as there:
   else its rounds would run into the next window, wait a period for the one after,
   and the jobs would finish later than running freely (four jobs on 2x4x4 whose
   windows met in threes alternated iterations of one and two periods: 0.83x Gloo's
-  mean completion, docs/sharing.md).
+  mean completion, docs/sharing.md). Such a group is planned again with every round
+  at SHARED_FILL of its rate alone, as long as it then lasts, in a period long enough
+  for that: jobs that together take at most a whole resource at their rates alone may
+  then meet (four jobs that each take half of a link, in pairs), and no more may.
 - A job on no contended resource gets no window (it runs freely).
 
 tests/unit/test_phase_schedule.py checks it against a brute force on small cases.
@@ -50,10 +53,12 @@ import numpy as np
 from scipy.linalg import circulant
 
 PERIOD_MARGIN = 0.05   # a period this much longer than the tightest (rounds vary)
-# a group takes turns only if its busiest resource's communication is at most this
-# many times its longest iteration: rounds measured while they met are long, and two
-# jobs that fit exactly (each computing as long as it communicates) said 1.06x
-FIT = 1.25
+# a group takes turns only if its period (before PERIOD_MARGIN) is at most this many
+# times its longest iteration: four jobs on 2x4x4 that ran freely, borrowing, took 1.6x
+# their iterations alone (docs/sharing.md), so a period stretching an iteration by less
+# pays; and rounds measured while they met are long (two jobs that fit exactly, each
+# computing as long as it communicates, said 1.06x)
+FIT = 1.4
 # jobs whose rounds meet fill a resource they share to at most this, at their window
 # rates: two paced jobs that each took half a link at their rates alone queued behind
 # each other's datagrams, and their rounds lost 1303 borrowed datagrams in a run where,
@@ -88,30 +93,63 @@ def schedule(iterations, usage, previous=None):
     """{job: Window} for the jobs of `iterations` ({job: Iteration}) that share a
     contended resource, in groups whose rounds fit (FIT); usage: {job: {resource:
     fraction of it the job takes at its rate alone}}; previous: {job: Window} planned
-    before, whose places are kept where as good."""
+    before, whose places are kept where as good. A group whose rounds, planned at their
+    rates alone, would meet and then outrun the period is planned again at SHARED_FILL
+    of its rates (planned_at)."""
     contended = contended_resources(usage)
-    placed = []   # each group's {job: Window}, at rates alone
+    placed = {}   # each group (a tuple of its jobs) -> its {job: Window}
     for group in groups(iterations, usage, contended):
-        busy = busiest_s(group, iterations, usage, contended)
-        longest = max(iterations[job].iteration_s for job in group)
-        if busy > FIT * longest:
-            continue   # their rounds do not fit in one iteration: they run freely
-        period = max(longest, busy) * (1.0 + PERIOD_MARGIN)
-        offsets = place(group, iterations, usage, contended, period, previous or {})
-        placed.append({job: Window(period, offsets[job], iterations[job].comm_s)
-                       for job in group})
-    return scaled(fitting(placed, iterations, usage), usage)
+        planned = planned_at(1.0, group, iterations, usage, contended, previous or {})
+        if planned:
+            placed[tuple(group)] = planned
+    for group in outrunning(placed, iterations, usage):
+        planned = planned_at(SHARED_FILL, group, iterations, usage, contended, previous or {})
+        if planned:
+            placed[group] = planned
+        else:
+            del placed[group]
+    late = outrunning(placed, iterations, usage)
+    windows = {job: window for group, planned in placed.items() if group not in late
+               for job, window in planned.items()}
+    return scaled(windows, usage)
 
 
-def fitting(placed, iterations, usage):
-    """{job: Window} of the groups of `placed` whose every round, at the rate its
-    window's meetings with every placed window leave it (shared_scale), fits in its
-    period with its compute (fits_at_scale)."""
-    every = {job: window for group in placed for job, window in group.items()}
-    return {job: window for group in placed
-            if all(fits_at_scale(iterations[j], shared_scale(j, usage, every), w.period_s)
-                   for j, w in group.items())
-            for job, window in group.items()}
+def planned_at(scale, group, iterations, usage, contended, previous):
+    """A group's {job: Window}, every round planned at `scale` of its rate alone (so
+    lasting comm_s / scale), or None where its rounds do not fit (FIT) or, planned
+    below their rates alone, would still overfill a resource where they meet: at 1.0,
+    such rounds send at shared_scale; at SHARED_FILL, jobs that take at most a whole
+    resource together at their rates alone fill it to SHARED_FILL where they meet."""
+    at_scale = {job: Iteration(iterations[job].comm_s / scale,
+                               iterations[job].iteration_s
+                               + iterations[job].comm_s * (1.0 / scale - 1.0))
+                for job in group}
+    busy = busiest_s(group, iterations, usage, contended) / scale
+    longest = max(at_scale[job].iteration_s for job in group)
+    if max(longest, busy) > FIT * max(iterations[job].iteration_s for job in group):
+        return None   # their rounds do not fit in one iteration: they run freely
+    period = max(longest, busy) * (1.0 + PERIOD_MARGIN)
+    offsets, overflow = place(group, at_scale, usage, contended, period, previous)
+    if scale < 1.0 and overflow > 0:
+        return None
+    return {job: Window(period, offsets[job], at_scale[job].comm_s) for job in group}
+
+
+def outrunning(placed, iterations, usage):
+    """The groups of `placed` ({group: {job: Window}}) one of whose rounds, at the rate
+    its window's meetings with every placed window leave it (shared_scale), does not
+    fit in its period with its compute (fits_at_scale), or lasts long enough at that
+    rate to meet rounds it was placed apart from (pairs of rounds of 1 s that each
+    fill half a link, placed a second apart, last 1.18 s at SHARED_FILL and meet)."""
+    every = {job: window for planned in placed.values() for job, window in planned.items()}
+    scales = {job: shared_scale(job, usage, every) for job in every}
+    lasting = {job: replace(window, comm_s=max(window.comm_s,
+                                               iterations[job].comm_s / scales[job]))
+               for job, window in every.items()}
+    return [group for group, planned in placed.items()
+            if not all(fits_at_scale(iterations[job], scales[job], window.period_s)
+                       and shared_scale(job, usage, lasting) >= scales[job] - 1e-9
+                       for job, window in planned.items())]
 
 
 def scaled(windows, usage):
@@ -162,9 +200,9 @@ def busiest_s(group, iterations, usage, contended):
 
 
 def place(group, iterations, usage, contended, period, previous):
-    """{job: offset in [0, period)}: longest communication first, each where it adds
-    least overflow to what the placed jobs need of each contended resource (ties: its
-    previous place in the period, else the earliest step)."""
+    """({job: offset in [0, period)}, the overflow left): longest communication first,
+    each where it adds least overflow to what the placed jobs need of each contended
+    resource (ties: its previous place in the period, else the earliest step)."""
     loads = {resource: np.zeros(STEPS) for resource in contended}
     offsets = {}
     for job in sorted(group, key=lambda j: (-iterations[j].comm_s, str(j))):
@@ -179,7 +217,7 @@ def place(group, iterations, usage, contended, period, previous):
         offsets[job], step = min(candidates, key=lambda candidate: cost[candidate[1]])
         for resource, fraction in mine.items():
             loads[resource] += fraction * arcs[step]
-    return offsets
+    return offsets, sum(np.maximum(0.0, load - 1.0).sum() for load in loads.values())
 
 
 def arc_steps(comm_s, period):

@@ -115,8 +115,9 @@ def test_rounds_of_another_group_that_meet_on_a_resource_cut_the_rate_too():
     """Two groups of two jobs on links a and b; jobs 1 and 3 also share c, at half of it
     each (not contended, but past SHARED_FILL together). Their periods differ, so their
     rounds meet: both send at SHARED_FILL of their rates alone, and still fit. Where
-    group {1, 2} computes too little for that, it runs freely, and job 3, meeting
-    no window on c, keeps its rate alone."""
+    group {1, 2} computes too little for that in the period of its rates alone (rounds
+    of 1.18 s and 1 s of compute outrun 2.1 s), it is planned again with rounds at
+    SHARED_FILL: a period of 2 x 1.18 s, its margin more, in which they still fit."""
     from syncfabric.decisions.phase_schedule import SHARED_FILL
     usage = {1: {"a": 1.0, "c": 0.5}, 2: {"a": 1.0}, 3: {"b": 1.0, "c": 0.5}, 4: {"b": 1.0}}
     iterations = {1: Iteration(1.0, 4.0), 2: Iteration(1.0, 4.0),
@@ -127,7 +128,32 @@ def test_rounds_of_another_group_that_meet_on_a_resource_cut_the_rate_too():
     assert windows[2].rate_scale == windows[4].rate_scale == 1.0
     iterations.update({1: Iteration(1.0, 2.0), 2: Iteration(1.0, 2.0)})
     windows = schedule(iterations, usage)
-    assert set(windows) == {3, 4} and windows[3].rate_scale == 1.0
+    assert set(windows) == {1, 2, 3, 4}
+    assert windows[1].period_s == pytest.approx(2.0 / SHARED_FILL * (1 + PERIOD_MARGIN))
+    assert windows[1].comm_s == pytest.approx(1.0 / SHARED_FILL)
+    assert windows[1].rate_scale == windows[3].rate_scale == pytest.approx(SHARED_FILL)
+    assert overflow(windows, usage) == 0
+
+
+def test_four_jobs_that_each_take_half_a_link_meet_in_pairs_at_shared_fill():
+    """Four jobs that each take half of a link, computing a little less than they
+    communicate (the tenants benchmark on 2x4x4): at their rates alone, rounds of 1 s
+    in a period of 2.1 s meet in threes, and at the rate that leaves them they outrun
+    it. Planned at SHARED_FILL, they meet in pairs (each pair filling the link to
+    SHARED_FILL), the pairs apart, in a period of two such rounds; three jobs that
+    each take 0.77 of it may not meet even in pairs, and run freely."""
+    from syncfabric.decisions.phase_schedule import SHARED_FILL, shared_scale
+    usage = {job: {"spine": 0.5} for job in range(4)}
+    windows = schedule({job: Iteration(1.0, 1.9) for job in range(4)}, usage)
+    assert set(windows) == {0, 1, 2, 3}
+    assert windows[0].period_s == pytest.approx(2.0 / SHARED_FILL * (1 + PERIOD_MARGIN))
+    assert all(w.rate_scale == pytest.approx(SHARED_FILL) for w in windows.values())
+    offsets = sorted(round(w.phase_offset_s, 6) for w in windows.values())
+    assert offsets[0] == offsets[1] and offsets[2] == offsets[3] != offsets[0]
+    assert overflow(windows, usage) == 0
+    assert all(shared_scale(job, usage, windows) == pytest.approx(SHARED_FILL) for job in usage)
+    usage = {job: {"spine": 0.77} for job in range(3)}
+    assert schedule({job: Iteration(1.0, 1.9) for job in range(3)}, usage) == {}
 
 
 def test_jobs_that_fit_together_or_apart_get_no_window():
