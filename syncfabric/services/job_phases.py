@@ -31,6 +31,7 @@ from syncfabric.services.job_shares import capacities
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
+BUSIEST_LOGGED = 3   # a job that runs freely: its resources logged, the fullest first
 NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None, "window_mbps": None}
 
 
@@ -103,6 +104,12 @@ class JobPhases:
             LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
                      "do not fit in its iterations, or would outrun its period at the rates "
                      "at which they must meet); they run freely", free)
+        for job_id in free:
+            busiest = sorted(usage[job_id].items(), key=lambda item: -item[1])[:BUSIEST_LOGGED]
+            LOG.info("job %d runs freely: rounds of %.3f s, iterations of %.3f s; alone it "
+                     "takes %s", job_id, iterations[job_id].comm_s, iterations[job_id].iteration_s,
+                     ", ".join("%.2f of %s" % (fraction, resource)
+                               for resource, fraction in busiest) or "nothing")
 
 
 def moved(planned_from, iterations):
