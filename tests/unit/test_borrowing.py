@@ -268,17 +268,48 @@ def test_a_summing_nodes_first_sums_of_a_round_in_a_window_borrow_to_the_rate_al
         sock.close()
 
 
-def test_a_sender_held_to_its_jobs_least_borrowing_worker_borrows_no_more_until_it_rises():
-    """Held to 3 Mbit/s (JobLayout.borrow_cap), a sender that expected 8 borrows 3; a
-    looser hold raises nothing, none leaves it; clean intervals raise it as before."""
+def test_a_sender_held_to_its_jobs_least_borrowing_worker_borrows_no_more_while_held():
+    """Held to 3 Mbit/s (JobLayout.borrow_cap), a sender that expected 8 borrows 3 but
+    says 8 (what its losses allow, not its hold); a looser hold lets it borrow 5, no
+    hold or a window's expect all 8; clean intervals raise what it says as before."""
     borrowing = Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0)
     borrowing.set_floor(10.0, 10.0)
     borrowing.expect(8.0)
     borrowing.hold_to(3.0)
-    assert borrowing.rate() == 3.0
+    assert (borrowing.rate(), borrowing.said()) == (3.0, 8.0)
     borrowing.hold_to(5.0)
+    assert borrowing.rate() == 5.0
     borrowing.hold_to(None)
-    assert borrowing.rate() == 3.0
+    assert borrowing.rate() == 8.0
+    borrowing.hold_to(0.0)
+    assert not borrowing.active()
+    borrowing.expect(8.0)
+    assert borrowing.rate() == 8.0
     borrowing.count(sent=MIN_SENT, now=10.0)
     borrowing.count(sent=MIN_SENT, now=11.0)
-    assert borrowing.rate() > 3.0
+    assert borrowing.said() > 8.0
+
+
+def test_workers_that_all_had_nothing_to_borrow_borrow_again_once_the_link_leaves_some():
+    """A job alone, whose floors fill its hosts' links, borrows nothing and its workers
+    say 0. Each round a worker is held to what they said in the last (JobLayout.
+    borrow_cap), so the round a job joins, and its spare appears, they are held to 0;
+    the next, they say their spare and borrow it. A hold that lowered what they said
+    kept them all at 0 for the rest of a run."""
+    from syncfabric.hosts.jobs.job_layout import JobLayout
+    from tests.harness.loopback_jobs import loopback_job
+    layout = JobLayout(dict(loopback_job(7, ["w1", "w2"], 8 * 1448, 29870),
+                            borrow={"dscp": BORROWED_DSCP, "ceiling_mbps": 20.0}))
+    workers = {w: Borrowing(ClassRecordingSocket(), BORROWED_DSCP, 20.0) for w in ("w1", "w2")}
+
+    def round_at(floor_mbps):
+        for worker, borrowing in workers.items():
+            borrowing.set_floor(floor_mbps, floor_mbps)
+            borrowing.hold_to(layout.borrow_cap(worker))
+        layout.borrowed_by = {w: b.said() for w, b in workers.items()}
+        return [b.rate() for b in workers.values()]
+
+    assert round_at(20.0) == [0.0, 0.0]   # the floors fill the link
+    assert round_at(20.0) == [0.0, 0.0]
+    assert round_at(10.0) == [0.0, 0.0]   # a job joined: held to what they said alone
+    assert round_at(10.0) == pytest.approx([START_FRACTION * 10.0] * 2)

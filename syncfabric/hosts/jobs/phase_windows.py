@@ -170,5 +170,5 @@ class WorkerCadence:
         """What the worker says in its reads, as a query's tail: its iteration, the rate
         its first passes borrow (borrowing: transport/borrowing.Borrowing or None) and
         the rates its rounds out went at (rounds: {number: worker_rounds.Round})."""
-        borrowed = "" if borrowing is None else "&borrowed_mbps=%.3f" % borrowing.rate()
+        borrowed = "" if borrowing is None else "&borrowed_mbps=%.3f" % borrowing.said()
         return self.timing.query() + borrowed + paced_query(rounds)

@@ -42,6 +42,7 @@ class Borrowing:
         self.sock, self.borrowed_tos, self.ceiling = sock, tos_byte(dscp), ceiling_mbps
         self.adaptive = LossAdaptiveRate(0.0, probe_step=PROBE_STEP)   # no spare until a floor
         self.limits = {}   # {destination: Mbit/s} borrowed toward it at most (set_floor)
+        self.held = None   # Mbit/s borrowed at most for now, whatever its rate (hold_to)
         self.sent = self.lost = 0               # in the interval being gathered,
         self.interval_start = None              # which began at its first count
         self.probe_wait = 1    # clean intervals the next raise waits for,
@@ -74,24 +75,32 @@ class Borrowing:
 
     def expect(self, mbps):
         """A round in its window, where the links it shares are expected idle (the other
-        jobs keep to their windows): it borrows `mbps` from its start (within the spare),
-        rather than probing up to it; a loss halves it still."""
+        jobs keep to their windows): it borrows `mbps` from its start (within the spare,
+        held to nothing less), rather than probing up to it; a loss halves it still."""
+        self.held = None
         self.adaptive.rate = min(self.adaptive.ceiling, max(0.0, mbps))
 
     def hold_to(self, mbps):
-        """Borrow no more than `mbps` from now (None: no bound beyond the spare): a job's
-        workers borrow alike (JobLayout.borrow_cap)."""
-        if mbps is not None:
-            self.adaptive.rate = min(self.adaptive.rate, max(0.0, mbps))
+        """Borrow no more than `mbps` for now (None: no bound beyond the spare), so that a
+        job's workers borrow alike (JobLayout.borrow_cap). The rate it says (said) is not
+        moved: held to what the others say, workers that said what they were held to
+        held each other at the least they had ever said, 0 for a whole run once every
+        worker of a job had had nothing to borrow at once (alone on the fabric)."""
+        self.held = None if mbps is None else max(0.0, mbps)
+
+    def said(self):
+        """The rate it says it borrows, Mbit/s: what its losses allow (not its hold)."""
+        return self.adaptive()
 
     def active(self):
         """Whether it has anything to borrow."""
-        return self.adaptive() > 0
+        return self.rate() > 0
 
     def rate(self, part=1.0, destination=None):
         """A stream's borrowed rate now, for one that carries `part` of the floor toward
-        `destination` (within its limit, if it has one)."""
-        return min(self.adaptive() * part, self.limits.get(destination, float("inf")))
+        `destination` (within its hold and its limit, if it has them)."""
+        allowed = self.adaptive() if self.held is None else min(self.adaptive(), self.held)
+        return min(allowed * part, self.limits.get(destination, float("inf")))
 
     @contextlib.contextmanager
     def marked(self):
