@@ -31,7 +31,7 @@ from syncfabric.services.job_shares import capacities
 LOG = logging.getLogger("syncfabric.jobs")
 REPLAN_CHANGE = 0.1   # a job's iteration moved this much (a fraction): windows planned again
 PREDICTION_SLACK = 1.25   # a round alone, as predicted, may take this much longer
-BUSIEST_LOGGED = 3   # a job that runs freely: its resources logged, the fullest first
+BUSIEST_LOGGED = 3   # a job that runs freely: its shared resources logged, the fullest first
 NO_WINDOW = {"period_s": None, "phase_offset_s": None, "window_s": None, "window_mbps": None}
 
 
@@ -94,22 +94,33 @@ class JobPhases:
         self.rates = {job_id: alones[job_id] * window.rate_scale
                       for job_id, window in self.windows.items()}
         self.plans_made += 1
-        for job_id, window in sorted(self.windows.items()):
-            LOG.info("job %d: window of %.3f s every %.3f s from %.3f s at %.3f Mbit/s "
-                     "(rounds of %.3f s, iterations of %.3f s)", job_id, window.comm_s,
-                     window.period_s, window.phase_offset_s, self.rates[job_id],
-                     iterations[job_id].comm_s, iterations[job_id].iteration_s)
-        free = sorted(set(iterations) - set(self.windows))
-        if free:
-            LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
-                     "do not fit in its iterations, or would outrun its period at the rates "
-                     "at which they must meet); they run freely", free)
-        for job_id in free:
-            busiest = sorted(usage[job_id].items(), key=lambda item: -item[1])[:BUSIEST_LOGGED]
-            LOG.info("job %d runs freely: rounds of %.3f s, iterations of %.3f s; alone it "
-                     "takes %s", job_id, iterations[job_id].comm_s, iterations[job_id].iteration_s,
-                     ", ".join("%.2f of %s" % (fraction, resource)
-                               for resource, fraction in busiest) or "nothing")
+        log_plan(self.windows, self.rates, iterations, usage)
+
+
+def log_plan(windows, rates, iterations, usage):
+    """Log each job's window, and for each job that runs freely the resources it shares
+    with another job, the fullest first: its fraction of each alone, and all jobs'
+    together (an unshared link its rate fills says nothing about why it has no window)."""
+    for job_id, window in sorted(windows.items()):
+        LOG.info("job %d: window of %.3f s every %.3f s from %.3f s at %.3f Mbit/s "
+                 "(rounds of %.3f s, iterations of %.3f s)", job_id, window.comm_s,
+                 window.period_s, window.phase_offset_s, rates[job_id],
+                 iterations[job_id].comm_s, iterations[job_id].iteration_s)
+    free = sorted(set(iterations) - set(windows))
+    if free:
+        LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
+                 "do not fit in its iterations, or would outrun its period at the rates "
+                 "at which they must meet); they run freely", free)
+    for job_id in free:
+        shared = {resource: (fraction, sum(u.get(resource, 0.0) for u in usage.values()))
+                  for resource, fraction in usage[job_id].items()
+                  if any(resource in usage[other] for other in usage if other != job_id)}
+        busiest = sorted(shared.items(), key=lambda item: -item[1][0])[:BUSIEST_LOGGED]
+        LOG.info("job %d runs freely: rounds of %.3f s, iterations of %.3f s; alone it "
+                 "takes %s", job_id, iterations[job_id].comm_s, iterations[job_id].iteration_s,
+                 ", ".join("%.2f of %s (all jobs %.2f)" % (fraction, resource, together)
+                           for resource, (fraction, together) in busiest)
+                 or "nothing another job uses")
 
 
 def moved(planned_from, iterations):

@@ -246,3 +246,14 @@ def test_jobs_whose_windows_meet_fill_what_they_share_to_shared_fill_at_most():
     assert shared_scale(3, usage, windows) == 1.0
     usage[2]["spine"] = 0.3                         # 0.8 together: below the fill
     assert shared_scale(1, usage, windows) == 1.0
+
+
+def test_a_job_that_runs_freely_logs_what_it_shares_not_its_own_links(caplog):
+    """Its own host links, which its rate alone fills, say nothing about why it has no
+    window: the log names the resources it shares, with all jobs' fractions there."""
+    from syncfabric.services.job_phases import log_plan
+    usage = {1: {"h1": 1.0, "uplink": 0.5, "spine": 0.25}, 2: {"h2": 1.0, "uplink": 0.75}}
+    with caplog.at_level("INFO", logger="syncfabric.jobs"):
+        log_plan({}, {}, {job: Iteration(1.0, 2.0) for job in (1, 2)}, usage)
+    assert "job 1 runs freely" in caplog.text and "0.50 of uplink (all jobs 1.25)" in caplog.text
+    assert "h1" not in caplog.text and "spine" not in caplog.text
