@@ -167,13 +167,19 @@ def fits_at_scale(iteration, scale, period):
     return iteration.comm_s / scale + compute_s <= period
 
 
-def contended_resources(usage):
-    """The resources whose jobs, each at its line rate, need more than it holds."""
+def resource_totals(usage):
+    """{resource: what its jobs need of it together, each at its rate alone} (usage:
+    {job: {resource: fraction}})."""
     totals = {}
     for fractions in usage.values():
         for resource, fraction in fractions.items():
             totals[resource] = totals.get(resource, 0.0) + fraction
-    return {resource for resource, total in totals.items() if total > CONTENDED}
+    return totals
+
+
+def contended_resources(usage):
+    """The resources whose jobs, each at its line rate, need more than it holds."""
+    return {resource for resource, total in resource_totals(usage).items() if total > CONTENDED}
 
 
 def groups(iterations, usage, contended):

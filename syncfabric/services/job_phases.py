@@ -25,7 +25,8 @@ the jobs whose windows meet its own leave of it (co_active).
 import logging
 
 from syncfabric.decisions.fair_shares import fair_rates
-from syncfabric.decisions.phase_schedule import apart, schedule, window_length_s
+from syncfabric.decisions.phase_schedule import (apart, resource_totals, schedule,
+                                                 window_length_s)
 from syncfabric.services.job_shares import capacities
 
 LOG = logging.getLogger("syncfabric.jobs")
@@ -111,8 +112,9 @@ def log_plan(windows, rates, iterations, usage):
         LOG.info("jobs %s: no window (they conflict with no job, or their group's rounds "
                  "do not fit in its iterations, or would outrun its period at the rates "
                  "at which they must meet); they run freely", free)
+    totals = resource_totals(usage)
     for job_id in free:
-        shared = {resource: (fraction, sum(u.get(resource, 0.0) for u in usage.values()))
+        shared = {resource: (fraction, totals[resource])
                   for resource, fraction in usage[job_id].items()
                   if any(resource in usage[other] for other in usage if other != job_id)}
         busiest = sorted(shared.items(), key=lambda item: -item[1][0])[:BUSIEST_LOGGED]

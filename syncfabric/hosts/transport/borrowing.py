@@ -82,10 +82,9 @@ class Borrowing:
 
     def hold_to(self, mbps):
         """Borrow no more than `mbps` for now (None: no bound beyond the spare), so that a
-        job's workers borrow alike (JobLayout.borrow_cap). The rate it says (said) is not
-        moved: held to what the others say, workers that said what they were held to
-        held each other at the least they had ever said, 0 for a whole run once every
-        worker of a job had had nothing to borrow at once (alone on the fabric)."""
+        job's workers borrow alike (JobLayout.borrow_cap). It bounds rate() only: what
+        the sender says it borrows (said) stays what its losses allow, so that workers
+        held to each other's least can rise again (docs/sharing.md)."""
         self.held = None if mbps is None else max(0.0, mbps)
 
     def said(self):
