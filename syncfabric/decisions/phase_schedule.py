@@ -71,7 +71,7 @@ STEPS = 96   # the period's steps on which offsets are placed and overflow is su
 
 @dataclass(frozen=True)
 class Iteration:
-    """A job's iteration: its round's communication at line rate and its whole
+    """A job's iteration: its round's communication at its rate alone and its whole
     iteration (communication and compute), in seconds."""
     comm_s: float
     iteration_s: float
@@ -178,7 +178,7 @@ def resource_totals(usage):
 
 
 def contended_resources(usage):
-    """The resources whose jobs, each at its line rate, need more than it holds."""
+    """The resources whose jobs, each at its rate alone, need more than it holds."""
     return {resource for resource, total in resource_totals(usage).items() if total > CONTENDED}
 
 
