@@ -1,5 +1,6 @@
 """Fuzz both host data paths for a given time: hostile datagrams to a shard's host and an
-aggregator (one core and two) and to a worker's returned sums, and scripted recvmmsg
+aggregator (one core and two) and to a worker's returned sums (an all-reduce job's
+shard's, and a gather job's, whose sums carry its own worker alone), and scripted recvmmsg
 results to the native receive's cutting rule, the native path built with
 AddressSanitizer and UndefinedBehaviorSanitizer.
 
@@ -29,7 +30,8 @@ COLUMNS = ["target", "examples", "datagrams_per_path", "scripted_batches", "diff
            "crashes", "seconds"]
 # each target's share of the time: the scripted receives also sum what they cut
 TARGETS = {"shard, 1 core": 1, "shard, 2 cores": 1, "aggregator, 1 core": 1,
-           "aggregator, 2 cores": 1, "returned sums": 1, "scripted receives": 2}
+           "aggregator, 2 cores": 1, "returned sums": 1, "gather job's returned sums": 1,
+           "scripted receives": 2}
 SANITIZERS = ("libasan.so", "libubsan.so")
 SANITIZER_OPTIONS = {"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1",
                      "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}

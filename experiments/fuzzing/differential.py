@@ -95,9 +95,10 @@ def summed(path, kind, cores, shape, batches):
     return [node_outcome(node) for node in nodes]
 
 
-def placed(path, shape, batches, numbers):
-    """What a worker's ReturnedSums on `path` placed of batches, for open rounds `numbers`."""
-    layout = JobLayout(job_report(*shape, aggregated=False))
+def placed(path, shape, batches, numbers, gather=False):
+    """What a worker's ReturnedSums on `path` placed of batches, for open rounds `numbers`
+    (of a `gather` job's shard: hostile.job_report)."""
+    layout = JobLayout(job_report(*shape, aggregated=False, gather=gather))
     rounds = {n: Round(n, layout) for n in numbers}
     returned = ReturnedSums(layout, layout.shards[0], None, rounds, path)
     for datagrams in batches:
@@ -130,9 +131,9 @@ def check_summing(kind, cores, shape, batches):
                 {name: summed(path, kind, cores, shape, batches) for name, path in PATHS.items()})
 
 
-def check_placing(shape, batches, numbers):
-    compare("a worker's returned sums",
-            {name: placed(path, shape, batches, numbers) for name, path in PATHS.items()})
+def check_placing(shape, batches, numbers, gather=False):
+    compare("a worker's returned sums" + (" of a gather job" if gather else ""),
+            {name: placed(path, shape, batches, numbers, gather) for name, path in PATHS.items()})
 
 
 def cut_reference(messages, slot_bytes=SLOT_BYTES):

@@ -17,6 +17,7 @@ WORKERS = ("w1", "w2", "w3")
 ADDRESSES = {"w1": "10.0.0.11", "w2": "10.0.0.12", "w3": "10.0.0.13", "agg": "10.0.0.21",
              "ps": "10.0.0.31", "stranger": "10.0.0.50"}
 PORT = 29000
+GATHER_SHARD_HOST = "w1"   # a gather job's one shard: its sums are w1's values alone
 SLOT_BYTES = 65536
 MSG_TRUNC, MSG_CTRUNC = 0x20, 0x08
 SOL_UDP, UDP_GRO = 17, 104
@@ -24,20 +25,25 @@ CMSG_HEADER = struct.Struct("@Qii")   # cmsghdr on LP64: cmsg_len, cmsg_level, c
 ROUND_EDGES = [0, 1, 2, 3, 15, 16, 17, 18, 19, 33, 2 ** 31 - 1, 2 ** 31, ROUND_MAX - 1, ROUND_MAX]
 
 
-def job_report(per_fragment, floats, aggregated):
+def job_report(per_fragment, floats, aggregated, gather=False):
     """A job of three workers and one shard on "ps" (w1 and w2 through "agg" if
-    aggregated), fragments of per_fragment floats, as the controller describes it."""
+    aggregated), fragments of per_fragment floats, as the controller describes it; or
+    `gather`, a gather job's, its one shard in w1 and its sums w1's values alone."""
     count = -(-floats // per_fragment)
     via = "agg" if aggregated else "ps"
     to = {"w1": via, "w2": via, "w3": "ps"}
+    host = GATHER_SHARD_HOST if gather else "ps"
     return {"id": JOB, "generation": 1, "workers": list(WORKERS), "model_bytes": floats * 4,
             "fragment_bytes": per_fragment * 4, "fragments": count, "addresses": ADDRESSES,
-            "shards": [{"host": "ps", "address": ADDRESSES["ps"], "port": PORT,
+            "gather": gather,
+            "shards": [{"host": host, "address": ADDRESSES[host], "port": PORT,
                         "fragments": [0, count], "bytes": [0, floats * 4],
                         "return": {"port": PORT, "rate_mbps": 100.0, "trees": [
-                            {"tree": 1, "group": "239.1.1.1", "receivers": list(WORKERS)}]}}],
-            "destinations": {w: [{"shard": 0, "host": to[w], "address": ADDRESSES[to[w]],
-                                  "port": PORT, "fragments": [0, count], "rate_mbps": 100.0}]
+                            {"tree": 1, "group": "239.1.1.1",
+                             "receivers": [w for w in WORKERS if w != host]}]}}],
+            "destinations": {w: [] if gather else
+                             [{"shard": 0, "host": to[w], "address": ADDRESSES[to[w]],
+                               "port": PORT, "fragments": [0, count], "rate_mbps": 100.0}]
                              for w in WORKERS},
             "aggregators": [{"host": "agg", "address": ADDRESSES["agg"], "shard": 0, "port": PORT,
                              "rate_mbps": 100.0, "workers": {"w1": [0, count], "w2": [0, count]}}]
@@ -133,13 +139,16 @@ def batches(per_fragment, floats):
     return st.lists(batch(per_fragment, floats), min_size=1, max_size=4)
 
 
-def returns(per_fragment, floats):
+def returns(per_fragment, floats, gather=False):
     """Batches a worker's returned sums may get: mostly from the shard's host, mostly
-    whole sums (every worker's bit), now and then from another host."""
-    source = st.tuples(st.sampled_from([ADDRESSES["ps"]] * 3 + [ADDRESSES["w2"]]),
+    whole sums (every worker's bit; of a `gather` job's shard, w1's alone, and now and
+    then every worker's), now and then from another host."""
+    host, other = (GATHER_SHARD_HOST, "w3") if gather else ("ps", "w2")
+    source = st.tuples(st.sampled_from([ADDRESSES[host]] * 3 + [ADDRESSES[other]]),
                        st.integers(0, 65535))
-    return st.lists(st.lists(st.tuples(datagram(per_fragment, floats, 7), source), max_size=64),
-                    min_size=1, max_size=4)
+    whole = st.sampled_from([SENDERS[GATHER_SHARD_HOST]] * 3 + [7]) if gather else st.just(7)
+    return st.lists(st.lists(whole.flatmap(lambda bit: st.tuples(
+        datagram(per_fragment, floats, bit), source)), max_size=64), min_size=1, max_size=4)
 
 
 @st.composite

@@ -72,6 +72,9 @@ JOB_REQUEST = obj({
     "placement": choice(round_planner.PLACEMENTS, description=(
         "shards on hosts of their own, in the workers' hosts, or whichever is faster")),
     "aggregation": described(BOOLEAN, "sum gradients in the aggregators"),
+    "gather": described(BOOLEAN, (
+        "true: an all-gather, each shard in one worker (in the workers' order) and its "
+        "sums that worker's values alone, no gradients sent; default false")),
     "returns": choice(round_planner.RETURNS, description=(
         "multicast: each shard's sums go back on one tree; unicast: one copy per worker, "
         "each on a path of its own (the papers' baseline)")),
@@ -113,6 +116,8 @@ JOB = obj({
     "fragments": INTEGER,
     "placement": STRING,
     "aggregation": BOOLEAN,
+    "gather": described(BOOLEAN, "an all-gather job: each shard's sums are its own "
+                                 "worker's values"),
     "returns": STRING,
     "shards": array(SHARD),
     "destinations": mapping(array(DESTINATION),
@@ -126,8 +131,9 @@ JOB = obj({
         "no round of this job on these links is shorter: every link's volume, returns "
         "included (docs/streaming-round.md)")),
     "ring_round_s": nullable(described(NUMBER, (
-        "what a ring all-reduce of the model over the workers takes on their free links: "
-        "whether the fabric beats the ring for this job, before its first round"))),
+        "what a ring all-reduce of the model over the workers takes on their free links "
+        "(of a gather job: a ring all-gather): whether the fabric beats the ring for this "
+        "job, before its first round"))),
     "ttl_s": nullable(NUMBER),
     "expires_in_s": nullable(NUMBER),
     "rate_mbps": described(NUMBER, "the workers' gradient rate the job was given"),

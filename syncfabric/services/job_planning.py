@@ -4,12 +4,17 @@ a refusal looks for what is on its way (services/job_refusals.py). Planning take
 seconds on large fabrics, so it runs off the event loop."""
 
 from syncfabric.decisions import round_planner
+from syncfabric.decisions.gather_plan import plan_gather
 from syncfabric.services.job_reports import gradient_mbit, returns_of
 
 
 def planned_round(view, request, reserved_mbps, metrics, offload):
-    """The round planner's plan of `request` on what reserved_mbps leaves free."""
+    """The round planner's plan of `request` on what reserved_mbps leaves free (a gather
+    job's: its return trees alone, gather_plan)."""
     with metrics.planning_seconds.labels("job").time():
+        if request.get("gather"):
+            return offload(plan_gather, view, request["workers"], gradient_mbit(request),
+                           reserved_mbps, returns_of(request))
         return offload(round_planner.plan_job, view, request["workers"],
                        gradient_mbit(request), request["placement"], requested_shards(request),
                        request["aggregation"], reserved_mbps, returns_of(request),

@@ -84,6 +84,7 @@ def round_report(request, plan, trees, placement):
             "fragments": fragment_count(model_bytes, size),
             "placement": placement,
             "aggregation": request["aggregation"],
+            "gather": request.get("gather", False),   # a job saved before: false
             "returns": returns_of(request),
             "shards": shards,
             "destinations": legs,

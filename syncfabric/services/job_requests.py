@@ -12,7 +12,7 @@ from syncfabric.services.request_fields import (check_fields, check_hosts, disti
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
                   "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy",
-                  "borrow"}
+                  "borrow", "gather"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 ONE_PS_POLICIES = ina_problem.POLICIES          # GRID and its baselines
 SHARDED_POLICIES = inart_placement.POLICIES     # InArt and its baselines
@@ -24,7 +24,8 @@ def parse_job_request(body):
     request = dict({"shards": "auto", "placement": round_planner.AUTO, "aggregation": True,
                     "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
                     "min_rate_mbps": None, "returns": round_planner.MULTICAST,
-                    "shard_hosts": None, "gradient_policy": None, "borrow": True}, **body)
+                    "shard_hosts": None, "gradient_policy": None, "borrow": True,
+                    "gather": False}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -56,7 +57,27 @@ def parse_job_request(body):
     if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
         raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
                              "from %d to %d" % (MIN_MTU, MAX_MTU))
-    return checked_policy(named_shard_hosts(request))
+    return gathering(checked_policy(named_shard_hosts(request)), body)
+
+
+def gathering(request, body):
+    """A gather job's request (docs/jobs.md, decisions/gather_plan.py): one shard in
+    each worker, in the workers' order, and no gradients to aggregate, as it says once
+    filled in; InvalidRequest if it asks otherwise."""
+    if not isinstance(request["gather"], bool):
+        raise InvalidRequest("gather must be true or false (true: each shard's sums are its "
+                             "own worker's values, an all-gather; default false)")
+    if not request["gather"]:
+        return request
+    workers = len(request["workers"])
+    if request["shards"] not in ("auto", workers) or request["shard_hosts"] is not None \
+            or request["placement"] not in (round_planner.AUTO, round_planner.COLOCATED):
+        raise InvalidRequest("a gather job has one shard in each worker: leave shards, "
+                             "shard_hosts and placement out")
+    if body.get("aggregation") or request["gradient_policy"] is not None:
+        raise InvalidRequest("a gather job has no gradients: leave aggregation and "
+                             "gradient_policy out")
+    return dict(request, shards=workers, placement=round_planner.COLOCATED, aggregation=False)
 
 
 def named_shard_hosts(request):

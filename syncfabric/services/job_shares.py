@@ -5,8 +5,9 @@ link or aggregator that bounds that share.
 A job's rate is its workers' gradient rate (its INA plan's theta); its return trees'
 rates are taken to grow and shrink with it, so its loads per Mbit/s are its trees' and
 plan's loads over that rate. Its ceiling is its workers' slowest link: no round of it
-runs faster. Each job reports `rate_mbps`, `weight`, `min_rate_mbps`, `fair_share_mbps`
-and `bound_by` (a directed link "a->b", an aggregator, or "ceiling").
+runs faster (rate_ceiling_mbps). Each job reports `rate_mbps`, `weight`,
+`min_rate_mbps`, `fair_share_mbps` and `bound_by` (a directed link "a->b", an
+aggregator, or "ceiling").
 """
 
 from syncfabric.decisions.fair_shares import CEILING, Demand, fair_rates
@@ -23,6 +24,17 @@ def min_rate_mbps(view, request):
     return asked if asked is not None else DEFAULT_MIN_SHARE * line_rate_mbps(view, request["workers"])
 
 
+def rate_ceiling_mbps(view, request):
+    """The highest rate a job may have: its workers' slowest link, since a worker sends
+    the whole model at the job's rate; a gather job's N/(N-1) of it, since there a
+    worker takes in (N-1)/N of the model at that rate and sends its own 1/N."""
+    line = line_rate_mbps(view, request["workers"])
+    if not request.get("gather"):
+        return line
+    workers = len(request["workers"])
+    return line * workers / (workers - 1)
+
+
 def job_demand(job, trees, plans, view):
     """(rate, Demand) of an installed job, from its plan and trees as they are now; None
     if its plan is gone (it is being released)."""
@@ -35,7 +47,7 @@ def job_demand(job, trees, plans, view):
         return None
     rate, loads = live.result.f, part_loads(live.result, job_trees)
     return rate, Demand(job.request.get("weight", DEFAULT_WEIGHT),
-                        line_rate_mbps(view, job.request["workers"]),
+                        rate_ceiling_mbps(view, job.request),
                         {resource: load / rate for resource, load in loads.items()})
 
 

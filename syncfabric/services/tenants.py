@@ -33,7 +33,7 @@ from syncfabric.services.job_phases import JobPhases
 from syncfabric.services.job_planning import beats_every_plain_round, planned_round
 from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
-                                            min_rate_mbps, part_loads)
+                                            min_rate_mbps, part_loads, rate_ceiling_mbps)
 from syncfabric.services.request_fields import check_fields
 from syncfabric.traffic_classes import BORROWED_DSCP
 
@@ -306,7 +306,7 @@ def round_demand(view, request, planned, policy):
     """The Demand of a job planned as `planned` (round_planner.RoundPlan)."""
     rate, loads = planned.gradients.f, part_loads(planned.gradients, planned.trees)
     weight = request.get("weight", DEFAULT_WEIGHT) if policy == WEIGHTED else DEFAULT_WEIGHT
-    return Demand(weight, round_bounds.line_rate_mbps(view, request["workers"]),
+    return Demand(weight, rate_ceiling_mbps(view, request),
                   {resource: load / rate for resource, load in loads.items()})
 
 

@@ -23,11 +23,12 @@ def address(worker_index):
 
 
 def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
-                 fragment_bytes=FRAGMENT_BYTES, returns="multicast"):
+                 fragment_bytes=FRAGMENT_BYTES, returns="multicast", gather=False):
     """The POST /jobs answer for `workers` on loopback: shard i in worker i, returned on
     group 239.77.<job>.<i> (with unicast returns, to worker k alone on 239.<100+i>.<job>.<k>),
     every worker sending each other shard its fragments (of fragment_bytes:
-    FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps."""
+    FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps; `gather`: a gather job's, each
+    shard's sums its own worker's values, no worker sending any."""
     count = -(-model_bytes // fragment_bytes)
     cuts = [count * i // len(workers) for i in range(len(workers) + 1)]
     addresses = {w: address(i) for i, w in enumerate(workers)}
@@ -41,8 +42,10 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
               for i, w in enumerate(workers) if cuts[i] < cuts[i + 1]]
     destinations = {w: [{"shard": i, "host": s["host"], "address": s["address"], "port": s["port"],
                          "fragments": s["fragments"], "rate_mbps": rate_mbps}
-                        for i, s in enumerate(shards) if s["host"] != w] for w in workers}
+                        for i, s in enumerate(shards) if s["host"] != w and not gather]
+                    for w in workers}
     return {"id": job_id, "generation": 1, "release_key": "k", "workers": list(workers),
+            "gather": gather,
             "model_bytes": model_bytes, "fragment_bytes": fragment_bytes, "fragments": count,
             "addresses": addresses, "shards": shards, "destinations": destinations,
             "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}
@@ -71,13 +74,13 @@ def stand_in_ports():
 
 
 class StubController:
-    """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status),
-    GET and DELETE of /jobs/<id>, PUT /jobs/<id>/lease, and GET /fabric/topology listing
-    `topology`. It records what was asked (`posted`, `renewed`, `deleted`) and what is
-    live (`jobs`)."""
+    """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status, or
+    for a gather job refuse_gather's), GET and DELETE of /jobs/<id>, PUT
+    /jobs/<id>/lease, and GET /fabric/topology listing `topology`. It records what was
+    asked (`posted`, `renewed`, `deleted`) and what is live (`jobs`)."""
 
-    def __init__(self, topology=(), refuse=None, port=None):
-        self.topology, self.refuse = list(topology), refuse
+    def __init__(self, topology=(), refuse=None, port=None, refuse_gather=None):
+        self.topology, self.refuse, self.refuse_gather = list(topology), refuse, refuse_gather
         self.port = stand_in_ports() if port is None else port
         self.addresses = {}   # hosts whose address in the jobs is not their loopback one
         self.jobs, self.posted, self.renewed, self.deleted = {}, [], [], []
@@ -99,12 +102,15 @@ class StubController:
                 return 200, {"hosts": self.topology}
             if method == "POST" and path == "/jobs":
                 self.posted.append(body)
-                if self.refuse is not None:
-                    return self.refuse, {"error": "the workers' links lack room",
+                refuse = self.refuse_gather if body.get("gather") else None
+                refuse = self.refuse if self.refuse is not None else refuse
+                if refuse is not None:
+                    return refuse, {"error": "the workers' links lack room",
                                          "bottleneck": "h1->leaf1", "max_rate_mbps": 1.0}
                 job_id = len(self.posted)
                 job = self.jobs[job_id] = loopback_job(job_id, body["workers"],
-                                                       body["model_bytes"], self.port + 20 * job_id)
+                                                       body["model_bytes"], self.port + 20 * job_id,
+                                                       gather=body.get("gather", False))
                 job.update(addresses=dict(job["addresses"], **self.addresses),
                            ttl_s=body.get("ttl_s"))
                 return 201, job

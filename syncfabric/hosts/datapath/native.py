@@ -145,8 +145,8 @@ class NativeDatapath:
         rounds = list(returned.rounds.items())
         placed = _native.place_sums(
             batch.buffer, batch.offsets, batch.lengths, batch.sources, batch.count,
-            self._ip(shard.address), layout.id, layout.everyone, shard.first, shard.last,
-            layout.count, layout.per_fragment, layout.floats, layout.block_of,
+            self._ip(shard.address), layout.id, layout.whole_mask(shard), shard.first,
+            shard.last, layout.count, layout.per_fragment, layout.floats, layout.block_of,
             [(n, r.result, r.have) for n, r in rounds])
         for (_number, current), count in zip(rounds, placed):
             if count:

@@ -112,8 +112,11 @@ class JobLayout:
         # what the controller predicts a round of these rates takes (None: a job saved
         # before reports had it); a round's failure is timed by it (FabricWorker)
         self.predicted_round_s = report.get("predicted_round_s")
+        # a gather job's shards hold their own workers' values, summed with no one else's
+        self.gather = report.get("gather", False) is True
         self._check_ranges()
         self._check_returns()
+        self._check_gather()
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
         for shard in self.shards:
             self.shard_of[shard.first:shard.last] = shard.index
@@ -149,6 +152,16 @@ class JobLayout:
                 raise JobError("job %s: shard %d's return trees reach %s, not its workers %s"
                                % (self.id, shard.index, sorted(reached), wanted))
 
+    def _check_gather(self):
+        """JobError unless a gather job's every shard is in a worker, and no worker sends
+        anything to another host: each shard's sums are its own worker's values."""
+        if not self.gather:
+            return
+        if any(shard.host not in self.bit for shard in self.shards) or self.aggregations \
+                or any(self.legs.values()):
+            raise JobError("job %s: a gather job has its shards in its workers and no "
+                           "gradients, not %s" % (self.id, [s.host for s in self.shards]))
+
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]
 
@@ -159,10 +172,14 @@ class JobLayout:
         """Whether `host` sums anything in this job without being one of its workers."""
         return host not in self.bit and bool(self.shards_of(host) or self.aggregations_of(host))
 
+    def whole_mask(self, shard):
+        """The workers a whole sum of `shard` holds: all (a gather job's: its own worker)."""
+        return self.bit[shard.host] if self.gather else self.everyone
+
     def shard_expected(self, shard):
-        """Per fragment, the workers a shard's sums must hold: all, in its range."""
+        """Per fragment, the workers a shard's sums must hold (whole_mask), in its range."""
         expected = np.zeros(self.count, dtype=np.uint64)
-        expected[shard.first:shard.last] = self.everyone
+        expected[shard.first:shard.last] = self.whole_mask(shard)
         return expected
 
     def shard_senders(self, shard):

@@ -197,8 +197,8 @@ class RoundFilling:
 class ReturnedSums:
     """A shard's sums coming back to a worker on the shard's tree, each placed into its
     round (rounds: {number: Round} of the rounds open here); only the shard's host may
-    send them, and only whole sums (every worker in them) count. The host's data path
-    takes them in batches and places them itself where it can."""
+    send them, and only whole sums (JobLayout.whole_mask: every worker in them) count.
+    The host's data path takes them in batches and places them itself where it can."""
 
     def __init__(self, layout, shard, sock, rounds, path=None):
         self.layout, self.shard, self.sock, self.rounds = layout, shard, sock, rounds
@@ -228,7 +228,7 @@ class ReturnedSums:
             return
         job, number, index, _count, mask = HEADER.unpack_from(packet)
         current = self.rounds.get(number)
-        if job == layout.id and mask == layout.everyone and current is not None \
+        if job == layout.id and mask == layout.whole_mask(shard) and current is not None \
                 and shard.first <= index < shard.last \
                 and carries_fragment(packet, layout.floats, layout.per_fragment, index):
             current.place(index, np.frombuffer(packet, dtype=FLOATS, offset=HEADER.size))

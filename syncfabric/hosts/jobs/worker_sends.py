@@ -57,11 +57,7 @@ class WorkerSends:
         layout = self.layout
         indices = layout.wire_of[np.asarray(whole, dtype=np.int64)]
         numbers = self.leg_numbers[indices]
-        local = indices[numbers < 0]   # this worker's part of its own shards, added here
-        for shard in np.unique(layout.shard_of[local]):
-            mine = local[layout.shard_of[local] == shard]
-            own[shard].add_local(current.number, mine, current.values,
-                                 layout.block_of[mine] * layout.per_fragment, self.bit)
+        self._add_own(current, indices[numbers < 0], own)
         streams, flights, sent_indices = [], [], []
         planned = self.rates.at(current.number)   # the rates it knows this round at now
         paced = current.stats["generation"]
@@ -105,6 +101,18 @@ class WorkerSends:
         if self.borrowing is not None:
             self.borrowing.count(sent=sum(borrowed))
         current.sent_first_pass(streams, max(0.0, time.perf_counter() - started), self.path)
+
+    def _add_own(self, current, local, own):
+        """Add fragments `local` of round `current` (those no leg carries) to this host's
+        own shards (own: {shard index: ShardNode}), without the network; of a gather job,
+        those of its own shards alone: the others' sums are their own workers' values."""
+        layout = self.layout
+        if layout.gather:
+            local = local[np.isin(layout.shard_of[local], list(own))]
+        for shard in np.unique(layout.shard_of[local]):
+            mine = local[layout.shard_of[local] == shard]
+            own[shard].add_local(current.number, mine, current.values,
+                                 layout.block_of[mine] * layout.per_fragment, self.bit)
 
     def send_again(self, current, indices):
         """Queue fragments `indices` of round `current` for their legs, at their rates."""
