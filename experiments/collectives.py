@@ -21,8 +21,9 @@ rank's time, whether every rank's result was exact, whether the call went throug
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
 gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
-Each group's first call, an all-reduce as long as the fabric's round in which the
-fabric's group makes its job, is timed apart: `first_call_s` in each of the group's
+Each group's first calls, an all-reduce as long as the fabric's round in which the
+fabric's group makes its job and an all-gather as long, in which it makes its gather
+job (syncfabric/torch/gather_rounds.py), are timed apart: `first_call_s` in each of the group's
 rows and a line of the summary, not a repeat of any collective; where the fabric's
 group went to Gloo (its job refused, or unable to run), `gloo_only` says why, as do
 stderr and that line. It fills its round, so
@@ -103,8 +104,14 @@ def round_bytes(args):
     eighth of the largest if more, so that the longest call is a few long rounds rather
     than many short ones (each with its fixed costs; at most ROUNDS_IN_FLIGHT of a call's
     are open at once, fabric_worker.py). Measured with these rounds: docs/pytorch.md."""
-    smallest = min(size for size in args.sizes if size > BELOW_MB)
-    return 4 * (int(max(smallest, max(args.sizes) / 8) * 2 ** 20) // 4)
+    return 4 * (int(max(smallest_carried_mb(args), max(args.sizes) / 8) * 2 ** 20) // 4)
+
+
+def smallest_carried_mb(args):
+    """The smallest size measured that the fabric carries: the gather job's round holds
+    a slice of it from every rank (a round carries a whole slice whatever the call's:
+    the first all-gather's size sets it)."""
+    return min(size for size in args.sizes if size > BELOW_MB)
 
 
 def run(args):
@@ -133,7 +140,8 @@ def backend_rows(bed, view, workers, backend, args, bar):
     """One backend's calls among `workers`: the ranks in their hosts (and, for the
     fabric, the daemons of the hosts its job is placed on), a row per call."""
     arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
-                 "--repeats", str(args.repeats), "--first-mb", repr(round_bytes(args) / 2 ** 20)]
+                 "--repeats", str(args.repeats), "--first-mb", repr(round_bytes(args) / 2 ** 20),
+                 "--first-gather-mb", repr(smallest_carried_mb(args))]
     if backend == "fabric":
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
@@ -245,7 +253,7 @@ def first_calls(rows, workers):
             said[row["backend"]] = "%s %.3f s" % (row["backend"], row["first_call_s"])
             if row.get("gloo_only"):
                 said[row["backend"]] += " (went to Gloo: %s)" % row["gloo_only"]
-    return "first call x%d (the fabric's group makes its job in it): %s" % (
+    return "first calls x%d (the fabric's group makes its jobs in them): %s" % (
         workers, ", ".join(said[b] for b in BACKENDS if b in said) or "none measured")
 
 

@@ -12,9 +12,11 @@ reduce_scatter_tensor) runs --repeats times. Every rank starts each call at one 
 JSON line per call: the slowest rank's time, whether every rank's result was exact
 (whole numbers: every order of summation gives the same sum), and whether the call
 went through the fabric (the group's counts), and why not where the group took none
-(`gloo_only`: its job was refused or could not run). Before them, the group's first call
-(FIRST_CALL: an all-reduce of --first-mb), in which the fabric's group makes its job
-and Gloo's connects, is timed and printed alike: a one-time cost, not any call's.
+(`gloo_only`: its job was refused or could not run). Before them, the group's first
+calls (FIRST_CALL: an all-reduce of --first-mb, then an all-gather of
+--first-gather-mb), in which the
+fabric's group makes its job and its gather job and Gloo's connects, are timed and
+printed alike, as one row: a one-time cost, not any call's.
 """
 
 import json
@@ -66,6 +68,18 @@ def call(name, floats, rank, world, seed):
             lambda: torch.equal(output, expected[rank * part:(rank + 1) * part]))
 
 
+def first_calls(floats, gathered, rank, world):
+    """FIRST_CALL's pair, as call()'s: an all-reduce of `floats`, then an all-gather of
+    `gathered`."""
+    reduce_start, reduce_exact = call("all_reduce", floats, rank, world, 0)
+    gather_start, gather_exact = call("all_gather", gathered, rank, world, 0)
+
+    def start():
+        reduce_start().wait()
+        return gather_start()
+    return start, lambda: reduce_exact() and gather_exact()
+
+
 def gloo_only_reason():
     """Why the world group's calls go to Gloo (the fabric's group says; None: they may go
     through the fabric, or the group is Gloo's own)."""
@@ -84,7 +98,9 @@ def floats_of(size_mb, world):
 
 def measure(args):
     first = floats_of(args.first_mb, args.world)
-    timed(args, FIRST_CALL, args.first_mb, 1, call("all_reduce", first, args.rank, args.world, 0))
+    gathered = floats_of(args.first_gather_mb or args.first_mb, args.world)
+    timed(args, FIRST_CALL, args.first_mb, 1,
+          first_calls(first, gathered, args.rank, args.world))
     for size_mb in args.sizes:
         floats = floats_of(size_mb, args.world)
         for name in COLLECTIVES:
@@ -127,7 +143,12 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--first-mb", type=float, default=1.0,
                         help="the group's first call, an all-reduce of this many MB, timed "
-                        "apart (the fabric's group makes its job in it)")
+                        "apart with the first all-gather (the fabric's group makes its job in "
+                        "it)")
+    parser.add_argument("--first-gather-mb", type=float, default=None,
+                        help="the group's first all-gather, of this many MB (default: "
+                        "--first-mb): the fabric's group makes its gather job in it, each "
+                        "round a slice of it from every rank")
     return parser.parse_args(argv)
 
 

@@ -9,7 +9,10 @@ of the same ranks. Its first collective that the fabric can carry (eligible:
 collectives.py) makes the group's job: rank 0 asks the controller for one of the
 ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
 broadcast, all-gather and reduce-scatter goes through the job's rounds
-(FabricWorker.allreduce_async: any length, in the order they are called). Everything
+(FabricWorker.allreduce_async: any length, in the order they are called), but for
+all-gathers of min_bytes and more: those go through a second job of the group, its
+gather job (gather_rounds.py: each rank's slice sent once, a ring's bytes), made at the
+first of them, so they may end before or after the calls around them. Everything
 else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes (but
 where they go on in a round already begun: _min_bytes). If
 the controller refuses the job, or any rank cannot join it, every rank leaves the
@@ -32,9 +35,11 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from syncfabric.hosts.packets.wire import data_mtu
 from syncfabric.torch.agreement import StoreAgreement
-from syncfabric.torch.collectives import (allgather_call, allreduce_call, broadcast_call,
-                                          reduce_scatter_call, scaling)
+from syncfabric.torch.collectives import (allgather_call, allreduce_call, big_enough,
+                                          broadcast_call, reduce_scatter_call, scaling)
+from syncfabric.torch.gather_rounds import GatherRounds, gather_job_floats
 from syncfabric.torch.gloo_underneath import GlooUnderneath
 from syncfabric.torch.registration import (FabricHookError, agree_on_job,
                                            close_and_release, open_worker, release_at_end)
@@ -49,6 +54,7 @@ MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 MIN_BYTES = 256 * 2 ** 10
 FEWEST_ROUND_BYTES = 256 * 2 ** 10   # a job's shortest round, whatever its first call
 ROUND_SLACK = 64   # a round is 1/ROUND_SLACK longer than the first call (_make_job)
+GATHER_OPTIONS = ("mtu", "ttl_s")   # of FabricOptions.job_options, those a gather job takes
 
 
 @dataclass
@@ -72,8 +78,9 @@ class GroupJob:
     """A group's job and this rank's worker of it, released with the group
     (registration.release_at_end calls close())."""
 
-    def __init__(self, job, worker, group):
+    def __init__(self, job, worker, group, gather=None):
         self.job, self.worker, self.group = job, worker, group
+        self.gather = gather   # a gather job's GatherRounds
 
     def close(self):
         close_and_release(self.worker, self.job)
@@ -137,6 +144,8 @@ class FabricProcessGroup(GlooUnderneath):
         self.controller = options.controller or os.environ.get(CONTROLLER_ENV)
         self.host = options.host or host_by_environment(common)
         self.job, self.gloo_only = None, None   # the latter: why the fabric is not used
+        # all-gathers' own job (gather_rounds.py), and why there is none if it was refused
+        self.gather_job, self.gather_refused = None, None
         if not self.controller:
             self.gloo_only = "no controller: set %s or FabricOptions.controller" % CONTROLLER_ENV
 
@@ -167,6 +176,7 @@ class FabricProcessGroup(GlooUnderneath):
         if len(output_tensors) == 1 and len(input_tensors) == 1:
             call = allgather_call(output_tensors[0], input_tensors[0], self.rank(),
                                   self.size(), self._min_bytes())
+            call = self._gathered(call, output_tensors[0], input_tensors[0])
         return self._through(call, lambda: self.gloo.allgather(output_tensors, input_tensors,
                                                                 opts))
 
@@ -174,6 +184,7 @@ class FabricProcessGroup(GlooUnderneath):
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = allgather_call([output], input, self.rank(), self.size(),
                               self._min_bytes())
+        call = self._gathered(call, [output], input)
         return self._through(call, lambda: self.gloo_all_gather_single(output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -218,15 +229,58 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _through(self, call, over_gloo):
         """The Work of `call` (collectives.RoundCall, or None where the call is not
-        eligible) through the job's rounds, or of over_gloo() where it goes to Gloo;
-        RuntimeError at once if the group's fabric failed before."""
+        eligible) through the job's rounds (a call already made for the gather job's:
+        through those), or of over_gloo() where it goes to Gloo; RuntimeError at once
+        if the group's fabric failed before."""
         self.refuse_if_broken()
+        if call is not None and call.job is not None:
+            self.counts["fabric"] += 1
+            return self._round_work(call, call.job)
         if call is not None and self.gloo_only is None and self.job is None:
             self._make_job(len(call.values))
         if call is None or self.job is None:
             return self.over_gloo(over_gloo)
         self.counts["fabric"] += 1
-        return self._round_work(call)
+        return self._round_work(call, self.job)
+
+    def _gathered(self, call, outputs, tensor):
+        """An eligible all-gather (`call`, through the all-reduce job's rounds) as a call
+        of the group's gather job where it is min_bytes on its own and the job is (made
+        on the first such call), its `job` then set; else `call` as it is."""
+        self.refuse_if_broken()
+        if call is None or self.gloo_only is not None or self.gather_refused is not None \
+                or not big_enough(len(call.values), self.options.min_bytes):
+            return call
+        if self.gather_job is None:
+            self._make_gather_job(tensor.numel())
+            if self.gather_job is None:
+                return call
+        gathered = self.gather_job.gather.call(outputs, tensor, self.rank())
+        gathered.job = self.gather_job
+        return gathered
+
+    def _make_gather_job(self, floats):
+        """The group's gather job, its round a slice of `floats` from each rank; or (on
+        every rank alike) gather_refused saying why not, all-gathers then going on
+        through the all-reduce job's rounds."""
+        options = {key: value for key, value in self.options.job_options.items()
+                   if key in GATHER_OPTIONS}
+        round_floats = gather_job_floats(self.size(), floats, options.get("mtu", data_mtu()))
+        try:
+            job, name = agree_on_job(self.controller, self.host, round_floats, self.agreement,
+                                     dict(options, gather=True))
+            worker = open_worker(job, name, self.agreement)
+        except FabricHookError as error:
+            self.gather_refused = str(error)
+            if self.rank() == 0:
+                LOG.warning("all-gathers of this process group go through its all-reduce "
+                            "job's rounds (or Gloo): %s", error)
+            return
+        self.gather_job = GroupJob(job, worker, self, GatherRounds(worker.layout))
+        release_at_end(self.gather_job)
+        if self.rank() == 0:
+            LOG.info("process group of %d ranks: all-gathers of %d bytes and more through "
+                     "gather job %d", self.size(), self.options.min_bytes, job.id)
 
     def _make_job(self, first_floats):
         """The group's job, or (on every rank alike) gloo_only saying why not. Its round
@@ -254,11 +308,11 @@ class FabricProcessGroup(GlooUnderneath):
                      "job %d, the rest over Gloo", self.size(), self.options.min_bytes,
                      job.id)
 
-    def _round_work(self, call):
-        """The Work of `call` through the job's rounds: its outputs are written as the
-        rounds bring the sums back."""
+    def _round_work(self, call, group_job):
+        """The Work of `call` through the rounds of `group_job` (a GroupJob): its outputs
+        are written as the rounds bring the sums back."""
         work = FabricWork(torch.futures.Future())
-        summed = self.job.worker.allreduce_async(call.values)
+        summed = group_job.worker.allreduce_async(call.values)
 
         def settle(done):
             try:

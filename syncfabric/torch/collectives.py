@@ -10,7 +10,10 @@ it gets and adds the rest):
 - reduce-scatter: every rank gives its whole input, and keeps its own slice of the sum.
 All-gather and reduce-scatter thus carry the whole output (input) through a round:
 per host, a ring's bytes plus one slice for all-gather, twice a ring's for
-reduce-scatter (each shard keeping its own sum would halve it; not built yet).
+reduce-scatter (each shard keeping its own sum would halve it; not built yet). A group
+sends its all-gathers of min_bytes and more through a gather job of its own instead, at
+a ring's bytes (gather_rounds.py); this form is for the smaller ones that go on in a
+round already begun, and for a group whose gather job was refused.
 
 A call is eligible, here and on every rank alike from its arguments alone, when its
 tensors are contiguous CPU tensors of one dtype the wire carries (float16 and bfloat16
@@ -35,10 +38,12 @@ NEGATIVE_ZERO = -0.0   # what a rank gives where its values are not in the sum
 class RoundCall:
     """One collective through the fabric: this rank's float32 `values`, the call's
     `outputs` (the Work's result), and place(total), which writes the ranks' sum (a
-    float32 tensor as long as `values`) into them."""
+    float32 tensor as long as `values`) into them; `job`: the group's job whose rounds
+    carry it (backend.GroupJob; None: the group's all-reduce job)."""
     values: np.ndarray
     outputs: list
     place: Callable
+    job: object = None
 
 
 def on_the_wire(tensors):

@@ -91,6 +91,11 @@ def compare_collectives(rank, size, gloo):
     dist.all_gather_into_tensor(theirs, mine, group=gloo)
     dist.all_gather_into_tensor(ours, mine)
     verdicts["all_gather_into_tensor"] = same(ours, theirs)
+    longer = every_float(90_000, rank, 8)   # longer than the gather job's round: three
+    ours, theirs = torch.empty(size * 90_000), torch.empty(size * 90_000)
+    dist.all_gather_into_tensor(theirs, longer, group=gloo)
+    dist.all_gather_into_tensor(ours, longer)
+    verdicts["all_gather_longer"] = same(ours, theirs)
     inputs = [integers(40_000, "float32", rank, 3 + k) for k in range(size)]
     ours, theirs = torch.empty(40_000), torch.empty(40_000)
     dist.reduce_scatter(theirs, inputs, group=gloo)
@@ -244,6 +249,7 @@ def main():
             answer["collectives"] = compare_collectives(rank, dist.get_world_size(), gloo)
         answer["counts"] = dict(dist.group.WORLD.counts)
         answer["gloo_only"] = dist.group.WORLD.gloo_only
+        answer["gather_refused"] = dist.group.WORLD.gather_refused
         dist.destroy_process_group()
     except Exception as error:   # the test reads it
         answer.update(error=str(error), traceback=traceback.format_exc())

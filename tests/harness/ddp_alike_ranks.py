@@ -4,8 +4,10 @@ model trained with no hook over the fabric's world group and over a Gloo group o
 same ranks, from the same parameters. Its gradients are sums of whole-number inputs at
 every step, whatever the parameters (and whole numbers still once DDP divides them by
 the world size), so any order of summation gives the same sum and the two must end
-alike, bit for bit. Rank 0 prints one JSON line: whether they did,
-how many calls went which way, and why none went through the fabric if so."""
+alike, bit for bit. Then an all-gather through the group's gather job against Gloo's.
+Rank 0 prints one JSON line: whether they did, whether the all-gathers gave the same,
+how many calls went which way, and why none (or no all-gather) went through the
+fabric if so."""
 
 import json
 import os
@@ -36,6 +38,17 @@ def trained(group, rank, world, steps):
     return [parameter.detach() for parameter in model.module.parameters()]
 
 
+def gathered_alike(group, rank, world):
+    """Whether an all-gather of 50 000 floats a rank (-0.0, NaN and infinities among
+    them) gives over `group` what it gives over a Gloo group of the same ranks."""
+    mine = torch.randn(50_000, generator=torch.Generator().manual_seed(rank))
+    mine[:4] = torch.tensor([-0.0, float("nan"), float("inf"), -float("inf")])
+    ours, theirs = torch.empty(world * 50_000), torch.empty(world * 50_000)
+    dist.all_gather_into_tensor(ours, mine, group=group)
+    dist.all_gather_into_tensor(theirs, mine, group=dist.new_group(backend="gloo"))
+    return torch.equal(ours.view(torch.int32), theirs.view(torch.int32))
+
+
 def main(argv=None):
     parser = rank_parser("ddp_alike_ranks", __doc__, "the number of workers")
     parser.add_argument("--controller", required=True, help="the controller's URL")
@@ -49,9 +62,12 @@ def main(argv=None):
         theirs = trained(dist.new_group(backend="gloo"), args.rank, args.world, args.steps)
         alike = all(torch.equal(a.view(torch.int32), b.view(torch.int32))
                     for a, b in zip(ours, theirs))
+        gathered = gathered_alike(dist.group.WORLD, args.rank, args.world)
         if args.rank == 0:
-            print(json.dumps({"alike": alike, "counts": dict(dist.group.WORLD.counts),
-                              "gloo_only": dist.group.WORLD.gloo_only}), flush=True)
+            print(json.dumps({"alike": alike, "gathered_alike": gathered,
+                              "counts": dict(dist.group.WORLD.counts),
+                              "gloo_only": dist.group.WORLD.gloo_only,
+                              "gather_refused": dist.group.WORLD.gather_refused}), flush=True)
     sys.stdout.flush()
     os._exit(0)   # as experiments.traffic.ddp_training: Gloo may abort in finalization
 

@@ -38,9 +38,9 @@ def test_the_summary_gives_each_size_against_gloo():
 def test_each_groups_first_call_is_said_apart_from_the_collectives():
     rows = [row("gloo", 4, 0.4, first_call_s=0.12), row("fabric", 4, 0.3, first_call_s=3.4)]
     text = summary(rows)
-    assert "first call x8 (the fabric's group makes its job in it): gloo 0.120 s, " \
+    assert "first calls x8 (the fabric's group makes its jobs in them): gloo 0.120 s, " \
            "fabric 3.400 s" in text
-    assert "first call x8 (the fabric's group makes its job in it): none measured" in \
+    assert "first calls x8 (the fabric's group makes its jobs in them): none measured" in \
            summary([row("gloo", 4, 0.4)])
 
 

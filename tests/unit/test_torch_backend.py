@@ -2,8 +2,9 @@
 as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligible
 all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
-the job is released at destroy_process_group; a refused job, or no controller, leaves
-every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
+the job is released at destroy_process_group; all-gathers go through a gather job of
+their own, or the job's rounds where it is refused; a refused job, or no controller,
+leaves every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
 with no hook trains over it as over Gloo, and FSDP2 and HSDP end bit for bit as over
 Gloo.
 Which calls are eligible is decided from the arguments alone."""
@@ -21,9 +22,10 @@ from tests.harness.loopback_jobs import StubController, assert_identical_at_ever
 HOSTS = "w1,w2"
 CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes three rounds
 OVER_FABRIC = 6            # of backend_ranks.CALLS: the six the fabric carries
+# backend_ranks.compare_collectives: all through the fabric
 COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
-               "reduce_scatter", "reduce_scatter_tensor_avg_fp16", "all_reduce_coalesced",
-               "premul_sum"}   # backend_ranks.compare_collectives: all through the fabric
+               "all_gather_longer", "reduce_scatter", "reduce_scatter_tensor_avg_fp16",
+               "all_reduce_coalesced", "premul_sum"}
 OVER_GLOO = {"reduce_scatter_tensor_over_gloo",   # and in a group of its own, through Gloo
              "premul_sum_refused_changes_nothing"}   # and one Gloo refuses
 
@@ -61,8 +63,25 @@ def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(
         assert answer["gloo_only"] is None
         assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
         assert answer["counts"]["gloo"] >= 3
-    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES]
-    assert stub.deleted == [1] and stub.jobs == {}   # released at destroy_process_group
+    # the all-reduce job, then the gather job of the first all-gather: a slice of 40 000
+    # floats in whole fragments of 362 (a 1500-byte MTU) for each of the two ranks
+    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES, 4 * 2 * 111 * 362]
+    assert [body.get("gather") for body in stub.posted] == [None, True]
+    assert sorted(stub.deleted) == [1, 2] and stub.jobs == {}   # at destroy_process_group
+
+
+def test_a_refused_gather_job_leaves_all_gathers_in_the_all_reduce_jobs_rounds():
+    stub = StubController(refuse_gather=409)
+    try:
+        answers = compared(stub)
+    finally:
+        stub.close()
+    for answer in answers:
+        assert answer["gloo_only"] is None
+        assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
+        assert "the controller made no job for 2 ranks" in answer["gather_refused"]
+    assert [body.get("gather") for body in stub.posted] == [None, True]   # asked once
+    assert stub.deleted == [1] and stub.jobs == {}
 
 
 @pytest.mark.parametrize("stub", [409], indirect=True)
@@ -126,7 +145,8 @@ def test_hsdp_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     for answer in answers:
         assert answer["error"] is None, answer.get("traceback")
         assert answer["fsdp_alike"] is True
-    assert len(stub.posted) == 4   # the two shard groups' and the two replica groups'
+    # the two shard groups' jobs and their gather jobs, and the two replica groups' jobs
+    assert sorted(bool(body.get("gather")) for body in stub.posted) == [False] * 4 + [True] * 2
     assert stub.jobs == {}
 
 
