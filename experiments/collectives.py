@@ -22,8 +22,9 @@ fabric, and the fidelity verdict (the machine's backlog while it ran). The summa
 gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
 Each group's first calls, an all-reduce as long as the fabric's round in which the
-fabric's group makes its job and an all-gather as long, in which it makes its gather
-job (syncfabric/torch/gather_rounds.py), are timed apart: `first_call_s` in each of the group's
+fabric's group makes its job, and with --gather-job an all-gather of the smallest size
+it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py), are
+timed apart: `first_call_s` in each of the group's
 rows and a line of the summary, not a repeat of any collective; where the fabric's
 group went to Gloo (its job refused, or unable to run), `gloo_only` says why, as do
 stderr and that line. It fills its round, so
@@ -69,6 +70,10 @@ def parse_args(argv):
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
                         help="most PS shards the job may use (each is a process)")
+    parser.add_argument("--gather-job", action="store_true",
+                        help="the fabric's all-gathers through a gather job of the group's "
+                        "(FabricOptions.gather_job; under the fair policy it halves the "
+                        "group job's rate: docs/pytorch.md)")
     csv_out_argument(parser, "collectives")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
@@ -147,6 +152,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
                       "--placement", PLACEMENT, "--capacity-bytes", str(round_bytes(args))]
+        arguments += ["--gather-job"] * args.gather_job
         served = daemons_for(bed, request, args.bw)
     else:
         served = nullcontext()

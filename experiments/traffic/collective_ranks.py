@@ -13,10 +13,10 @@ JSON line per call: the slowest rank's time, whether every rank's result was exa
 (whole numbers: every order of summation gives the same sum), and whether the call
 went through the fabric (the group's counts), and why not where the group took none
 (`gloo_only`: its job was refused or could not run). Before them, the group's first
-calls (FIRST_CALL: an all-reduce of --first-mb, then an all-gather of
---first-gather-mb), in which the
-fabric's group makes its job and its gather job and Gloo's connects, are timed and
-printed alike, as one row: a one-time cost, not any call's.
+calls (FIRST_CALL: an all-reduce of --first-mb, then with --gather-job an all-gather
+of --first-gather-mb), in which the fabric's group makes its job (and its gather job)
+and Gloo's connects, are timed and printed alike, as one row: a one-time cost, not
+any call's.
 """
 
 import json
@@ -100,7 +100,8 @@ def measure(args):
     first = floats_of(args.first_mb, args.world)
     gathered = floats_of(args.first_gather_mb or args.first_mb, args.world)
     timed(args, FIRST_CALL, args.first_mb, 1,
-          first_calls(first, gathered, args.rank, args.world))
+          first_calls(first, gathered, args.rank, args.world) if args.gather_job
+          else call("all_reduce", first, args.rank, args.world, 0))
     for size_mb in args.sizes:
         floats = floats_of(size_mb, args.world)
         for name in COLLECTIVES:
@@ -143,12 +144,15 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--first-mb", type=float, default=1.0,
                         help="the group's first call, an all-reduce of this many MB, timed "
-                        "apart with the first all-gather (the fabric's group makes its job in "
-                        "it)")
+                        "apart (the fabric's group makes its job in it)")
     parser.add_argument("--first-gather-mb", type=float, default=None,
-                        help="the group's first all-gather, of this many MB (default: "
-                        "--first-mb): the fabric's group makes its gather job in it, each "
-                        "round a slice of it from every rank")
+                        help="with --gather-job, the group's first all-gather, of this many "
+                        "MB (default: --first-mb), timed with the first call: the fabric's "
+                        "group makes its gather job in it, each round a slice of it from "
+                        "every rank")
+    parser.add_argument("--gather-job", action="store_true",
+                        help="the fabric's all-gathers through a gather job of the group's "
+                        "(FabricOptions.gather_job)")
     return parser.parse_args(argv)
 
 
@@ -159,7 +163,8 @@ def main(argv=None):
         options = FabricOptions(controller=args.controller, host=args.name,
                                 capacity_bytes=args.capacity_bytes,
                                 job_options={"placement": args.placement,
-                                             "shards": args.shards or "auto", "ttl_s": LEASE_S})
+                                             "shards": args.shards or "auto", "ttl_s": LEASE_S},
+                                gather_job=args.gather_job)
     with joined(args, args.backend, options):
         measure(args)
     sys.stdout.flush()

@@ -9,10 +9,11 @@ of the same ranks. Its first collective that the fabric can carry (eligible:
 collectives.py) makes the group's job: rank 0 asks the controller for one of the
 ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
 broadcast, all-gather and reduce-scatter goes through the job's rounds
-(FabricWorker.allreduce_async: any length, in the order they are called), but for
-all-gathers of min_bytes and more: those go through a second job of the group, its
-gather job (gather_rounds.py: each rank's slice sent once, a ring's bytes), made at the
-first of them, so they may end before or after the calls around them. Everything
+(FabricWorker.allreduce_async: any length, in the order they are called); with
+FabricOptions.gather_job, all-gathers of min_bytes and more go through a second job of
+the group instead, its gather job (gather_rounds.py: each rank's slice sent once, a
+ring's bytes), made at the first of them, so they may end before or after the calls
+around them. Everything
 else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes (but
 where they go on in a round already begun: _min_bytes). If
 the controller refuses the job, or any rank cannot join it, every rank leaves the
@@ -49,6 +50,7 @@ NAME = "fabric"
 CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
 HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in rank order
 MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
+GATHER_JOB_ENV = "SYNCFABRIC_GATHER_JOB"   # "1": FabricOptions.gather_job's default
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
@@ -64,14 +66,17 @@ class FabricOptions:
     rank's fabric host (None: its global rank's in SYNCFABRIC_HOSTS, else
     GLOO_SOCKET_IFNAME's), a round's bytes (None: the first eligible collective's, DDP's
     broadcast of the model), the fewest bytes (as float32) of a collective the fabric
-    carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), and POST /jobs's options (shards,
-    placement, aggregation, mtu, ttl_s)."""
+    carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), POST /jobs's options (shards,
+    placement, aggregation, mtu, ttl_s), and whether all-gathers go through a gather
+    job of the group's (SYNCFABRIC_GATHER_JOB=1; off by default: under the fair policy
+    its reservation halves the group job's, docs/pytorch.md)."""
     controller: Optional[str] = None
     host: Optional[str] = None
     capacity_bytes: Optional[int] = None
     min_bytes: int = field(default_factory=lambda: int(os.environ.get(MIN_BYTES_ENV,
                                                                       MIN_BYTES)))
     job_options: dict = field(default_factory=dict)
+    gather_job: bool = field(default_factory=lambda: os.environ.get(GATHER_JOB_ENV) == "1")
 
 
 class GroupJob:
@@ -245,10 +250,12 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _gathered(self, call, outputs, tensor):
         """An eligible all-gather (`call`, through the all-reduce job's rounds) as a call
-        of the group's gather job where it is min_bytes on its own and the job is (made
-        on the first such call), its `job` then set; else `call` as it is."""
+        of the group's gather job where the options ask for one, the call is min_bytes on
+        its own and the job is (made on the first such call), its `job` then set; else
+        `call` as it is."""
         self.refuse_if_broken()
-        if call is None or self.gloo_only is not None or self.gather_refused is not None \
+        if call is None or not self.options.gather_job or self.gloo_only is not None \
+                or self.gather_refused is not None \
                 or not big_enough(len(call.values), self.options.min_bytes):
             return call
         if self.gather_job is None:

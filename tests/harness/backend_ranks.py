@@ -224,6 +224,8 @@ def main():
     parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
     parser.add_argument("--capacity-bytes", type=int, default=400_000)
     parser.add_argument("--min-bytes", type=int, default=100_000)
+    parser.add_argument("--gather-job", action="store_true",
+                        help="all-gathers through a gather job of the group's")
     parser.add_argument("--fsdp", choices=("fsdp", "hsdp"),
                         help="FSDP2, or HSDP over 2 replicas, over the fabric and over Gloo "
                              "instead (fsdp_alike)")
@@ -235,7 +237,8 @@ def main():
     answer = {"error": None}
     try:
         options = FabricOptions(controller=args.controller, host=args.hosts.split(",")[rank],
-                                capacity_bytes=args.capacity_bytes, min_bytes=args.min_bytes)
+                                capacity_bytes=args.capacity_bytes, min_bytes=args.min_bytes,
+                                gather_job=args.gather_job)
         dist.init_process_group("fabric", pg_options=options)
         if args.lose_a_host == "calls":
             fail_on_a_lost_host(rank, answer)

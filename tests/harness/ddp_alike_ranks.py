@@ -56,7 +56,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # every bucket through the fabric, however small; one shard, as the test's jobs
     options = FabricOptions(controller=args.controller, host=args.name, min_bytes=0,
-                            job_options={"shards": 1, "placement": "dedicated"})
+                            job_options={"shards": 1, "placement": "dedicated"},
+                            gather_job=True)
     with joined(args, "fabric", options):
         ours = trained(dist.group.WORLD, args.rank, args.world, args.steps)
         theirs = trained(dist.new_group(backend="gloo"), args.rank, args.world, args.steps)

@@ -3,7 +3,7 @@ as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligib
 all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
 the job is released at destroy_process_group; all-gathers go through a gather job of
-their own, or the job's rounds where it is refused; a refused job, or no controller,
+their own where asked, or the job's rounds where it is refused; a refused job, or no controller,
 leaves every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
 with no hook trains over it as over Gloo, and FSDP2 and HSDP end bit for bit as over
 Gloo.
@@ -45,8 +45,8 @@ def ranks(stub, *extra, controller=None):
     return answers
 
 
-def compared(stub, controller=None):
-    answers = ranks(stub, controller=controller)
+def compared(stub, *extra, controller=None):
+    answers = ranks(stub, *extra, controller=controller)
     for answer in answers:
         assert answer["verdicts"] and all(answer["verdicts"]), answer["verdicts"]
         assert set(answer["collectives"]) == COLLECTIVES | OVER_GLOO, answer["collectives"]
@@ -55,25 +55,29 @@ def compared(stub, controller=None):
 
 
 @pytest.mark.usefixtures("each_datapath")
-def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub):
-    """All-reduces, broadcasts (every kind of float, -0.0 and NaN included), all-gathers,
-    reduce-scatters and coalesced all-reduces; PREMUL_SUM against the sum itself."""
-    answers = compared(stub)
+@pytest.mark.parametrize("gather_job", [False, True])
+def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub,
+                                                                              gather_job):
+    """All-reduces, broadcasts (every kind of float, -0.0 and NaN included), all-gathers
+    (through the job's rounds, or a gather job's), reduce-scatters and coalesced
+    all-reduces; PREMUL_SUM against the sum itself."""
+    answers = compared(stub, *["--gather-job"] * gather_job)
     for answer in answers:
         assert answer["gloo_only"] is None
         assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
         assert answer["counts"]["gloo"] >= 3
     # the all-reduce job, then the gather job of the first all-gather: a slice of 40 000
     # floats in whole fragments of 362 (a 1500-byte MTU) for each of the two ranks
-    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES, 4 * 2 * 111 * 362]
-    assert [body.get("gather") for body in stub.posted] == [None, True]
-    assert sorted(stub.deleted) == [1, 2] and stub.jobs == {}   # at destroy_process_group
+    gathers = [4 * 2 * 111 * 362] * gather_job
+    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES] + gathers
+    assert [body.get("gather") for body in stub.posted] == [None] + [True] * gather_job
+    assert sorted(stub.deleted) == [1, 2][:1 + gather_job] and stub.jobs == {}
 
 
 def test_a_refused_gather_job_leaves_all_gathers_in_the_all_reduce_jobs_rounds():
     stub = StubController(refuse_gather=409)
     try:
-        answers = compared(stub)
+        answers = compared(stub, "--gather-job")
     finally:
         stub.close()
     for answer in answers:
@@ -145,8 +149,7 @@ def test_hsdp_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     for answer in answers:
         assert answer["error"] is None, answer.get("traceback")
         assert answer["fsdp_alike"] is True
-    # the two shard groups' jobs and their gather jobs, and the two replica groups' jobs
-    assert sorted(bool(body.get("gather")) for body in stub.posted) == [False] * 4 + [True] * 2
+    assert len(stub.posted) == 4   # the two shard groups' and the two replica groups'
     assert stub.jobs == {}
 
 
