@@ -16,7 +16,8 @@ from dataclasses import replace
 
 from syncfabric.decisions.gradient_plan import GradientPlan, PlacementError
 from syncfabric.decisions.round_bounds import downlink, free_mbps, ring_round_s, uplink
-from syncfabric.decisions.round_planner import MIN_RATE_MBPS, MULTICAST, RoundPlan, return_trees
+from syncfabric.decisions.round_planner import (MIN_RATE_MBPS, MULTICAST, RoundPlan, return_trees,
+                                               tree_loads)
 
 GATHER = "gather"   # the policy its (empty) gradient plan names
 
@@ -43,12 +44,8 @@ def plan_gather(view, workers, model_mbit, reserved_mbps=None, returns=MULTICAST
 def tree_rate_mbps(view, trees, reserved_mbps=None):
     """The rate every one of `trees` may run at, all at one rate: the least of each
     link's free capacity over the trees on it."""
-    on_link = {}
-    for tree in trees:
-        for edge in tree.edges:
-            on_link[edge] = on_link.get(edge, 0) + 1
     return min((free_mbps(view, edge, reserved_mbps) / count
-                for edge, count in on_link.items()), default=0.0)
+                for edge, count in tree_loads(trees, 1.0).items()), default=0.0)
 
 
 def gather_bound_s(view, workers, model_mbit, reserved_mbps=None):

@@ -253,7 +253,7 @@ class FabricProcessGroup(GlooUnderneath):
         of the group's gather job where the options ask for one, the call is min_bytes on
         its own and the job is (made on the first such call), its `job` then set; else
         `call` as it is."""
-        self.refuse_if_broken()
+        self.refuse_if_broken()   # before a broken group would ask for a gather job
         if call is None or not self.options.gather_job or self.gloo_only is not None \
                 or self.gather_refused is not None \
                 or not big_enough(len(call.values), self.options.min_bytes):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from syncfabric.decisions.model_shards import fragment_payload_bytes
 from syncfabric.hosts.jobs.job_layout import JobLayout
 from syncfabric.torch.gather_rounds import GatherRounds, fragment_floats, gather_job_floats
 from tests.harness.loopback_jobs import loopback_job
@@ -29,6 +30,12 @@ def test_a_gather_jobs_round_holds_a_slice_of_its_size_from_each_rank_in_its_own
         fragments = layout.wire_of[places // layout.per_fragment]
         assert set(layout.shard_of[fragments].tolist()) == {rank}   # its own shard's
     assert len(np.unique(np.concatenate(rounds.places))) == 3 * rounds.per_round
+
+
+@pytest.mark.parametrize("mtu", [576, 1500, 4000, 9000])
+def test_a_fragments_floats_are_what_the_controller_cuts_fragments_to(mtu):
+    """The host's count must be the controller's, or slices would straddle shards."""
+    assert 4 * fragment_floats(mtu) == fragment_payload_bytes(mtu)
 
 
 def as_the_fabric_returns(rounds, given):
