@@ -329,8 +329,8 @@ def test_fault_recovery_moves_the_gradient_plan_and_the_round_completes(tmp_path
     require_root()
     out = tmp_path / "fault.csv"
     answer = run("fault_recovery", *SMALL, "--traffic", "gradients", "--fault", "link",
-                 "--workers", "3", "--runs", "1", "--model-mb", "1", "--fail-after-s", "0.3",
-                 "--out", str(out))
+                 "--workers", "3", "--runs", "1", "--rounds", "5", "--model-mb", "1",
+                 "--fail-after-s", "0.3", "--out", str(out))
     assert answer.returncode == 0, answer.stderr[-2000:]
     (result,) = [json.loads(line) for line in answer.stdout.splitlines() if line.startswith("{")]
     assert result["repaired"] is True and result["verified"] is True and result["leftovers"] == {}
