@@ -48,6 +48,7 @@ from experiments.testbed import FabricTestbed
 from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL
 from experiments.traffic.gloo_peers import RanksFailed, run_ranks
 from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
+from mininet_topos.data_plane import DataPlane
 from syncfabric.torch.backend import MIN_BYTES
 
 COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
@@ -55,6 +56,7 @@ COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
            "first_call_s", "gloo_only"] + fidelity.COLUMNS
 BACKENDS = ("gloo", "fabric")
 PLACEMENT = "dedicated"
+BORROWING = {"policy": "fair", "borrow": True}   # PUT /fabric/policy's body with --borrow
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
 
 
@@ -74,6 +76,11 @@ def parse_args(argv):
                         help="the fabric's all-gathers through a gather job of the group's "
                         "(FabricOptions.gather_job; under the fair policy it halves the "
                         "group job's rate: docs/pytorch.md)")
+    parser.add_argument("--borrow", action="store_true",
+                        help="the fabric lends what is idle: policy fair with borrowing, "
+                        "the switch ports' traffic classes built (docs/sharing.md); with "
+                        "--gather-job, the gather job and the group's all-reduce job each "
+                        "borrow what the other leaves while it computes or waits")
     csv_out_argument(parser, "collectives")
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
@@ -126,8 +133,11 @@ def run(args):
     calls = len(args.sizes) * len(COLLECTIVES) * args.repeats + 1   # and the first call
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
-                       progress=progress_printer("collectives")) as bed, \
+                       progress=progress_printer("collectives"),
+                       data_plane=DataPlane(traffic_classes=args.borrow)) as bed, \
             tqdm(total=len(runs) * calls, desc="calls", unit="call", file=sys.stderr) as bar:
+        if args.borrow:
+            bed.client.put("/fabric/policy", BORROWING)
         for workers, backend in runs:
             bar.set_postfix_str("%s x%d" % (backend, workers))
             try:
