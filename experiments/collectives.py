@@ -42,7 +42,7 @@ from experiments import fidelity
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
                              fit_auto_rate, job_fabric, progress_printer, rate_mbps)
-from experiments.defaults import EMULATED_MAX_PSS
+from experiments.defaults import BORROW_POLICY, EMULATED_MAX_PSS
 from experiments.plots.collectives import plot_collectives
 from experiments.testbed import FabricTestbed
 from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL
@@ -56,7 +56,6 @@ COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
            "first_call_s", "gloo_only"] + fidelity.COLUMNS
 BACKENDS = ("gloo", "fabric")
 PLACEMENT = "dedicated"
-BORROWING = {"policy": "fair", "borrow": True}   # PUT /fabric/policy's body with --borrow
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
 
 
@@ -137,7 +136,7 @@ def run(args):
                        data_plane=DataPlane(traffic_classes=args.borrow)) as bed, \
             tqdm(total=len(runs) * calls, desc="calls", unit="call", file=sys.stderr) as bar:
         if args.borrow:
-            bed.client.put("/fabric/policy", BORROWING)
+            bed.client.put("/fabric/policy", BORROW_POLICY)
         for workers, backend in runs:
             bar.set_postfix_str("%s x%d" % (backend, workers))
             try:

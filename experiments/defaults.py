@@ -30,3 +30,7 @@ ROUNDS_APART = 3.0
 # the Linux bridge of their management network, which `make leftovers` removes after a dead run
 NAMESPACE_PREFIX = "sfns-"
 NAMESPACE_MANAGEMENT_BRIDGE, NAMESPACE_MANAGEMENT_PREFIX = "sfns-mgmt", "172.31.254"
+
+# PUT /fabric/policy's body where jobs borrow what is idle beyond their fair floors
+# (experiments.tenants' fabric-borrow, experiments.collectives --borrow)
+BORROW_POLICY = {"policy": "fair", "borrow": True}

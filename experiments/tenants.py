@@ -53,7 +53,7 @@ from experiments import fidelity
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
                              fit_auto_rate, job_fabric, progress_printer)
-from experiments.defaults import AGGREGATOR_SHARE
+from experiments.defaults import AGGREGATOR_SHARE, BORROW_POLICY
 from experiments.plots.jobs import plot_tenants
 from experiments.tenant_summary import summary
 from experiments.testbed import FabricTestbed
@@ -73,9 +73,9 @@ COLUMNS = ["mode", "job", "round", "started_s", "round_s", "concurrent_jobs", "s
            "borrowed_dropped"]
 # the fabric's policy in each mode (PUT /fabric/policy's body)
 POLICY_OF = {"fabric-first-come": {"policy": "first-come"}, "fabric-fair": {"policy": "fair"},
-             "fabric-borrow": {"policy": "fair", "borrow": True},
+             "fabric-borrow": BORROW_POLICY,
              "fabric-interleave": {"policy": "fair", "interleave": True},
-             "fabric-floor": {"policy": "fair", "borrow": True}}
+             "fabric-floor": BORROW_POLICY}
 FLOOR_ONLY = {"fabric-floor": 0}   # the mode's job that asks not to borrow
 MODES = ("gloo",) + tuple(POLICY_OF)
 ARRIVALS = ("staggered", "together")

@@ -176,7 +176,8 @@ def test_borrowed_datagrams_pass_the_meter_and_take_the_idle_link(bed):
             [UdpStream(source, (receiver,), tree["address"], 5001, 25)], seconds=3)
         borrowed, = concurrent_goodputs_mbps(
             [UdpStream(source, (receiver,), tree["address"], 5001, 25, BORROWED_TOS)], seconds=3)
-        after = settled_class_counts(bed)
+        time.sleep(COUNT_INTERVAL_S * 1.5)   # the controller asks the switches for counts
+        after = class_counts(bed)
     finally:
         bed.client.request("DELETE", "/multicast/trees/%d" % tree["id"])
     assert 0.9 * 5 <= guaranteed["h3"] <= 1.25 * 5, guaranteed   # the meter's bucket passes more
@@ -186,8 +187,9 @@ def test_borrowed_datagrams_pass_the_meter_and_take_the_idle_link(bed):
     counted = {name: after[name] - before[name] for name in after}
     assert counted["guaranteed"] >= 0.8 * offered, counted
     assert counted["policed"] >= 0.8 * (offered - 1.25 * 5e6 / 8 * 3), counted
-    # the twin counts what it passed on: at least what reached h3 (the source's own link
-    # holds it to about LINK_MBPS, 0.8 of what it offered, so that is no bound to test)
+    # the twin counts what it passed on: at least what reached h3 (7.37-7.48 MB entered
+    # it in runs here, about what the 20 Mbit/s link carries in 3 s: 0.8 of what was
+    # offered, 7.50 MB, is no bound to test)
     assert counted["borrowed"] >= 0.95 * borrowed["h3"] * 1e6 / 8 * 3, (counted, borrowed)
     assert multicast_state(bed) == NOTHING
 
@@ -202,22 +204,6 @@ def class_counts(bed):
         elif name == "syncfabric_floor_policed_bytes_total":
             counts["policed"] += value
     return counts
-
-
-def settled_class_counts(bed, intervals=5):
-    """class_counts() once two reads a count interval apart agree: the controller asks
-    the switches every COUNT_INTERVAL_S, and Open vSwitch's flow counts (the borrowed
-    twins') trail its meters' by up to a second, so one read soon after the traffic
-    may miss its last second."""
-    last = class_counts(bed)
-    for _ in range(intervals):
-        time.sleep(COUNT_INTERVAL_S)
-        now = class_counts(bed)
-        if now == last:
-            return now
-        last = now
-    raise AssertionError("the class counts still grew %d count intervals after the "
-                         "traffic: %s" % (intervals, last))
 
 
 def test_guaranteed_traffic_keeps_its_floor_under_a_borrowed_flood(bed):
