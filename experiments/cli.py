@@ -161,6 +161,21 @@ def fit_auto_rate(args, heaviest):
                 args.bw_note, args.bw, why)
 
 
+def fit_aggregator_rate(parser, args, heaviest_job):
+    """--aggregator-bw (Mbit/s, or a multiple of the link rate like 1x) in Mbit/s at the
+    run's --bw, once --bw auto is lowered to what the machine carries for the run's
+    heaviest job (heaviest_job(args, aggregator Mbit/s): Mbit/s, fit_auto_rate). Without
+    a --bw (no calibration yet: announce_rate says so) it is left as given."""
+    if args.bw is None:
+        return
+    try:
+        rate_mbps(args.aggregator_bw, args.bw)
+    except ValueError:
+        parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
+    fit_auto_rate(args, lambda: heaviest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
+    args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+
+
 def announce_rate(args):
     """Say which link rate --bw became, or exit with what to do if this machine has no
     calibration yet: an experiment's first words, once its arguments are known good."""

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
-                             fit_auto_rate, job_fabric, progress_printer, rate_mbps)
+                             fit_aggregator_rate, job_fabric, progress_printer)
 from experiments.defaults import BORROW_POLICY, EMULATED_MAX_PSS
 from experiments.plots.collectives import plot_collectives
 from experiments.testbed import FabricTestbed
@@ -91,13 +91,7 @@ def parse_args(argv):
         parser.error("--sizes needs a size above %g MB, below which every call goes to Gloo"
                      % BELOW_MB)
     args.sizes = sorted({BELOW_MB, *args.sizes})
-    if args.bw is not None:
-        try:
-            rate_mbps(args.aggregator_bw, args.bw)
-        except ValueError:
-            parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
-        fit_auto_rate(args, lambda: heaviest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
-        args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+    fit_aggregator_rate(parser, args, heaviest_job)
     return args
 
 

@@ -38,7 +38,7 @@ from tqdm import tqdm
 from experiments import fidelity
 from experiments.cli import (announce_rate, comma_list, csv_out_argument, experiment_parser,
                              fabric_arguments, fabric_host_count, finish_emulated_run,
-                             fit_auto_rate, job_fabric, progress_printer, rate_mbps)
+                             fit_aggregator_rate, job_fabric, progress_printer)
 from experiments.defaults import EMULATED_MAX_PSS
 from experiments.plots.training import plot_ddp
 from experiments.testbed import FabricTestbed
@@ -93,13 +93,7 @@ def parse_args(argv):
     hosts = fabric_host_count(args)
     if any(not 2 <= n < min(hosts, 65) for n in args.workers) or args.steps < 1:
         parser.error("--workers must be between 2 and %d, --steps positive" % (min(hosts, 65) - 1))
-    if args.bw is not None:
-        try:
-            rate_mbps(args.aggregator_bw, args.bw)
-        except ValueError:
-            parser.error("--aggregator-bw must be Mbit/s or a multiple of the link rate like 1x")
-        fit_auto_rate(args, lambda: heaviest_job(args, rate_mbps(args.aggregator_bw, args.bw)))
-        args.aggregator_bw = rate_mbps(args.aggregator_bw, args.bw)
+    fit_aggregator_rate(parser, args, heaviest_job)
     return args
 
 
