@@ -52,7 +52,8 @@ class ReservationBook:
         self._ids = itertools.count(1)
         self._by_id = {}
         self._holds = {}
-        self.reserved_mbps = defaultdict(float)   # trees and holds
+        self.credits = {}   # key -> {resource: Mbit/s} booked twice, used once (credit)
+        self.reserved_mbps = defaultdict(float)   # trees and holds, less the credits
 
     def __len__(self):
         return len(self._by_id)
@@ -210,13 +211,27 @@ class ReservationBook:
             reserved[resource] -= load
         return reserved
 
+    def credit(self, key, loads_mbps):
+        """Set what `key` gives back ({link or aggregator: Mbit/s}; {} or None: nothing):
+        load that two bookings both hold and never use at once, such as two jobs that
+        take turns (services/turn_taking.py), so that each link holds the larger of
+        their loads, not their sum. No capacity check: a credit only frees."""
+        for resource, load in self.credits.pop(key, {}).items():
+            self.reserved_mbps[resource] += load
+        given = {resource: load for resource, load in (loads_mbps or {}).items() if load > 0}
+        if given:
+            self.credits[key] = given
+        for resource, load in given.items():
+            self._unbook(resource, load)
+
     def release_hold(self, key):
         for edge, load in self._holds.pop(key, {}).items():
             self._unbook(edge, load)
 
     def _unbook(self, edge, load):
         self.reserved_mbps[edge] -= load
-        if self.reserved_mbps[edge] <= CAPACITY_TOLERANCE_MBPS:
+        # below nothing only while a credit waits for the trees it lets fit (a restore)
+        if abs(self.reserved_mbps[edge]) <= CAPACITY_TOLERANCE_MBPS:
             del self.reserved_mbps[edge]
 
     def expired(self, now):

@@ -36,8 +36,9 @@ COUNTERS = {
         ["resource"]),
     "releases": (
         "syncfabric_releases",
-        "trees, rounds and plans released, by cause: request (DELETE), lease (expired) or "
-        "reroute (no tree fits around a failure)",
+        "trees, rounds, plans and jobs released, by cause: request (DELETE), lease "
+        "(expired), reroute (no tree fits around a failure), daemon (a job's daemon "
+        "stopped answering) or partner (the job a job took turns with is gone)",
         ["resource", "cause"]),
     "reroutes": (
         "syncfabric_reroutes",

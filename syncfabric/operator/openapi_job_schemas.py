@@ -75,6 +75,10 @@ JOB_REQUEST = obj({
     "gather": described(BOOLEAN, (
         "true: an all-gather, each shard in one worker (in the workers' order) and its "
         "sums that worker's values alone, no gradients sent; default false")),
+    "turns_with": nullable(described({"type": "integer", "minimum": 1}, (
+        "the id of a job of the same workers whose rounds never run while this one's do "
+        "(a process group's all-reduce job beside its gather job): the pair is booked "
+        "once, this job inside the other's booking and share; default null"))),
     "returns": choice(round_planner.RETURNS, description=(
         "multicast: each shard's sums go back on one tree; unicast: one copy per worker, "
         "each on a path of its own (the papers' baseline)")),
@@ -118,6 +122,7 @@ JOB = obj({
     "aggregation": BOOLEAN,
     "gather": described(BOOLEAN, "an all-gather job: each shard's sums are its own "
                                  "worker's values"),
+    "turns_with": nullable(described(INTEGER, "the job this one takes turns with, if any")),
     "returns": STRING,
     "shards": array(SHARD),
     "destinations": mapping(array(DESTINATION),

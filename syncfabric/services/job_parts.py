@@ -8,6 +8,7 @@ import logging
 from syncfabric.decisions.gradient_plan import crosses
 from syncfabric.errors import NotFound
 from syncfabric.services.job_records import Job, restored_job
+from syncfabric.services.turn_taking import turns_key
 
 LOG = logging.getLogger("syncfabric.jobs")
 
@@ -19,8 +20,11 @@ def parts_of(job, trees, plans, now):
 
 
 def release_parts(job, trees, plans, now):
-    """Release the job's plan and trees; those of a book the fabric replaced went
-    with it (and their ids may name other trees now)."""
+    """Release the job's credit for taking turns (first, so that the trees saved as
+    they go are saved without it), plan and trees; those of a book the fabric replaced
+    went with it (and their ids may name other trees now)."""
+    if trees.book is not None and (job.book is None or job.book is trees.book):
+        trees.book.credit(turns_key(job.id), None)
     if job.plan_id is not None:
         try:
             plans.release(job.plan_id, now)
@@ -56,6 +60,7 @@ def restore_jobs(jobs, records, now):
             LOG.error("saved job %s not restored (%s): releasing what is left of it",
                       record.get("id"), error)
             jobs.jobs.pop(record.get("id"), None)
-            release_parts(Job(0, {}, tree_ids=list(record.get("trees", [])),
+            job_id = record["id"] if isinstance(record.get("id"), int) else 0
+            release_parts(Job(job_id, {}, tree_ids=list(record.get("trees", [])),
                               plan_id=record.get("plan")), jobs.trees, jobs.plans, now)
     jobs.remember(now)

@@ -19,6 +19,7 @@ from syncfabric.decisions.plan_admission import plan_shares
 from syncfabric.openflow import steering_messages as steering
 from syncfabric.openflow.tree_messages import tree_changes
 from syncfabric.services.ina_plans import plan_report
+from syncfabric.services.job_shares import part_loads
 
 
 class RateChange:
@@ -33,6 +34,10 @@ class RateChange:
         self.reservations = [trees.book.get(tree_id) for tree_id in job.tree_ids]
         self.new_trees = [replace(r.tree, bandwidth_mbps=r.tree.bandwidth_mbps * factor)
                           for r in self.reservations]
+
+    def new_loads(self):
+        """{link or aggregator: Mbit/s} the job's plan and trees hold at the new rate."""
+        return part_loads(self.result, self.new_trees)
 
     @property
     def grows(self):

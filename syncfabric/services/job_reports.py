@@ -85,6 +85,7 @@ def round_report(request, plan, trees, placement):
             "placement": placement,
             "aggregation": request["aggregation"],
             "gather": request.get("gather", False),   # a job saved before: false
+            "turns_with": request.get("turns_with"),
             "returns": returns_of(request),
             "shards": shards,
             "destinations": legs,

@@ -12,7 +12,7 @@ from syncfabric.services.request_fields import (check_fields, check_hosts, disti
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
                   "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy",
-                  "borrow", "gather"}
+                  "borrow", "gather", "turns_with"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 ONE_PS_POLICIES = ina_problem.POLICIES          # GRID and its baselines
 SHARDED_POLICIES = inart_placement.POLICIES     # InArt and its baselines
@@ -25,7 +25,7 @@ def parse_job_request(body):
                     "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
                     "min_rate_mbps": None, "returns": round_planner.MULTICAST,
                     "shard_hosts": None, "gradient_policy": None, "borrow": True,
-                    "gather": False}, **body)
+                    "gather": False, "turns_with": None}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -47,6 +47,11 @@ def parse_job_request(body):
         raise InvalidRequest("returns must be %s: the sums go back on one tree per shard, or "
                              "one copy per worker" % " or ".join(round_planner.RETURNS))
     check_ttl(request["ttl_s"])
+    turns_with = request.get("turns_with")
+    if turns_with is not None and not (isinstance(turns_with, int)
+                                       and not isinstance(turns_with, bool) and turns_with > 0):
+        raise InvalidRequest("turns_with must be the id of a job whose rounds never run "
+                             "while this one's do, or null (default)")
     if not positive_number(request["weight"]):
         raise InvalidRequest("weight must be a positive number (a job's share of what it "
                              "shares grows with it; default 1)")

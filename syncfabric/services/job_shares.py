@@ -15,6 +15,7 @@ from syncfabric.decisions.round_bounds import line_rate_mbps
 from syncfabric.decisions.reservations import ReservationError, with_trees
 
 DEFAULT_WEIGHT = 1.0
+TURNS_WITH = "turns_with"   # a request's field: the job it takes turns with (turn_taking.py)
 DEFAULT_MIN_SHARE = 0.1   # of the workers' slowest link, when a job names no min_rate_mbps
 
 
@@ -37,7 +38,10 @@ def rate_ceiling_mbps(view, request):
 
 def job_demand(job, trees, plans, view):
     """(rate, Demand) of an installed job, from its plan and trees as they are now; None
-    if its plan is gone (it is being released)."""
+    if its plan is gone (it is being released), or if it takes turns with another job:
+    it runs inside that one's booking and share (services/turn_taking.py)."""
+    if job.request.get(TURNS_WITH) is not None:
+        return None
     live = plans.plans.get(job.plan_id)
     if live is None or live.result.f <= 0:
         return None

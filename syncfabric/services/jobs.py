@@ -21,16 +21,18 @@ import logging
 
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.errors import Conflict, NotFound, NotReady, ServiceError
-from syncfabric.services.job_daemons import DaemonWatch, daemon_hosts
-from syncfabric.services.job_parts import parts_of, release_parts, restore_jobs, settled
+from syncfabric.services.job_daemons import DaemonWatch
+from syncfabric.services.job_parts import parts_of, release_parts
 from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
+from syncfabric.services.job_follow import follow_jobs
 from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
+from syncfabric.services.turn_taking import check_partner, release_taker, turns_round
 
 LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
@@ -60,6 +62,7 @@ class Jobs:
         request = parse_job_request(body)
         book = self.trees.ready_book()
         check_job_hosts(book.view, request)
+        check_partner(self, request)
         job = Job(next(self.next_ids), request, book=book, expires_at=expiry(request["ttl_s"], now),
                   admitted_at=now)
         self.jobs[job.id], self.release_keys[job.id] = job, release_key
@@ -78,9 +81,9 @@ class Jobs:
         return dict(self.report(job, now), release_key=release_key)
 
     def _book(self, job, book, now):
-        """The new job's round as the policy plans it, then its trees and plan booked and
-        installed."""
-        job.round = self.tenants.planned(job, book, now)
+        """The new job's round as the policy plans it (or inside its partner's booking, if
+        it takes turns: turn_taking.py), then its trees and plan booked and installed."""
+        job.round = turns_round(self, job) or self.tenants.planned(job, book, now)
         self._still_wanted(job)
         job.tree_ids = [r.tree_id for r in self.trees.create_trees(
             [TreeSpec(tree.source, list(tree.receivers), tree.bandwidth_mbps, tree=tree)
@@ -127,10 +130,12 @@ class Jobs:
         return self.release_keys.get(self._get(job_id).id)
 
     def release(self, job_id, now):
-        """Release the job and every part of it; a job still being admitted is undone by
-        its creator, which finds it gone."""
+        """Release the job and every part of it, and the job that takes turns with it
+        (turn_taking.py); a job still being admitted is undone by its creator, which
+        finds it gone."""
         job = self.jobs.pop(self._get(job_id, installed=False).id)
         self.release_keys.pop(job.id, None)
+        release_taker(self, job, now)
         try:
             report = self.report(job, now) if job.installed else {"id": job.id}
         except NotFound:   # a part is gone already (nothing fit around a fault)
@@ -183,37 +188,13 @@ class Jobs:
     # --- events and timers ------------------------------------------------------
 
     def follow(self, now):
-        """Timer: after a restart, take the saved jobs back once their parts are; release
-        the jobs whose lease ran out or that lost a part; raise the generation of those
-        whose parts moved and have settled; plan the jobs' windows (interleaving)."""
-        if self.saved is not None and self.trees.generation == self.plans.generation \
-                == self.fabric.generation:
-            restore_jobs(self, self.saved, now)
-            self.saved = None
-        for job in [j for j in self.jobs.values() if j.installed]:
-            if job.expires_at is not None and job.expires_at <= now:
-                LOG.info("job %d: lease expired", job.id)
-                self._drop(job, now, "lease", "its lease ran out")
-                continue
-            try:
-                parts = parts_of(job, self.trees, self.plans, now)
-            except NotFound:
-                LOG.warning("job %d lost a part (nothing fits around a fault): released", job.id)
-                self._drop(job, now, "reroute", "it lost a part: nothing fit around a fault")
-                continue
-            silent = self.daemons.silent(job, daemon_hosts(job, self.plans, now), now)
-            if silent is not None:
-                LOG.warning("job %d: the daemon on %s stopped answering: released", job.id, silent)
-                self._drop(job, now, "daemon", "daemon on %s stopped answering" % silent)
-                continue
-            if parts != job.parts_seen and settled(job, self.trees, self.plans,
-                                                   self.fabric.down_links):
-                job.generation, job.parts_seen = job.generation + 1, parts
-                self.remember(now)
-                LOG.info("job %d: its trees and plan moved; generation %d", job.id, job.generation)
-        self.tenants.plan_phases(now)
+        """Timer, every half second: restores, releases, generations, credits and windows
+        (services/job_follow.py)."""
+        follow_jobs(self, now)
 
-    def _drop(self, job, now, cause, reason):
+    def drop(self, job, now, cause, reason):
+        """Release `job` unasked: `cause` labels the metric, `reason` is what its daemons
+        are told (DaemonWatch.released)."""
         if self.jobs.get(job.id) is job:
             self.release(job.id, now)
             self.metrics.releases.labels("jobs", cause).inc()

@@ -10,6 +10,7 @@ import logging
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import InstallFailed
 from syncfabric.services.job_rates import RateChange
+from syncfabric.services.turn_taking import book_turns, partner_of, taker_of
 
 LOG = logging.getLogger("syncfabric.jobs")
 CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
@@ -25,7 +26,8 @@ class RateMoves:
 
     def move(self, targets, now, cause, shrink, grow):
         """Move the jobs whose share differs from their rate: if `shrink`, down (waiting
-        for their workers), then, if `grow`, up."""
+        for their workers), then, if `grow`, up. A job that takes turns with one of them
+        moves with it, by the same factor (turn_taking.py)."""
         changes = {job_id: RateChange(self.jobs.jobs[job_id], self.jobs.trees, self.jobs.plans,
                                       rate) for job_id, rate in sorted(targets.items())
                    if job_id in self.jobs.jobs and rate > 0
@@ -34,15 +36,31 @@ class RateMoves:
         shrinking = [c for c in changes.values() if not c.grows]
         if shrink and shrinking:
             with self.jobs.metrics.replan_seconds.labels("shrink").time():
-                self._shrink(shrinking, now, cause)
+                self._shrink(shrinking + [taker for taker in map(self._taker_change, shrinking)
+                                          if taker is not None], now, cause)
         if grow:
             for change in [c for c in changes.values() if c.grows]:
                 with self.jobs.metrics.replan_seconds.labels("grow").time():
-                    self._grow(change, now, cause)
+                    if self._grow(change, now, cause):
+                        taker = self._taker_change(change)
+                        if taker is not None:
+                            self._grow(taker, now, cause)
+
+    def _taker_change(self, change):
+        """The RateChange of the installed job that takes turns with change.job, by the
+        same factor; None if it has none."""
+        taker = taker_of(self.jobs, change.job)
+        live = None if taker is None else self.jobs.plans.plans.get(taker.plan_id)
+        if live is None or not taker.installed:
+            return None
+        return RateChange(taker, self.jobs.trees, self.jobs.plans,
+                          live.result.f * change.rate / change.old_rate)
 
     def _shrink(self, changes, now, cause):
         for change in changes:
             change.book()
+        self._credit_turns(changes)
+        for change in changes:
             change.adopt(now)
             self._publish(change, now, cause)
         jobs = [change.job for change in changes]
@@ -67,20 +85,37 @@ class RateMoves:
             job.effective_round, now, job.generation)
 
     def _grow(self, change, now, cause):
+        """Move `change` up if it fits, its meters loosened first; whether it moved. A
+        job that takes turns is credited at its new loads before the check (it fits
+        inside its partner's new booking), and at its old ones again if it stays."""
+        takes_turns = partner_of(self.jobs, change.job) is not None
+        if takes_turns:
+            book_turns(self.jobs, change.job, change.new_loads())
         try:
             change.book()
         except ReservationError as error:
             LOG.info("job %d stays at %.3f Mbit/s: %s", change.job.id, change.old_rate, error)
-            return
+            self._credit_turns([change])
+            return False
         try:
             self.jobs.trees.installer.install(change.meters(self.jobs.fabric))
         except InstallFailed as failure:
             LOG.error("job %d stays at %.3f Mbit/s: its higher meters were not confirmed "
                       "(%s)", change.job.id, change.old_rate, failure)
             change.unbook()
-            return
+            self._credit_turns([change])
+            return False
         change.adopt(now)
         self._publish(change, now, cause)
+        return True
+
+    def _credit_turns(self, changes):
+        """The credit of every pair a job of `changes` takes turns in, as the book holds
+        the pair now."""
+        for change in changes:
+            pair = [change.job, taker_of(self.jobs, change.job)]
+            for taker in [job for job in pair if job is not None and partner_of(self.jobs, job)]:
+                book_turns(self.jobs, taker)
 
     def _publish(self, change, now, cause):
         """The job's hosts read its new rates, from its effective round on."""

@@ -267,12 +267,16 @@ class FabricProcessGroup(GlooUnderneath):
         return gathered
 
     def _make_gather_job(self, floats):
-        """The group's gather job, its round a slice of `floats` from each rank; or (on
+        """The group's gather job, its round a slice of `floats` from each rank, taking
+        turns with the group's job if it has one (the group's calls run one after
+        another, so the fabric books the pair once: services/turn_taking.py); or (on
         every rank alike) gather_refused saying why not, all-gathers then going on
         through the all-reduce job's rounds."""
         options = {key: value for key, value in self.options.job_options.items()
                    if key in GATHER_OPTIONS}
         round_floats = gather_job_floats(self.size(), floats, options.get("mtu", data_mtu()))
+        if self.job is not None:   # the two never run at once: one booking for both
+            options["turns_with"] = self.job.job.id
         try:
             job, name = agree_on_job(self.controller, self.host, round_floats, self.agreement,
                                      dict(options, gather=True))

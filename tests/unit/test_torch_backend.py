@@ -71,6 +71,8 @@ def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(
     gathers = [4 * 2 * 111 * 362] * gather_job
     assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES] + gathers
     assert [body.get("gather") for body in stub.posted] == [None] + [True] * gather_job
+    # the gather job takes turns with the all-reduce job (job 1): one booking for both
+    assert [body.get("turns_with") for body in stub.posted] == [None] + [1] * gather_job
     assert sorted(stub.deleted) == [1, 2][:1 + gather_job] and stub.jobs == {}
 
 

@@ -1,0 +1,151 @@
+"""Two jobs that take turns (no Ryu): a job that names another in `turns_with` promises
+that its rounds never run while the other's do, as a process group's gather job and
+its all-reduce job (the group's calls run one after another). The fabric then books
+each link and aggregator once for the pair: the larger of their loads, not the sum.
+
+- The taker is planned inside its partner's booking: on what the partner holds, as if
+  nothing else were free (inside), so that on every link it needs no more than that.
+- The book credits the pair, on each link and aggregator, the lesser of the two's
+  loads (ReservationBook.credit, under turns_key): booked twice, used once.
+- The taker is no tenant of its own: fair shares count its partner alone
+  (job_shares.job_demand), and when the partner's rates move, the taker's move by the
+  same factor (services/rate_moves.py).
+- The credit follows the pair's parts (book_turns): at the taker's admission, with
+  every rate move, and at every follow of the jobs service, after a fault moved a part.
+- A partner's release releases its taker. A partner has one taker at most.
+"""
+
+import logging
+
+from syncfabric.decisions.multicast_trees import without_links
+from syncfabric.decisions.reservations import ReservationError
+from syncfabric.errors import Conflict, InvalidRequest
+from syncfabric.services.job_planning import planned_round
+from syncfabric.services.job_shares import TURNS_WITH, capacities, part_loads
+
+LOG = logging.getLogger("syncfabric.jobs")
+
+
+def turns_key(job_id):
+    """The key of the book's credit for the pair job `job_id` takes turns in."""
+    return "turns-%d" % job_id
+
+
+def partner_of(jobs, job):
+    """The job `job` takes turns with (None if it names none, or that one is gone)."""
+    partner_id = job.request.get(TURNS_WITH)
+    return None if partner_id is None else jobs.jobs.get(partner_id)
+
+
+def taker_of(jobs, job):
+    """The job (installed or being admitted) that takes turns with `job`, or None."""
+    return next((other for other in jobs.jobs.values()
+                 if other.request.get(TURNS_WITH) == job.id), None)
+
+
+def check_partner(jobs, request):
+    """Conflict or InvalidRequest (nothing changed) unless the job a new request names in
+    turns_with is installed, takes turns with no other itself, has no taker yet, and
+    has the same workers."""
+    partner_id = request.get(TURNS_WITH)
+    if partner_id is None:
+        return
+    partner = jobs.jobs.get(partner_id)
+    if partner is None or not partner.installed:
+        raise Conflict("turns_with names job %d, which is not installed: create the job "
+                       "this one takes turns with first" % partner_id)
+    if partner.request.get(TURNS_WITH) is not None:
+        raise InvalidRequest("job %d takes turns with job %d itself: name that one"
+                             % (partner_id, partner.request[TURNS_WITH]))
+    taker = taker_of(jobs, partner)
+    if taker is not None:
+        raise Conflict("job %d already takes turns with job %d; a job takes turns with one "
+                       "other at most" % (taker.id, partner_id))
+    if sorted(partner.request["workers"]) != sorted(request["workers"]):
+        raise InvalidRequest("a job takes turns only with a job of the same workers (job %d's "
+                             "are %s)" % (partner_id, ", ".join(partner.request["workers"])))
+
+
+def job_loads(job, trees, plans):
+    """{link or aggregator: Mbit/s} the job's plan and trees hold now ({} once a part is
+    gone)."""
+    live = plans.plans.get(job.plan_id)
+    if live is None:
+        return {}
+    try:
+        job_trees = [trees.book.get(tree_id).tree for tree_id in job.tree_ids]
+    except ReservationError:
+        return {}
+    return part_loads(live.result, job_trees)
+
+
+def inside(view, partner_loads):
+    """{resource: Mbit/s reserved} on which a taker is planned: every link and aggregator
+    booked full but for what its partner holds there."""
+    return {resource: capacity - min(capacity, partner_loads.get(resource, 0.0))
+            for resource, capacity in capacities(view).items()}
+
+
+def pair_credit(partner_loads, own_loads):
+    """{resource: Mbit/s} a pair is credited: on each, the lesser of the two's loads."""
+    return {resource: min(load, partner_loads[resource])
+            for resource, load in own_loads.items() if partner_loads.get(resource, 0.0) > 0}
+
+
+def book_turns(jobs, taker, own_loads=None):
+    """Credit the pair of `taker` (a job that takes turns) in the book, from its partner's
+    loads now and its own (own_loads: Mbit/s it is about to hold, planned or at a new
+    rate; else what it holds now); nothing once its partner is gone. Returns whether
+    the credit changed."""
+    book, key = jobs.trees.book, turns_key(taker.id)
+    partner = partner_of(jobs, taker)
+    credit = {}
+    if partner is not None:
+        own = own_loads if own_loads is not None else job_loads(taker, jobs.trees, jobs.plans)
+        credit = pair_credit(job_loads(partner, jobs.trees, jobs.plans), own)
+    before = book.credits.get(key, {})
+    book.credit(key, credit)
+    return book.credits.get(key, {}) != before
+
+
+def turns_round(jobs, job):
+    """The round of a new job that takes turns (None for any other job): planned inside
+    its partner's booking, under any policy and moving no other job, and its credit
+    booked, before its trees, which fit only with it."""
+    partner = partner_of(jobs, job)
+    if partner is None:
+        return None
+    view = jobs.trees.book.view
+    reserved = without_links(view, inside(view, job_loads(partner, jobs.trees, jobs.plans)),
+                             jobs.fabric.down_links)
+    planned = planned_round(view, job.request, reserved, jobs.metrics, jobs.offload)
+    if jobs.jobs.get(job.id) is job:   # else it was released while planned: no credit left
+        book_turns(jobs, job, part_loads(planned.gradients, planned.trees))
+    return planned
+
+
+def release_taker(jobs, job, now):
+    """Release the job that takes turns with `job` (being released), if any."""
+    taker = taker_of(jobs, job)
+    if taker is not None:
+        LOG.info("job %d takes turns with job %d: released with it", taker.id, job.id)
+        jobs.release(taker.id, now)
+        jobs.daemons.released(taker.id, "it took turns with job %d, which was released"
+                              % job.id, now)
+
+
+def follow_turns(jobs, now):
+    """The credit of each pair that takes turns, as their parts are now (a fault may have
+    moved one), saved with the trees when it changed; a job whose partner is gone (not
+    restored after a restart) is released."""
+    changed = False
+    for job in [j for j in jobs.jobs.values() if j.installed and j.request.get(TURNS_WITH)]:
+        if partner_of(jobs, job) is None:
+            LOG.warning("job %d: job %d, with which it took turns, is gone: released",
+                        job.id, job.request[TURNS_WITH])
+            jobs.drop(job, now, "partner", "job %d, with which it took turns, is gone"
+                      % job.request[TURNS_WITH])
+            continue
+        changed = book_turns(jobs, job) or changed
+    if changed:
+        jobs.trees.remember(now)
