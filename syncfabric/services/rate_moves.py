@@ -88,8 +88,7 @@ class RateMoves:
         """Move `change` up if it fits, its meters loosened first; whether it moved. A
         job that takes turns is credited at its new loads before the check (it fits
         inside its partner's new booking), and at its old ones again if it stays."""
-        takes_turns = partner_of(self.jobs, change.job) is not None
-        if takes_turns:
+        if partner_of(self.jobs, change.job) is not None:
             book_turns(self.jobs, change.job, change.new_loads())
         try:
             change.book()

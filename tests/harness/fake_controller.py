@@ -183,6 +183,18 @@ class InProcessController:
             assert time.monotonic() < deadline, "the controller did not settle"
 
 
+def restarted(saved, tables):
+    """A new controller on what a first one saved (its store's `saved`), its switches
+    connecting with the tables they kept ({switch: table}), its jobs taken back (the
+    job app's timer, once); closed by the caller."""
+    controller = InProcessController(store=MemoryStore(saved))
+    for switch in controller.view.switches:
+        controller.connect(switch, table=tables[switch])
+    controller.services.jobs.follow(time.monotonic())
+    controller.settle()
+    return controller
+
+
 def connected(fabric):
     """A fixture's body: a controller on the description `fabric` with every switch
     connected, closed after the test."""

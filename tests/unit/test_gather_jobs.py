@@ -4,7 +4,6 @@ Planned (decisions/gather_plan.py), booked, reported, taken back after a restart
 released whole, in-process on fake switches; its workers on loopback, on both data
 paths."""
 
-import time
 from concurrent.futures import wait
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from syncfabric.decisions.gather_plan import plan_gather
 from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from tests.harness.fabrics import spine_leaf_view
-from tests.harness.fake_controller import InProcessController, MemoryStore, description
+from tests.harness.fake_controller import InProcessController, description, restarted
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 from tests.harness.loopback_jobs import loopback_job
 
@@ -60,18 +59,14 @@ def test_a_gather_job_comes_back_as_it_was_after_a_controller_restart():
         saved, tables = first.services.store.saved, first.tables()
     finally:
         first.close()
-    restarted = InProcessController(store=MemoryStore(saved))
+    again = restarted(saved, tables)
     try:
-        for switch in restarted.view.switches:
-            restarted.connect(switch, table=tables[switch])
-        restarted.services.jobs.follow(time.monotonic())
-        restarted.settle()
-        after = restarted.request("GET", "/jobs/%d" % job["id"])[1]
+        after = again.request("GET", "/jobs/%d" % job["id"])[1]
         assert {k: v for k, v in after.items() if k != "expires_in_s"} \
             == {k: v for k, v in before.items() if k != "expires_in_s"}
         assert after["gather"] is True and after["destinations"] == {w: [] for w in WORKERS}
     finally:
-        restarted.close()
+        again.close()
 
 
 @pytest.mark.parametrize("body, message", [

@@ -10,8 +10,7 @@ import pytest
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.services.tree_records import restore_credit
 from syncfabric.services.turn_taking import job_loads, pair_credit, turns_key
-from tests.harness.fake_controller import (InProcessController, MemoryStore, connected,
-                                           description)
+from tests.harness.fake_controller import InProcessController, connected, description, restarted
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 
 WORKERS = ["h1", "h2", "h3"]   # h1, h2 on leaf1; h3 on leaf2 (20 Mbit/s links)
@@ -154,18 +153,14 @@ def test_a_pair_comes_back_as_it_was_after_a_controller_restart():
         saved, tables = first.services.store.saved, first.tables()
     finally:
         first.close()
-    restarted = InProcessController(store=MemoryStore(saved))
+    again = restarted(saved, tables)
     try:
-        for switch in restarted.view.switches:
-            restarted.connect(switch, table=tables[switch])
-        restarted.services.jobs.follow(time.monotonic())
-        restarted.settle()
-        after = [restarted.request("GET", "/jobs/%d" % job["id"])[1] for job in (group, gather)]
+        after = [again.request("GET", "/jobs/%d" % job["id"])[1] for job in (group, gather)]
         assert [{k: v for k, v in report.items() if k != "expires_in_s"} for report in after] \
             == [{k: v for k, v in report.items() if k != "expires_in_s"} for report in before]
-        assert booked(restarted) == held and restarted.services.fabric.book.credits == credits
+        assert booked(again) == held and again.services.fabric.book.credits == credits
     finally:
-        restarted.close()
+        again.close()
 
 
 @pytest.mark.parametrize("body, status, message", [
