@@ -22,12 +22,12 @@ import logging
 from syncfabric.decisions.gradient_plan import PlacementError
 from syncfabric.errors import Conflict, NotFound, NotReady, ServiceError
 from syncfabric.services.job_daemons import DaemonWatch
+from syncfabric.services.job_follow import follow_jobs
 from syncfabric.services.job_parts import parts_of, release_parts
 from syncfabric.services.job_records import Job, job_record
 from syncfabric.services.job_reports import gradient_mbit, job_report
 from syncfabric.services.job_refusals import refusal
 from syncfabric.services.job_requests import check_job_hosts, lease_of, parse_job_request
-from syncfabric.services.job_follow import follow_jobs
 from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
