@@ -73,8 +73,8 @@ def parse_args(argv):
                         help="most PS shards the job may use (each is a process)")
     parser.add_argument("--gather-job", action="store_true",
                         help="the fabric's all-gathers through a gather job of the group's "
-                        "(FabricOptions.gather_job; under the fair policy it halves the "
-                        "group job's rate: docs/pytorch.md)")
+                        "(FabricOptions.gather_job), booked with the group's job as one "
+                        "(turns_with: docs/jobs.md; measured in docs/pytorch.md)")
     parser.add_argument("--borrow", action="store_true",
                         help="the fabric lends what is idle: policy fair with borrowing, "
                         "the switch ports' traffic classes built (docs/sharing.md); with "

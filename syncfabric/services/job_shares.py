@@ -42,17 +42,33 @@ def job_demand(job, trees, plans, view):
     it runs inside that one's booking and share (services/turn_taking.py)."""
     if job.request.get(TURNS_WITH) is not None:
         return None
-    live = plans.plans.get(job.plan_id)
-    if live is None or live.result.f <= 0:
+    parts = live_parts(job, trees, plans)
+    if parts is None or parts[0].f <= 0:
         return None
-    try:
-        job_trees = [trees.book.get(tree_id).tree for tree_id in job.tree_ids]
-    except ReservationError:   # lost around a fault: the job is being released
-        return None
-    rate, loads = live.result.f, part_loads(live.result, job_trees)
+    gradients, job_trees = parts
+    rate, loads = gradients.f, part_loads(gradients, job_trees)
     return rate, Demand(job.request.get("weight", DEFAULT_WEIGHT),
                         rate_ceiling_mbps(view, job.request),
                         {resource: load / rate for resource, load in loads.items()})
+
+
+def live_parts(job, trees, plans):
+    """(gradient plan, trees) an installed job holds now; None once a part is gone
+    (lost around a fault: the job is being released)."""
+    live = plans.plans.get(job.plan_id)
+    if live is None:
+        return None
+    try:
+        return live.result, [trees.book.get(tree_id).tree for tree_id in job.tree_ids]
+    except ReservationError:
+        return None
+
+
+def job_loads(job, trees, plans):
+    """{link or aggregator: Mbit/s} the job's plan and trees hold now ({} once a part is
+    gone)."""
+    parts = live_parts(job, trees, plans)
+    return {} if parts is None else part_loads(*parts)
 
 
 def part_loads(gradients, trees):

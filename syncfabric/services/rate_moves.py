@@ -110,11 +110,14 @@ class RateMoves:
 
     def _credit_turns(self, changes):
         """The credit of every pair a job of `changes` takes turns in, as the book holds
-        the pair now."""
+        the pair now, once each though both of a pair moved."""
+        takers = {}
         for change in changes:
-            pair = [change.job, taker_of(self.jobs, change.job)]
-            for taker in [job for job in pair if job is not None and partner_of(self.jobs, job)]:
-                book_turns(self.jobs, taker)
+            for job in (change.job, taker_of(self.jobs, change.job)):
+                if job is not None and partner_of(self.jobs, job) is not None:
+                    takers[job.id] = job
+        for taker in takers.values():
+            book_turns(self.jobs, taker)
 
     def _publish(self, change, now, cause):
         """The job's hosts read its new rates, from its effective round on."""

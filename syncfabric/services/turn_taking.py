@@ -18,10 +18,9 @@ each link and aggregator once for the pair: the larger of their loads, not the s
 import logging
 
 from syncfabric.decisions.multicast_trees import without_links
-from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
-from syncfabric.services.job_shares import TURNS_WITH, capacities, part_loads
+from syncfabric.services.job_shares import TURNS_WITH, capacities, job_loads, part_loads
 
 LOG = logging.getLogger("syncfabric.jobs")
 
@@ -64,19 +63,6 @@ def check_partner(jobs, request):
     if sorted(partner.request["workers"]) != sorted(request["workers"]):
         raise InvalidRequest("a job takes turns only with a job of the same workers (job %d's "
                              "are %s)" % (partner_id, ", ".join(partner.request["workers"])))
-
-
-def job_loads(job, trees, plans):
-    """{link or aggregator: Mbit/s} the job's plan and trees hold now ({} once a part is
-    gone)."""
-    live = plans.plans.get(job.plan_id)
-    if live is None:
-        return {}
-    try:
-        job_trees = [trees.book.get(tree_id).tree for tree_id in job.tree_ids]
-    except ReservationError:
-        return {}
-    return part_loads(live.result, job_trees)
 
 
 def inside(view, partner_loads):

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from syncfabric.decisions.reservations import ReservationError
+from syncfabric.services.job_shares import job_loads
 from syncfabric.services.tree_records import restore_credit
-from syncfabric.services.turn_taking import job_loads, pair_credit, turns_key
+from syncfabric.services.turn_taking import pair_credit, turns_key
 from tests.harness.fake_controller import InProcessController, connected, description, restarted
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 
