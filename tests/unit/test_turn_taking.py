@@ -8,9 +8,10 @@ import time
 import pytest
 
 from syncfabric.decisions.reservations import ReservationError
+from syncfabric.services import rate_moves
 from syncfabric.services.job_shares import job_loads
 from syncfabric.services.tree_records import restore_credit
-from syncfabric.services.turn_taking import pair_credit, turns_key
+from syncfabric.services.turn_taking import book_turns, pair_credit, turns_key
 from tests.harness.fake_controller import InProcessController, connected, description, restarted
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 
@@ -103,11 +104,16 @@ def test_releasing_the_partner_releases_the_job_that_takes_turns_with_it(control
     assert controller.services.fabric.book.credits == {}
 
 
-def test_the_taker_moves_with_its_partner_as_other_jobs_come_and_go(controller):
+def test_the_taker_moves_with_its_partner_as_other_jobs_come_and_go(controller, monkeypatch):
     group = created(controller, GROUP_JOB)
     gather = created(controller, dict(GATHER_JOB, turns_with=group["id"]))
     group_rate, gather_trees = rate(controller, group), tree_rates(controller, gather)
+    credited = []
+    monkeypatch.setattr(rate_moves, "book_turns",
+                        lambda jobs, taker, *rest: credited.append(taker.id)
+                        or book_turns(jobs, taker, *rest))
     other = created(controller, OTHER_JOB)
+    assert credited == [gather["id"]]   # both of the pair shrank at once: credited once
     factor = rate(controller, group) / group_rate
     assert factor < 0.9   # the group's job moved down to its share
     assert tree_rates(controller, gather) == pytest.approx([r * factor for r in gather_trees])
