@@ -66,10 +66,19 @@ def lending(sock, floor_mbps, ceiling_mbps):
     return borrowing
 
 
+def first_pass(sock, borrowing=None, **timing):
+    """200 datagrams sent at FLOOR_MBPS, borrowing from `borrowing` (default: a quarter
+    of what CEILING_MBPS leaves above the floor); how many of the last left borrowed.
+    timing: send_streams' start and borrow_until."""
+    borrowing = borrowing or lending(sock, FLOOR_MBPS, CEILING_MBPS)
+    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)],
+                             path=PythonDatapath(), borrowing=borrowing, **timing)
+    return borrowed
+
+
 def test_a_first_pass_sends_its_floor_from_the_front_and_borrows_from_the_back():
     sock = ClassRecordingSocket()
-    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)], path=PythonDatapath(),
-                             borrowing=lending(sock, FLOOR_MBPS, CEILING_MBPS))
+    borrowed = first_pass(sock)
     assert sorted(numbers(sock.sent)) == list(range(200))   # every datagram, once
     guaranteed = [n for (tos, _p), n in zip(sock.sent, numbers(sock.sent)) if tos == 0]
     lent = [n for (tos, _p), n in zip(sock.sent, numbers(sock.sent)) if tos == BORROWED_TOS]
@@ -182,23 +191,17 @@ def test_a_first_pass_stops_borrowing_at_the_end_of_its_window():
     way."""
     sock = ClassRecordingSocket()
     started = time.perf_counter()
-    assert send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)], path=PythonDatapath(),
-                        start=started, borrowing=lending(sock, FLOOR_MBPS, CEILING_MBPS),
-                        borrow_until=started) == [0]
+    assert first_pass(sock, start=started, borrow_until=started) == 0
     assert sorted(numbers(sock.sent)) == list(range(200))
     assert {tos for tos, _packet in sock.sent} == {0}
     sock = ClassRecordingSocket()
     started = time.perf_counter()
-    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)], path=PythonDatapath(),
-                             start=started, borrowing=lending(sock, FLOOR_MBPS, CEILING_MBPS),
-                             borrow_until=started + 0.1)
+    borrowed = first_pass(sock, start=started, borrow_until=started + 0.1)
     assert sorted(numbers(sock.sent)) == list(range(200))
     assert 0 < borrowed < 200
     sock = ClassRecordingSocket()   # late: due in its window, sent after it ended
     started = time.perf_counter()
-    assert send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)], path=PythonDatapath(),
-                        start=started - 1.0, borrowing=lending(sock, FLOOR_MBPS, CEILING_MBPS),
-                        borrow_until=started - 0.5) == [0]
+    assert first_pass(sock, start=started - 1.0, borrow_until=started - 0.5) == 0
     assert sorted(numbers(sock.sent)) == list(range(200))
 
 
@@ -209,8 +212,7 @@ def test_a_stream_into_an_aggregator_borrows_no_more_than_its_limit():
     borrowing = lending(sock, FLOOR_MBPS, CEILING_MBPS)
     borrowing.set_floor(FLOOR_MBPS, FLOOR_MBPS, {ADDRESS: 0.2})
     assert borrowing.rate(1.0, ADDRESS) == 0.2 and borrowing.rate(1.0, ("10.0.0.9", 1)) == 2.0
-    borrowed, = send_streams(sock, [(ADDRESS, datagrams(200), FLOOR_MBPS)], path=PythonDatapath(),
-                             borrowing=borrowing)
+    borrowed = first_pass(sock, borrowing)
     assert sorted(numbers(sock.sent)) == list(range(200))
     assert 0 < borrowed <= 200 * 0.2 / 8.2 + 2   # 0.2 of the 8.2 Mbit/s sent in all
 
