@@ -206,7 +206,7 @@ def test_an_aggregator_sends_its_aggregate_on_and_again_when_a_worker_repeats():
         w2.sendto(fragment_packet(7, 1, 0, 0b010, values(1)), (ADDRESS["agg"], PORT))
         time.sleep(0.02)
         node.take()
-        assert len(node.sums_out.queue) == 1
+        assert len(node.sums_out.repair_queue) == 1 and not node.sums_out.queue
         settle(node)
         assert returned_sums(ps) == {(1, 0): (0b011, 3.0)}
     finally:
@@ -276,6 +276,22 @@ def test_a_sender_awake_sends_the_returns_due_within_send_ahead_s():
         time.sleep(sender.wait())
         sender.send_due()
     assert len(sock.sent) == 8 and time.perf_counter() - started >= 5 * 0.0025
+
+
+def test_repairs_go_ahead_of_the_first_passes_queued_a_few_of_them_apart():
+    sock = RecordingSocket()
+    sender = paced(sock, lambda key: bytes(100 + key))   # its length names the key
+    address = ("127.0.0.1", 9)
+    sender.push(list(range(10)), address, 1000.0)
+    sender.push([20], address, 1000.0, repair=True)
+    sender.push([21, 2, 22], address, 1000.0, repair=True)   # 2 waits as a first pass
+    while sender.wait() is not None:
+        time.sleep(sender.wait())
+        sender.send_due()
+    assert [length - 100 for length in sock.sent] == [20, 0, 1, 2, 21, 3, 4, 5, 22, 6, 7, 8, 9]
+    sender.push([30, 31], address, 1000.0, repair=True)   # no first pass waits: all at once
+    sender.send_due()
+    assert [length - 100 for length in sock.sent[13:]] == [30, 31]
 
 
 def test_a_worker_asks_a_shard_held_elsewhere_for_what_has_not_come_back():

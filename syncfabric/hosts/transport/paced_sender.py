@@ -13,6 +13,7 @@ from syncfabric.hosts.transport.pacing import BATCH, SEND_AHEAD_S
 from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
 
 LENT_KEPT = 65536   # borrowed datagrams remembered, to count those asked for again
+REPAIR_SPACING = 3  # first passes sent between two repairs while both wait
 
 
 class PacedSender:
@@ -23,10 +24,16 @@ class PacedSender:
     one address is sent once. nominal_bytes: a datagram's usual size, for how many fall
     due before they are built.
 
+    A key pushed as a repair waits in a queue of its own, and goes out ahead of the first
+    passes, one in every REPAIR_SPACING + 1 datagrams while first passes wait: behind
+    the first passes of a shard's later rounds, a lost datagram's repair left 1.9 s
+    late while the round window held the next round back; ahead of every first pass,
+    the repairs of calls of 25 rounds took the pace, and the later rounds stalled.
+
     With `borrowing` (transport/borrowing.Borrowing) it also sends from the back of its
-    queue, at the borrowed rate, in the borrowed class; a key pushed as a repair goes
-    only from the front, and one sent borrowed that is pushed again as a repair was
-    lost (counted). The next borrowed run is due once the last one's bits went by at
+    first passes, at the borrowed rate, in the borrowed class; repairs go only in the
+    guaranteed class, and a key sent borrowed that is pushed again as a repair was lost
+    (counted). The next borrowed run is due once the last one's bits went by at
     the borrowed rate as it is now: timed at the rate it was sent at, one run at a rate
     near nothing (a window's rate alone just above its floor) put the next seconds
     ahead, and a job's sums borrowed nothing for the rest of its rounds."""
@@ -35,10 +42,11 @@ class PacedSender:
         self.sock, self.packets_of, self.path = sock, packets_of, path or datapath()
         self.nominal_bytes = nominal_bytes
         self.queue, self.queued = deque(), set()   # (key, address, rate); (key, address)
+        self.repair_queue = deque()   # (key, address, rate): repairs, ahead of self.queue
+        self.since_repair = REPAIR_SPACING   # first passes sent since the last repair
         self.due = time.perf_counter()
         self.borrowing = borrowing
         self.lent_from, self.lent_bits = self.due, 0.0   # the last borrowed run: due, bits
-        self.repairs = set()      # (key, address) queued as repairs: never borrowed
         self.lent = OrderedDict()   # (key, address) sent borrowed lately (LENT_KEPT at most)
 
     def push(self, keys, address, rate_mbps, repair=False):
@@ -47,10 +55,8 @@ class PacedSender:
                 del self.lent[key, address]
                 self.borrowing.count(lost=1)
             if (key, address) not in self.queued:
-                self.queue.append((key, address, rate_mbps))
+                (self.repair_queue if repair else self.queue).append((key, address, rate_mbps))
                 self.queued.add((key, address))
-                if repair:
-                    self.repairs.add((key, address))
 
     def push_copies(self, keys, addresses, rate_mbps, repair=False):
         """Each key to every one of `addresses`, at rate_mbps each: one key's copies one
@@ -65,7 +71,7 @@ class PacedSender:
     def wait(self):
         """Seconds until the next datagram is due (less SEND_AHEAD_S); None when nothing
         is queued."""
-        if not self.queue:
+        if not self.queue and not self.repair_queue:
             return None
         due = self.due
         if self._lending():
@@ -77,9 +83,8 @@ class PacedSender:
         return self.lent_from + self.lent_bits / (self.borrowing.rate() * 1e6)
 
     def _lending(self):
-        """Whether the back of the queue may go borrowed now."""
-        return self.borrowing is not None and self.borrowing.active() \
-            and (self.queue[-1][0], self.queue[-1][1]) not in self.repairs
+        """Whether the back of the first passes may go borrowed now."""
+        return self.borrowing is not None and self.borrowing.active() and bool(self.queue)
 
     def send_due(self):
         """Send what is due now or within SEND_AHEAD_S (at most the datagrams the rates
@@ -87,31 +92,42 @@ class PacedSender:
         then, if it borrows, from the back what the borrowed rate lets go by now."""
         now = time.perf_counter()
         self.due = max(self.due, now - 0.002)   # an idle sender does not bank a burst
-        while self.queue and self.due <= now + SEND_AHEAD_S:
-            pace_mbps = self.queue[0][2]
-            bits, full = self._send_run(now, self.due, pace_mbps, borrowed=False)
+        while (self.queue or self.repair_queue) and self.due <= now + SEND_AHEAD_S:
+            front = self._front()
+            pace_mbps = front[0][2]
+            bits, full = self._send_run(now, self.due, pace_mbps, front)
             self.due += bits / (pace_mbps * 1e6)
             if full:
                 return
-        while self.queue and self._lending():
+        while self._lending():
             due = max(self._borrowed_due(), now - 0.002)
             if due > now + SEND_AHEAD_S:
                 return
             pace_mbps = self.borrowing.rate()
-            bits, full = self._send_run(now, due, pace_mbps, borrowed=True)
+            bits, full = self._send_run(now, due, pace_mbps, None)
             self.lent_from, self.lent_bits = due, bits
             if full:
                 return
 
-    def _send_run(self, now, due, pace_mbps, borrowed):
+    def _front(self):
+        """The queue the next run from the front comes from: the repairs once
+        REPAIR_SPACING first passes went since the last repair, or when no first pass
+        waits; else the first passes."""
+        if self.repair_queue and (not self.queue or self.since_repair >= REPAIR_SPACING):
+            return self.repair_queue
+        return self.queue
+
+    def _send_run(self, now, due, pace_mbps, front):
         """Send one run of keys to one address, as many as pace_mbps lets fall due from
-        `due` by now + SEND_AHEAD_S: from the front at their rate, or (borrowed) from the
-        back in the borrowed class, up to the first repair from the back. (The bits it
-        put on the wire, whether the socket's buffer was full.)"""
-        _key, address, rate = self.queue[-1 if borrowed else 0]
+        `due` by now + SEND_AHEAD_S: from the front of `front` (the repairs or the first
+        passes) at their rate, or (front None: borrowed) from the back of the first passes
+        in the borrowed class. (The bits it put on the wire, whether the socket's buffer
+        was full.)"""
+        borrowed = front is None
+        _key, address, rate = self.queue[-1] if borrowed else front[0]
         nominal = (self.nominal_bytes + FRAME_OVERHEAD) * 8 / (pace_mbps * 1e6)
-        keys = self._take_run(address, rate, min(BATCH, 1 + int((now + SEND_AHEAD_S - due)
-                                                                / nominal)), borrowed)
+        room = min(BATCH, 1 + int((now + SEND_AHEAD_S - due) / nominal))
+        keys = self._take_run(front, address, rate, self._spaced(front, room))
         wanted, packets = self.packets_of(keys)
         with self.borrowing.marked() if borrowed else contextlib.nullcontext():
             sent = self.path.send(self.sock, packets, 0, len(wanted), address) if wanted else 0
@@ -120,23 +136,41 @@ class PacedSender:
             self.queue.extend((key, address, rate) for key in unsent)
             self._lent(wanted[:sent], address)
         else:
-            self.queue.extendleft((key, address, rate) for key in reversed(unsent))
+            front.extendleft((key, address, rate) for key in reversed(unsent))
+            self._spaced_sent(front, sent)
         self._sent(set(keys) - set(unsent), address)
         wire_bytes = int(np.sum(self.path.lengths(packets)[:sent])) + sent * FRAME_OVERHEAD
         return wire_bytes * 8, bool(unsent)
 
-    def _take_run(self, address, rate, room, borrowed):
-        """Up to `room` keys to `address` at `rate` off the front (or, borrowed, the back,
-        stopping at a repair), in the queue's order."""
+    def _spaced(self, front, room):
+        """The room of a run from the front while repairs and first passes both wait: a
+        repair at a time, and first passes up to the next repair's turn."""
+        if front is self.repair_queue and self.queue:
+            return 1
+        if front is self.queue and self.repair_queue:
+            return max(1, min(room, REPAIR_SPACING - self.since_repair))
+        return room
+
+    def _spaced_sent(self, front, sent):
+        """Count `sent` datagrams off the front toward the next repair's turn."""
+        if not sent:
+            return
+        if front is self.repair_queue:
+            self.since_repair = 0
+        else:
+            self.since_repair += sent
+
+    def _take_run(self, front, address, rate, room):
+        """Up to `room` keys to `address` at `rate` off the front of `front` (or, None:
+        borrowed, the back of the first passes), in the queue's order."""
         keys = []
-        if borrowed:
-            while self.queue and len(keys) < room and self.queue[-1][1:] == (address, rate) \
-                    and (self.queue[-1][0], address) not in self.repairs:
+        if front is None:
+            while self.queue and len(keys) < room and self.queue[-1][1:] == (address, rate):
                 keys.append(self.queue.pop()[0])
             keys.reverse()
         else:
-            while self.queue and len(keys) < room and self.queue[0][1:] == (address, rate):
-                keys.append(self.queue.popleft()[0])
+            while front and len(keys) < room and front[0][1:] == (address, rate):
+                keys.append(front.popleft()[0])
         return keys
 
     def _lent(self, keys, address):
@@ -150,7 +184,6 @@ class PacedSender:
     def _sent(self, keys, address):
         for key in keys:
             self.queued.discard((key, address))
-            self.repairs.discard((key, address))
 
 
 def packets_by_round(items, build, path):
