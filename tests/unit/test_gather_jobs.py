@@ -4,6 +4,7 @@ Planned (decisions/gather_plan.py), booked, reported, taken back after a restart
 released whole, in-process on fake switches; its workers on loopback, on both data
 paths."""
 
+import time
 from concurrent.futures import wait
 
 import numpy as np
@@ -103,6 +104,45 @@ def test_gather_workers_each_get_every_shards_own_workers_values():
             for future in futures:
                 assert np.array_equal(future.result(), expected)
         assert all(w.stats[1]["resent"] == 0 for w in workers)
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+@pytest.mark.usefixtures("each_datapath")
+def test_a_gather_worker_keeps_the_slices_of_a_rank_ahead_before_it_gives_that_round():
+    """w1 gives rounds 1 and 2 before w2 and w3 begin either: its shard sends its slices
+    at once, and w2 and w3 hold them in rounds opened ahead (a round not open dropped
+    them, and every datagram of them was asked for again); then every round is exact."""
+    names = ["w1", "w2", "w3"]
+    report = loopback_job(92, names, FLOATS * 4, 29790, gather=True)
+    workers = [FabricWorker(report, name) for name in names]
+    try:
+        layout = workers[0].layout
+        first = layout.shards[0]   # w1's shard
+        given = {(k, number): np.arange(FLOATS, dtype=np.float32) % 1000 + 10 * k + number
+                 for k in range(3) for number in (1, 2)}
+        futures = {(0, number): workers[0].allreduce_async(given[0, number]) for number in (1, 2)}
+
+        def held(worker, number):   # what worker holds of round `number`, by fragment
+            current = worker.rounds.get(number)
+            return np.zeros(layout.count, dtype=bool) if current is None else current.have
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                held(w, number)[first.first:first.last].all()
+                for w in workers[1:] for number in (1, 2)):
+            time.sleep(0.01)
+        for w in workers[1:]:
+            for number in (1, 2):
+                assert held(w, number)[first.first:first.last].all()
+                assert not held(w, number)[first.last:].any()   # nothing given yet
+        futures.update({(k, number): workers[k].allreduce_async(given[k, number])
+                        for k in (1, 2) for number in (1, 2)})
+        wait(list(futures.values()), timeout=20)
+        owner = layout.shard_of[layout.wire_of[np.arange(FLOATS // 362)]].repeat(362)
+        for (k, number), future in futures.items():
+            expected = np.choose(owner, [given[j, number] for j in range(3)])
+            assert np.array_equal(future.result(), expected)
     finally:
         for worker in workers:
             worker.close()
