@@ -41,8 +41,7 @@ from syncfabric.hosts.transport.paced_sender import next_due
 from syncfabric.hosts.jobs.rate_following import JobFollower, RateSchedule
 from syncfabric.hosts.jobs.round_stalls import ROUND_FAIL_S, round_fail_s, stalled
 from syncfabric.hosts.transport.receivers import Wakeup
-from syncfabric.hosts.jobs.warm_arrays import RoundArrays
-from syncfabric.hosts.jobs.worker_rounds import ReturnedSums, Round, RoundFilling
+from syncfabric.hosts.jobs.worker_rounds import OpenRounds, ReturnedSums, RoundFilling
 from syncfabric.hosts.jobs.worker_sends import WorkerSends
 
 LOG = logging.getLogger("syncfabric.hosts")
@@ -135,10 +134,7 @@ class FabricWorker:
                                lambda: self.sends.take_answers(self.ready))
         self.own = OwnShards(layout, name, self.path, self.rates, self._own_sum)
         self.own.register(self.selector)
-        self.rounds = {}   # round number -> Round in flight
-        self.results = RoundArrays(layout.count * layout.per_fragment,
-                                   RESULTS_READY + ROUNDS_IN_FLIGHT * layout.gather)
-        self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
+        self.rounds = OpenRounds(layout, ROUNDS_IN_FLIGHT, RESULTS_READY)   # in flight
         for shard in layout.shards:
             if shard.host != name:
                 returned = ReturnedSums.heard_by(layout, shard, name, data_ip, self.rounds,
@@ -153,7 +149,7 @@ class FabricWorker:
         self.stream = CallStream(layout, self.filling)   # where allreduce_async's calls go
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
         self.failure, self.closing, self.closing_at = None, False, None
-        self._open_ahead()
+        self.rounds.open_after(self.begun)
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()
@@ -267,9 +263,8 @@ class FabricWorker:
             future.set_exception(self.failure)
             return
         self.begun = max(self.begun, number)
-        self._open_ahead()
-        current = self.rounds.get(number) or self.rounds.setdefault(
-            number, Round(number, self.layout, self.results.take(), self.pieces))
+        self.rounds.open_after(self.begun)
+        current = self.rounds.opened(number)
         current.contribute(start, values, future, whole)
         # in its window (start_at), a round sends at its rate alone from the start,
         # as this host's shards and the job's aggregators do (JobLayout.window_factor)
@@ -283,20 +278,6 @@ class FabricWorker:
             current.sending = False
         current.sent = complete
         self._check_rounds()   # what came back mid-pass waited for the pass to end
-
-    def _open_ahead(self):
-        """A gather job's next ROUNDS_IN_FLIGHT rounds open before this worker gives them.
-        A gather shard sends its rank's slice of a round as soon as that rank gives it,
-        up to ROUNDS_IN_FLIGHT rounds past the newest round any other rank has begun
-        (SubmittedPieces holds a rank's next round until its oldest is back, which needs
-        every rank to have given it); a round not open here dropped what came, and every
-        datagram of it was asked for again (a 25-round all-gather took 2.1-2.4x Gloo's)."""
-        if not self.layout.gather:
-            return
-        for number in range(self.begun + 1, self.begun + 1 + ROUNDS_IN_FLIGHT):
-            if number not in self.rounds:
-                self.rounds[number] = Round(number, self.layout, self.results.take(),
-                                            self.pieces)
 
     def _own_sum(self, number, index, sums):
         current = self.rounds.get(number)

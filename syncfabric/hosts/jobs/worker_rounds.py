@@ -12,6 +12,7 @@ from syncfabric.hosts.packets.control_messages import control_packet
 from syncfabric.hosts.jobs.job_roles import missing_ranges
 from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
 from syncfabric.hosts.transport.receivers import receiving_socket
+from syncfabric.hosts.jobs.warm_arrays import RoundArrays
 
 
 class Round:
@@ -140,6 +141,40 @@ class Round:
                 self.parts.remove(part)
                 done.append(part)
         return done
+
+
+class OpenRounds(dict):
+    """A worker's rounds in flight by number (a dict: ReturnedSums and the data paths
+    look rounds up in it), each made with arrays used again (warm_arrays: `results_ready`
+    of them made at once), and a gather job's next `ahead` rounds opened before the
+    worker gives them (open_after)."""
+
+    def __init__(self, layout, ahead, results_ready):
+        super().__init__()
+        self.layout, self.ahead = layout, ahead
+        self.results = RoundArrays(layout.count * layout.per_fragment,
+                                   results_ready + ahead * layout.gather)
+        self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
+
+    def opened(self, number):
+        """Round `number`, opened now if it is not open yet."""
+        current = self.get(number)
+        if current is None:
+            current = self[number] = Round(number, self.layout, self.results.take(),
+                                           self.pieces)
+        return current
+
+    def open_after(self, begun):
+        """A gather job's `ahead` rounds after `begun` (the newest round the worker began)
+        open before the worker gives them. A gather shard sends its rank's slice of a
+        round as soon as that rank gives it, up to `ahead` (the rounds in flight) past the
+        newest round any other rank has begun: SubmittedPieces holds a rank's next round
+        until its oldest is back, which needs every rank to have given it. A round not
+        open here dropped what came, and every datagram of it was asked for again (a
+        25-round all-gather took 2.1-2.4x Gloo's)."""
+        if self.layout.gather:
+            for number in range(begun + 1, begun + 1 + self.ahead):
+                self.opened(number)
 
 
 class RoundFilling:
