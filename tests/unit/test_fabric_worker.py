@@ -15,6 +15,7 @@ from syncfabric.hosts.jobs import fabric_worker, worker_sends
 from syncfabric.hosts.jobs.fabric_worker import REPAIR_QUIET_S, FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
 from syncfabric.hosts.jobs.phase_windows import paced_query
+from syncfabric.hosts.jobs.worker_rounds import Round
 from syncfabric.hosts.transport.pacing import send_streams
 from tests.harness.loopback_jobs import loopback_job
 
@@ -136,8 +137,8 @@ class RecordedSends:
 
 def test_a_round_handed_over_early_is_made_then_and_sent_from_its_start(workers, monkeypatch):
     made, sent = [], []
-    make = fabric_worker.Round.packets
-    monkeypatch.setattr(fabric_worker.Round, "packets",
+    make = Round.packets
+    monkeypatch.setattr(Round, "packets",
                         lambda *arguments: made.append(time.time()) or make(*arguments))
     workers[0].sends.path = RecordedSends(workers[0].path, workers[0].sock, sent)
     start_at = time.time() + 0.5
