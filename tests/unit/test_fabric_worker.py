@@ -11,7 +11,7 @@ from concurrent.futures import wait
 import numpy as np
 import pytest
 
-from syncfabric.hosts.jobs import fabric_worker, worker_sends
+from syncfabric.hosts.jobs import worker_sends
 from syncfabric.hosts.jobs.fabric_worker import REPAIR_QUIET_S, FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError
 from syncfabric.hosts.jobs.phase_windows import paced_query
