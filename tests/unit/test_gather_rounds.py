@@ -38,11 +38,19 @@ def test_a_fragments_floats_are_what_the_controller_cuts_fragments_to(mtu):
     assert 4 * fragment_floats(mtu) == fragment_payload_bytes(mtu)
 
 
+def spread(rounds, floats):
+    """(how many rounds, [each rank's `floats` places in the values of that many rounds]):
+    a slice's places in each round, round after round."""
+    count = -(-floats // rounds.per_round)
+    starts = np.arange(count)[:, None] * rounds.layout.floats
+    return count, [(starts + places[None, :]).ravel()[:floats] for places in rounds.places]
+
+
 def as_the_fabric_returns(rounds, given):
     """The rounds' values as every rank gets them back: each rank's places hold that
     rank's values (its shard's sums are its own)."""
     floats = given[0].numel()
-    count, indices = rounds.spread(floats)
+    count, indices = spread(rounds, floats)
     total = np.zeros(count * rounds.layout.floats, dtype=np.float32)
     for rank, values in enumerate(given):
         total[indices[rank]] = values.to(torch.float32).numpy()
@@ -60,7 +68,7 @@ def test_each_rank_gives_its_slice_and_every_rank_gets_every_slice(floats, dtype
         output = torch.empty(3 * floats, dtype=dtype)
         call = rounds.call([output], given[rank], rank)
         assert len(call.values) == expected_rounds * rounds.layout.floats
-        mine = rounds.spread(floats)[1][rank]
+        mine = spread(rounds, floats)[1][rank]
         assert np.array_equal(call.values[mine], given[rank].to(torch.float32).numpy())
         assert np.count_nonzero(np.delete(call.values, mine)) == 0   # nothing of another's
         call.place(totals)

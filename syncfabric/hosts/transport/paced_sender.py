@@ -27,8 +27,8 @@ class PacedSender:
     A key pushed as a repair waits in a queue of its own, and goes out ahead of the first
     passes, one in every REPAIR_SPACING + 1 datagrams while first passes wait: behind
     the first passes of a shard's later rounds, a lost datagram's repair left 1.9 s
-    late while the round window held the next round back; ahead of every first pass,
-    the repairs of calls of 25 rounds took the pace, and the later rounds stalled.
+    late while the round window held the next round back; ahead of every first pass
+    (tried), calls of 25 rounds stalled.
 
     With `borrowing` (transport/borrowing.Borrowing) it also sends from the back of its
     first passes, at the borrowed rate, in the borrowed class; repairs go only in the
