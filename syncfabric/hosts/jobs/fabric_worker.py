@@ -244,7 +244,7 @@ class FabricWorker:
         """Receive for `seconds` at most (None: until an event or a timer), send, check."""
         due = next_due([self.sends.outbox] + self.own.senders())
         limit = min([x for x in (seconds, due) if x is not None]
-                    + [REPAIR_QUIET_S / 2] * bool(self.rounds), default=None)
+                    + [REPAIR_QUIET_S / 2] * self.rounds.any_given(), default=None)
         for key, _events in self.selector.select(limit):
             key.data()
         self.sends.outbox.send_due()

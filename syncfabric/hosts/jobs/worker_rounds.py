@@ -176,6 +176,11 @@ class OpenRounds(dict):
             for number in range(begun + 1, begun + 1 + self.ahead):
                 self.opened(number)
 
+    def any_given(self):
+        """Whether a round open here was given anything (one opened ahead waits for
+        nothing yet: no repair timer runs for it)."""
+        return any(current.values is not None for current in self.values())
+
 
 class RoundFilling:
     """Which round the caller's pieces go to: the one being filled until it has every
