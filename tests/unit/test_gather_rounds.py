@@ -41,7 +41,7 @@ def test_a_fragments_floats_are_what_the_controller_cuts_fragments_to(mtu):
 def spread(rounds, floats):
     """(how many rounds, [each rank's `floats` places in the values of that many rounds]):
     a slice's places in each round, round after round."""
-    count = -(-floats // rounds.per_round)
+    count = rounds.rounds_for(floats)
     starts = np.arange(count)[:, None] * rounds.layout.floats
     return count, [(starts + places[None, :]).ravel()[:floats] for places in rounds.places]
 

@@ -149,7 +149,6 @@ class FabricWorker:
         self.stream = CallStream(layout, self.filling)   # where allreduce_async's calls go
         self.stats, self.ready = {}, set()   # round -> Round.stats; nodes that said ready
         self.failure, self.closing, self.closing_at = None, False, None
-        self.rounds.open_after(self.begun)
         self.thread = threading.Thread(target=self._serve, name="syncfabric-worker-%s" % name,
                                        daemon=True)
         self.thread.start()

@@ -147,7 +147,7 @@ class OpenRounds(dict):
     """A worker's rounds in flight by number (a dict: ReturnedSums and the data paths
     look rounds up in it), each made with arrays used again (warm_arrays: `results_ready`
     of them made at once), and a gather job's next `ahead` rounds opened before the
-    worker gives them (open_after)."""
+    worker gives them (open_after; its first ones at once)."""
 
     def __init__(self, layout, ahead, results_ready):
         super().__init__()
@@ -155,6 +155,7 @@ class OpenRounds(dict):
         self.results = RoundArrays(layout.count * layout.per_fragment,
                                    results_ready + ahead * layout.gather)
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
+        self.open_after(0)
 
     def opened(self, number):
         """Round `number`, opened now if it is not open yet."""
