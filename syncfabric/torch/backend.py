@@ -38,7 +38,7 @@ import torch.distributed as dist
 
 from syncfabric.hosts.packets.wire import data_mtu
 from syncfabric.torch.agreement import StoreAgreement
-from syncfabric.torch.collectives import (allgather_call, allreduce_call, big_enough,
+from syncfabric.torch.collectives import (allgather_call, allgather_eligible, allreduce_call,
                                           broadcast_call, reduce_scatter_call, scaling)
 from syncfabric.torch.gather_rounds import GatherRounds, gather_job_floats
 from syncfabric.torch.gloo_underneath import GlooUnderneath
@@ -179,17 +179,16 @@ class FabricProcessGroup(GlooUnderneath):
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = None
         if len(output_tensors) == 1 and len(input_tensors) == 1:
-            call = allgather_call(output_tensors[0], input_tensors[0], self.rank(),
-                                  self.size(), self._min_bytes())
-            call = self._gathered(call, output_tensors[0], input_tensors[0])
+            call = self._gathered(output_tensors[0], input_tensors[0]) or allgather_call(
+                output_tensors[0], input_tensors[0], self.rank(), self.size(),
+                self._min_bytes())
         return self._through(call, lambda: self.gloo.allgather(output_tensors, input_tensors,
                                                                 opts))
 
     def all_gather_single(self, output, input, opts=None):   # noqa: A002 (torch's names)
         opts = opts if opts is not None else dist.AllgatherOptions()
-        call = allgather_call([output], input, self.rank(), self.size(),
-                              self._min_bytes())
-        call = self._gathered(call, [output], input)
+        call = self._gathered([output], input) or allgather_call(
+            [output], input, self.rank(), self.size(), self._min_bytes())
         return self._through(call, lambda: self.gloo_all_gather_single(output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -248,20 +247,20 @@ class FabricProcessGroup(GlooUnderneath):
         self.counts["fabric"] += 1
         return self._round_work(call, self.job)
 
-    def _gathered(self, call, outputs, tensor):
-        """An eligible all-gather (`call`, through the all-reduce job's rounds) as a call
-        of the group's gather job where the options ask for one, the call is min_bytes on
-        its own and the job is (made on the first such call), its `job` then set; else
-        `call` as it is."""
+    def _gathered(self, outputs, tensor):
+        """An all-gather as a call of the group's gather job (its `job` set) where the
+        options ask for one, the call is eligible and min_bytes on its own, and the job
+        is (made on the first such call); else None, for the all-reduce job's rounds or
+        Gloo to take it."""
         self.refuse_if_broken()   # before a broken group would ask for a gather job
-        if call is None or not self.options.gather_job or self.gloo_only is not None \
+        if not self.options.gather_job or self.gloo_only is not None \
                 or self.gather_refused is not None \
-                or not big_enough(len(call.values), self.options.min_bytes):
-            return call
+                or not allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
+            return None
         if self.gather_job is None:
             self._make_gather_job(tensor.numel())
             if self.gather_job is None:
-                return call
+                return None
         gathered = self.gather_job.gather.call(outputs, tensor, self.rank())
         gathered.job = self.gather_job
         return gathered

@@ -123,16 +123,31 @@ def broadcast_call(tensors, root, rank, min_bytes):
     return RoundCall(values, [tensor], lambda total: write_back(total, [tensor]))
 
 
-def allgather_call(outputs, tensor, rank, size, min_bytes):
-    """dist.all_gather (`outputs` a list of `size` tensors like `tensor`) or
-    all_gather_into_tensor (`outputs` one tensor of `size` times its elements): this
-    rank's values at its own slice of the output, -0.0 elsewhere."""
-    every = [tensor, *outputs]
+def rank_slice(outputs, rank, floats):
+    """A flat view of rank `rank`'s `floats` elements of an all-gather's outputs (one
+    tensor of every rank's end to end, or one tensor a rank)."""
+    if len(outputs) == 1:
+        return outputs[0].view(-1).narrow(0, rank * floats, floats)
+    return outputs[rank].view(-1)
+
+
+def allgather_eligible(outputs, tensor, size, min_bytes):
+    """Whether dist.all_gather (`outputs` a list of `size` tensors like `tensor`) or
+    all_gather_into_tensor (`outputs` one tensor of `size` times its elements) goes
+    through the fabric."""
     floats = tensor.numel()
-    if not on_the_wire(every) or sum(o.numel() for o in outputs) != size * floats \
-            or (len(outputs) > 1 and any(o.numel() != floats for o in outputs)) \
-            or not big_enough(size * floats, min_bytes):
+    return on_the_wire([tensor, *outputs]) \
+        and sum(o.numel() for o in outputs) == size * floats \
+        and (len(outputs) == 1 or all(o.numel() == floats for o in outputs)) \
+        and big_enough(size * floats, min_bytes)
+
+
+def allgather_call(outputs, tensor, rank, size, min_bytes):
+    """An all-gather (allgather_eligible's arguments) through a round: this rank's values
+    at its own slice of the output, -0.0 elsewhere."""
+    if not allgather_eligible(outputs, tensor, size, min_bytes):
         return None
+    floats = tensor.numel()
     values = np.full(size * floats, NEGATIVE_ZERO, dtype=np.float32)
     values[rank * floats:(rank + 1) * floats] = floats_of([tensor])
     return RoundCall(values, list(outputs), lambda total: write_back(total, outputs))

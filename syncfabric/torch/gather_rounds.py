@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from syncfabric.hosts.packets.gradient_wire import HEADER
-from syncfabric.torch.collectives import RoundCall, floats_of, write_back
+from syncfabric.torch.collectives import RoundCall, floats_of, rank_slice
 
 IP_UDP_BYTES = 20 + 8
 
@@ -35,44 +35,49 @@ def gather_job_floats(size, floats, mtu):
 
 class GatherRounds:
     """Where each rank's slice goes in the rounds of a gather job laid out as `layout`
-    (its workers the ranks' hosts, in rank order)."""
+    (its workers the ranks' hosts, in rank order): `blocks`, for each rank, the blocks of
+    per_fragment floats of a round (JobLayout.wire_of's) that its own shard's fragments
+    carry, as many for every rank; a round carries per_round floats of each slice."""
 
     def __init__(self, layout):
         self.layout = layout
-        blocks = np.arange(layout.count)
-        shard_of_block = layout.shard_of[layout.wire_of[blocks]]
-        rank_of_shard = {shard.index: layout.workers.index(shard.host)
-                         for shard in layout.shards}
-        places = [[] for _rank in layout.workers]
-        for block, shard in zip(blocks.tolist(), shard_of_block.tolist()):
-            start = block * layout.per_fragment
-            places[rank_of_shard[shard]].append(
-                np.arange(start, min(start + layout.per_fragment, layout.floats)))
-        places = [np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-                  for found in places]
-        self.per_round = min(len(found) for found in places)   # a slice's floats a round
-        self.places = [found[:self.per_round] for found in places]
+        self.whole = layout.floats // layout.per_fragment   # a short last block unused
+        rank_of_shard = np.zeros(len(layout.shards), dtype=np.int64)
+        for shard in layout.shards:
+            rank_of_shard[shard.index] = layout.workers.index(shard.host)
+        rank_of_block = rank_of_shard[layout.shard_of[layout.wire_of[:self.whole]]]
+        blocks = [np.flatnonzero(rank_of_block == rank) for rank in range(len(layout.workers))]
+        most = min(len(found) for found in blocks)
+        self.blocks = [found[:most] for found in blocks]
+        self.per_round = most * layout.per_fragment   # a slice's floats a round
 
     def rounds_for(self, floats):
         """How many rounds an all-gather of `floats` a slice takes."""
         return -(-floats // self.per_round)
 
+    def in_blocks(self, values, rounds):
+        """A view of `rounds` rounds' float32 `values` as (round, block, float of the
+        block), the whole blocks only."""
+        by_round = values.reshape(rounds, self.layout.floats)
+        return by_round[:, :self.whole * self.layout.per_fragment].reshape(
+            rounds, self.whole, self.layout.per_fragment)
+
     def call(self, outputs, tensor, rank):
-        """The RoundCall of an all-gather (collectives.allgather_call's arguments, the
-        call already found eligible): this rank's input at its places, zeros elsewhere
-        (no rank sends another's places); the outputs filled from every rank's places of
-        the rounds that come back. A round at a time as a row: a slice's places in every
-        round are the same, so no index as long as the call is made (8 bytes a float:
-        214 MB a rank for a 25 MB all-gather of 8)."""
+        """The RoundCall of an all-gather (collectives.allgather_eligible's arguments, the
+        call found eligible): this rank's input in its blocks, zeros elsewhere (no rank
+        sends another's places); place() copies each rank's blocks of the rounds that
+        come back straight into its slice of the outputs. Whole blocks at a time, never
+        an index a float (8 bytes a float: 214 MB a rank for a 25 MB all-gather of 8)."""
         floats, rounds = tensor.numel(), self.rounds_for(tensor.numel())
         mine = np.zeros(rounds * self.per_round, dtype=np.float32)
         mine[:floats] = floats_of([tensor])
-        values = np.zeros((rounds, self.layout.floats), dtype=np.float32)
-        values[:, self.places[rank]] = mine.reshape(rounds, self.per_round)
+        values = np.zeros(rounds * self.layout.floats, dtype=np.float32)
+        self.in_blocks(values, rounds)[:, self.blocks[rank]] = mine.reshape(
+            rounds, len(self.blocks[rank]), self.layout.per_fragment)
 
         def place(total):
-            by_round = total.numpy().reshape(rounds, self.layout.floats)
-            gathered = np.concatenate([by_round[:, places].reshape(-1)[:floats]
-                                       for places in self.places])
-            write_back(torch.from_numpy(gathered), outputs)
-        return RoundCall(values.reshape(-1), list(outputs), place)
+            by_block = self.in_blocks(total.numpy(), rounds)
+            for each, blocks in enumerate(self.blocks):
+                gathered = by_block[:, blocks].reshape(-1)[:floats]
+                rank_slice(outputs, each, floats).copy_(torch.from_numpy(gathered))
+        return RoundCall(values, list(outputs), place)

@@ -26,10 +26,10 @@ def test_a_gather_jobs_round_holds_a_slice_of_its_size_from_each_rank_in_its_own
     rounds = rounds_of()
     layout = rounds.layout
     assert layout.count == 3 * 3 and rounds.per_round == 3 * 362 >= SLICE
-    for rank, places in enumerate(rounds.places):
-        fragments = layout.wire_of[places // layout.per_fragment]
+    for rank, blocks in enumerate(rounds.blocks):
+        fragments = layout.wire_of[blocks]
         assert set(layout.shard_of[fragments].tolist()) == {rank}   # its own shard's
-    assert len(np.unique(np.concatenate(rounds.places))) == 3 * rounds.per_round
+    assert len(np.unique(np.concatenate(rounds.blocks))) == 3 * 3
 
 
 @pytest.mark.parametrize("mtu", [576, 1500, 4000, 9000])
@@ -40,10 +40,13 @@ def test_a_fragments_floats_are_what_the_controller_cuts_fragments_to(mtu):
 
 def spread(rounds, floats):
     """(how many rounds, [each rank's `floats` places in the values of that many rounds]):
-    a slice's places in each round, round after round."""
+    a slice's places in each round (the floats of its blocks), round after round."""
     count = rounds.rounds_for(floats)
+    per_fragment = rounds.layout.per_fragment
     starts = np.arange(count)[:, None] * rounds.layout.floats
-    return count, [(starts + places[None, :]).ravel()[:floats] for places in rounds.places]
+    places = [(blocks[:, None] * per_fragment + np.arange(per_fragment)).ravel()
+              for blocks in rounds.blocks]
+    return count, [(starts + found[None, :]).ravel()[:floats] for found in places]
 
 
 def as_the_fabric_returns(rounds, given):
