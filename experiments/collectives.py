@@ -22,8 +22,8 @@ fabric, and the fidelity verdict (the machine's backlog while it ran). The summa
 gives each collective's time against Gloo's (the median of the repeats) and the
 crossover: the smallest size measured from which the fabric is never slower.
 Each group's first calls, an all-reduce as long as the fabric's round in which the
-fabric's group makes its job, and with --gather-job an all-gather of the smallest size
-it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py), are
+fabric's group makes its job, and (unless --no-gather-job) an all-gather of the
+smallest size it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py), are
 timed apart: `first_call_s` in each of the group's
 rows and a line of the summary, not a repeat of any collective; where the fabric's
 group went to Gloo (its job refused, or unable to run), `gloo_only` says why, as do
@@ -32,6 +32,7 @@ the calls below the threshold after it find no round begun and go to Gloo (a sho
 call that follows a begun round goes on in it, through the fabric: call_stream.py).
 """
 
+import argparse
 import statistics
 import sys
 from contextlib import nullcontext
@@ -71,10 +72,11 @@ def parse_args(argv):
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
                         help="most PS shards the job may use (each is a process)")
-    parser.add_argument("--gather-job", action="store_true",
+    parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="the fabric's all-gathers through a gather job of the group's "
-                        "(FabricOptions.gather_job), booked with the group's job as one "
-                        "(turns_with: docs/jobs.md; measured in docs/pytorch.md)")
+                        "(FabricOptions.gather_job, the default), booked with the group's "
+                        "job as one (turns_with: docs/jobs.md; measured in docs/pytorch.md); "
+                        "--no-gather-job: through the group's job's rounds")
     parser.add_argument("--borrow", action="store_true",
                         help="the fabric lends what is idle: policy fair with borrowing, "
                         "the switch ports' traffic classes built (docs/sharing.md); with "
@@ -155,7 +157,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
                       "--placement", PLACEMENT, "--capacity-bytes", str(round_bytes(args))]
-        arguments += ["--gather-job"] * args.gather_job
+        arguments += ["--gather-job" if args.gather_job else "--no-gather-job"]
         served = daemons_for(bed, request, args.bw)
     else:
         served = nullcontext()

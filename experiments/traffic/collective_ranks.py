@@ -13,12 +13,13 @@ JSON line per call: the slowest rank's time, whether every rank's result was exa
 (whole numbers: every order of summation gives the same sum), and whether the call
 went through the fabric (the group's counts), and why not where the group took none
 (`gloo_only`: its job was refused or could not run). Before them, the group's first
-calls (FIRST_CALL: an all-reduce of --first-mb, then with --gather-job an all-gather
-of --first-gather-mb), in which the fabric's group makes its job (and its gather job)
+calls (FIRST_CALL: an all-reduce of --first-mb, then unless --no-gather-job an
+all-gather of --first-gather-mb), in which the fabric's group makes its job (and its gather job)
 and Gloo's connects, are timed and printed alike, as one row: a one-time cost, not
 any call's.
 """
 
+import argparse
 import json
 import os
 import sys
@@ -146,13 +147,13 @@ def parse_args(argv):
                         help="the group's first call, an all-reduce of this many MB, timed "
                         "apart (the fabric's group makes its job in it)")
     parser.add_argument("--first-gather-mb", type=float, default=None,
-                        help="with --gather-job, the group's first all-gather, of this many "
+                        help="unless --no-gather-job, the group's first all-gather, of this many "
                         "MB (default: --first-mb), timed with the first call: the fabric's "
                         "group makes its gather job in it, each round a slice of it from "
                         "every rank")
-    parser.add_argument("--gather-job", action="store_true",
+    parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="the fabric's all-gathers through a gather job of the group's "
-                        "(FabricOptions.gather_job)")
+                        "(FabricOptions.gather_job, the default)")
     return parser.parse_args(argv)
 
 

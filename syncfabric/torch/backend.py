@@ -9,10 +9,11 @@ of the same ranks. Its first collective that the fabric can carry (eligible:
 collectives.py) makes the group's job: rank 0 asks the controller for one of the
 ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
 broadcast, all-gather and reduce-scatter goes through the job's rounds
-(FabricWorker.allreduce_async: any length, in the order they are called); with
-FabricOptions.gather_job, all-gathers of min_bytes and more go through a second job of
-the group instead, its gather job (gather_rounds.py: each rank's slice sent once, a
-ring's bytes), made at the first of them, so they may end before or after the calls
+(FabricWorker.allreduce_async: any length, in the order they are called). All-gathers
+of min_bytes and more, once the group's job is made, go through a second job of the
+group instead (FabricOptions.gather_job, on by default), its gather job
+(gather_rounds.py: each rank's slice sent once, a ring's bytes), made at the first of
+them and taking turns with the group's job, so they may end before or after the calls
 around them. Everything
 else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes (but
 where they go on in a round already begun: _min_bytes). If
@@ -44,13 +45,14 @@ from syncfabric.torch.gather_rounds import GatherRounds, gather_job_floats
 from syncfabric.torch.gloo_underneath import GlooUnderneath
 from syncfabric.torch.registration import (FabricHookError, agree_on_job,
                                            close_and_release, open_worker, release_at_end)
+from syncfabric.torch.works import CoalescedWork, FabricWork
 
 LOG = logging.getLogger("syncfabric.torch")
 NAME = "fabric"
 CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
 HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in rank order
 MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
-GATHER_JOB_ENV = "SYNCFABRIC_GATHER_JOB"   # "1": FabricOptions.gather_job's default
+GATHER_JOB_ENV = "SYNCFABRIC_GATHER_JOB"   # "0": FabricOptions.gather_job False by default
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves); provisional until experiments.collectives measures the crossover
 MIN_BYTES = 256 * 2 ** 10
@@ -68,15 +70,15 @@ class FabricOptions:
     broadcast of the model), the fewest bytes (as float32) of a collective the fabric
     carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), POST /jobs's options (shards,
     placement, aggregation, mtu, ttl_s), and whether all-gathers go through a gather
-    job of the group's (SYNCFABRIC_GATHER_JOB=1; off by default: under the fair policy
-    its reservation halves the group job's, docs/pytorch.md)."""
+    job of the group's (by default, unless SYNCFABRIC_GATHER_JOB=0; it takes turns with
+    the group's job, one booking for both: docs/pytorch.md)."""
     controller: Optional[str] = None
     host: Optional[str] = None
     capacity_bytes: Optional[int] = None
     min_bytes: int = field(default_factory=lambda: int(os.environ.get(MIN_BYTES_ENV,
                                                                       MIN_BYTES)))
     job_options: dict = field(default_factory=dict)
-    gather_job: bool = field(default_factory=lambda: os.environ.get(GATHER_JOB_ENV) == "1")
+    gather_job: bool = field(default_factory=lambda: os.environ.get(GATHER_JOB_ENV) != "0")
 
 
 class GroupJob:
@@ -89,52 +91,6 @@ class GroupJob:
 
     def close(self):
         close_and_release(self.worker, self.job)
-
-
-class FabricWork(dist.Work):
-    """A collective through the fabric as torch.distributed waits for it. A failed
-    round's error is raised by wait() (torch's own Work made from a Future would return
-    as if done), not carried by the Future: DDP with no hook died of SIGSEGV on a Future
-    that ended in an error. Its Future then ends with the outputs left as they were, and
-    the group's next collective raises the error at once."""
-
-    def __init__(self, future):
-        super().__init__()
-        self.future = future   # a torch Future of [the tensor]
-        self.error = None      # the round's, if it failed
-
-    def wait(self, timeout=None):
-        self.future.wait()
-        if self.error is not None:
-            raise self.error
-        return True
-
-    def get_future(self):
-        return self.future
-
-    def is_completed(self):
-        return self.future.done()
-
-
-class CoalescedWork(dist.Work):
-    """Several collectives' Works as one: wait() waits for each (raising the first
-    error), and its Future ends with `outputs` once every one's has."""
-
-    def __init__(self, works, outputs):
-        super().__init__()
-        self.works, self.outputs = works, outputs
-
-    def wait(self, timeout=None):
-        for work in self.works:
-            work.wait()
-        return True
-
-    def get_future(self):
-        futures = torch.futures.collect_all([work.get_future() for work in self.works])
-        return futures.then(lambda _done: self.outputs)
-
-    def is_completed(self):
-        return all(work.is_completed() for work in self.works)
 
 
 class FabricProcessGroup(GlooUnderneath):
@@ -249,11 +205,13 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _gathered(self, outputs, tensor):
         """An all-gather as a call of the group's gather job (its `job` set) where the
-        options ask for one, the call is eligible and min_bytes on its own, and the job
-        is (made on the first such call); else None, for the all-reduce job's rounds or
-        Gloo to take it."""
+        options ask for one, the call is eligible and min_bytes on its own, the group's
+        job is made (so that the gather job takes turns with it: a group whose first
+        call is an all-gather makes its job in that one) and the gather job is (made on
+        the first such call after); else None, for the all-reduce job's rounds or Gloo
+        to take it."""
         self.refuse_if_broken()   # before a broken group would ask for a gather job
-        if not self.options.gather_job or self.gloo_only is not None \
+        if not self.options.gather_job or self.job is None \
                 or self.gather_refused is not None \
                 or not allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
             return None
@@ -267,15 +225,14 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _make_gather_job(self, floats):
         """The group's gather job, its round a slice of `floats` from each rank, taking
-        turns with the group's job if it has one (the group's calls run one after
-        another, so the fabric books the pair once: services/turn_taking.py); or (on
-        every rank alike) gather_refused saying why not, all-gathers then going on
-        through the all-reduce job's rounds."""
+        turns with the group's job (the group's calls run one after another, so the
+        fabric books the pair once: services/turn_taking.py); or (on every rank alike)
+        gather_refused saying why not, all-gathers then going on through the all-reduce
+        job's rounds."""
         options = {key: value for key, value in self.options.job_options.items()
                    if key in GATHER_OPTIONS}
         round_floats = gather_job_floats(self.size(), floats, options.get("mtu", data_mtu()))
-        if self.job is not None:   # the two never run at once: one booking for both
-            options["turns_with"] = self.job.job.id
+        options["turns_with"] = self.job.job.id   # never at once: one booking for both
         try:
             job, name = agree_on_job(self.controller, self.host, round_floats, self.agreement,
                                      dict(options, gather=True))

@@ -224,8 +224,8 @@ def main():
     parser.add_argument("--hosts", required=True, help="each rank's fabric host, in order")
     parser.add_argument("--capacity-bytes", type=int, default=400_000)
     parser.add_argument("--min-bytes", type=int, default=100_000)
-    parser.add_argument("--gather-job", action="store_true",
-                        help="all-gathers through a gather job of the group's")
+    parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
+                        help="all-gathers through a gather job of the group's (the default)")
     parser.add_argument("--fsdp", choices=("fsdp", "hsdp"),
                         help="FSDP2, or HSDP over 2 replicas, over the fabric and over Gloo "
                              "instead (fsdp_alike)")

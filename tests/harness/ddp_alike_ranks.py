@@ -4,7 +4,8 @@ model trained with no hook over the fabric's world group and over a Gloo group o
 same ranks, from the same parameters. Its gradients are sums of whole-number inputs at
 every step, whatever the parameters (and whole numbers still once DDP divides them by
 the world size), so any order of summation gives the same sum and the two must end
-alike, bit for bit. Then an all-gather through the group's gather job against Gloo's.
+alike, bit for bit. Then an all-gather through the group's gather job (the default)
+against Gloo's.
 Rank 0 prints one JSON line: whether they did, whether the all-gathers gave the same,
 how many calls went which way, and why none (or no all-gather) went through the
 fabric if so."""
@@ -56,8 +57,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # every bucket through the fabric, however small; one shard, as the test's jobs
     options = FabricOptions(controller=args.controller, host=args.name, min_bytes=0,
-                            job_options={"shards": 1, "placement": "dedicated"},
-                            gather_job=True)
+                            job_options={"shards": 1, "placement": "dedicated"})
     with joined(args, "fabric", options):
         ours = trained(dist.group.WORLD, args.rank, args.world, args.steps)
         theirs = trained(dist.new_group(backend="gloo"), args.rank, args.world, args.steps)

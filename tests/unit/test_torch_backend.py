@@ -61,7 +61,7 @@ def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(
     """All-reduces, broadcasts (every kind of float, -0.0 and NaN included), all-gathers
     (through the job's rounds, or a gather job's), reduce-scatters and coalesced
     all-reduces; PREMUL_SUM against the sum itself."""
-    answers = compared(stub, *["--gather-job"] * gather_job)
+    answers = compared(stub, "--gather-job" if gather_job else "--no-gather-job")
     for answer in answers:
         assert answer["gloo_only"] is None
         assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
@@ -139,6 +139,9 @@ def test_fsdp2_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     for answer in answers:
         assert answer["fsdp_alike"] is True
         assert answer["counts"]["fabric"] >= 20 * 6   # each step's all-gathers alone
+    # the first all-gather makes the group's job; the next, its gather job, taking turns
+    assert [(body.get("gather"), body.get("turns_with")) for body in stub.posted] == [
+        (None, None), (True, 1)]
     assert stub.jobs == {}
 
 
@@ -151,7 +154,10 @@ def test_hsdp_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     for answer in answers:
         assert answer["error"] is None, answer.get("traceback")
         assert answer["fsdp_alike"] is True
-    assert len(stub.posted) == 4   # the two shard groups' and the two replica groups'
+    # the two shard groups' jobs and the two replica groups', and each shard group's
+    # gather job (its all-gathers), taking turns with that group's job
+    assert sorted(bool(body.get("gather")) for body in stub.posted) == [False] * 4 + [True] * 2
+    assert all(body["turns_with"] for body in stub.posted if body.get("gather"))
     assert stub.jobs == {}
 
 
