@@ -1,9 +1,10 @@
 """FabricWorker on loopback (tests/harness/loopback_jobs.py), two workers in one process,
 each holding one shard: a round given in pieces, in any order, sums exactly and answers
 each piece; a round's stats are filed before its Future ends; a piece given twice is
-refused; a first pass slower than the repair timer sends nothing twice; a round handed
-over before its start makes its datagrams then and sends them from its start; and a
-worker is served once the other's shard answers its hello."""
+refused; a first pass slower than the repair timer sends nothing twice; a worker waiting
+asks again for its oldest round alone; a round handed over before its start makes its
+datagrams then and sends them from its start; and a worker is served once the other's
+shard answers its hello."""
 
 import time
 from concurrent.futures import wait
@@ -79,6 +80,19 @@ def test_a_first_pass_slower_than_the_repair_timer_sends_nothing_twice(workers):
     stats = workers[0].stats[1]
     assert stats["first_pass_s"] > 2 * REPAIR_QUIET_S   # the pass outlasts the repair timer
     assert stats["resent"] == 0 and workers[1].stats[1]["resent"] == 0
+
+
+def test_a_worker_waiting_asks_again_for_its_oldest_round_alone(workers):
+    """w2 gives three rounds late: w1 asks its shards again for the first every
+    REPAIR_QUIET_S meanwhile, and for the two after it only once the first is back (a
+    shard returns its rounds in order): once, twice on a busy machine."""
+    first = [workers[0].allreduce_async(values(0)) for _round in range(3)]
+    time.sleep(6.5 * REPAIR_QUIET_S)
+    second = [workers[1].allreduce_async(values(1)) for _round in range(3)]
+    wait(first + second, timeout=20)
+    assert all(np.array_equal(done.result(), values(0) + values(1)) for done in first)
+    asked = [workers[0].stats[number]["repair_requests"] for number in (1, 2, 3)]
+    assert asked[0] >= 3 and max(asked[1:]) <= 2, asked
 
 
 @pytest.mark.parametrize("workers", [4.0], indirect=True)

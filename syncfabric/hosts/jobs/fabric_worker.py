@@ -285,6 +285,7 @@ class FabricWorker:
 
     def _check_rounds(self):
         now = time.monotonic()
+        asking = self.rounds.oldest_awaited()   # the one round asked for again
         for number, current in sorted(self.rounds.items()):
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
@@ -297,7 +298,8 @@ class FabricWorker:
             failure = waiting and stalled(self.layout, self.own.nodes, current, now, fail_s)
             if failure:
                 self._fail(failure)
-            elif waiting and current.repair_due(now, REPAIR_QUIET_S, fail_s):
+            elif waiting and number == asking \
+                    and current.repair_due(now, REPAIR_QUIET_S, fail_s):
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
 
