@@ -80,7 +80,7 @@ def parse_args(argv):
     parser.add_argument("--borrow", action="store_true",
                         help="the fabric lends what is idle: policy fair with borrowing, "
                         "the switch ports' traffic classes built (docs/sharing.md); with "
-                        "--gather-job, the gather job and the group's all-reduce job each "
+                        "the gather job (the default), it and the group's all-reduce job each "
                         "borrow what the other leaves while it computes or waits")
     csv_out_argument(parser, "collectives")
     args = parser.parse_args(argv)

@@ -13,7 +13,8 @@ per host, a ring's bytes plus one slice for all-gather, twice a ring's for
 reduce-scatter (each shard keeping its own sum would halve it; not built yet). A group
 sends its all-gathers of min_bytes and more through a gather job of its own instead, at
 a ring's bytes (gather_rounds.py); this form is for the smaller ones that go on in a
-round already begun, and for a group whose gather job was refused.
+round already begun, for an all-gather that is a group's first eligible call (it makes
+the group's job), and for a group whose gather job was refused or turned off.
 
 A call is eligible, here and on every rank alike from its arguments alone, when its
 tensors are contiguous CPU tensors of one dtype the wire carries (float16 and bfloat16

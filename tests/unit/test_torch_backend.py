@@ -3,10 +3,10 @@ as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligib
 all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
 the job is released at destroy_process_group; all-gathers go through a gather job of
-their own where asked, or the job's rounds where it is refused; a refused job, or no controller,
-leaves every rank on Gloo alike; a lost host fails the call, and every later one at once; DDP
-with no hook trains over it as over Gloo, and FSDP2 and HSDP end bit for bit as over
-Gloo.
+their own by default, or the job's rounds where it is refused or turned off; a refused
+job, or no controller, leaves every rank on Gloo alike; a lost host fails the call, and
+every later one at once; DDP with no hook trains over it as over Gloo, and FSDP2 and
+HSDP end bit for bit as over Gloo.
 Which calls are eligible is decided from the arguments alone."""
 
 import numpy as np
