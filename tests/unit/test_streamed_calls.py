@@ -125,13 +125,14 @@ def test_a_lost_datagram_of_a_call_in_a_round_never_whole_is_repaired(workers):
 def test_a_worker_late_to_a_call_is_waited_for_past_round_fail_s(workers, monkeypatch,
                                                                   caplog):
     """w2 joins 1.5 s after w1 (a rank that saved a checkpoint first), three times
-    ROUND_FAIL_S: w1's round waits, says whom for once, and sums exactly."""
+    ROUND_FAIL_S, in a call of three rounds: w1's oldest round waits and says whom for
+    once, the two behind it wait behind it, and the call sums exactly."""
     monkeypatch.setattr(round_stalls, "ROUND_FAIL_S", 0.5)
-    first = workers[0].allreduce_async(values(5000, 0, 4))
+    first = workers[0].allreduce_async(values(2 * FLOATS + 7, 0, 4))
     time.sleep(1.5)
-    second = workers[1].allreduce_async(values(5000, 1, 4))
+    second = workers[1].allreduce_async(values(2 * FLOATS + 7, 1, 4))
     wait([first, second], timeout=20)
-    total = values(5000, 0, 4) + values(5000, 1, 4)
+    total = values(2 * FLOATS + 7, 0, 4) + values(2 * FLOATS + 7, 1, 4)
     assert np.array_equal(first.result(timeout=0), total)
     assert np.array_equal(second.result(timeout=0), total)
     said = [r.getMessage() for r in caplog.records if "waits for w2" in r.getMessage()]

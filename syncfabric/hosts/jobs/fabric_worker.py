@@ -285,7 +285,7 @@ class FabricWorker:
 
     def _check_rounds(self):
         now = time.monotonic()
-        asking = self.rounds.oldest_awaited()   # the one round asked for again
+        self.rounds.hold_behind_the_oldest(now)   # only the oldest asks again, or fails
         for number, current in sorted(self.rounds.items()):
             if current.sent and current.have.all():   # stats filed before its last Future ends
                 self.stats[number] = self.rounds.pop(number).stats
@@ -298,8 +298,7 @@ class FabricWorker:
             failure = waiting and stalled(self.layout, self.own.nodes, current, now, fail_s)
             if failure:
                 self._fail(failure)
-            elif waiting and number == asking \
-                    and current.repair_due(now, REPAIR_QUIET_S, fail_s):
+            elif waiting and current.repair_due(now, REPAIR_QUIET_S, fail_s):
                 for packet, address in current.repair_requests(self.name, now):
                     self.sock.sendto(packet, address)
 

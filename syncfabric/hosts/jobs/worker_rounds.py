@@ -182,14 +182,17 @@ class OpenRounds(dict):
         nothing yet: no repair timer runs for it)."""
         return any(current.values is not None for current in self.values())
 
-    def oldest_awaited(self):
-        """The number of the oldest round open here that waits for sums it gave (None if
-        none): the one round a worker asks its shards again for. A shard returns its
-        rounds in order, so a later round's sums wait behind the older one's; asked for
-        meanwhile, each round of a 25-round all-gather was asked of every shard 3 to 5
-        times, every ask answered, and none of them sped a sum up."""
-        return next((number for number, current in sorted(self.items())
-                     if current.awaiting()), None)
+    def hold_behind_the_oldest(self, now):
+        """Restart at `now` (time.monotonic()) the quiet time and stall clock (progress_at)
+        of every round awaited behind the oldest one awaited: a shard returns its rounds
+        in order, so their sums wait behind the oldest's, and they ask the shards again,
+        or fail, only once they are the oldest. Asked for meanwhile, every round of a
+        25-round all-gather was asked of every shard 3 to 5 times, every ask answered,
+        and none sped a sum up; and behind a rank late to its call, they would fail at
+        round_fail_s while the oldest waits for it (round_stalls)."""
+        awaited = [current for _number, current in sorted(self.items()) if current.awaiting()]
+        for current in awaited[1:]:
+            current.progress_at = now
 
 
 class RoundFilling:
