@@ -135,16 +135,13 @@ class FabricProcessGroup(GlooUnderneath):
         opts = opts if opts is not None else dist.AllgatherOptions()
         call = None
         if len(output_tensors) == 1 and len(input_tensors) == 1:
-            call = self._gathered(output_tensors[0], input_tensors[0]) or allgather_call(
-                output_tensors[0], input_tensors[0], self.rank(), self.size(),
-                self._min_bytes())
+            call = self._allgather_call(output_tensors[0], input_tensors[0])
         return self._through(call, lambda: self.gloo.allgather(output_tensors, input_tensors,
                                                                 opts))
 
     def all_gather_single(self, output, input, opts=None):   # noqa: A002 (torch's names)
         opts = opts if opts is not None else dist.AllgatherOptions()
-        call = self._gathered([output], input) or allgather_call(
-            [output], input, self.rank(), self.size(), self._min_bytes())
+        call = self._allgather_call([output], input)
         return self._through(call, lambda: self.gloo_all_gather_single(output, input, opts))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -203,25 +200,23 @@ class FabricProcessGroup(GlooUnderneath):
         self.counts["fabric"] += 1
         return self._round_work(call, self.job)
 
-    def _gathered(self, outputs, tensor):
-        """An all-gather as a call of the group's gather job (its `job` set) where the
-        options ask for one, the call is eligible and min_bytes on its own, the group's
-        job is made (so that the gather job takes turns with it: a group whose first
-        call is an all-gather makes its job in that one) and the gather job is (made on
-        the first such call after); else None, for the all-reduce job's rounds or Gloo
-        to take it."""
+    def _allgather_call(self, outputs, tensor):
+        """An all-gather's RoundCall: a call of the group's gather job (its `job` set)
+        where the options ask for one, the call is eligible and min_bytes on its own, the
+        group's job is made (so that the gather job takes turns with it: a group whose
+        first call is an all-gather makes its job in that one) and the gather job is
+        (made on the first such call after); else through the all-reduce job's rounds
+        (collectives.allgather_call), or None for Gloo."""
         self.refuse_if_broken()   # before a broken group would ask for a gather job
-        if not self.options.gather_job or self.job is None \
-                or self.gather_refused is not None \
-                or not allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
-            return None
-        if self.gather_job is None:
-            self._make_gather_job(tensor.numel())
+        if self.options.gather_job and self.job is not None and self.gather_refused is None \
+                and allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
             if self.gather_job is None:
-                return None
-        gathered = self.gather_job.gather.call(outputs, tensor, self.rank())
-        gathered.job = self.gather_job
-        return gathered
+                self._make_gather_job(tensor.numel())
+            if self.gather_job is not None:
+                gathered = self.gather_job.gather.call(outputs, tensor, self.rank())
+                gathered.job = self.gather_job
+                return gathered
+        return allgather_call(outputs, tensor, self.rank(), self.size(), self._min_bytes())
 
     def _make_gather_job(self, floats):
         """The group's gather job, its round a slice of `floats` from each rank, taking
