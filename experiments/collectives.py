@@ -9,10 +9,12 @@ h1..hN (experiments/traffic/collective_ranks.py). Each backend runs all_reduce,
 broadcast, all_gather_into_tensor and reduce_scatter_tensor at each size (MB: the
 tensor of all_reduce and broadcast, the gathered output, the scattered input), and at
 one size below the backend's threshold (min_bytes), where a call goes to Gloo through
-the fabric's group: the cost of deciding. The fabric's job is placed as experiments.ddp's
-fabric-stream (shards on hosts beside the workers, whose daemons serve them), its round
-as long as the smallest size the fabric carries (or an eighth of the largest): a
-longer call streams through several rounds, each spread over every shard.
+the fabric's group: the cost of deciding, called --below-repeats times (short calls on
+a busy machine vary by a fifth from one to the next under either backend). The
+fabric's job is placed as experiments.ddp's fabric-stream (shards on hosts beside the
+workers, whose daemons serve them), its round as long as the smallest size the fabric
+carries (or an eighth of the largest): a longer call streams through several rounds,
+each spread over every shard.
 
 A run that fails (a rank's error) is said on stderr, with where every rank's stderr was
 kept; its calls before the failed one, and the other runs' rows, still count.
@@ -46,7 +48,7 @@ from experiments.cli import (announce_rate, comma_list, csv_out_argument, experi
 from experiments.defaults import BORROW_POLICY, EMULATED_MAX_PSS
 from experiments.plots.collectives import plot_collectives
 from experiments.testbed import FabricTestbed
-from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL
+from experiments.traffic.collective_ranks import COLLECTIVES, FIRST_CALL, repeats_of
 from experiments.traffic.gloo_peers import RanksFailed, run_ranks
 from experiments.traffic.jobs import daemons_for, planned_load_mbps, stream_job
 from mininet_topos.data_plane import DataPlane
@@ -58,6 +60,7 @@ COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
 BACKENDS = ("gloo", "fabric")
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
+BELOW_REPEATS = 9                    # calls of it (--below-repeats)
 
 
 def parse_args(argv):
@@ -68,6 +71,10 @@ def parse_args(argv):
     parser.add_argument("--sizes", type=comma_list(float), default=[1.0, 4.0, 25.0],
                         help="comma list of sizes in MB (a size below the threshold is added)")
     parser.add_argument("--repeats", type=int, default=3, help="calls of each size")
+    parser.add_argument("--below-repeats", type=int, default=BELOW_REPEATS,
+                        help="calls of the size below the threshold, Gloo's under both "
+                        "backends: tenths of a second each, whose median needs more "
+                        "(default %d)" % BELOW_REPEATS)
     parser.add_argument("--aggregator-bw", default="1x",
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
@@ -86,8 +93,9 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     hosts = fabric_host_count(args)
     if any(not 2 <= n < min(hosts, 65) for n in args.workers) or args.repeats < 1 \
-            or any(size <= 0 for size in args.sizes):
-        parser.error("--workers must be between 2 and %d, --repeats and --sizes positive"
+            or args.below_repeats < 1 or any(size <= 0 for size in args.sizes):
+        parser.error("--workers must be between 2 and %d, --repeats, --below-repeats and "
+                     "--sizes positive"
                      % (min(hosts, 65) - 1))
     if not any(size > BELOW_MB for size in args.sizes):
         parser.error("--sizes needs a size above %g MB, below which every call goes to Gloo"
@@ -125,7 +133,8 @@ def run(args):
     announce_rate(args)
     topo, view, hosts = job_fabric(args, args.aggregator_bw)
     runs = [(n, backend) for n in args.workers for backend in BACKENDS]
-    calls = len(args.sizes) * len(COLLECTIVES) * args.repeats + 1   # and the first call
+    calls = len(COLLECTIVES) * sum(repeats_of(size, args.repeats, BELOW_MB, args.below_repeats)
+                                   for size in args.sizes) + 1   # and the first call
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("collectives"),
@@ -150,7 +159,9 @@ def backend_rows(bed, view, workers, backend, args, bar):
     """One backend's calls among `workers`: the ranks in their hosts (and, for the
     fabric, the daemons of the hosts its job is placed on), a row per call."""
     arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
-                 "--repeats", str(args.repeats), "--first-mb", repr(round_bytes(args) / 2 ** 20),
+                 "--repeats", str(args.repeats), "--below-mb", repr(BELOW_MB),
+                 "--below-repeats", str(args.below_repeats),
+                 "--first-mb", repr(round_bytes(args) / 2 ** 20),
                  "--first-gather-mb", repr(smallest_carried_mb(args))]
     if backend == "fabric":
         request = stream_job(view, workers, [h for h in view.hosts if h not in workers],

@@ -106,9 +106,17 @@ def measure(args):
     for size_mb in args.sizes:
         floats = floats_of(size_mb, args.world)
         for name in COLLECTIVES:
-            for repeat in range(1, args.repeats + 1):
+            for repeat in range(1, repeats_of(size_mb, args.repeats, args.below_mb,
+                                              args.below_repeats) + 1):
                 timed(args, name, size_mb, repeat,
                       call(name, floats, args.rank, args.world, repeat))
+
+
+def repeats_of(size_mb, repeats, below_mb, below_repeats):
+    """How many calls of each collective of size_mb: below_repeats (None: repeats) at or
+    below below_mb (the sizes the fabric's group leaves to Gloo), else repeats."""
+    below = size_mb <= below_mb and below_repeats is not None
+    return below_repeats if below else repeats
 
 
 def timed(args, name, size_mb, repeat, made):
@@ -143,6 +151,10 @@ def parse_args(argv):
     parser.add_argument("--sizes", type=lambda text: [float(s) for s in text.split(",")],
                         default=[1.0], help="comma list of MB")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--below-mb", type=float, default=0.0,
+                        help="sizes at or below this many MB are called --below-repeats times")
+    parser.add_argument("--below-repeats", type=int, default=None,
+                        help="calls of each size at or below --below-mb (default: --repeats)")
     parser.add_argument("--first-mb", type=float, default=1.0,
                         help="the group's first call, an all-reduce of this many MB, timed "
                         "apart (the fabric's group makes its job in it)")
