@@ -7,16 +7,16 @@ calls them, over one backend ("fabric" or "gloo"), each timed and checked.
 
 Each collective of each size (MB: the tensor every rank holds for all_reduce and
 broadcast, the gathered output of all_gather_into_tensor, the input of
-reduce_scatter_tensor) runs --repeats times. Every rank starts each call at one moment
-(ddp_training.start_together) and times it to its wait()'s return; rank 0 prints one
-JSON line per call: the slowest rank's time, whether every rank's result was exact
-(whole numbers: every order of summation gives the same sum), and whether the call
-went through the fabric (the group's counts), and why not where the group took none
-(`gloo_only`: its job was refused or could not run). Before them, the group's first
-calls (FIRST_CALL: an all-reduce of --first-mb, then unless --no-gather-job an
-all-gather of --first-gather-mb), in which the fabric's group makes its job (and its gather job)
-and Gloo's connects, are timed and printed alike, as one row: a one-time cost, not
-any call's.
+reduce_scatter_tensor) runs --repeats times (--below-repeats at or below --below-mb).
+Every rank starts each call at one moment (ddp_training.start_together) and times it
+to its wait()'s return; rank 0 prints one JSON line per call: the slowest rank's time,
+whether every rank's result was exact (whole numbers: every order of summation gives
+the same sum), and whether the call went through the fabric (the group's counts), and
+why not where the group took none (`gloo_only`: its job was refused or could not run).
+Before them, the group's first calls (FIRST_CALL: an all-reduce of --first-mb, then
+unless --no-gather-job an all-gather of --first-gather-mb), in which the fabric's group
+makes its job (and its gather job) and Gloo's connects, are timed and printed alike, as
+one row: a one-time cost, not any call's.
 """
 
 import argparse
