@@ -5,6 +5,12 @@ each link and aggregator once for the pair: the larger of their loads, not the s
 
 - The taker is planned inside its partner's booking: on what the partner holds, as if
   nothing else were free (inside), so that on every link it needs no more than that.
+  Where that round misses its bound and one planned on the partner's holdings and what
+  is free besides (beside) is shorter, it takes that one: what it needs beyond its
+  partner's on a link is booked as its own. Inside the booking of an all-reduce job
+  whose shards are on hosts of their own, a spine-to-leaf link held two of its return
+  trees, which two gather trees then shared: 16 ranks' gather trees ran at 16.3/16
+  Mbit/s where their downlinks allowed 16.3/15.
 - The book credits the pair, on each link and aggregator, the lesser of the two's
   loads (ReservationBook.credit, under turns_key): booked twice, used once.
 - The taker is no tenant of its own: fair shares count its partner alone
@@ -18,6 +24,7 @@ each link and aggregator once for the pair: the larger of their loads, not the s
 import logging
 
 from syncfabric.decisions.multicast_trees import without_links
+from syncfabric.decisions.round_planner import reaches
 from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
 from syncfabric.services.job_shares import TURNS_WITH, capacities, job_loads, part_loads
@@ -72,6 +79,13 @@ def inside(view, partner_loads):
             for resource, capacity in capacities(view).items()}
 
 
+def beside(reserved_mbps, partner_loads):
+    """{resource: Mbit/s reserved} on which a taker may be planned instead: what the book
+    holds (reserved_mbps) but for its partner's loads, which it may share."""
+    return {resource: load - min(load, partner_loads.get(resource, 0.0))
+            for resource, load in reserved_mbps.items()}
+
+
 def pair_credit(partner_loads, own_loads):
     """{resource: Mbit/s} a pair is credited: on each, the lesser of the two's loads."""
     return {resource: min(load, partner_loads[resource])
@@ -95,16 +109,28 @@ def book_turns(jobs, taker, own_loads=None):
 
 
 def turns_round(jobs, job):
-    """The round of a new job that takes turns (None for any other job): planned inside
-    its partner's booking, under any policy and moving no other job, and its credit
-    booked, before its trees, which fit only with it."""
+    """The round of a new job that takes turns (None for any other job), under any policy
+    and moving no other job: planned inside its partner's booking, or beside it where
+    that is shorter (module doc), and its credit booked, before its trees, which fit
+    only with it."""
     partner = partner_of(jobs, job)
     if partner is None:
         return None
-    view = jobs.trees.book.view
-    reserved = without_links(view, inside(view, job_loads(partner, jobs.trees, jobs.plans)),
-                             jobs.fabric.down_links)
-    planned = planned_round(view, job.request, reserved, jobs.metrics, jobs.offload)
+    view, down = jobs.trees.book.view, jobs.fabric.down_links
+    partner_loads = job_loads(partner, jobs.trees, jobs.plans)
+    planned = planned_round(view, job.request, without_links(view, inside(view, partner_loads),
+                                                             down),
+                            jobs.metrics, jobs.offload)
+    if not reaches(planned, planned.bound_s):
+        wider = planned_round(view, job.request,
+                              without_links(view, beside(jobs.trees.book.reserved_mbps,
+                                                         partner_loads), down),
+                              jobs.metrics, jobs.offload)
+        if not reaches(planned, wider.predicted_s):
+            LOG.info("job %d: planned beside job %d's booking, not inside it: %.3f s a "
+                     "round, not %.3f", job.id, partner.id, wider.predicted_s,
+                     planned.predicted_s)
+            planned = wider
     if jobs.jobs.get(job.id) is job:   # else it was released while planned: no credit left
         book_turns(jobs, job, part_loads(planned.gradients, planned.trees))
     return planned

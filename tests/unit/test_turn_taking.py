@@ -128,6 +128,36 @@ def test_the_taker_moves_with_its_partner_as_other_jobs_come_and_go(controller, 
 
 
 @pytest.fixture
+def four_spines():
+    """4 leaves of 2 hosts under 4 spines: a group's job whose 4 shards are on hosts of
+    their own (leaves 3 and 4) spreads its return trees one to each spine, so that it
+    holds a quarter of each spine-to-leaf link of the workers' leaves."""
+    yield from connected(description(spines=4, leaves=4, hosts_per_leaf=2))
+
+
+def test_a_taker_thin_inside_its_partners_booking_is_planned_beside_it(four_spines):
+    controller, workers = four_spines, ["h1", "h2", "h3", "h4"]
+    group = created(controller, {"workers": workers, "model_bytes": 300_000,
+                                 "placement": "dedicated", "shards": 4, "aggregation": False})
+    alone = booked(controller)
+    gather = created(controller, dict(GATHER_JOB, workers=workers, turns_with=group["id"]))
+    # inside the group's booking its trees would share 5 Mbit/s on a spine-to-leaf link;
+    # beside it they run at what the workers' downlinks allow, 3 trees in 20 Mbit/s
+    assert tree_rates(controller, gather) == pytest.approx([20 / 3] * 4)
+    beyond = {resource for resource, load in booked(controller).items()
+              if load > alone.get(resource, 0.0) + 1e-6}
+    switches = ("spine", "leaf")   # what it books beyond the group's is between switches
+    assert beyond and all(isinstance(resource, tuple) and resource[0].startswith(switches)
+                          and resource[1].startswith(switches) for resource in beyond), beyond
+    assert within_capacity(controller) and credit_is_the_pairs_lesser_loads(controller, group,
+                                                                            gather)
+    assert controller.request("DELETE", "/jobs/%d" % group["id"],
+                              headers=release_key(group))[0] == 200
+    assert listed(controller) == NOTHING_LISTED and empty(controller)
+    assert controller.services.fabric.book.credits == {}
+
+
+@pytest.fixture
 def three_spines():
     """2 leaves under 3 spines: room for the pair's parts around a failed uplink."""
     yield from connected(description(spines=3))
