@@ -76,6 +76,9 @@ class GivenJobs:
     def get_changed(self, _path, etag):
         return (None, "1") if etag == "1" else ({"jobs": [self.report]}, "1")
 
+    def close(self):
+        """Nothing to close: no connection was opened."""
+
 
 def shard(args):
     from syncfabric.hosts.jobs.job_daemon import JobDaemon

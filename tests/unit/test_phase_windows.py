@@ -96,6 +96,9 @@ class RecordingClient:
     def briefly(self, _timeout_s):
         return self
 
+    def close(self):
+        self.paths.append("closed")
+
     def request(self, method, path):
         self.paths.append(path)
         return self.report
@@ -113,7 +116,7 @@ def test_the_follower_says_the_iteration_takes_the_window_and_says_when_it_ends(
     finally:
         follower.stop()
     assert client.paths == ["/jobs/%d?worker=h1&round=3&comm_s=0.2500&compute_s=0.5000"
-                            % layout.id, "/jobs/%d?worker=h1&round=3&done=1" % layout.id]
+                            % layout.id, "closed", "/jobs/%d?worker=h1&round=3&done=1" % layout.id]
     assert window.window == (4.0, 1.0, 2.0, None)
 
 

@@ -103,6 +103,7 @@ class JobDaemon:
                     LOG.info("%s: reading the jobs again", self.name)
                 unanswered = False
             self.stopping.wait(self.poll_s)
+        self.client.close()   # the connection this thread kept to the controller
 
     def follow(self, reports):
         """Serve the jobs in `reports` that have a part in this host; stop serving the

@@ -116,6 +116,7 @@ class JobFollower:
                 LOG.debug("worker %s: cannot read its job (%s)", self.name, error)
             except Exception:   # a bug: say so, and keep the rounds going
                 LOG.exception("worker %s: reading its job failed", self.name)
+        self.client.close()   # the connection this thread kept to the controller
 
     def read_once(self):
         latest = self.schedule.latest

@@ -5,16 +5,24 @@ one release key of its own with every POST and DELETE, so whatever it creates
 only it may release (apps/rest_json.py). An https:// controller is verified
 against the CA certificate in the file SYNCFABRIC_CA names (else the system's
 CAs). With retry_s, a refused connection (the request never reached a
-controller, e.g. one that is restarting) is tried again for up to retry_s seconds."""
+controller, e.g. one that is restarting) is tried again for up to retry_s seconds.
+
+Each thread keeps one connection to the controller open between requests (HTTP/1.1
+keep-alive): every worker and daemon reads its jobs twice a second, and a connection
+a request cost the controller and the host nearly three times the CPU (docs/pytorch.md).
+A request on a kept connection the controller has since closed (it restarted) is sent
+again once on a new one; a POST, which is not safe to send twice, always goes on a
+connection of its own."""
 
 import copy
+import http.client
 import json
 import os
 import secrets
 import ssl
+import threading
 import time
-import urllib.error
-import urllib.request
+from urllib.parse import urlsplit
 
 TOKEN_ENV = "SYNCFABRIC_REST_TOKEN"
 CA_ENV = "SYNCFABRIC_CA"
@@ -48,13 +56,22 @@ class ControllerClient:
         self.token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.release_key = secrets.token_urlsafe(16)
         self.tls = verifying_context() if self.base_url.startswith("https://") else None
+        self.kept = threading.local()   # .connection: this thread's, kept between requests
 
     def briefly(self, timeout_s):
         """This client (its token and release key) with a shorter timeout and no retry:
         for what is not worth waiting for."""
         brief = copy.copy(self)
         brief.timeout_s, brief.retry_s = min(timeout_s, self.timeout_s), 0.0
+        brief.kept = threading.local()   # its own connections, with its own timeout
         return brief
+
+    def close(self):
+        """Close the connection this thread kept (a thread that stops asking)."""
+        connection = getattr(self.kept, "connection", None)
+        self.kept.connection = None
+        if connection is not None:
+            connection.close()
 
     def request(self, method, path, body=None, raw_body=None):
         """Send `body` as JSON (or `raw_body` bytes as is); return the decoded JSON answer."""
@@ -77,31 +94,74 @@ class ControllerClient:
                                    "X-Release-Key": self.release_key})
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
-        request = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                         headers=headers)
         deadline = time.monotonic() + self.retry_s
         while True:
             try:
-                return self._send(request)
-            except urllib.error.URLError as error:
-                refused = isinstance(getattr(error, "reason", None), ConnectionRefusedError)
-                if not refused or time.monotonic() > deadline:
+                return self._send(method, urlsplit(self.base_url).path + path, data, headers)
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
 
-    def _send(self, request):
-        """(the decoded JSON answer, its ETag or None)."""
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s,
-                                        context=self.tls) as answer:
-                return json.loads(answer.read() or b"null"), answer.headers.get("ETag")
-        except urllib.error.HTTPError as error:
-            payload = error.read()
+    def _send(self, method, path, data, headers):
+        """(the decoded JSON answer, its ETag or None); ControllerHttpError for an error
+        status (and for 304)."""
+        if method == "POST":
+            connection = self._connect()
+            try:
+                status, payload, etag = self._exchange(connection, method, path, data, headers)
+            finally:
+                connection.close()
+        else:
+            status, payload, etag = self._exchange_kept(method, path, data, headers)
+        if status >= 300:
             try:
                 payload = json.loads(payload)
             except ValueError:
                 payload = payload.decode(errors="replace")
-            raise ControllerHttpError(error.code, payload) from None
+            raise ControllerHttpError(status, payload)
+        return json.loads(payload or b"null"), etag
+
+    def _exchange_kept(self, method, path, data, headers):
+        """Send on this thread's kept connection (opened if it has none); once more on a
+        new one if the controller closed the kept one meanwhile. A connection that
+        failed otherwise (a timeout mid-answer) is closed, never used again."""
+        connection = getattr(self.kept, "connection", None)
+        fresh = connection is None
+        if fresh:
+            connection = self.kept.connection = self._connect()
+        try:
+            return self._exchange(connection, method, path, data, headers)
+        except (ConnectionResetError, BrokenPipeError):   # RemoteDisconnected is one
+            self.close()
+            if fresh:
+                raise
+        except BaseException:
+            self.close()
+            raise
+        return self._exchange_kept(method, path, data, headers)
+
+    @staticmethod
+    def _exchange(connection, method, path, data, headers):
+        """(status, body, ETag) of one request, read whole so the connection can carry
+        the next; a garbled answer is an OSError, as every other way of not reaching
+        the controller is."""
+        try:
+            connection.request(method, path, body=data, headers=headers)
+            answer = connection.getresponse()
+            return answer.status, answer.read(), answer.getheader("ETag")
+        except http.client.HTTPException as error:
+            if isinstance(error, OSError):   # RemoteDisconnected: the caller's to handle
+                raise
+            raise ConnectionError("the controller's answer is not HTTP: %r" % error) from None
+
+    def _connect(self):
+        address = urlsplit(self.base_url)
+        if self.tls is not None:
+            return http.client.HTTPSConnection(address.hostname, address.port,
+                                               timeout=self.timeout_s, context=self.tls)
+        return http.client.HTTPConnection(address.hostname, address.port,
+                                          timeout=self.timeout_s)
 
     def retrying(self, retry_s=RESTART_GRACE_S):
         """A client with this one's address, token and release key that tries a refused
