@@ -82,6 +82,17 @@ def capacities(view):
     return dict(links, **view.aggregators)
 
 
+def reserved_beside(reserved, held):
+    """`reserved` ({resource: Mbit/s}) less what other jobs hold (held: [{resource:
+    Mbit/s}]), never below 0: the room a job is planned on where it may share their
+    holdings (the jobs idle while its rounds run, or the partner it takes turns with)."""
+    left = dict(reserved)
+    for loads in held:
+        for resource, load in loads.items():
+            left[resource] = max(0.0, left.get(resource, 0.0) - load)
+    return left
+
+
 def sharing(jobs, trees, plans, view):
     """{job id: what its report says of how it shares the fabric} for the jobs installed."""
     demands, rates = {}, {}

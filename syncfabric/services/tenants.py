@@ -33,7 +33,8 @@ from syncfabric.services.job_phases import JobPhases
 from syncfabric.services.job_planning import beats_every_plain_round, planned_round
 from syncfabric.services.rate_moves import CHANGE_TOLERANCE, RateMoves
 from syncfabric.services.job_shares import (DEFAULT_WEIGHT, capacities, job_demand,
-                                            min_rate_mbps, part_loads, rate_ceiling_mbps)
+                                            min_rate_mbps, part_loads, rate_ceiling_mbps,
+                                            reserved_beside)
 from syncfabric.services.request_fields import check_fields
 from syncfabric.traffic_classes import BORROWED_DSCP
 
@@ -265,16 +266,6 @@ class Tenants:
             tail, head = tuple(link)
             room[tail, head] = room[head, tail] = 0.0
         return fair_rates(room, demands)[0]
-
-
-def reserved_beside(reserved, idle):
-    """`reserved` ({resource: Mbit/s}) less what the jobs idle while a job's rounds run
-    hold (idle: [{resource: Mbit/s}], their windows apart from its own)."""
-    left = dict(reserved)
-    for loads in idle:
-        for resource, load in loads.items():
-            left[resource] = max(0.0, left.get(resource, 0.0) - load)
-    return left
 
 
 def slowdowns(jobs, candidate, candidates):

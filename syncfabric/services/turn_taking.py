@@ -27,7 +27,8 @@ from syncfabric.decisions.multicast_trees import without_links
 from syncfabric.decisions.round_planner import reaches
 from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
-from syncfabric.services.job_shares import TURNS_WITH, capacities, job_loads, part_loads
+from syncfabric.services.job_shares import (TURNS_WITH, capacities, job_loads, part_loads,
+                                            reserved_beside)
 
 LOG = logging.getLogger("syncfabric.jobs")
 
@@ -75,15 +76,13 @@ def check_partner(jobs, request):
 def inside(view, partner_loads):
     """{resource: Mbit/s reserved} on which a taker is planned: every link and aggregator
     booked full but for what its partner holds there."""
-    return {resource: capacity - min(capacity, partner_loads.get(resource, 0.0))
-            for resource, capacity in capacities(view).items()}
+    return reserved_beside(capacities(view), [partner_loads])
 
 
 def beside(reserved_mbps, partner_loads):
     """{resource: Mbit/s reserved} on which a taker may be planned instead: what the book
     holds (reserved_mbps) but for its partner's loads, which it may share."""
-    return {resource: load - min(load, partner_loads.get(resource, 0.0))
-            for resource, load in reserved_mbps.items()}
+    return reserved_beside(reserved_mbps, [partner_loads])
 
 
 def pair_credit(partner_loads, own_loads):

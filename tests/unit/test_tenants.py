@@ -412,7 +412,7 @@ def test_jobs_that_share_a_link_are_given_windows_from_what_their_workers_say(on
 def test_in_its_window_a_job_counts_only_the_bookings_of_jobs_beside_it():
     """What a job may borrow into an aggregator is its part of what the bookings there
     leave, less those of jobs whose windows are apart from its own (idle meanwhile)."""
-    from syncfabric.services.tenants import reserved_beside
+    from syncfabric.services.job_shares import reserved_beside
     reserved = {"agg-spine1": 8.0, ("spine1", "leaf1"): 3.0}
     assert reserved_beside(reserved, []) == reserved
     assert reserved_beside(reserved, [{"agg-spine1": 5.0}, {"agg-spine1": 1.0}]) == {
