@@ -10,7 +10,11 @@ broadcast, all_gather_into_tensor and reduce_scatter_tensor at each size (MB: th
 tensor of all_reduce and broadcast, the gathered output, the scattered input), and at
 one size below the backend's threshold (min_bytes), where a call goes to Gloo through
 the fabric's group: the cost of deciding, called --below-repeats times (short calls on
-a busy machine vary by a fifth from one to the next under either backend). The
+a busy machine vary by a fifth from one to the next under either backend, and a run's
+pace drifts by as much over tens of seconds). There the fabric's ranks make each call
+on a Gloo group of their own too, right before or after it (`gloo-beside` rows), and
+the fabric's time is set against that: the two calls' only difference is the backend
+named, in the same processes beside the same background. The
 fabric's job is placed as experiments.ddp's fabric-stream (shards on hosts beside the
 workers, whose daemons serve them), its round as long as the smallest size the fabric
 carries (or an eighth of the largest): a longer call streams through several rounds,
@@ -58,6 +62,7 @@ COLUMNS = ["backend", "workers", "collective", "size_mb", "repeat", "seconds",
            "through_fabric", "verified", "link_mbps", "crossover_mb",
            "first_call_s", "gloo_only"] + fidelity.COLUMNS
 BACKENDS = ("gloo", "fabric")
+BESIDE = "gloo-beside"   # the fabric's ranks' Gloo group, below the threshold
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
 BELOW_REPEATS = 9                    # calls of it (--below-repeats)
@@ -133,13 +138,12 @@ def run(args):
     announce_rate(args)
     topo, view, hosts = job_fabric(args, args.aggregator_bw)
     runs = [(n, backend) for n in args.workers for backend in BACKENDS]
-    calls = len(COLLECTIVES) * sum(repeats_of(size, args.repeats, BELOW_MB, args.below_repeats)
-                                   for size in args.sizes) + 1   # and the first call
     rows = []
     with FabricTestbed(topo, of_port=args.of_port, rest_port=args.rest_port,
                        progress=progress_printer("collectives"),
                        data_plane=DataPlane(traffic_classes=args.borrow)) as bed, \
-            tqdm(total=len(runs) * calls, desc="calls", unit="call", file=sys.stderr) as bar:
+            tqdm(total=sum(calls_of(args, backend) for _n, backend in runs), desc="calls",
+                 unit="call", file=sys.stderr) as bar:
         if args.borrow:
             bed.client.put("/fabric/policy", BORROW_POLICY)
         for workers, backend in runs:
@@ -155,6 +159,16 @@ def run(args):
     return rows, leftovers
 
 
+def calls_of(args, backend):
+    """The rows one backend's run prints: each collective's calls of every size, the
+    fabric's twice below the threshold (its group's and BESIDE's), and the first call."""
+    calls = 0
+    for size in args.sizes:
+        twice = backend == "fabric" and size <= BELOW_MB
+        calls += repeats_of(size, args.repeats, BELOW_MB, args.below_repeats) * (1 + twice)
+    return len(COLLECTIVES) * calls + 1
+
+
 def backend_rows(bed, view, workers, backend, args, bar):
     """One backend's calls among `workers`: the ranks in their hosts (and, for the
     fabric, the daemons of the hosts its job is placed on), a row per call."""
@@ -168,7 +182,8 @@ def backend_rows(bed, view, workers, backend, args, bar):
                              round_bytes(args) // 4, args.max_pss, PLACEMENT)
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
                       "--placement", PLACEMENT, "--capacity-bytes", str(round_bytes(args))]
-        arguments += ["--gather-job" if args.gather_job else "--no-gather-job"]
+        arguments += ["--gather-job" if args.gather_job else "--no-gather-job",
+                      "--beside-gloo"]
         served = daemons_for(bed, request, args.bw)
     else:
         served = nullcontext()
@@ -193,12 +208,15 @@ def backend_rows(bed, view, workers, backend, args, bar):
         if result["collective"] == FIRST_CALL:
             continue
         during = usage.during(result["started_at"], result["started_at"] + result["seconds"])
-        rows.append(dict(fidelity.verdict(None, None, None, 0, during), backend=backend,
+        beside = result.get("beside")   # not the group whose first call and fate were said
+        rows.append(dict(fidelity.verdict(None, None, None, 0, during),
+                         backend=BESIDE if beside else backend,
                          workers=len(workers), collective=result["collective"],
                          size_mb=result["size_mb"], repeat=result["repeat"],
                          seconds=result["seconds"], through_fabric=result["through_fabric"],
                          verified=result["verified"], link_mbps=args.bw,
-                         first_call_s=first_s, gloo_only=gloo_only))
+                         first_call_s=None if beside else first_s,
+                         gloo_only=None if beside else gloo_only))
     return rows
 
 
@@ -212,14 +230,23 @@ def medians(rows, workers, collective):
     return {key: statistics.median(values) for key, values in times.items()}
 
 
+def gloo_baseline(times, size):
+    """(backend, median) the fabric's time at `size` is set against: BESIDE's, the same
+    ranks' Gloo group call by call, where the fabric's run measured it (below the
+    threshold), else Gloo's own run's. times: medians()'s."""
+    backend = BESIDE if (BESIDE, size) in times else "gloo"
+    return backend, times.get((backend, size))
+
+
 def crossover_mb(rows, workers, collective):
     """The smallest size measured from which the fabric's median time is at most Gloo's
-    at every larger size too; None if it never is, or a size lacks a faithful time."""
+    (gloo_baseline) at every larger size too; None if it never is, or a size lacks a
+    faithful time."""
     times = medians(rows, workers, collective)
     sizes = sorted({size for _backend, size in times})
     crossover = None
     for size in reversed(sizes):
-        ours, theirs = times.get(("fabric", size)), times.get(("gloo", size))
+        ours, theirs = times.get(("fabric", size)), gloo_baseline(times, size)[1]
         if ours is None or theirs is None or ours > theirs:
             break
         crossover = size
@@ -238,16 +265,19 @@ def summary(rows):
                 continue
             times = medians(rows, workers, collective)
             for size in measured:
-                ours, theirs = times.get(("fabric", size)), times.get(("gloo", size))
+                ours = times.get(("fabric", size))
+                baseline, theirs = gloo_baseline(times, size)
                 through = any(r["through_fabric"] for r in rows if r["backend"] == "fabric"
                               and r["size_mb"] == size and r["collective"] == collective
                               and r["workers"] == workers)
                 ours_cell = time_cell(rows, workers, collective, size, "fabric", ours)
-                theirs_cell = time_cell(rows, workers, collective, size, "gloo", theirs)
+                theirs_cell = time_cell(rows, workers, collective, size, baseline, theirs)
                 lines.append("%-15s %3d %8.3f %10s %10s %7s %8s" % (
                     collective, workers, size, ours_cell, theirs_cell,
                     "%.2fx" % (ours / theirs) if ours and theirs else "-",
                     "fabric" if through else "-" if ours_cell == "none" else "gloo"))
+                if baseline == BESIDE:
+                    lines.append(own_run_line(times, size))
             crossover = crossover_mb(rows, workers, collective)
             lines.append("  %s x%d: %s" % (
                 collective, workers, "the fabric is no slower from %g MB" % crossover
@@ -255,6 +285,14 @@ def summary(rows):
                 "largest size measured, or no faithful time there says"))
     lines += [line for line in [fidelity.unfaithful_note(rows)] if line]
     return "\n".join(lines)
+
+
+def own_run_line(times, size):
+    """The summary's note under a size set against BESIDE: that Gloo time is the fabric's
+    ranks' own Gloo group's, and what Gloo's run alone measured, minutes apart."""
+    ours, alone = times.get(("fabric", size)), times.get(("gloo", size))
+    return "  (gloo_s: %s, call by call beside the fabric's group; Gloo's run alone: %s)" % (
+        BESIDE, "%.3f s, %.2fx" % (alone, ours / alone) if ours and alone else "none")
 
 
 def time_cell(rows, workers, collective, size, backend, seconds):

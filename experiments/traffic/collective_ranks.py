@@ -17,6 +17,11 @@ Before them, the group's first calls (FIRST_CALL: an all-reduce of --first-mb, t
 unless --no-gather-job an all-gather of --first-gather-mb), in which the fabric's group
 makes its job (and its gather job) and Gloo's connects, are timed and printed alike, as
 one row: a one-time cost, not any call's.
+
+With --beside-gloo (the fabric's ranks), each call at or below --below-mb, which the
+fabric's group leaves to Gloo, is also made on a Gloo group of the same ranks, right
+before or after it (in turn), and printed with `beside`: the cost of naming the
+fabric's backend, call by call, on the same processes beside the same background.
 """
 
 import argparse
@@ -42,30 +47,31 @@ def whole_numbers(floats, rank, seed):
     return ((torch.arange(floats, dtype=torch.int64) * 7 + seed + 3 * rank) % 50).float()
 
 
-def call(name, floats, rank, world, seed):
+def call(name, floats, rank, world, seed, group=None):
     """(a function making the call and returning its Work, a function saying whether its
-    result is what it must be) for collective `name` of `floats` float32 values."""
+    result is what it must be) for collective `name` of `floats` float32 values, on
+    `group` (None: the world's)."""
     if name == "all_reduce":
         tensor = whole_numbers(floats, rank, seed)
         expected = sum(whole_numbers(floats, r, seed) for r in range(world))
-        return (lambda: dist.all_reduce(tensor, async_op=True),
+        return (lambda: dist.all_reduce(tensor, group=group, async_op=True),
                 lambda: torch.equal(tensor, expected))
     if name == "broadcast":
         tensor = whole_numbers(floats, rank, seed)
         expected = whole_numbers(floats, 0, seed)
-        return (lambda: dist.broadcast(tensor, 0, async_op=True),
+        return (lambda: dist.broadcast(tensor, 0, group=group, async_op=True),
                 lambda: torch.equal(tensor, expected))
     part = floats // world
     if name == "all_gather":
         output = torch.empty(part * world)
         mine = whole_numbers(part, rank, seed)
         expected = torch.cat([whole_numbers(part, r, seed) for r in range(world)])
-        return (lambda: dist.all_gather_into_tensor(output, mine, async_op=True),
+        return (lambda: dist.all_gather_into_tensor(output, mine, group=group, async_op=True),
                 lambda: torch.equal(output, expected))
     output = torch.empty(part)
     whole = whole_numbers(part * world, rank, seed)
     expected = sum(whole_numbers(part * world, r, seed) for r in range(world))
-    return (lambda: dist.reduce_scatter_tensor(output, whole, async_op=True),
+    return (lambda: dist.reduce_scatter_tensor(output, whole, group=group, async_op=True),
             lambda: torch.equal(output, expected[rank * part:(rank + 1) * part]))
 
 
@@ -103,13 +109,19 @@ def measure(args):
     timed(args, FIRST_CALL, args.first_mb, 1,
           first_calls(first, gathered, args.rank, args.world) if args.gather_job
           else call("all_reduce", first, args.rank, args.world, 0))
+    beside = dist.new_group(backend="gloo") if args.beside_gloo else None
     for size_mb in args.sizes:
         floats = floats_of(size_mb, args.world)
         for name in COLLECTIVES:
             for repeat in range(1, repeats_of(size_mb, args.repeats, args.below_mb,
                                               args.below_repeats) + 1):
-                timed(args, name, size_mb, repeat,
-                      call(name, floats, args.rank, args.world, repeat))
+                groups = [None]
+                if beside is not None and size_mb <= args.below_mb:
+                    groups = [None, beside] if repeat % 2 else [beside, None]
+                for group in groups:
+                    timed(args, name, size_mb, repeat,
+                          call(name, floats, args.rank, args.world, repeat, group),
+                          beside=group is not None)
 
 
 def repeats_of(size_mb, repeats, below_mb, below_repeats):
@@ -119,9 +131,9 @@ def repeats_of(size_mb, repeats, below_mb, below_repeats):
     return below_repeats if below else repeats
 
 
-def timed(args, name, size_mb, repeat, made):
+def timed(args, name, size_mb, repeat, made, beside=False):
     """Make the call `made` (call()'s pair) on every rank at one moment; rank 0 prints
-    its row."""
+    its row (`beside`: the call was on the Gloo group beside the world's)."""
     start, work_of = made
     before = fabric_calls()
     started, started_at = start_together()
@@ -136,7 +148,7 @@ def timed(args, name, size_mb, repeat, made):
             "started_at": started_at, "seconds": max(r["s"] for r in everyone),
             "verified": all(r["exact"] for r in everyone),
             "through_fabric": all(r["fabric"] for r in everyone),
-            "gloo_only": gloo_only_reason()}), flush=True)
+            "gloo_only": gloo_only_reason(), "beside": beside}), flush=True)
 
 
 def parse_args(argv):
@@ -163,6 +175,9 @@ def parse_args(argv):
                         "MB (default: --first-mb), timed with the first call: the fabric's "
                         "group makes its gather job in it, each round a slice of it from "
                         "every rank")
+    parser.add_argument("--beside-gloo", action="store_true",
+                        help="each call at or below --below-mb also on a Gloo group of the "
+                        "same ranks, in turn before and after the world group's")
     parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="the fabric's all-gathers through a gather job of the group's "
                         "(FabricOptions.gather_job, the default)")

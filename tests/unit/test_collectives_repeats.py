@@ -3,6 +3,8 @@
 short calls need more for their median), as the ranks make them and as the progress
 bar counts them."""
 
+from contextlib import nullcontext
+
 from experiments import collectives
 from experiments.traffic import collective_ranks
 
@@ -10,15 +12,28 @@ RANK = ["--name", "h1", "--data-ip", "10.0.0.1", "--rank", "0", "--world", "2",
         "--master", "10.0.0.1:29500"]
 
 
-def calls_made(monkeypatch, argv):
-    """(collective, size, repeat) of every call collective_ranks.measure makes."""
+def calls_made(monkeypatch, argv, beside=None):
+    """(collective, size, repeat) of every call collective_ranks.measure makes on the
+    world's group; with a list `beside`, (collective, size, repeat, on the Gloo group
+    beside) of every call is appended to it."""
     made = []
+
+    def timed(_args, name, size_mb, repeat, made_call, beside_gloo=False):
+        if beside is not None:
+            beside.append((name, size_mb, repeat, made_call == ("on", "beside")))
+            assert beside_gloo == (made_call == ("on", "beside"))
+        if not beside_gloo:
+            made.append((name, size_mb, repeat))
     monkeypatch.setattr(collective_ranks, "timed",
-                        lambda _args, name, size_mb, repeat, _made:
-                        made.append((name, size_mb, repeat)))
-    monkeypatch.setattr(collective_ranks, "call", lambda *_a: None)
+                        lambda *a, beside=False: timed(*a, beside_gloo=beside))
+    def call(_name, _floats, _rank, _world, _seed, group=None):
+        return ("on", "world" if group is None else group)
+    monkeypatch.setattr(collective_ranks, "call", call)
     monkeypatch.setattr(collective_ranks, "first_calls", lambda *_a: None)
+    monkeypatch.setattr(collective_ranks.dist, "new_group", lambda backend: "beside")
     collective_ranks.measure(collective_ranks.parse_args(RANK + argv))
+    if beside is not None:
+        beside[:] = beside[1:]
     return made[1:]   # after the first call
 
 
@@ -46,8 +61,14 @@ class Sampling:
 
 
 class Bed:
+    management_url = "http://10.0.0.254:8080"
+
     def sampler(self):
         return Sampling()
+
+
+class View:
+    hosts = ["h1", "h2", "h3"]
 
 
 def test_the_experiment_asks_the_ranks_for_its_below_repeats(monkeypatch):
@@ -63,3 +84,35 @@ def test_the_experiment_asks_the_ranks_for_its_below_repeats(monkeypatch):
     below = [r for n, s, r in made if s == collectives.BELOW_MB]
     assert len(below) == collectives.BELOW_REPEATS * len(collective_ranks.COLLECTIVES)
     assert len(made) - len(below) == 2 * len(collective_ranks.COLLECTIVES)
+
+
+def test_with_beside_gloo_each_call_below_the_threshold_is_made_on_both_groups_in_turn(
+        monkeypatch):
+    made = []
+    world = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2", "--below-mb",
+                                     "0.125", "--below-repeats", "3", "--beside-gloo"], made)
+    assert len(world) == (3 + 2) * len(collective_ranks.COLLECTIVES)   # the world's calls
+    for name in collective_ranks.COLLECTIVES:
+        assert [(r, b) for n, s, r, b in made if (n, s) == (name, 0.125)] == [
+            (1, False), (1, True), (2, True), (2, False), (3, False), (3, True)]
+        assert [(r, b) for n, s, r, b in made if (n, s) == (name, 1.0)] == [
+            (1, False), (2, False)]
+
+
+def test_the_fabrics_ranks_are_asked_for_gloo_beside_and_the_bar_counts_its_rows(
+        monkeypatch):
+    args = collectives.parse_args(["--workers", "2", "--bw", "10", "--sizes", "1",
+                                   "--repeats", "2", "--below-repeats", "5"])
+    asked = []
+    monkeypatch.setattr(collectives, "run_ranks",
+                        lambda _bed, _workers, _module, arguments, on_row:
+                        asked.append(arguments) or [])
+    monkeypatch.setattr(collectives, "stream_job", lambda *_a: {"shards": 1})
+    monkeypatch.setattr(collectives, "daemons_for", lambda *_a: nullcontext())
+    for backend in ("gloo", "fabric"):
+        collectives.backend_rows(Bed(), View(), ["h1", "h2"], backend, args, None)
+    assert "--beside-gloo" not in asked[0] and "--beside-gloo" in asked[1]
+    made = []
+    calls_made(monkeypatch, asked[1], made)
+    assert collectives.calls_of(args, "fabric") == len(made) + 1   # and the first call
+    assert collectives.calls_of(args, "gloo") == (5 + 2) * len(collective_ranks.COLLECTIVES) + 1

@@ -57,3 +57,23 @@ def test_a_size_the_fabric_never_ran_is_none_not_unfaithful():
     line = next(line for line in text.splitlines()
                 if line.startswith("all_reduce") and "25.000" in line)
     assert line.split()[3:] == ["none", "2.500", "-", "-"]
+
+
+def test_below_the_threshold_the_fabric_is_set_against_its_own_ranks_gloo_group():
+    rows = [row("gloo", 0.125, 0.18), row("fabric", 0.125, 0.20),
+            row("gloo-beside", 0.125, 0.19), row("gloo-beside", 0.125, 0.21),
+            row("gloo-beside", 0.125, 0.195),
+            row("gloo", 1, 1.0), row("fabric", 1, 0.6)]
+    text = summary(rows)
+    line = next(line for line in text.splitlines()
+                if line.startswith("all_reduce") and "0.125" in line)
+    assert line.split()[3:6] == ["0.200", "0.195", "1.03x"]   # the median beside it
+    assert "(gloo_s: gloo-beside, call by call beside the fabric's group; Gloo's run " \
+           "alone: 0.180 s, 1.11x)" in text
+    assert crossover_mb(rows, 8, "all_reduce") == 1   # 0.200 s is slower than 0.195 s
+    rows.append(row("gloo-beside", 0.125, 0.25))
+    rows.append(row("gloo-beside", 0.125, 0.25))
+    assert crossover_mb(rows, 8, "all_reduce") == 0.125
+    one_mb = next(line for line in summary(rows).splitlines()
+                  if line.startswith("all_reduce") and " 1.000 " in line)
+    assert one_mb.split()[4:6] == ["1.000", "0.60x"]   # Gloo's run where none was beside
