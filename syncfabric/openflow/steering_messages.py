@@ -8,7 +8,8 @@ only the old share had goes once every switch confirmed."""
 import functools
 
 from syncfabric.openflow.builders import (ETH_TYPE_IPV4, IP_PROTO_UDP, METERS_PER_PLAN,
-                                          PRIORITY_MEMBER, PRIORITY_NOT_MEMBER,
+                                          NOT_MEMBER_COOKIE_BIT, PRIORITY_MEMBER,
+                                          PRIORITY_NOT_MEMBER,
                                           PRIORITY_STEERING, STEERING_COOKIE_BASE,
                                           STEERING_METER_BASE, TABLE_ADMISSION,
                                           admission_flow, delete_flows, flow_removal, meter_add,
@@ -29,16 +30,19 @@ def closed_match(destination):
             "udp_dst": udp_port}
 
 
-def admission_changes(datapath, cookie, old, new):
+def admission_changes(datapath, plan_id, old, new):
     """(make, then_break) of a plan's admission on one switch, from share `old` to
     share `new` (gradient_plan.SteeringShare): members are admitted before anything is
     closed to others, and closed destinations open before their members' flows go."""
+    cookie, closed_cookie = steering_cookie(plan_id), not_member_cookie(plan_id)
     make = [admission_flow(datapath, cookie, PRIORITY_MEMBER, member_match(admit), admit=True)
             for admit in sorted(new.admits - old.admits)]
-    make += [admission_flow(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
-                            admit=False) for destination in sorted(new.closed - old.closed)]
-    then_break = [flow_removal(datapath, cookie, PRIORITY_NOT_MEMBER, closed_match(destination),
-                               TABLE_ADMISSION) for destination in sorted(old.closed - new.closed)]
+    make += [admission_flow(datapath, closed_cookie, PRIORITY_NOT_MEMBER,
+                            closed_match(destination), admit=False)
+             for destination in sorted(new.closed - old.closed)]
+    then_break = [flow_removal(datapath, closed_cookie, PRIORITY_NOT_MEMBER,
+                               closed_match(destination), TABLE_ADMISSION)
+                  for destination in sorted(old.closed - new.closed)]
     then_break += [flow_removal(datapath, cookie, PRIORITY_MEMBER, member_match(admit),
                                 TABLE_ADMISSION) for admit in sorted(old.admits - new.admits)]
     return make, then_break
@@ -46,6 +50,11 @@ def admission_changes(datapath, cookie, old, new):
 
 def steering_cookie(plan_id):
     return STEERING_COOKIE_BASE | plan_id
+
+
+def not_member_cookie(plan_id):
+    """The cookie of a plan's not-member drops in table 0 (builders.NOT_MEMBER_COOKIE_BIT)."""
+    return steering_cookie(plan_id) | NOT_MEMBER_COOKIE_BIT
 
 
 def steering_meter_id(plan_id, leg_index):
@@ -101,15 +110,16 @@ def steering_changes(datapath, plan_id, old, new):
     then_break += [parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
                                       meter_id=meter_id(stream))
                    for stream in old.meters if stream not in new.meters]
-    admission_make, admission_break = admission_changes(datapath, steering_cookie(plan_id),
-                                                        old, new)
+    admission_make, admission_break = admission_changes(datapath, plan_id, old, new)
     return make + admission_make, admission_break + then_break
 
 
 def steering_removal(datapath, plan_id, streams):
-    """Remove a plan's flows from one switch, then the meters of its streams there."""
+    """Remove a plan's flows (its not-member drops too) from one switch, then the meters
+    of its streams there."""
     parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-    return [delete_flows(datapath, steering_cookie(plan_id))] + [
+    return [delete_flows(datapath, steering_cookie(plan_id)),
+            delete_flows(datapath, not_member_cookie(plan_id))] + [
         parser.OFPMeterMod(datapath, command=ofproto.OFPMC_DELETE,
                            meter_id=steering_meter_id(plan_id, stream))
         for stream in streams]

@@ -125,7 +125,7 @@ def test_fragments_from_a_host_outside_the_job_change_no_sum(bed, daemons):
 
 def admission_drops(switch, job):
     """Packets the switch's table 0 dropped on the way to the job's plan."""
-    flows = "table=0,cookie=%#x/-1" % steering.steering_cookie(job["plan"])
+    flows = "table=0,cookie=%#x/-1" % steering.not_member_cookie(job["plan"])
     lines = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, flows],
                            capture_output=True, text=True, check=True).stdout.splitlines()
     return sum(int(re.search(r"n_packets=(\d+)", line).group(1)) for line in lines

@@ -118,3 +118,22 @@ def test_a_reading_takes_only_the_replies_to_its_own_requests():
     assert not readings.part(7, "groups", [], False, groups.xid)
     assert readings.part(7, "meters", [], False, meters.xid)
     assert readings.end(7).entries["flows"] == []
+
+
+def test_counting_drops_asks_each_switch_for_its_not_member_flows_only(roomy):
+    """Table 0 holds a flow for each member's port besides each closed destination's:
+    the count asks for the latter alone (their cookie's NOT_MEMBER_COOKIE_BIT), as
+    parsing the members' flows cost the controller more than all else it did."""
+    from tests.harness.fake_openflow import flow_stats_reply
+    post(roomy, "/ina/plans", PLAN)
+    leaf1 = roomy.switches["leaf1"].table.flows
+    assert any(f.priority == of.PRIORITY_MEMBER for f in leaf1)   # h1's and h2's, left out
+    for name in ["leaf1", "spine1"]:
+        datapath = roomy.switches[name]
+        table_0 = [f for f in datapath.table.flows if f.table_id == of.TABLE_ADMISSION
+                   and f.cookie & of.APP_COOKIE_MASK == of.STEERING_COOKIE_BASE]
+        asked = flow_stats_reply(datapath, of.admission_drop_requests(datapath)).body
+        assert sorted(tuple(sorted(s.match.items())) for s in asked) == sorted(
+            tuple(sorted(f.match.items())) for f in table_0
+            if f.priority == of.PRIORITY_NOT_MEMBER)
+        assert asked and all(s.priority == of.PRIORITY_NOT_MEMBER for s in asked)
