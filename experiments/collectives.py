@@ -13,8 +13,9 @@ the fabric's group: the cost of deciding, called --below-repeats times (short ca
 a busy machine vary by a fifth from one to the next under either backend, and a run's
 pace drifts by as much over tens of seconds). There the fabric's ranks make each call
 on a Gloo group of their own too, right before or after it (`gloo-beside` rows), and
-the fabric's time is set against that: the two calls' only difference is the backend
-named, in the same processes beside the same background. The
+the fabric's time is set against that, as the median of the pairs' own ratios: the
+two calls' only difference is the backend named, in the same processes beside the same
+background. The
 fabric's job is placed as experiments.ddp's fabric-stream (shards on hosts beside the
 workers, whose daemons serve them), its round as long as the smallest size the fabric
 carries (or an eighth of the largest): a longer call streams through several rounds,
@@ -65,7 +66,7 @@ BACKENDS = ("gloo", "fabric")
 BESIDE = "gloo-beside"   # the fabric's ranks' Gloo group, below the threshold
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
-BELOW_REPEATS = 9                    # calls of it (--below-repeats)
+BELOW_REPEATS = 30                   # calls of it (--below-repeats), each with BESIDE's
 
 
 def parse_args(argv):
@@ -78,7 +79,8 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3, help="calls of each size")
     parser.add_argument("--below-repeats", type=int, default=BELOW_REPEATS,
                         help="calls of the size below the threshold, Gloo's under both "
-                        "backends: tenths of a second each, whose median needs more "
+                        "backends, the fabric's each beside a call of its ranks' own Gloo "
+                        "group: tenths of a second each, whose ratio needs many pairs "
                         "(default %d)" % BELOW_REPEATS)
     parser.add_argument("--aggregator-bw", default="1x",
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
@@ -238,16 +240,34 @@ def gloo_baseline(times, size):
     return backend, times.get((backend, size))
 
 
+def fabric_ratio(rows, workers, collective, size, times):
+    """The fabric's time at `size` over Gloo's (gloo_baseline; times: medians()'s), None
+    without both: against BESIDE the median of each pair's own ratio (a call and the
+    Gloo group's right beside it, faithful both), which the machine's drift from one
+    pair to the next leaves alone; else the ratio of the medians."""
+    baseline, theirs = gloo_baseline(times, size)
+    ours = times.get(("fabric", size))
+    if baseline != BESIDE:
+        return ours / theirs if ours and theirs else None
+    calls = {}
+    for row in rows:
+        if (row["workers"], row["collective"], row["size_mb"]) == (workers, collective, size) \
+                and row["backend"] in ("fabric", BESIDE) and fidelity.faithful(row):
+            calls.setdefault(row["repeat"], {})[row["backend"]] = row["seconds"]
+    pairs = [pair["fabric"] / pair[BESIDE] for pair in calls.values() if len(pair) == 2]
+    return statistics.median(pairs) if pairs else None
+
+
 def crossover_mb(rows, workers, collective):
-    """The smallest size measured from which the fabric's median time is at most Gloo's
-    (gloo_baseline) at every larger size too; None if it never is, or a size lacks a
+    """The smallest size measured from which the fabric's time is at most Gloo's
+    (fabric_ratio) at every larger size too; None if it never is, or a size lacks a
     faithful time."""
     times = medians(rows, workers, collective)
     sizes = sorted({size for _backend, size in times})
     crossover = None
     for size in reversed(sizes):
-        ours, theirs = times.get(("fabric", size)), gloo_baseline(times, size)[1]
-        if ours is None or theirs is None or ours > theirs:
+        ratio = fabric_ratio(rows, workers, collective, size, times)
+        if ratio is None or ratio > 1:
             break
         crossover = size
     return crossover
@@ -272,9 +292,10 @@ def summary(rows):
                               and r["workers"] == workers)
                 ours_cell = time_cell(rows, workers, collective, size, "fabric", ours)
                 theirs_cell = time_cell(rows, workers, collective, size, baseline, theirs)
+                ratio = fabric_ratio(rows, workers, collective, size, times)
                 lines.append("%-15s %3d %8.3f %10s %10s %7s %8s" % (
                     collective, workers, size, ours_cell, theirs_cell,
-                    "%.2fx" % (ours / theirs) if ours and theirs else "-",
+                    "%.2fx" % ratio if ratio is not None else "-",
                     "fabric" if through else "-" if ours_cell == "none" else "gloo"))
                 if baseline == BESIDE:
                     lines.append(own_run_line(times, size))
@@ -289,10 +310,12 @@ def summary(rows):
 
 def own_run_line(times, size):
     """The summary's note under a size set against BESIDE: that Gloo time is the fabric's
-    ranks' own Gloo group's, and what Gloo's run alone measured, minutes apart."""
+    ranks' own Gloo group's, the ratio its pairs', and what Gloo's run alone measured,
+    minutes apart (the ratio of the medians)."""
     ours, alone = times.get(("fabric", size)), times.get(("gloo", size))
-    return "  (gloo_s: %s, call by call beside the fabric's group; Gloo's run alone: %s)" % (
-        BESIDE, "%.3f s, %.2fx" % (alone, ours / alone) if ours and alone else "none")
+    return "  (gloo_s: %s, call by call beside the fabric's group, ratio the median " \
+        "pair's; Gloo's run alone: %s)" % (
+            BESIDE, "%.3f s, %.2fx" % (alone, ours / alone) if ours and alone else "none")
 
 
 def time_cell(rows, workers, collective, size, backend, seconds):
