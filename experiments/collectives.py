@@ -246,9 +246,8 @@ def fabric_ratio(rows, workers, collective, size, times):
     Gloo group's right beside it, faithful both), which the machine's drift from one
     pair to the next leaves alone; else the ratio of the medians."""
     baseline, theirs = gloo_baseline(times, size)
-    ours = times.get(("fabric", size))
     if baseline != BESIDE:
-        return ours / theirs if ours and theirs else None
+        return ratio_of_medians(times.get(("fabric", size)), theirs)
     calls = {}
     for row in rows:
         if (row["workers"], row["collective"], row["size_mb"]) == (workers, collective, size) \
@@ -256,6 +255,11 @@ def fabric_ratio(rows, workers, collective, size, times):
             calls.setdefault(row["repeat"], {})[row["backend"]] = row["seconds"]
     pairs = [pair["fabric"] / pair[BESIDE] for pair in calls.values() if len(pair) == 2]
     return statistics.median(pairs) if pairs else None
+
+
+def ratio_of_medians(ours, theirs):
+    """ours over theirs, None without both (a backend's run failed or was unfaithful)."""
+    return ours / theirs if ours and theirs else None
 
 
 def crossover_mb(rows, workers, collective):
@@ -312,10 +316,11 @@ def own_run_line(times, size):
     """The summary's note under a size set against BESIDE: that Gloo time is the fabric's
     ranks' own Gloo group's, the ratio its pairs', and what Gloo's run alone measured,
     minutes apart (the ratio of the medians)."""
-    ours, alone = times.get(("fabric", size)), times.get(("gloo", size))
+    alone = times.get(("gloo", size))
+    ratio = ratio_of_medians(times.get(("fabric", size)), alone)
     return "  (gloo_s: %s, call by call beside the fabric's group, ratio the median " \
         "pair's; Gloo's run alone: %s)" % (
-            BESIDE, "%.3f s, %.2fx" % (alone, ours / alone) if ours and alone else "none")
+            BESIDE, "%.3f s, %.2fx" % (alone, ratio) if ratio is not None else "none")
 
 
 def time_cell(rows, workers, collective, size, backend, seconds):

@@ -9,7 +9,8 @@ controller, e.g. one that is restarting) is tried again for up to retry_s second
 
 Each thread keeps one connection to the controller open between requests (HTTP/1.1
 keep-alive): every worker and daemon reads its jobs twice a second, and a connection
-a request cost the controller and the host nearly three times the CPU (docs/pytorch.md).
+a request cost the controller about twice and the host about four times the CPU
+(docs/pytorch.md).
 A request on a kept connection the controller has since closed (it restarted) is sent
 again once on a new one; a POST, which is not safe to send twice, always goes on a
 connection of its own."""
