@@ -12,41 +12,41 @@ RANK = ["--name", "h1", "--data-ip", "10.0.0.1", "--rank", "0", "--world", "2",
         "--master", "10.0.0.1:29500"]
 
 
-def calls_made(monkeypatch, argv, beside=None):
-    """(collective, size, repeat) of every call collective_ranks.measure makes on the
-    world's group; with a list `beside`, (collective, size, repeat, on the Gloo group
-    beside) of every call is appended to it."""
+def calls_made(monkeypatch, argv):
+    """(collective, size, repeat, on the Gloo group beside) of every call
+    collective_ranks.measure makes after its first, in order."""
     made = []
 
-    def timed(_args, name, size_mb, repeat, made_call, beside_gloo=False):
-        if beside is not None:
-            beside.append((name, size_mb, repeat, made_call == ("on", "beside")))
-            assert beside_gloo == (made_call == ("on", "beside"))
-        if not beside_gloo:
-            made.append((name, size_mb, repeat))
-    monkeypatch.setattr(collective_ranks, "timed",
-                        lambda *a, beside=False: timed(*a, beside_gloo=beside))
     def call(_name, _floats, _rank, _world, _seed, group=None):
-        return ("on", "world" if group is None else group)
+        return group == "beside"   # what timed() gets as the call made
+
+    def timed(_args, name, size_mb, repeat, made_on_beside, beside=False):
+        assert beside == made_on_beside   # the row says which group the call was made on
+        made.append((name, size_mb, repeat, made_on_beside))
     monkeypatch.setattr(collective_ranks, "call", call)
-    monkeypatch.setattr(collective_ranks, "first_calls", lambda *_a: None)
+    monkeypatch.setattr(collective_ranks, "timed", timed)
+    monkeypatch.setattr(collective_ranks, "first_calls", lambda *_a: False)
     monkeypatch.setattr(collective_ranks.dist, "new_group", lambda backend: "beside")
     collective_ranks.measure(collective_ranks.parse_args(RANK + argv))
-    if beside is not None:
-        beside[:] = beside[1:]
     return made[1:]   # after the first call
 
 
+def on_the_world(made):
+    """(collective, size, repeat) of the calls made on the world's group."""
+    return [(name, size, repeat) for name, size, repeat, beside in made if not beside]
+
+
 def test_the_size_below_the_threshold_is_called_below_repeats_times(monkeypatch):
-    made = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "3",
-                                    "--below-mb", "0.125", "--below-repeats", "9"])
+    made = on_the_world(calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "3",
+                                                 "--below-mb", "0.125", "--below-repeats",
+                                                 "9"]))
     for name in collective_ranks.COLLECTIVES:
         assert [r for n, s, r in made if (n, s) == (name, 0.125)] == list(range(1, 10))
         assert [r for n, s, r in made if (n, s) == (name, 1.0)] == [1, 2, 3]
 
 
 def test_without_below_repeats_every_size_is_called_repeats_times(monkeypatch):
-    made = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2"])
+    made = on_the_world(calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2"]))
     assert len(made) == 2 * 2 * len(collective_ranks.COLLECTIVES)
 
 
@@ -80,7 +80,7 @@ def test_the_experiment_asks_the_ranks_for_its_below_repeats(monkeypatch):
                         lambda _bed, _workers, _module, arguments, on_row:
                         asked.append(arguments) or [])
     collectives.backend_rows(Bed(), None, ["h1", "h2"], "gloo", args, None)
-    made = calls_made(monkeypatch, asked[0])
+    made = on_the_world(calls_made(monkeypatch, asked[0]))
     below = [r for n, s, r in made if s == collectives.BELOW_MB]
     assert len(below) == collectives.BELOW_REPEATS * len(collective_ranks.COLLECTIVES)
     assert len(made) - len(below) == 2 * len(collective_ranks.COLLECTIVES)
@@ -88,10 +88,9 @@ def test_the_experiment_asks_the_ranks_for_its_below_repeats(monkeypatch):
 
 def test_with_beside_gloo_each_call_below_the_threshold_is_made_on_both_groups_in_turn(
         monkeypatch):
-    made = []
-    world = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2", "--below-mb",
-                                     "0.125", "--below-repeats", "3", "--beside-gloo"], made)
-    assert len(world) == (3 + 2) * len(collective_ranks.COLLECTIVES)   # the world's calls
+    made = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2", "--below-mb",
+                                    "0.125", "--below-repeats", "3", "--beside-gloo"])
+    assert len(on_the_world(made)) == (3 + 2) * len(collective_ranks.COLLECTIVES)   # the world's calls
     for name in collective_ranks.COLLECTIVES:
         assert [(r, b) for n, s, r, b in made if (n, s) == (name, 0.125)] == [
             (1, False), (1, True), (2, True), (2, False), (3, False), (3, True)]
@@ -112,7 +111,6 @@ def test_the_fabrics_ranks_are_asked_for_gloo_beside_and_the_bar_counts_its_rows
     for backend in ("gloo", "fabric"):
         collectives.backend_rows(Bed(), View(), ["h1", "h2"], backend, args, None)
     assert "--beside-gloo" not in asked[0] and "--beside-gloo" in asked[1]
-    made = []
-    calls_made(monkeypatch, asked[1], made)
+    made = calls_made(monkeypatch, asked[1])
     assert collectives.calls_of(args, "fabric") == len(made) + 1   # and the first call
     assert collectives.calls_of(args, "gloo") == (5 + 2) * len(collective_ranks.COLLECTIVES) + 1
