@@ -90,7 +90,8 @@ def test_with_beside_gloo_each_call_below_the_threshold_is_made_on_both_groups_i
         monkeypatch):
     made = calls_made(monkeypatch, ["--sizes", "0.125,1", "--repeats", "2", "--below-mb",
                                     "0.125", "--below-repeats", "3", "--beside-gloo"])
-    assert len(on_the_world(made)) == (3 + 2) * len(collective_ranks.COLLECTIVES)   # the world's calls
+    world = on_the_world(made)
+    assert len(world) == (3 + 2) * len(collective_ranks.COLLECTIVES)
     for name in collective_ranks.COLLECTIVES:
         assert [(r, b) for n, s, r, b in made if (n, s) == (name, 0.125)] == [
             (1, False), (1, True), (2, True), (2, False), (3, False), (3, True)]

@@ -10,7 +10,7 @@ from syncfabric.decisions.fabric_view import FabricView
 from syncfabric.decisions.plan_admission import admission, plan_destinations, plan_members
 from syncfabric.openflow import builders as of
 from tests.harness.fake_controller import connected, description
-from tests.harness.fake_openflow import walk
+from tests.harness.fake_openflow import flow_stats_reply, walk
 from tests.harness.in_process import TREE, delivered, empty, post, release_key
 
 PLAN = {"job": "j", "workers": ["h1", "h2", "h4"], "ps": "h5", "gradient_mb": 1}
@@ -124,7 +124,6 @@ def test_counting_drops_asks_each_switch_for_its_not_member_flows_only(roomy):
     """Table 0 holds a flow for each member's port besides each closed destination's:
     the count asks for the latter alone (their cookie's NOT_MEMBER_COOKIE_BIT), as
     parsing the members' flows cost the controller more than all else it did."""
-    from tests.harness.fake_openflow import flow_stats_reply
     post(roomy, "/ina/plans", PLAN)
     leaf1 = roomy.switches["leaf1"].table.flows
     assert any(f.priority == of.PRIORITY_MEMBER for f in leaf1)   # h1's and h2's, left out
