@@ -27,7 +27,10 @@ The CSV has a row per backend, worker count, collective, size and repeat: the sl
 rank's time, whether every rank's result was exact, whether the call went through the
 fabric, and the fidelity verdict (the machine's backlog while it ran). The summary
 gives each collective's time against Gloo's (the median of the repeats) and the
-crossover: the smallest size measured from which the fabric is never slower.
+crossover: the smallest size the fabric carried from which it is never slower. To find
+it, the --crossover-sizes go through the fabric even below the threshold (the ranks
+lower their group's min_bytes for them), each call beside its ranks' Gloo group's as
+below the threshold: the measurement MIN_BYTES is set from (docs/pytorch.md).
 Each group's first calls, an all-reduce as long as the fabric's round in which the
 fabric's group makes its job, and (unless --no-gather-job) an all-gather of the
 smallest size it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py), are
@@ -67,6 +70,7 @@ BESIDE = "gloo-beside"   # the fabric's ranks' Gloo group, below the threshold
 PLACEMENT = "dedicated"
 BELOW_MB = MIN_BYTES / 2 / 2 ** 20   # a size the fabric's group leaves to Gloo
 BELOW_REPEATS = 30                   # calls of it (--below-repeats), each with BESIDE's
+CROSSOVER_MB = [0.0625, 0.25, 0.5]   # carried below the threshold too: the crossover
 
 
 def parse_args(argv):
@@ -82,6 +86,10 @@ def parse_args(argv):
                         "backends, the fabric's each beside a call of its ranks' own Gloo "
                         "group: tenths of a second each, whose ratio needs many pairs "
                         "(default %d)" % BELOW_REPEATS)
+    parser.add_argument("--crossover-sizes", type=comma_list(float), default=CROSSOVER_MB,
+                        help="comma list of sizes in MB the fabric carries even below its "
+                        "threshold, each call beside its ranks' Gloo group's: where it "
+                        "begins to beat Gloo (default %s)" % ",".join(map(str, CROSSOVER_MB)))
     parser.add_argument("--aggregator-bw", default="1x",
                         help="aggregator capacity: Mbit/s, or a multiple of the link rate (1x)")
     parser.add_argument("--max-pss", type=int, default=EMULATED_MAX_PSS,
@@ -107,6 +115,10 @@ def parse_args(argv):
     if not any(size > BELOW_MB for size in args.sizes):
         parser.error("--sizes needs a size above %g MB, below which every call goes to Gloo"
                      % BELOW_MB)
+    if {BELOW_MB, *args.sizes} & set(args.crossover_sizes) \
+            or any(size <= 0 for size in args.crossover_sizes):
+        parser.error("--crossover-sizes must be positive and apart from --sizes and %g MB "
+                     "(the size below the threshold): a size is measured one way" % BELOW_MB)
     args.sizes = sorted({BELOW_MB, *args.sizes})
     fit_aggregator_rate(parser, args, heaviest_job)
     return args
@@ -163,11 +175,13 @@ def run(args):
 
 def calls_of(args, backend):
     """The rows one backend's run prints: each collective's calls of every size, the
-    fabric's twice below the threshold (its group's and BESIDE's), and the first call."""
+    fabric's twice below the threshold and at the crossover sizes (its group's and
+    BESIDE's), and the first call."""
     calls = 0
     for size in args.sizes:
         twice = backend == "fabric" and size <= BELOW_MB
         calls += repeats_of(size, args.repeats, BELOW_MB, args.below_repeats) * (1 + twice)
+    calls += len(args.crossover_sizes) * args.repeats * (1 + (backend == "fabric"))
     return len(COLLECTIVES) * calls + 1
 
 
@@ -177,6 +191,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
     arguments = ["--backend", backend, "--sizes", ",".join(map(repr, args.sizes)),
                  "--repeats", str(args.repeats), "--below-mb", repr(BELOW_MB),
                  "--below-repeats", str(args.below_repeats),
+                 "--crossover-sizes", ",".join(map(repr, args.crossover_sizes)),
                  "--first-mb", repr(round_bytes(args) / 2 ** 20),
                  "--first-gather-mb", repr(smallest_carried_mb(args))]
     if backend == "fabric":
@@ -263,11 +278,13 @@ def ratio_of_medians(ours, theirs):
 
 
 def crossover_mb(rows, workers, collective):
-    """The smallest size measured from which the fabric's time is at most Gloo's
-    (fabric_ratio) at every larger size too; None if it never is, or a size lacks a
-    faithful time."""
+    """The smallest size the fabric carried from which its time is at most Gloo's
+    (fabric_ratio) at every larger size it carried too; None if it never is, or a size
+    lacks a faithful time. A size the fabric's group left to Gloo is no crossover."""
     times = medians(rows, workers, collective)
-    sizes = sorted({size for _backend, size in times})
+    sizes = sorted({row["size_mb"] for row in rows if row["backend"] == "fabric"
+                    and row["through_fabric"] and row["workers"] == workers
+                    and row["collective"] == collective})
     crossover = None
     for size in reversed(sizes):
         ratio = fabric_ratio(rows, workers, collective, size, times)

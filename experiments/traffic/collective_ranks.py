@@ -22,6 +22,13 @@ With --beside-gloo (the fabric's ranks), each call at or below --below-mb, which
 fabric's group leaves to Gloo, is also made on a Gloo group of the same ranks, right
 before or after it (in turn), and printed with `beside`: the cost of naming the
 fabric's backend, call by call, on the same processes beside the same background.
+
+Each --crossover-sizes size is called --repeats times, through the fabric even where it
+is below the group's threshold (every rank lowers its group's min_bytes to 0 for it at
+the same call, so all decide alike), each call beside the Gloo group's with
+--beside-gloo: where the fabric begins to beat Gloo, which sets the backend's MIN_BYTES.
+The sizes left to Gloo are called first, after the first call has filled its round: a
+short call that follows a round begun goes on in it (call_stream.py).
 """
 
 import argparse
@@ -29,6 +36,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -110,24 +118,52 @@ def measure(args):
           first_calls(first, gathered, args.rank, args.world) if args.gather_job
           else call("all_reduce", first, args.rank, args.world, 0))
     beside = dist.new_group(backend="gloo") if args.beside_gloo else None
-    for size_mb in args.sizes:
+    for size_mb, carried_below in sizes_in_turn(args):
         floats = floats_of(size_mb, args.world)
-        for name in COLLECTIVES:
-            for repeat in range(1, repeats_of(size_mb, args.repeats, args.below_mb,
-                                              args.below_repeats) + 1):
-                groups = [None]
-                if beside is not None and size_mb <= args.below_mb:
-                    groups = [None, beside] if repeat % 2 else [beside, None]
-                for group in groups:
-                    timed(args, name, size_mb, repeat,
-                          call(name, floats, args.rank, args.world, repeat, group),
-                          beside=group is not None)
+        paired = beside is not None and (size_mb <= args.below_mb or carried_below)
+        with threshold_lowered(carried_below):
+            for name in COLLECTIVES:
+                for repeat in range(1, repeats_of(size_mb, args.repeats, args.below_mb,
+                                                  args.below_repeats, carried_below) + 1):
+                    groups = [None]
+                    if paired:
+                        groups = [None, beside] if repeat % 2 else [beside, None]
+                    for group in groups:
+                        timed(args, name, size_mb, repeat,
+                              call(name, floats, args.rank, args.world, repeat, group),
+                              beside=group is not None)
 
 
-def repeats_of(size_mb, repeats, below_mb, below_repeats):
+def sizes_in_turn(args):
+    """(size_mb, whether the fabric's group carries it below its threshold) in the order
+    measured: the --sizes the group leaves to Gloo first, then the others and the
+    --crossover-sizes from the smallest."""
+    left_to_gloo = sorted(size for size in args.sizes if size <= args.below_mb)
+    carried = [(size, False) for size in args.sizes if size > args.below_mb]
+    carried += [(size, True) for size in args.crossover_sizes]
+    return [(size, False) for size in left_to_gloo] + sorted(carried)
+
+
+@contextmanager
+def threshold_lowered(lowered):
+    """While `lowered`, the world's fabric group carries every call it may whatever its
+    size (min_bytes 0), as it would with a threshold below it; a Gloo group has none."""
+    options = getattr(dist.group.WORLD, "options", None)
+    if not lowered or options is None:
+        yield
+        return
+    kept, options.min_bytes = options.min_bytes, 0
+    try:
+        yield
+    finally:
+        options.min_bytes = kept
+
+
+def repeats_of(size_mb, repeats, below_mb, below_repeats, carried_below=False):
     """How many calls of each collective of size_mb: below_repeats (None: repeats) at or
-    below below_mb (the sizes the fabric's group leaves to Gloo), else repeats."""
-    below = size_mb <= below_mb and below_repeats is not None
+    below below_mb (the sizes the fabric's group leaves to Gloo) unless the fabric carries
+    it there (a crossover size), else repeats."""
+    below = size_mb <= below_mb and below_repeats is not None and not carried_below
     return below_repeats if below else repeats
 
 
@@ -151,6 +187,11 @@ def timed(args, name, size_mb, repeat, made, beside=False):
             "gloo_only": gloo_only_reason(), "beside": beside}), flush=True)
 
 
+def megabytes(text):
+    """A comma list of sizes in MB."""
+    return [float(size) for size in text.split(",") if size]
+
+
 def parse_args(argv):
     parser = rank_parser("collective_ranks", __doc__, "the number of ranks")
     parser.prog = "python -m experiments.traffic.collective_ranks"
@@ -160,7 +201,7 @@ def parse_args(argv):
     parser.add_argument("--placement", default="dedicated", help="POST /jobs's placement")
     parser.add_argument("--capacity-bytes", type=int, default=None,
                         help="the job's round (default: the first call's)")
-    parser.add_argument("--sizes", type=lambda text: [float(s) for s in text.split(",")],
+    parser.add_argument("--sizes", type=megabytes,
                         default=[1.0], help="comma list of MB")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--below-mb", type=float, default=0.0,
@@ -175,9 +216,14 @@ def parse_args(argv):
                         "MB (default: --first-mb), timed with the first call: the fabric's "
                         "group makes its gather job in it, each round a slice of it from "
                         "every rank")
+    parser.add_argument("--crossover-sizes", type=megabytes,
+                        default=[], help="comma list of MB the fabric's group carries even "
+                        "below its threshold, --repeats calls each (with --beside-gloo each "
+                        "beside the Gloo group's): where the fabric begins to beat Gloo")
     parser.add_argument("--beside-gloo", action="store_true",
-                        help="each call at or below --below-mb also on a Gloo group of the "
-                        "same ranks, in turn before and after the world group's")
+                        help="each call at or below --below-mb, and of the --crossover-sizes, "
+                        "also on a Gloo group of the same ranks, in turn before and after "
+                        "the world group's")
     parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="the fabric's all-gathers through a gather job of the group's "
                         "(FabricOptions.gather_job, the default)")

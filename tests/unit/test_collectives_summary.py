@@ -63,23 +63,40 @@ def test_below_the_threshold_the_fabric_is_set_against_its_own_ranks_gloo_group(
     """Each call's pair: the fabric's faster than the Gloo group's beside it in two pairs
     of three, while the machine's pace drifted from pair to pair; its median time is the
     slower one's all the same."""
-    fabric, beside = [0.10, 0.30, 0.31], [0.12, 0.28, 0.32]
-    rows = [row("gloo", 0.125, 0.18), row("gloo", 1, 1.0), row("fabric", 1, 0.6)]
-    for repeat, (ours, theirs) in enumerate(zip(fabric, beside), 1):
-        rows += [dict(row("fabric", 0.125, ours), repeat=repeat),
-                 dict(row("gloo-beside", 0.125, theirs), repeat=repeat)]
+    rows = paired_rows(0.125, through_fabric=False)
     text = summary(rows)
     line = next(line for line in text.splitlines()
                 if line.startswith("all_reduce") and "0.125" in line)
-    assert line.split()[3:6] == ["0.300", "0.280", "0.97x"]   # the median pair's: 0.31/0.32
+    assert line.split()[3:7] == ["0.300", "0.280", "0.97x", "gloo"]   # the median pair's
     assert "(gloo_s: gloo-beside, call by call beside the fabric's group, ratio the median " \
            "pair's; Gloo's run alone: 0.180 s, 1.67x)" in text
-    assert crossover_mb(rows, 8, "all_reduce") == 0.125
-    third = next(r for r in rows if (r["backend"], r["size_mb"], r["repeat"]) ==
-                 ("fabric", 0.125, 3))
-    third["seconds"] = 0.35   # slower in that pair too: the median pair's 1.07x
-    rows.append(dict(row("fabric", 0.125, 0.01), repeat=4))   # no pair: not counted
-    assert crossover_mb(rows, 8, "all_reduce") == 1
     one_mb = next(line for line in summary(rows).splitlines()
                   if line.startswith("all_reduce") and " 1.000 " in line)
     assert one_mb.split()[4:6] == ["1.000", "0.60x"]   # Gloo's run where none was beside
+
+
+def paired_rows(size_mb, through_fabric):
+    """Gloo's rows and the fabric's at 1 MB (0.60x), and at size_mb three pairs of the
+    fabric's call and the Gloo group's beside it: the fabric's faster in two pairs of
+    three while the machine's pace drifted from pair to pair, its median time the
+    slower one's all the same (the median pair's 0.31/0.32)."""
+    fabric, beside = [0.10, 0.30, 0.31], [0.12, 0.28, 0.32]
+    rows = [row("gloo", size_mb, 0.18), row("gloo", 1, 1.0), row("fabric", 1, 0.6)]
+    for repeat, (ours, theirs) in enumerate(zip(fabric, beside), 1):
+        rows += [dict(row("fabric", size_mb, ours), repeat=repeat,
+                      through_fabric=through_fabric),
+                 dict(row("gloo-beside", size_mb, theirs), repeat=repeat)]
+    return rows
+
+
+def test_the_crossover_counts_the_sizes_the_fabric_carried_by_their_pairs():
+    """A size the fabric's group left to Gloo is no crossover, however its pairs came
+    out; a crossover size it carried below its threshold is, by the median pair."""
+    assert crossover_mb(paired_rows(0.125, through_fabric=False), 8, "all_reduce") == 1
+    rows = paired_rows(0.25, through_fabric=True)
+    assert crossover_mb(rows, 8, "all_reduce") == 0.25
+    third = next(r for r in rows if (r["backend"], r["size_mb"], r["repeat"]) ==
+                 ("fabric", 0.25, 3))
+    third["seconds"] = 0.35   # slower in that pair too: the median pair's 1.07x
+    rows.append(dict(row("fabric", 0.25, 0.01), repeat=4))   # no pair: not counted
+    assert crossover_mb(rows, 8, "all_reduce") == 1
