@@ -96,6 +96,11 @@ def compare_collectives(rank, size, gloo):
     dist.all_gather_into_tensor(theirs, longer, group=gloo)
     dist.all_gather_into_tensor(ours, longer)
     verdicts["all_gather_longer"] = same(ours, theirs)
+    shorter = every_float(30_000, rank, 9)   # in the rows the longer one left of its round
+    ours, theirs = torch.empty(size * 30_000), torch.empty(size * 30_000)
+    dist.all_gather_into_tensor(theirs, shorter, group=gloo)
+    dist.all_gather_into_tensor(ours, shorter)
+    verdicts["all_gather_shorter"] = same(ours, theirs)
     inputs = [integers(40_000, "float32", rank, 3 + k) for k in range(size)]
     ours, theirs = torch.empty(40_000), torch.empty(40_000)
     dist.reduce_scatter(theirs, inputs, group=gloo)

@@ -24,7 +24,8 @@ CAPACITY_BYTES = 400_000   # backend_ranks' default: its longest call takes thre
 OVER_FABRIC = 6            # of backend_ranks.CALLS: the six the fabric carries
 # backend_ranks.compare_collectives: all through the fabric
 COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
-               "all_gather_longer", "reduce_scatter", "reduce_scatter_tensor_avg_fp16",
+               "all_gather_longer", "all_gather_shorter", "reduce_scatter",
+               "reduce_scatter_tensor_avg_fp16",
                "all_reduce_coalesced", "premul_sum"}
 OVER_GLOO = {"reduce_scatter_tensor_over_gloo",   # and in a group of its own, through Gloo
              "premul_sum_refused_changes_nothing"}   # and one Gloo refuses
