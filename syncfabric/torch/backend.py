@@ -54,7 +54,8 @@ HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in ran
 MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 GATHER_JOB_ENV = "SYNCFABRIC_GATHER_JOB"   # "0": FabricOptions.gather_job False by default
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
-# fabric saves); provisional until experiments.collectives measures the crossover
+# fabric saves): the largest crossover experiments.collectives measured (its
+# --crossover-sizes: 8 ranks' all-reduce and reduce-scatter, docs/pytorch.md)
 MIN_BYTES = 256 * 2 ** 10
 FEWEST_ROUND_BYTES = 256 * 2 ** 10   # a job's shortest round, whatever its first call
 ROUND_SLACK = 64   # a round is 1/ROUND_SLACK longer than the first call (_make_job)
