@@ -37,7 +37,8 @@ SHARD = obj({
     "bytes": array(INTEGER),
     "return": obj({
         "port": INTEGER,
-        "rate_mbps": described(NUMBER, "each of the shard's return trees' rate"),
+        "rate_mbps": described(NUMBER, "each of the shard's return trees' rate (a scatter "
+                                       "job's: the rate its sums complete at)"),
         "trees": array(obj({
             "tree": INTEGER,
             "group": described(STRING, "the tree's multicast address, which its receivers join"),
@@ -75,6 +76,9 @@ JOB_REQUEST = obj({
     "gather": described(BOOLEAN, (
         "true: an all-gather, each shard in one worker (in the workers' order) and its "
         "sums that worker's values alone, no gradients sent; default false")),
+    "scatter": described(BOOLEAN, (
+        "true: a reduce-scatter, each shard in one worker (in the workers' order) and its "
+        "sums kept there, none returned; default false")),
     "turns_with": nullable(described({"type": "integer", "minimum": 1}, (
         "the id of a job of the same workers whose rounds never run while this one's do "
         "(a process group's all-reduce job beside its gather job): the pair is booked "
@@ -122,6 +126,8 @@ JOB = obj({
     "aggregation": BOOLEAN,
     "gather": described(BOOLEAN, "an all-gather job: each shard's sums are its own "
                                  "worker's values"),
+    "scatter": described(BOOLEAN, "a reduce-scatter job: each shard's sums stay in its own "
+                                  "worker, and its shards have no return trees"),
     "turns_with": nullable(described(INTEGER, "the job this one takes turns with, if any")),
     "returns": STRING,
     "shards": array(SHARD),

@@ -5,16 +5,21 @@ seconds on large fabrics, so it runs off the event loop."""
 
 from syncfabric.decisions import round_planner
 from syncfabric.decisions.gather_plan import plan_gather
+from syncfabric.decisions.scatter_plan import plan_scatter
 from syncfabric.services.job_reports import gradient_mbit, returns_of
 
 
 def planned_round(view, request, reserved_mbps, metrics, offload):
     """The round planner's plan of `request` on what reserved_mbps leaves free (a gather
-    job's: its return trees alone, gather_plan)."""
+    job's: its return trees alone, gather_plan; a scatter job's: its gradients alone,
+    scatter_plan)."""
     with metrics.planning_seconds.labels("job").time():
         if request.get("gather"):
             return offload(plan_gather, view, request["workers"], gradient_mbit(request),
                            reserved_mbps, returns_of(request))
+        if request.get("scatter"):
+            return offload(plan_scatter, view, request["workers"], gradient_mbit(request),
+                           request["aggregation"], reserved_mbps)
         return offload(round_planner.plan_job, view, request["workers"],
                        gradient_mbit(request), request["placement"], requested_shards(request),
                        request["aggregation"], reserved_mbps, returns_of(request),

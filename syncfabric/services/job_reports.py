@@ -68,7 +68,7 @@ def round_report(request, plan, trees, placement):
     address, port = plan["addresses"], plan["ports"]
     legs = destinations(plan["workers"], request["workers"], pss, held)
     shards = [shard_report(ps, [tree for tree in trees if tree["source"] == ps], held[ps], size,
-                           model_bytes, address, port)
+                           model_bytes, address, port, plan["theta_mbps"] * plan["split"][ps])
               for ps in pss]
     aggregators = [aggregator_report(aggregate, pss, legs, address, port)
                    for aggregate in plan["aggregates"]]
@@ -85,6 +85,7 @@ def round_report(request, plan, trees, placement):
             "placement": placement,
             "aggregation": request["aggregation"],
             "gather": request.get("gather", False),   # a job saved before: false
+            "scatter": request.get("scatter", False),
             "turns_with": request.get("turns_with"),
             "returns": returns_of(request),
             "shards": shards,
@@ -95,9 +96,10 @@ def round_report(request, plan, trees, placement):
             "predicted_round_s": predicted_s}
 
 
-def shard_report(ps, trees, fragments, size, model_bytes, address, port):
+def shard_report(ps, trees, fragments, size, model_bytes, address, port, summed_mbps):
     """One shard: its host, the fragments and bytes it holds, and its return trees (one
-    to every other worker, or one to each alone), all at one rate."""
+    to every other worker, or one to each alone), all at one rate; a scatter job's shard
+    has none, and its rate is the one its sums complete at (summed_mbps)."""
     first, last = fragments
     return {"host": ps,
             "address": address[ps],
@@ -105,7 +107,7 @@ def shard_report(ps, trees, fragments, size, model_bytes, address, port):
             "fragments": [first, last],
             "bytes": [first * size, min(last * size, model_bytes)],
             "return": {"port": port[ps],
-                       "rate_mbps": trees[0]["bandwidth_mbps"],
+                       "rate_mbps": trees[0]["bandwidth_mbps"] if trees else summed_mbps,
                        "trees": [{"tree": tree["id"],
                                   "group": tree["address"],
                                   "receivers": tree["receivers"]} for tree in trees]}}

@@ -12,7 +12,7 @@ from syncfabric.services.request_fields import (check_fields, check_hosts, disti
 
 REQUEST_FIELDS = {"workers", "model_bytes", "shards", "placement", "aggregation", "ttl_s", "mtu",
                   "weight", "min_rate_mbps", "returns", "shard_hosts", "gradient_policy",
-                  "borrow", "gather", "turns_with"}
+                  "borrow", "gather", "scatter", "turns_with"}
 MAX_WORKERS = 64   # a fragment names the workers it carries in a 64-bit mask
 ONE_PS_POLICIES = ina_problem.POLICIES          # GRID and its baselines
 SHARDED_POLICIES = inart_placement.POLICIES     # InArt and its baselines
@@ -25,7 +25,7 @@ def parse_job_request(body):
                     "ttl_s": None, "mtu": DEFAULT_MTU, "weight": DEFAULT_WEIGHT,
                     "min_rate_mbps": None, "returns": round_planner.MULTICAST,
                     "shard_hosts": None, "gradient_policy": None, "borrow": True,
-                    "gather": False, "turns_with": None}, **body)
+                    "gather": False, "scatter": False, "turns_with": None}, **body)
     if not distinct_names(request["workers"], minimum=2) or len(request["workers"]) > MAX_WORKERS:
         raise InvalidRequest("workers must be a list of 2 to %d distinct host names" % MAX_WORKERS)
     size = request["model_bytes"]
@@ -62,7 +62,7 @@ def parse_job_request(body):
     if not (isinstance(mtu, int) and not isinstance(mtu, bool) and MIN_MTU <= mtu <= MAX_MTU):
         raise InvalidRequest("mtu must be the hosts' data-plane MTU, a whole number of bytes "
                              "from %d to %d" % (MIN_MTU, MAX_MTU))
-    return gathering(checked_policy(named_shard_hosts(request)), body)
+    return scattering(gathering(checked_policy(named_shard_hosts(request)), body), body)
 
 
 def gathering(request, body):
@@ -83,6 +83,28 @@ def gathering(request, body):
         raise InvalidRequest("a gather job has no gradients: leave aggregation and "
                              "gradient_policy out")
     return dict(request, shards=workers, placement=round_planner.COLOCATED, aggregation=False)
+
+
+def scattering(request, body):
+    """A scatter job's request (docs/jobs.md, decisions/scatter_plan.py): one shard in
+    each worker, in the workers' order, its sums kept there, as it says once filled in;
+    InvalidRequest if it asks otherwise. Its gradients may go through aggregators."""
+    if not isinstance(request["scatter"], bool):
+        raise InvalidRequest("scatter must be true or false (true: each shard's sums stay in "
+                             "its own worker, a reduce-scatter; default false)")
+    if not request["scatter"]:
+        return request
+    if request["gather"]:
+        raise InvalidRequest("a job is a gather job or a scatter job, not both")
+    workers = len(request["workers"])
+    if request["shards"] not in ("auto", workers) or request["shard_hosts"] is not None \
+            or request["placement"] not in (round_planner.AUTO, round_planner.COLOCATED):
+        raise InvalidRequest("a scatter job has one shard in each worker: leave shards, "
+                             "shard_hosts and placement out")
+    if request["gradient_policy"] is not None or body.get("returns") is not None:
+        raise InvalidRequest("a scatter job's gradients are the planner's and its sums do "
+                             "not return: leave gradient_policy and returns out")
+    return dict(request, shards=workers, placement=round_planner.COLOCATED)
 
 
 def named_shard_hosts(request):

@@ -28,9 +28,10 @@ def min_rate_mbps(view, request):
 def rate_ceiling_mbps(view, request):
     """The highest rate a job may have: its workers' slowest link, since a worker sends
     the whole model at the job's rate; a gather job's N/(N-1) of it, since there a
-    worker takes in (N-1)/N of the model at that rate and sends its own 1/N."""
+    worker takes in (N-1)/N of the model at that rate and sends its own 1/N, and a
+    scatter job's too: a worker sends (N-1)/N of it, its own slice summed in its host."""
     line = line_rate_mbps(view, request["workers"])
-    if not request.get("gather"):
+    if not (request.get("gather") or request.get("scatter")):
         return line
     workers = len(request["workers"])
     return line * workers / (workers - 1)

@@ -32,7 +32,7 @@ from syncfabric.services.job_rounds import parse_round_report
 from syncfabric.services.job_shares import shares_of
 from syncfabric.services.tenants import Tenants
 from syncfabric.services.trees import TreeSpec
-from syncfabric.services.turn_taking import check_partner, release_taker, turns_round
+from syncfabric.services.turn_taking import check_partner, release_takers, turns_round
 
 LOG = logging.getLogger("syncfabric.jobs")
 STATE_NAME = "jobs"
@@ -135,7 +135,7 @@ class Jobs:
         finds it gone."""
         job = self.jobs.pop(self._get(job_id, installed=False).id)
         self.release_keys.pop(job.id, None)
-        release_taker(self, job, now)
+        release_takers(self, job, now)
         try:
             report = self.report(job, now) if job.installed else {"id": job.id}
         except NotFound:   # a part is gone already (nothing fit around a fault)

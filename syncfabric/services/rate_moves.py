@@ -10,7 +10,7 @@ import logging
 from syncfabric.decisions.reservations import ReservationError
 from syncfabric.errors import InstallFailed
 from syncfabric.services.job_rates import RateChange
-from syncfabric.services.turn_taking import book_turns, partner_of, taker_of
+from syncfabric.services.turn_taking import book_turns, partner_of, takers_of
 
 LOG = logging.getLogger("syncfabric.jobs")
 CHANGE_TOLERANCE = 0.02   # a job's rate is moved only when its share differs by more
@@ -36,25 +36,25 @@ class RateMoves:
         shrinking = [c for c in changes.values() if not c.grows]
         if shrink and shrinking:
             with self.jobs.metrics.replan_seconds.labels("shrink").time():
-                self._shrink(shrinking + [taker for taker in map(self._taker_change, shrinking)
-                                          if taker is not None], now, cause)
+                self._shrink(shrinking + [taker for change in shrinking
+                                          for taker in self._taker_changes(change)], now, cause)
         if grow:
             for change in [c for c in changes.values() if c.grows]:
                 with self.jobs.metrics.replan_seconds.labels("grow").time():
                     if self._grow(change, now, cause):
-                        taker = self._taker_change(change)
-                        if taker is not None:
+                        for taker in self._taker_changes(change):
                             self._grow(taker, now, cause)
 
-    def _taker_change(self, change):
-        """The RateChange of the installed job that takes turns with change.job, by the
-        same factor; None if it has none."""
-        taker = taker_of(self.jobs, change.job)
-        live = None if taker is None else self.jobs.plans.plans.get(taker.plan_id)
-        if live is None or not taker.installed:
-            return None
-        return RateChange(taker, self.jobs.trees, self.jobs.plans,
-                          live.result.f * change.rate / change.old_rate)
+    def _taker_changes(self, change):
+        """The RateChanges of the installed jobs that take turns with change.job, by the
+        same factor."""
+        changes = []
+        for taker in takers_of(self.jobs, change.job):
+            live = self.jobs.plans.plans.get(taker.plan_id)
+            if live is not None and taker.installed:
+                changes.append(RateChange(taker, self.jobs.trees, self.jobs.plans,
+                                          live.result.f * change.rate / change.old_rate))
+        return changes
 
     def _shrink(self, changes, now, cause):
         for change in changes:
@@ -113,8 +113,8 @@ class RateMoves:
         the pair now, once each though both of a pair moved."""
         takers = {}
         for change in changes:
-            for job in (change.job, taker_of(self.jobs, change.job)):
-                if job is not None and partner_of(self.jobs, job) is not None:
+            for job in [change.job, *takers_of(self.jobs, change.job)]:
+                if partner_of(self.jobs, job) is not None:
                     takers[job.id] = job
         for taker in takers.values():
             book_turns(self.jobs, taker)

@@ -18,7 +18,9 @@ each link and aggregator once for the pair: the larger of their loads, not the s
   same factor (services/rate_moves.py).
 - The credit follows the pair's parts (book_turns): at the taker's admission, with
   every rate move, and at every follow of the jobs service, after a fault moved a part.
-- A partner's release releases its taker. A partner has one taker at most.
+- A partner's release releases its takers. A partner has one taker of each kind at
+  most (job_kind): a process group's gather job and its scatter job both take turns
+  with its all-reduce job, each credited what it shares with that one's booking.
 """
 
 import logging
@@ -44,16 +46,21 @@ def partner_of(jobs, job):
     return None if partner_id is None else jobs.jobs.get(partner_id)
 
 
-def taker_of(jobs, job):
-    """The job (installed or being admitted) that takes turns with `job`, or None."""
-    return next((other for other in jobs.jobs.values()
-                 if other.request.get(TURNS_WITH) == job.id), None)
+def takers_of(jobs, job):
+    """The jobs (installed or being admitted) that take turns with `job`."""
+    return [other for other in jobs.jobs.values() if other.request.get(TURNS_WITH) == job.id]
+
+
+def job_kind(request):
+    """What a job's rounds do: "gather", "scatter" or "all-reduce"."""
+    return "gather" if request.get("gather") else \
+        "scatter" if request.get("scatter") else "all-reduce"
 
 
 def check_partner(jobs, request):
     """Conflict or InvalidRequest (nothing changed) unless the job a new request names in
-    turns_with is installed, takes turns with no other itself, has no taker yet, and
-    has the same workers."""
+    turns_with is installed, takes turns with no other itself, has no taker of the new
+    one's kind yet (job_kind), and has the same workers."""
     partner_id = request.get(TURNS_WITH)
     if partner_id is None:
         return
@@ -64,10 +71,12 @@ def check_partner(jobs, request):
     if partner.request.get(TURNS_WITH) is not None:
         raise InvalidRequest("job %d takes turns with job %d itself: name that one"
                              % (partner_id, partner.request[TURNS_WITH]))
-    taker = taker_of(jobs, partner)
+    kind = job_kind(request)
+    taker = next((t for t in takers_of(jobs, partner) if job_kind(t.request) == kind), None)
     if taker is not None:
-        raise Conflict("job %d already takes turns with job %d; a job takes turns with one "
-                       "other at most" % (taker.id, partner_id))
+        raise Conflict("job %d already takes turns with job %d as its %s job; a job takes "
+                       "turns with one other of each kind at most" % (taker.id, partner_id,
+                                                                      kind))
     if sorted(partner.request["workers"]) != sorted(request["workers"]):
         raise InvalidRequest("a job takes turns only with a job of the same workers (job %d's "
                              "are %s)" % (partner_id, ", ".join(partner.request["workers"])))
@@ -135,10 +144,9 @@ def turns_round(jobs, job):
     return planned
 
 
-def release_taker(jobs, job, now):
-    """Release the job that takes turns with `job` (being released), if any."""
-    taker = taker_of(jobs, job)
-    if taker is not None:
+def release_takers(jobs, job, now):
+    """Release the jobs that take turns with `job` (being released)."""
+    for taker in takers_of(jobs, job):
         LOG.info("job %d takes turns with job %d: released with it", taker.id, job.id)
         jobs.release(taker.id, now)
         jobs.daemons.released(taker.id, "it took turns with job %d, which was released"

@@ -24,19 +24,22 @@ def address(worker_index):
 
 
 def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
-                 fragment_bytes=FRAGMENT_BYTES, returns="multicast", gather=False):
+                 fragment_bytes=FRAGMENT_BYTES, returns="multicast", gather=False,
+                 scatter=False):
     """The POST /jobs answer for `workers` on loopback: shard i in worker i, returned on
     group 239.77.<job>.<i> (with unicast returns, to worker k alone on 239.<100+i>.<job>.<k>),
     every worker sending each other shard its fragments (of fragment_bytes:
     FRAGMENT_BYTES fill a 1500-byte MTU) at rate_mbps; `gather`: a gather job's, each
-    shard's sums its own worker's values, no worker sending any."""
+    shard's sums its own worker's values, no worker sending any; `scatter`: a scatter
+    job's, each shard's sums kept in its own worker, no return trees."""
     count = -(-model_bytes // fragment_bytes)
     cuts = [count * i // len(workers) for i in range(len(workers) + 1)]
     addresses = {w: address(i) for i, w in enumerate(workers)}
     shards = [{"host": w, "address": addresses[w], "port": port + i,
                "fragments": [cuts[i], cuts[i + 1]],
                "bytes": [cuts[i] * fragment_bytes, min(cuts[i + 1] * fragment_bytes, model_bytes)],
-               "return": (one_tree(i + 1, "239.77.%d.%d" % (job_id % 250, i), port + i, rate_mbps,
+               "return": ({"port": port + i, "rate_mbps": rate_mbps, "trees": []} if scatter else
+                          one_tree(i + 1, "239.77.%d.%d" % (job_id % 250, i), port + i, rate_mbps,
                                    [other for other in workers if other != w])
                           if returns == "multicast" else
                           tree_each(i, job_id, port + i, rate_mbps, workers))}
@@ -46,7 +49,7 @@ def loopback_job(job_id, workers, model_bytes, port, rate_mbps=RATE_MBPS,
                         for i, s in enumerate(shards) if s["host"] != w and not gather]
                     for w in workers}
     return {"id": job_id, "generation": 1, "release_key": "k", "workers": list(workers),
-            "gather": gather,
+            "gather": gather, "scatter": scatter,
             "model_bytes": model_bytes, "fragment_bytes": fragment_bytes, "fragments": count,
             "addresses": addresses, "shards": shards, "destinations": destinations,
             "aggregators": [], "predicted_round_s": 0.01, "lower_bound_s": 0.01}

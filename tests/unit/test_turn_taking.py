@@ -214,7 +214,7 @@ def test_turns_asked_wrongly_are_refused_and_change_nothing(controller, body, st
     assert booked(controller) == held and len(controller.request("GET", "/jobs")[1]["jobs"]) == 1
 
 
-def test_a_partner_takes_one_taker_and_a_taker_is_no_partner(controller):
+def test_a_partner_takes_one_taker_of_a_kind_and_a_taker_is_no_partner(controller):
     group = created(controller, GROUP_JOB)
     gather = created(controller, dict(GATHER_JOB, turns_with=group["id"]))
     held = booked(controller)

@@ -114,53 +114,22 @@ class JobLayout:
         self.predicted_round_s = report.get("predicted_round_s")
         # a gather job's shards hold their own workers' values, summed with no one else's
         self.gather = report.get("gather", False) is True
-        self._check_ranges()
-        self._check_returns()
-        self._check_gather()
+        # a scatter job's shards keep their sums in their own workers: none return, and
+        # each shard tells the other workers when a round of it is whole (job_roles)
+        self.scatter = report.get("scatter", False) is True
+        check_layout(self)
         self.shard_of = np.zeros(self.count, dtype=np.int64)   # fragment -> its shard
         for shard in self.shards:
             self.shard_of[shard.first:shard.last] = shard.index
-        self.wire_of = striped_order(self._ranges(), self.count)   # a worker's block -> fragment
+        self.wire_of = striped_order(self.ranges(), self.count)   # a worker's block -> fragment
         self.block_of = np.argsort(self.wire_of)                 # and back
 
-    def _ranges(self):
+    def ranges(self):
         """Every range of fragments (first, last) the job names: its shards', its legs'
         and its aggregated workers'."""
         ranges = [(s.first, s.last) for s in self.shards]
         ranges += [(leg.first, leg.last) for legs in self.legs.values() for leg in legs]
         return ranges + [f for a in self.aggregations for f in a.workers.values()]
-
-    def _check_ranges(self):
-        """JobError unless every range of fragments (a shard's, a leg's, an aggregated
-        worker's) lies within the job's and every shard a leg names exists."""
-        for first, last in self._ranges():
-            if not 0 <= first <= last <= self.count:
-                raise JobError("job %s: fragments %s..%s lie outside its %d" % (
-                    self.id, first, last, self.count))
-        shards = {leg.shard for legs in self.legs.values() for leg in legs}
-        shards |= {a.shard for a in self.aggregations}
-        if not shards <= set(range(len(self.shards))):
-            raise JobError("job %s names a shard it does not have" % self.id)
-
-    def _check_returns(self):
-        """JobError unless every shard's return trees reach each worker but its own host
-        once, and no one else: a worker no tree reaches would wait for its sums forever."""
-        for shard in self.shards:
-            reached = [w for _group, receivers in shard.returns for w in receivers]
-            wanted = [w for w in self.workers if w != shard.host]
-            if sorted(reached) != sorted(wanted):
-                raise JobError("job %s: shard %d's return trees reach %s, not its workers %s"
-                               % (self.id, shard.index, sorted(reached), wanted))
-
-    def _check_gather(self):
-        """JobError unless a gather job's every shard is in a worker, and no worker sends
-        anything to another host: each shard's sums are its own worker's values."""
-        if not self.gather:
-            return
-        if any(shard.host not in self.bit for shard in self.shards) or self.aggregations \
-                or any(self.legs.values()):
-            raise JobError("job %s: a gather job has its shards in its workers and no "
-                           "gradients, not %s" % (self.id, [s.host for s in self.shards]))
 
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]
@@ -259,6 +228,61 @@ class JobLayout:
         for number, leg in enumerate(self.legs.get(worker, ())):
             numbers[leg.first:leg.last] = number
         return numbers
+
+
+def check_layout(layout):
+    """JobError unless a job's layout, as its report describes it, is one its hosts can
+    take part in: every check below."""
+    check_ranges(layout)
+    check_returns(layout)
+    check_gather(layout)
+    check_scatter(layout)
+
+
+def check_ranges(layout):
+    """JobError unless every range of fragments (a shard's, a leg's, an aggregated
+    worker's) lies within the job's and every shard a leg names exists."""
+    for first, last in layout.ranges():
+        if not 0 <= first <= last <= layout.count:
+            raise JobError("job %s: fragments %s..%s lie outside its %d" % (
+                layout.id, first, last, layout.count))
+    shards = {leg.shard for legs in layout.legs.values() for leg in legs}
+    shards |= {a.shard for a in layout.aggregations}
+    if not shards <= set(range(len(layout.shards))):
+        raise JobError("job %s names a shard it does not have" % layout.id)
+
+
+def check_returns(layout):
+    """JobError unless every shard's return trees reach each worker but its own host
+    once, and no one else: a worker no tree reaches would wait for its sums forever.
+    A scatter job's shards have none: their sums stay in their hosts."""
+    for shard in layout.shards:
+        reached = [w for _group, receivers in shard.returns for w in receivers]
+        wanted = [] if layout.scatter else [w for w in layout.workers if w != shard.host]
+        if sorted(reached) != sorted(wanted):
+            raise JobError("job %s: shard %d's return trees reach %s, not its workers %s"
+                           % (layout.id, shard.index, sorted(reached), wanted))
+
+
+def check_gather(layout):
+    """JobError unless a gather job's every shard is in a worker, and no worker sends
+    anything to another host: each shard's sums are its own worker's values."""
+    if not layout.gather:
+        return
+    if any(shard.host not in layout.bit for shard in layout.shards) or layout.aggregations \
+            or any(layout.legs.values()):
+        raise JobError("job %s: a gather job has its shards in its workers and no "
+                       "gradients, not %s" % (layout.id, [s.host for s in layout.shards]))
+
+
+def check_scatter(layout):
+    """JobError unless a scatter job, which no gather job is, has one shard in each
+    of its workers: each worker's result is its own shard's sums."""
+    if not layout.scatter:
+        return
+    if layout.gather or sorted(s.host for s in layout.shards) != sorted(layout.workers):
+        raise JobError("job %s: a scatter job has one shard in each worker and is no "
+                       "gather job, not shards in %s" % (layout.id, [s.host for s in layout.shards]))
 
 
 def borrow_of(borrow, job_id):

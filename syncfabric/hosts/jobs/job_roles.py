@@ -91,6 +91,7 @@ class SummingNode:
                                     HEADER.size + 4 * layout.per_fragment, self.path,
                                     Borrowing.of(sock, layout.borrow))
         self.expected_round = 0   # the latest round whose sums borrowed the window's rate
+        self.greeted = {}         # data address -> (address, port) of each worker's hello
 
     def _borrow_beyond(self, floor_mbps, layout, host, number):
         """Tell the sums' borrowing, if the job allows it, their floor now (rates move as
@@ -246,6 +247,7 @@ class SummingNode:
         if "hello" not in message:
             self.dropped += 1
             return
+        self.greeted[address[0]] = address   # the worker's socket, which answers go to
         self.sock.sendto(control_packet({"job": self.layout.id, "ready": True}), CONFIRM, address)
 
 
@@ -253,19 +255,23 @@ class ShardNode(SummingNode):
     """A shard's host: returns each fragment's sum on the shard's return trees (paced at
     their rate) as soon as it is complete, and answers repair requests (the sums asked
     for go back on the asker's tree). on_sum(round, index,
-    values): a worker in this host takes its own shard's sums without the network."""
+    values): a worker in this host takes its own shard's sums without the network.
+    A scatter job's shard returns nothing: once a round of it is whole, it tells the
+    other workers, which then know their parts of it arrived (confirm_whole)."""
 
     def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE, rates=None):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
                          path, share, rates)
         self.shard, self.on_sum = shard, on_sum
         self.worker_at = {layout.addresses[w]: w for w in layout.workers}   # repairs' askers
+        self.summed = {}   # round -> its fragments whole here (a scatter job's shard)
+        self.to_sum = int(np.count_nonzero(self.expected))
 
     def _return(self, items, worker=None):
         """Queue (round, fragment) sums of one round for the shard's return trees (only
         the one `worker` receives on, if named: a repair), at this core's share of their
         rate in that round."""
-        if items:
+        if items and self.shard.returns:
             layout = self.rates.at(items[0][0])
             shard = layout.shards[self.shard.index]
             groups = [group for group, receivers in self.shard.returns
@@ -281,6 +287,22 @@ class ShardNode(SummingNode):
         if self.on_sum is not None:
             for index in indices:
                 self.on_sum(number, index, self.rounds[number])
+        if self.layout.scatter:
+            self.summed = {n: count for n, count in self.summed.items() if n in self.rounds}
+            self.summed[number] = self.summed.get(number, 0) + len(indices)
+            if self.summed[number] == self.to_sum:
+                self.confirm_whole(number)
+
+    def confirm_whole(self, number):
+        """Tell every other worker that said hello that round `number` of this scatter
+        shard is whole: {"job", "round", "shard", "missing": [], "complete": true}, as a
+        repair request's answer says it. One lost is asked for again (control)."""
+        packet = control_packet({"job": self.layout.id, "round": number,
+                                 "shard": self.shard.index, "missing": [], "complete": True})
+        for worker in self.layout.workers:
+            address = self.greeted.get(self.layout.addresses[worker])
+            if worker != self.shard.host and address is not None:
+                self.sock.sendto(packet, CONFIRM, address)
 
     def control(self, message, address):
         """A worker's hello, or its repair request: {"job", "round", "need": fragment
@@ -299,9 +321,11 @@ class ShardNode(SummingNode):
         self._return([(number, i) for i in complete], self.worker_at.get(address[0]))
         missing = [[i, int(sums.expected[i]) & ~int(sums.have[i])] for i in need
                    if int(sums.have[i]) != int(sums.expected[i])]
-        self.sock.sendto(control_packet({"job": self.layout.id, "round": number,
-                                         "shard": self.shard.index, "missing": missing}),
-                         CONFIRM, address)
+        answer = {"job": self.layout.id, "round": number, "shard": self.shard.index,
+                  "missing": missing}
+        if self.layout.scatter:   # whether the round is whole: the asker's parts are in
+            answer["complete"] = self.summed.get(number) == self.to_sum
+        self.sock.sendto(control_packet(answer), CONFIRM, address)
 
 
 class AggregatorNode(SummingNode):

@@ -92,6 +92,17 @@ class Round:
             self.have[index] = True
             self.placed(1)
 
+    def confirm(self, layout, shard, address):
+        """Shard `shard` of a scatter job, at `address`, says this round of it is whole:
+        its fragments count as back here (their sums stay in its host: this worker's
+        result holds only its own shards' sums). Nothing if no such shard is there."""
+        if 0 <= shard < len(layout.shards) and layout.shards[shard].address == address:
+            first, last = layout.shards[shard].first, layout.shards[shard].last
+            newly = int(np.count_nonzero(~self.have[first:last]))
+            self.have[first:last] = True
+            if newly:
+                self.placed(newly)
+
     def placed(self, count):
         """`count` sums came back (place, or the data path placing a batch itself)."""
         self.returned += count
