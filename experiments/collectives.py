@@ -33,8 +33,9 @@ lower their group's min_bytes for them), each call beside its ranks' Gloo group'
 below the threshold: the measurement MIN_BYTES is set from (docs/pytorch.md).
 Each group's first calls, an all-reduce as long as the fabric's round in which the
 fabric's group makes its job, and (unless --no-gather-job) an all-gather of the
-smallest size it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py), are
-timed apart: `first_call_s` in each of the group's
+smallest size it carries, in which it makes its gather job (syncfabric/torch/gather_rounds.py),
+and (unless --no-scatter-job) a reduce-scatter as long, in which it makes its scatter job
+(syncfabric/torch/scatter_rounds.py), are timed apart: `first_call_s` in each of the group's
 rows and a line of the summary, not a repeat of any collective; where the fabric's
 group went to Gloo (its job refused, or unable to run), `gloo_only` says why, as do
 stderr and that line. It fills its round, so
@@ -99,6 +100,11 @@ def parse_args(argv):
                         "(FabricOptions.gather_job, the default), booked with the group's "
                         "job as one (turns_with: docs/jobs.md; measured in docs/pytorch.md); "
                         "--no-gather-job: through the group's job's rounds")
+    parser.add_argument("--scatter-job", action=argparse.BooleanOptionalAction, default=True,
+                        help="the fabric's reduce-scatters through a scatter job of the "
+                        "group's (FabricOptions.scatter_job, the default), each shard's sums "
+                        "kept in its rank's host, booked with the group's job as one; "
+                        "--no-scatter-job: through the group's job's rounds")
     parser.add_argument("--borrow", action="store_true",
                         help="the fabric lends what is idle: policy fair with borrowing, "
                         "the switch ports' traffic classes built (docs/sharing.md); with "
@@ -200,6 +206,7 @@ def backend_rows(bed, view, workers, backend, args, bar):
         arguments += ["--controller", bed.management_url, "--shards", str(request["shards"]),
                       "--placement", PLACEMENT, "--capacity-bytes", str(round_bytes(args))]
         arguments += ["--gather-job" if args.gather_job else "--no-gather-job",
+                      "--scatter-job" if args.scatter_job else "--no-scatter-job",
                       "--beside-gloo"]
         served = daemons_for(bed, request, args.bw)
     else:

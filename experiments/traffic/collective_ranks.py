@@ -14,9 +14,10 @@ whether every rank's result was exact (whole numbers: every order of summation g
 the same sum), and whether the call went through the fabric (the group's counts), and
 why not where the group took none (`gloo_only`: its job was refused or could not run).
 Before them, the group's first calls (FIRST_CALL: an all-reduce of --first-mb, then
-unless --no-gather-job an all-gather of --first-gather-mb), in which the fabric's group
-makes its job (and its gather job) and Gloo's connects, are timed and printed alike, as
-one row: a one-time cost, not any call's.
+unless --no-gather-job an all-gather of --first-gather-mb, and unless --no-scatter-job a
+reduce-scatter of as many), in which the fabric's group makes its job (and its gather
+and scatter jobs) and Gloo's connects, are timed and printed alike, as one row: a
+one-time cost, not any call's.
 
 With --beside-gloo (the fabric's ranks), each call at or below --below-mb, which the
 fabric's group leaves to Gloo, is also made on a Gloo group of the same ranks, right
@@ -83,16 +84,18 @@ def call(name, floats, rank, world, seed, group=None):
             lambda: torch.equal(output, expected[rank * part:(rank + 1) * part]))
 
 
-def first_calls(floats, gathered, rank, world):
-    """FIRST_CALL's pair, as call()'s: an all-reduce of `floats`, then an all-gather of
-    `gathered`."""
-    reduce_start, reduce_exact = call("all_reduce", floats, rank, world, 0)
-    gather_start, gather_exact = call("all_gather", gathered, rank, world, 0)
+def first_calls(floats, side_floats, rank, world, sides):
+    """FIRST_CALL's calls, as call()'s: an all-reduce of `floats`, then each collective
+    of `sides` ("all_gather", "reduce_scatter": those the group makes a job of its own
+    for) of side_floats, one after another."""
+    calls = [call("all_reduce", floats, rank, world, 0)]
+    calls += [call(name, side_floats, rank, world, 0) for name in sides]
 
     def start():
-        reduce_start().wait()
-        return gather_start()
-    return start, lambda: reduce_exact() and gather_exact()
+        for begin, _exact in calls[:-1]:
+            begin().wait()
+        return calls[-1][0]()
+    return start, lambda: all([exact() for _begin, exact in calls])
 
 
 def gloo_only_reason():
@@ -114,9 +117,9 @@ def floats_of(size_mb, world):
 def measure(args):
     first = floats_of(args.first_mb, args.world)
     gathered = floats_of(args.first_gather_mb or args.first_mb, args.world)
+    sides = ["all_gather"] * args.gather_job + ["reduce_scatter"] * args.scatter_job
     timed(args, FIRST_CALL, args.first_mb, 1,
-          first_calls(first, gathered, args.rank, args.world) if args.gather_job
-          else call("all_reduce", first, args.rank, args.world, 0))
+          first_calls(first, gathered, args.rank, args.world, sides))
     beside = dist.new_group(backend="gloo") if args.beside_gloo else None
     for size_mb, carried_below in sizes_in_turn(args):
         floats = floats_of(size_mb, args.world)
@@ -213,9 +216,10 @@ def parse_args(argv):
                         "apart (the fabric's group makes its job in it)")
     parser.add_argument("--first-gather-mb", type=float, default=None,
                         help="unless --no-gather-job, the group's first all-gather, of this many "
-                        "MB (default: --first-mb), timed with the first call: the fabric's "
-                        "group makes its gather job in it, each round a slice of it from "
-                        "every rank")
+                        "MB (default: --first-mb), and unless --no-scatter-job its first "
+                        "reduce-scatter, as many, timed with the first call: the fabric's "
+                        "group makes its gather and scatter jobs in them, each round a slice "
+                        "of it from every rank")
     parser.add_argument("--crossover-sizes", type=megabytes,
                         default=[], help="comma list of MB the fabric's group carries even "
                         "below its threshold, --repeats calls each (with --beside-gloo each "
@@ -227,6 +231,9 @@ def parse_args(argv):
     parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="the fabric's all-gathers through a gather job of the group's "
                         "(FabricOptions.gather_job, the default)")
+    parser.add_argument("--scatter-job", action=argparse.BooleanOptionalAction, default=True,
+                        help="the fabric's reduce-scatters through a scatter job of the "
+                        "group's (FabricOptions.scatter_job, the default)")
     return parser.parse_args(argv)
 
 
@@ -238,7 +245,7 @@ def main(argv=None):
                                 capacity_bytes=args.capacity_bytes,
                                 job_options={"placement": args.placement,
                                              "shards": args.shards or "auto", "ttl_s": LEASE_S},
-                                gather_job=args.gather_job)
+                                gather_job=args.gather_job, scatter_job=args.scatter_job)
     with joined(args, args.backend, options):
         measure(args)
     sys.stdout.flush()

@@ -10,11 +10,11 @@ collectives.py) makes the group's job: rank 0 asks the controller for one of the
 ranks' hosts, every rank opens its worker, and from then on every eligible all-reduce,
 broadcast, all-gather and reduce-scatter goes through the job's rounds
 (FabricWorker.allreduce_async: any length, in the order they are called). All-gathers
-of min_bytes and more, once the group's job is made, go through a second job of the
-group instead (FabricOptions.gather_job, on by default), its gather job
-(gather_rounds.py: each rank's slice sent once, a ring's bytes), made at the first of
-them and taking turns with the group's job, so they may end before or after the calls
-around them. Everything
+and reduce-scatters of min_bytes and more, once the group's job is made, go through a
+gather job and a scatter job of the group instead (FabricOptions.gather_job and
+scatter_job, on by default; group_jobs.py: a ring's bytes), each made at the first of
+its calls and taking turns with the group's job, so they may end before or after the
+calls around them. Everything
 else goes to Gloo: other collectives, other dtypes and ops, tensors below min_bytes (but
 where they go on in a round already begun: _min_bytes). If
 the controller refuses the job, or any rank cannot join it, every rank leaves the
@@ -37,14 +37,14 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from syncfabric.hosts.packets.wire import data_mtu
 from syncfabric.torch.agreement import StoreAgreement
 from syncfabric.torch.collectives import (allgather_call, allgather_eligible, allreduce_call,
-                                          broadcast_call, reduce_scatter_call, scaling)
-from syncfabric.torch.gather_rounds import GatherRounds, gather_job_floats
+                                          broadcast_call, reduce_scatter_call,
+                                          reduce_scatter_eligible, scaling)
 from syncfabric.torch.gloo_underneath import GlooUnderneath
-from syncfabric.torch.registration import (FabricHookError, agree_on_job,
-                                           close_and_release, open_worker, release_at_end)
+from syncfabric.torch.group_jobs import GATHER, SCATTER, GroupJob, SideJobs
+from syncfabric.torch.registration import (FabricHookError, agree_on_job, open_worker,
+                                           release_at_end)
 from syncfabric.torch.works import CoalescedWork, FabricWork
 
 LOG = logging.getLogger("syncfabric.torch")
@@ -53,13 +53,13 @@ CONTROLLER_ENV = "SYNCFABRIC_CONTROLLER"
 HOSTS_ENV = "SYNCFABRIC_HOSTS"          # each global rank's fabric host, in rank order
 MIN_BYTES_ENV = "SYNCFABRIC_MIN_BYTES"  # FabricOptions.min_bytes's default
 GATHER_JOB_ENV = "SYNCFABRIC_GATHER_JOB"   # "0": FabricOptions.gather_job False by default
+SCATTER_JOB_ENV = "SYNCFABRIC_SCATTER_JOB"   # "0": FabricOptions.scatter_job False by default
 # below this, a collective goes to Gloo (a round's fixed costs outweigh what the
 # fabric saves): the largest crossover experiments.collectives measured (its
 # --crossover-sizes: 8 ranks' all-reduce and reduce-scatter, docs/pytorch.md)
 MIN_BYTES = 256 * 2 ** 10
 FEWEST_ROUND_BYTES = 256 * 2 ** 10   # a job's shortest round, whatever its first call
 ROUND_SLACK = 64   # a round is 1/ROUND_SLACK longer than the first call (_make_job)
-GATHER_OPTIONS = ("mtu", "ttl_s")   # of FabricOptions.job_options, those a gather job takes
 
 
 @dataclass
@@ -70,9 +70,10 @@ class FabricOptions:
     GLOO_SOCKET_IFNAME's), a round's bytes (None: the first eligible collective's, DDP's
     broadcast of the model), the fewest bytes (as float32) of a collective the fabric
     carries (SYNCFABRIC_MIN_BYTES, else MIN_BYTES), POST /jobs's options (shards,
-    placement, aggregation, mtu, ttl_s), and whether all-gathers go through a gather
-    job of the group's (by default, unless SYNCFABRIC_GATHER_JOB=0; it takes turns with
-    the group's job, one booking for both: docs/pytorch.md)."""
+    placement, aggregation, mtu, ttl_s), and whether all-gathers and reduce-scatters go
+    through a gather job and a scatter job of the group's (by default, unless
+    SYNCFABRIC_GATHER_JOB=0 or SYNCFABRIC_SCATTER_JOB=0; they take turns with the
+    group's job, one booking for all: docs/pytorch.md)."""
     controller: Optional[str] = None
     host: Optional[str] = None
     capacity_bytes: Optional[int] = None
@@ -80,18 +81,7 @@ class FabricOptions:
                                                                       MIN_BYTES)))
     job_options: dict = field(default_factory=dict)
     gather_job: bool = field(default_factory=lambda: os.environ.get(GATHER_JOB_ENV) != "0")
-
-
-class GroupJob:
-    """A group's job and this rank's worker of it, released with the group
-    (registration.release_at_end calls close())."""
-
-    def __init__(self, job, worker, group, gather=None):
-        self.job, self.worker, self.group = job, worker, group
-        self.gather = gather   # a gather job's GatherRounds
-
-    def close(self):
-        close_and_release(self.worker, self.job)
+    scatter_job: bool = field(default_factory=lambda: os.environ.get(SCATTER_JOB_ENV) != "0")
 
 
 class FabricProcessGroup(GlooUnderneath):
@@ -106,13 +96,24 @@ class FabricProcessGroup(GlooUnderneath):
         self.controller = options.controller or os.environ.get(CONTROLLER_ENV)
         self.host = options.host or host_by_environment(common)
         self.job, self.gloo_only = None, None   # the latter: why the fabric is not used
-        # all-gathers' own job (gather_rounds.py), and why there is none if it was refused
-        self.gather_job, self.gather_refused = None, None
+        # all-gathers' and reduce-scatters' own jobs (group_jobs.py), and why not if refused
+        self.side_jobs = SideJobs(self, {GATHER: options.gather_job,
+                                         SCATTER: options.scatter_job})
         if not self.controller:
             self.gloo_only = "no controller: set %s or FabricOptions.controller" % CONTROLLER_ENV
 
     def getBackendName(self):
         return NAME
+
+    @property
+    def gather_refused(self):
+        """Why the group has no gather job, if it was refused (None: it has, or not yet)."""
+        return self.side_jobs.refused.get(GATHER)
+
+    @property
+    def scatter_refused(self):
+        """Why the group has no scatter job, if it was refused (None: it has, or not yet)."""
+        return self.side_jobs.refused.get(SCATTER)
 
     def allreduce(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -149,15 +150,13 @@ class FabricProcessGroup(GlooUnderneath):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         call = None
         if len(output_tensors) == 1 and len(input_tensors) == 1:
-            call = reduce_scatter_call(output_tensors[0], input_tensors[0], opts.reduceOp,
-                                       self.rank(), self.size(), self._min_bytes())
+            call = self._reduce_scatter_call(output_tensors[0], input_tensors[0], opts.reduceOp)
         return self._through(call, lambda: self.gloo.reduce_scatter(output_tensors,
                                                                      input_tensors, opts))
 
     def reduce_scatter_single(self, output, input, opts=None):   # noqa: A002
         opts = opts if opts is not None else dist.ReduceScatterOptions()
-        call = reduce_scatter_call(output, [input], opts.reduceOp, self.rank(), self.size(),
-                                   self._min_bytes())
+        call = self._reduce_scatter_call(output, [input], opts.reduceOp)
         return self._through(call, lambda: self.gloo_reduce_scatter_single(output, input,
                                                                             opts))
 
@@ -187,8 +186,8 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _through(self, call, over_gloo):
         """The Work of `call` (collectives.RoundCall, or None where the call is not
-        eligible) through the job's rounds (a call already made for the gather job's:
-        through those), or of over_gloo() where it goes to Gloo; RuntimeError at once
+        eligible) through the job's rounds (a call already made for the gather or scatter
+        job's: through those), or of over_gloo() where it goes to Gloo; RuntimeError at once
         if the group's fabric failed before."""
         self.refuse_if_broken()
         if call is not None and call.job is not None:
@@ -203,47 +202,32 @@ class FabricProcessGroup(GlooUnderneath):
 
     def _allgather_call(self, outputs, tensor):
         """An all-gather's RoundCall: a call of the group's gather job (its `job` set)
-        where the options ask for one, the call is eligible and min_bytes on its own, the
-        group's job is made (so that the gather job takes turns with it: a group whose
-        first call is an all-gather makes its job in that one) and the gather job is
-        (made on the first such call after); else through the all-reduce job's rounds
+        where the call is eligible on min_bytes alone and the group has that job
+        (SideJobs.job_for); else through the all-reduce job's rounds
         (collectives.allgather_call), or None for Gloo."""
         self.refuse_if_broken()   # before a broken group would ask for a gather job
-        if self.options.gather_job and self.job is not None and self.gather_refused is None \
-                and allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
-            if self.gather_job is None:
-                self._make_gather_job(tensor.numel())
-            if self.gather_job is not None:
-                gathered = self.gather_job.gather.call(outputs, tensor, self.rank())
-                gathered.job = self.gather_job
+        if allgather_eligible(outputs, tensor, self.size(), self.options.min_bytes):
+            gather_job = self.side_jobs.job_for(GATHER, tensor.numel())
+            if gather_job is not None:
+                gathered = gather_job.rows.call(outputs, tensor, self.rank())
+                gathered.job = gather_job
                 return gathered
         return allgather_call(outputs, tensor, self.rank(), self.size(), self._min_bytes())
 
-    def _make_gather_job(self, floats):
-        """The group's gather job, its round a slice of `floats` from each rank, taking
-        turns with the group's job (the group's calls run one after another, so the
-        fabric books the pair once: services/turn_taking.py); or (on every rank alike)
-        gather_refused saying why not, all-gathers then going on through the all-reduce
-        job's rounds."""
-        options = {key: value for key, value in self.options.job_options.items()
-                   if key in GATHER_OPTIONS}
-        round_floats = gather_job_floats(self.size(), floats, options.get("mtu", data_mtu()))
-        options["turns_with"] = self.job.job.id   # never at once: one booking for both
-        try:
-            job, name = agree_on_job(self.controller, self.host, round_floats, self.agreement,
-                                     dict(options, gather=True))
-            worker = open_worker(job, name, self.agreement)
-        except FabricHookError as error:
-            self.gather_refused = str(error)
-            if self.rank() == 0:
-                LOG.warning("all-gathers of this process group go through its all-reduce "
-                            "job's rounds (or Gloo): %s", error)
-            return
-        self.gather_job = GroupJob(job, worker, self, GatherRounds(worker.layout))
-        release_at_end(self.gather_job)
-        if self.rank() == 0:
-            LOG.info("process group of %d ranks: all-gathers of %d bytes and more through "
-                     "gather job %d", self.size(), self.options.min_bytes, job.id)
+    def _reduce_scatter_call(self, output, inputs, op):
+        """A reduce-scatter's RoundCall: a call of the group's scatter job where the call
+        is eligible on min_bytes alone and the group has that job; else through the
+        all-reduce job's rounds (collectives.reduce_scatter_call), or None for Gloo."""
+        self.refuse_if_broken()   # before a broken group would ask for a scatter job
+        if reduce_scatter_eligible(output, inputs, op, self.size(),
+                                   self.options.min_bytes) is not None:
+            scatter_job = self.side_jobs.job_for(SCATTER, output.numel())
+            if scatter_job is not None:
+                scattered = scatter_job.rows.call(output, inputs, op, self.rank())
+                scattered.job = scatter_job
+                return scattered
+        return reduce_scatter_call(output, inputs, op, self.rank(), self.size(),
+                                   self._min_bytes())
 
     def _make_job(self, first_floats):
         """The group's job, or (on every rank alike) gloo_only saying why not. Its round

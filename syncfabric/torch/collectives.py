@@ -10,11 +10,11 @@ it gets and adds the rest):
 - reduce-scatter: every rank gives its whole input, and keeps its own slice of the sum.
 All-gather and reduce-scatter thus carry the whole output (input) through a round:
 per host, a ring's bytes plus one slice for all-gather, twice a ring's for
-reduce-scatter (each shard keeping its own sum would halve it; not built yet). A group
-sends its all-gathers of min_bytes and more through a gather job of its own instead, at
-a ring's bytes (gather_rounds.py); this form is for the smaller ones that go on in a
-round already begun, for an all-gather that is a group's first eligible call (it makes
-the group's job), and for a group whose gather job was refused or turned off.
+reduce-scatter. A group sends its all-gathers and reduce-scatters of min_bytes and more
+through a gather job and a scatter job of its own instead, at a ring's bytes
+(gather_rounds.py, scatter_rounds.py); this form is for the smaller ones that go on in
+a round already begun, for a call that is a group's first eligible one (it makes the
+group's job), and for a group whose gather or scatter job was refused or turned off.
 
 A call is eligible, here and on every rank alike from its arguments alone, when its
 tensors are contiguous CPU tensors of one dtype the wire carries (float16 and bfloat16
@@ -154,10 +154,10 @@ def allgather_call(outputs, tensor, rank, size, min_bytes):
     return RoundCall(values, list(outputs), lambda total: write_back(total, outputs))
 
 
-def reduce_scatter_call(output, inputs, op, rank, size, min_bytes):
-    """dist.reduce_scatter (`inputs` a list of `size` tensors like `output`) or
-    reduce_scatter_tensor (`inputs` one tensor of `size` times its elements): the
-    whole input summed, this rank's slice of the sum kept."""
+def reduce_scatter_eligible(output, inputs, op, size, min_bytes):
+    """Whether dist.reduce_scatter (`inputs` a list of `size` tensors like `output`) or
+    reduce_scatter_tensor (`inputs` one tensor of `size` times its elements) goes
+    through the fabric: its op's (premultiply, divide) (scaling) if so, else None."""
     scale = scaling(op, size)
     floats = output.numel()
     if scale is None or not on_the_wire([output, *inputs]) \
@@ -165,7 +165,17 @@ def reduce_scatter_call(output, inputs, op, rank, size, min_bytes):
             or (len(inputs) > 1 and any(i.numel() != floats for i in inputs)) \
             or not big_enough(size * floats, min_bytes):
         return None
+    return scale
+
+
+def reduce_scatter_call(output, inputs, op, rank, size, min_bytes):
+    """A reduce-scatter (reduce_scatter_eligible's arguments) through a round: the whole
+    input summed, this rank's slice of the sum kept."""
+    scale = reduce_scatter_eligible(output, inputs, op, size, min_bytes)
+    if scale is None:
+        return None
     factor, divide = scale
+    floats = output.numel()
     mine = slice(rank * floats, (rank + 1) * floats)
     return RoundCall(floats_of(inputs, factor), [output],
                      lambda total: write_back(total[mine], [output], divide))

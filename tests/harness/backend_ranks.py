@@ -111,6 +111,11 @@ def compare_collectives(rank, size, gloo):
     dist.reduce_scatter_tensor(theirs, whole, op=dist.ReduceOp.AVG, group=gloo)
     dist.reduce_scatter_tensor(ours, whole, op=dist.ReduceOp.AVG)
     verdicts["reduce_scatter_tensor_avg_fp16"] = same(ours, theirs)
+    whole = integers(size * 90_000, "float32", rank, 10)   # longer than a scatter round
+    ours, theirs = torch.empty(90_000), torch.empty(90_000)
+    dist.reduce_scatter_tensor(theirs, whole, group=gloo)
+    dist.reduce_scatter_tensor(ours, whole)
+    verdicts["reduce_scatter_longer"] = same(ours, theirs)
     fresh = dist.new_group()   # the fabric's too, and no job yet: a short call goes to Gloo
     whole = integers(size * 100, "float32", rank, 7)
     ours, theirs = torch.empty(100), torch.empty(100)
@@ -231,6 +236,9 @@ def main():
     parser.add_argument("--min-bytes", type=int, default=100_000)
     parser.add_argument("--gather-job", action=argparse.BooleanOptionalAction, default=True,
                         help="all-gathers through a gather job of the group's (the default)")
+    parser.add_argument("--scatter-job", action=argparse.BooleanOptionalAction, default=True,
+                        help="reduce-scatters through a scatter job of the group's (the "
+                             "default)")
     parser.add_argument("--fsdp", choices=("fsdp", "hsdp"),
                         help="FSDP2, or HSDP over 2 replicas, over the fabric and over Gloo "
                              "instead (fsdp_alike)")
@@ -243,7 +251,7 @@ def main():
     try:
         options = FabricOptions(controller=args.controller, host=args.hosts.split(",")[rank],
                                 capacity_bytes=args.capacity_bytes, min_bytes=args.min_bytes,
-                                gather_job=args.gather_job)
+                                gather_job=args.gather_job, scatter_job=args.scatter_job)
         dist.init_process_group("fabric", pg_options=options)
         if args.lose_a_host == "calls":
             fail_on_a_lost_host(rank, answer)
@@ -258,6 +266,7 @@ def main():
         answer["counts"] = dict(dist.group.WORLD.counts)
         answer["gloo_only"] = dist.group.WORLD.gloo_only
         answer["gather_refused"] = dist.group.WORLD.gather_refused
+        answer["scatter_refused"] = dist.group.WORLD.scatter_refused
         dist.destroy_process_group()
     except Exception as error:   # the test reads it
         answer.update(error=str(error), traceback=traceback.format_exc())

@@ -4,11 +4,11 @@ model trained with no hook over the fabric's world group and over a Gloo group o
 same ranks, from the same parameters. Its gradients are sums of whole-number inputs at
 every step, whatever the parameters (and whole numbers still once DDP divides them by
 the world size), so any order of summation gives the same sum and the two must end
-alike, bit for bit. Then an all-gather through the group's gather job (the default)
-against Gloo's.
-Rank 0 prints one JSON line: whether they did, whether the all-gathers gave the same,
-how many calls went which way, and why none (or no all-gather) went through the
-fabric if so."""
+alike, bit for bit. Then an all-gather through the group's gather job and a
+reduce-scatter through its scatter job (the defaults) against Gloo's.
+Rank 0 prints one JSON line: whether they did, whether the all-gathers and the
+reduce-scatters gave the same, how many calls went which way, and why none (or no
+all-gather, or no reduce-scatter) went through the fabric if so."""
 
 import json
 import os
@@ -50,6 +50,17 @@ def gathered_alike(group, rank, world):
     return torch.equal(ours.view(torch.int32), theirs.view(torch.int32))
 
 
+def scattered_alike(group, rank, world):
+    """Whether a reduce-scatter of 50 000 whole numbers a rank's slice (exact sums in any
+    order) gives over `group` what it gives over a Gloo group of the same ranks."""
+    whole = torch.randint(-1000, 1000, (world * 50_000,),
+                          generator=torch.Generator().manual_seed(100 + rank)).float()
+    ours, theirs = torch.empty(50_000), torch.empty(50_000)
+    dist.reduce_scatter_tensor(ours, whole, group=group)
+    dist.reduce_scatter_tensor(theirs, whole, group=dist.new_group(backend="gloo"))
+    return torch.equal(ours.view(torch.int32), theirs.view(torch.int32))
+
+
 def main(argv=None):
     parser = rank_parser("ddp_alike_ranks", __doc__, "the number of workers")
     parser.add_argument("--controller", required=True, help="the controller's URL")
@@ -64,11 +75,15 @@ def main(argv=None):
         alike = all(torch.equal(a.view(torch.int32), b.view(torch.int32))
                     for a, b in zip(ours, theirs))
         gathered = gathered_alike(dist.group.WORLD, args.rank, args.world)
+        scattered = scattered_alike(dist.group.WORLD, args.rank, args.world)
         if args.rank == 0:
             print(json.dumps({"alike": alike, "gathered_alike": gathered,
+                              "scattered_alike": scattered,
                               "counts": dict(dist.group.WORLD.counts),
                               "gloo_only": dist.group.WORLD.gloo_only,
-                              "gather_refused": dist.group.WORLD.gather_refused}), flush=True)
+                              "gather_refused": dist.group.WORLD.gather_refused,
+                              "scatter_refused": dist.group.WORLD.scatter_refused}),
+                  flush=True)
     sys.stdout.flush()
     os._exit(0)   # as experiments.traffic.ddp_training: Gloo may abort in finalization
 

@@ -79,12 +79,14 @@ def stand_in_ports():
 
 class StubController:
     """The job API on loopback: POST makes loopback_job (or answers `refuse`'s status, or
-    for a gather job refuse_gather's), GET and DELETE of /jobs/<id>, PUT
+    for a gather job refuse_gather's, for a scatter job refuse_scatter's), GET and DELETE of /jobs/<id>, PUT
     /jobs/<id>/lease, and GET /fabric/topology listing `topology`. It records what was
     asked (`posted`, `renewed`, `deleted`) and what is live (`jobs`)."""
 
-    def __init__(self, topology=(), refuse=None, port=None, refuse_gather=None):
-        self.topology, self.refuse, self.refuse_gather = list(topology), refuse, refuse_gather
+    def __init__(self, topology=(), refuse=None, port=None, refuse_gather=None,
+                 refuse_scatter=None):
+        self.topology, self.refuse = list(topology), refuse
+        self.refuse_gather, self.refuse_scatter = refuse_gather, refuse_scatter
         self.port = stand_in_ports() if port is None else port
         self.addresses = {}   # hosts whose address in the jobs is not their loopback one
         self.jobs, self.posted, self.renewed, self.deleted = {}, [], [], []
@@ -106,7 +108,8 @@ class StubController:
                 return 200, {"hosts": self.topology}
             if method == "POST" and path == "/jobs":
                 self.posted.append(body)
-                refuse = self.refuse_gather if body.get("gather") else None
+                refuse = self.refuse_gather if body.get("gather") else \
+                    self.refuse_scatter if body.get("scatter") else None
                 refuse = self.refuse if self.refuse is not None else refuse
                 if refuse is not None:
                     return refuse, {"error": "the workers' links lack room",
@@ -114,7 +117,8 @@ class StubController:
                 job_id = len(self.posted)
                 job = self.jobs[job_id] = loopback_job(job_id, body["workers"],
                                                        body["model_bytes"], self.port + 20 * job_id,
-                                                       gather=body.get("gather", False))
+                                                       gather=body.get("gather", False),
+                                                       scatter=body.get("scatter", False))
                 job.update(addresses=dict(job["addresses"], **self.addresses),
                            ttl_s=body.get("ttl_s"))
                 return 201, job

@@ -208,15 +208,18 @@ def test_ddp_over_the_fabric_backend_ends_bit_for_bit_as_over_gloo_and_leaves_no
         bed, daemons):
     """DDP with no hook over init_process_group("fabric") and over Gloo, from the same
     parameters, on gradients that are whole-number sums (tests/harness/ddp_alike_ranks.py):
-    alike bit for bit after 10 steps; an all-gather through the group's gather job
-    alike too; and nothing left after destroy_process_group."""
+    alike bit for bit after 10 steps; an all-gather through the group's gather job and
+    a reduce-scatter through its scatter job alike too; and nothing left after
+    destroy_process_group."""
     rows = run_ranks(bed, WORKERS, "tests.harness.ddp_alike_ranks",
                      ["--controller", bed.management_url, "--steps", "10"])
     assert rows[0]["gloo_only"] is None, rows[0]["gloo_only"]
     assert rows[0]["gather_refused"] is None, rows[0]["gather_refused"]
+    assert rows[0]["scatter_refused"] is None, rows[0]["scatter_refused"]
     assert rows[0]["alike"] is True and rows[0]["gathered_alike"] is True
-    # the broadcast, every step's bucket and the all-gather
-    assert rows[0]["counts"]["fabric"] >= 11
+    assert rows[0]["scattered_alike"] is True
+    # the broadcast, every step's bucket, the all-gather and the reduce-scatter
+    assert rows[0]["counts"]["fabric"] >= 12
     assert bed.client.get("/jobs") == {"jobs": []}
     assert bed.leftovers() == {}
 

@@ -10,14 +10,15 @@ import torch
 
 from syncfabric.decisions.model_shards import fragment_payload_bytes
 from syncfabric.hosts.jobs.job_layout import JobLayout
-from syncfabric.torch.gather_rounds import GatherRounds, fragment_floats, gather_job_floats
+from syncfabric.torch.gather_rounds import GatherRounds
+from syncfabric.torch.rank_rows import fragment_floats, rows_round_floats
 from tests.harness.loopback_jobs import loopback_job
 
 RANKS = ["w1", "w2", "w3"]
 SLICE = 1000
 
 
-def rounds_of(floats=gather_job_floats(len(RANKS), SLICE, 1500)):
+def rounds_of(floats=rows_round_floats(len(RANKS), SLICE, 1500)):
     return GatherRounds(JobLayout(loopback_job(7, RANKS, 4 * floats, 29000, gather=True)))
 
 

@@ -4,6 +4,7 @@ Planned (decisions/scatter_plan.py), booked, reported, taken back after a restar
 taking turns beside a gather job and released whole, in-process on fake switches; its
 workers on loopback, on both data paths, with a lost batch repaired."""
 
+import time
 from concurrent.futures import wait
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from syncfabric.decisions.scatter_plan import plan_scatter
 from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
+from syncfabric.hosts.jobs.worker_rounds import Round
 from tests.harness.fabrics import spine_leaf_view
 from tests.harness.fake_controller import InProcessController, description, restarted
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
@@ -151,7 +153,7 @@ def test_scatter_workers_each_get_their_own_shards_sums_and_no_others(lose):
     the other shards' parts, and a batch a shard lost is sent again once its senders
     ask whether the shard's round is whole."""
     names = ["w1", "w2", "w3"]
-    report = loopback_job(95 + lose, names, FLOATS * 4, 29900 + 30 * lose, scatter=True)
+    report = loopback_job(95 + lose, names, FLOATS * 4, 28500 + 30 * lose, scatter=True)
     workers = [FabricWorker(report, name) for name in names]
     try:
         for worker in workers:
@@ -166,6 +168,9 @@ def test_scatter_workers_each_get_their_own_shards_sums_and_no_others(lose):
             total = np.sum(given, axis=0)
             for k, future in enumerate(futures):
                 assert np.array_equal(future.result()[owner == k], total[owner == k])
+        deadline = time.monotonic() + 10   # a round's stats are filed once it is confirmed
+        while not all(1 in w.stats for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert all(w.stats[1]["sent"] == 66 for w in workers)   # the two others' 33 each
         if lose:
             assert lost and lost[0] > 0
@@ -175,3 +180,23 @@ def test_scatter_workers_each_get_their_own_shards_sums_and_no_others(lose):
     finally:
         for worker in workers:
             worker.close()
+
+
+@pytest.mark.parametrize("shard, address, whole, confirmed", [
+    (1, "127.0.0.12", [[0, 10 ** 9]], range(33, 66)),      # within its own range alone
+    (1, "127.0.0.12", [[40, 42], [-5, 34]], [33, 40, 41]),
+    (1, "127.0.0.13", [[33, 66]], []),                      # not that shard's host
+    (7, "127.0.0.12", [[33, 66]], []),                      # no such shard
+    (-1, "127.0.0.13", [[66, 99]], []),
+    (1, "127.0.0.12", "all", []),                           # not ranges
+    (1, "127.0.0.12", [[34, "x"], [35]], []),
+])
+def test_a_round_counts_as_confirmed_only_what_that_shards_host_says_of_its_own(
+        shard, address, whole, confirmed):
+    """Hostile answers: a confirmation counts only from the shard's own host, and only
+    for fragments of its range, whatever ranges it names."""
+    layout = JobLayout(loopback_job(97, ["w1", "w2", "w3"], FLOATS * 4, 28600, scatter=True))
+    current = Round(1, layout, owed=layout.owed_to("w1"))
+    current.confirm(shard, address, whole)
+    assert np.flatnonzero(current.have).tolist() == list(confirmed)
+    assert current.returned == len(confirmed)

@@ -2,8 +2,9 @@
 as processes, the controller stand-in of tests/harness/loopback_jobs.py): eligible
 all-reduces go through the job's rounds and equal Gloo's bit for bit, in every dtype the
 wire carries, synchronous and not, longer than a round or not; the rest goes to Gloo;
-the job is released at destroy_process_group; all-gathers go through a gather job of
-their own by default, or the job's rounds where it is refused or turned off; a refused
+the job is released at destroy_process_group; all-gathers and reduce-scatters go through
+a gather job and a scatter job of their own by default, or the job's rounds where one is
+refused or turned off; a refused
 job, or no controller, leaves every rank on Gloo alike; a lost host fails the call, and
 every later one at once; DDP with no hook trains over it as over Gloo, and FSDP2 and
 HSDP end bit for bit as over Gloo.
@@ -25,7 +26,7 @@ OVER_FABRIC = 6            # of backend_ranks.CALLS: the six the fabric carries
 # backend_ranks.compare_collectives: all through the fabric
 COLLECTIVES = {"broadcast", "broadcast_bf16", "all_gather", "all_gather_into_tensor",
                "all_gather_longer", "all_gather_shorter", "reduce_scatter",
-               "reduce_scatter_tensor_avg_fp16",
+               "reduce_scatter_tensor_avg_fp16", "reduce_scatter_longer",
                "all_reduce_coalesced", "premul_sum"}
 OVER_GLOO = {"reduce_scatter_tensor_over_gloo",   # and in a group of its own, through Gloo
              "premul_sum_refused_changes_nothing"}   # and one Gloo refuses
@@ -56,39 +57,47 @@ def compared(stub, *extra, controller=None):
 
 
 @pytest.mark.usefixtures("each_datapath")
-@pytest.mark.parametrize("gather_job", [False, True])
+@pytest.mark.parametrize("side_jobs", [False, True])
 def test_eligible_collectives_go_through_the_fabric_and_equal_gloos_bit_for_bit(stub,
-                                                                              gather_job):
+                                                                              side_jobs):
     """All-reduces, broadcasts (every kind of float, -0.0 and NaN included), all-gathers
-    (through the job's rounds, or a gather job's), reduce-scatters and coalesced
-    all-reduces; PREMUL_SUM against the sum itself."""
-    answers = compared(stub, "--gather-job" if gather_job else "--no-gather-job")
+    and reduce-scatters (through the job's rounds, or a gather job's and a scatter
+    job's), and coalesced all-reduces; PREMUL_SUM against the sum itself."""
+    answers = compared(stub, *(("--gather-job", "--scatter-job") if side_jobs
+                               else ("--no-gather-job", "--no-scatter-job")))
     for answer in answers:
         assert answer["gloo_only"] is None
         assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
         assert answer["counts"]["gloo"] >= 3
-    # the all-reduce job, then the gather job of the first all-gather: a slice of 40 000
-    # floats in whole fragments of 362 (a 1500-byte MTU) for each of the two ranks
-    gathers = [4 * 2 * 111 * 362] * gather_job
-    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES] + gathers
-    assert [body.get("gather") for body in stub.posted] == [None] + [True] * gather_job
-    # the gather job takes turns with the all-reduce job (job 1): one booking for both
-    assert [body.get("turns_with") for body in stub.posted] == [None] + [1] * gather_job
-    assert sorted(stub.deleted) == [1, 2][:1 + gather_job] and stub.jobs == {}
+    # the all-reduce job, then the gather job of the first all-gather and the scatter
+    # job of the first reduce-scatter: each a slice of 40 000 floats in whole fragments
+    # of 362 (a 1500-byte MTU) for each of the two ranks
+    sides = [4 * 2 * 111 * 362] * 2 * side_jobs
+    assert [body["model_bytes"] for body in stub.posted] == [CAPACITY_BYTES] + sides
+    assert [(body.get("gather"), body.get("scatter")) for body in stub.posted] \
+        == [(None, None)] + [(True, None), (None, True)] * side_jobs
+    # both take turns with the all-reduce job (job 1): one booking for all three
+    assert [body.get("turns_with") for body in stub.posted] == [None] + [1, 1] * side_jobs
+    assert stub.posted[-1].get("aggregation") is (False if side_jobs else None)
+    assert sorted(stub.deleted) == [1, 2, 3][:1 + 2 * side_jobs] and stub.jobs == {}
 
 
-def test_a_refused_gather_job_leaves_all_gathers_in_the_all_reduce_jobs_rounds():
-    stub = StubController(refuse_gather=409)
+@pytest.mark.parametrize("kind", ["gather", "scatter"])
+def test_a_refused_gather_or_scatter_job_leaves_its_calls_in_the_all_reduce_jobs_rounds(kind):
+    stub = StubController(**{"refuse_" + kind: 409})
     try:
-        answers = compared(stub, "--gather-job")
+        answers = compared(stub, "--gather-job", "--scatter-job")
     finally:
         stub.close()
+    other = {"gather": "scatter", "scatter": "gather"}[kind]
     for answer in answers:
         assert answer["gloo_only"] is None
         assert answer["counts"]["fabric"] == OVER_FABRIC + len(COLLECTIVES)
-        assert "the controller made no job for 2 ranks" in answer["gather_refused"]
-    assert [body.get("gather") for body in stub.posted] == [None, True]   # asked once
-    assert stub.deleted == [1] and stub.jobs == {}
+        assert "the controller made no job for 2 ranks" in answer[kind + "_refused"]
+        assert answer[other + "_refused"] is None
+    assert [body.get(kind) for body in stub.posted].count(True) == 1   # asked once
+    assert len(stub.posted) == 3 and sorted(stub.deleted) == [1, 2 + (kind == "gather")]
+    assert stub.jobs == {}
 
 
 @pytest.mark.parametrize("stub", [409], indirect=True)
@@ -140,9 +149,10 @@ def test_fsdp2_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
     for answer in answers:
         assert answer["fsdp_alike"] is True
         assert answer["counts"]["fabric"] >= 20 * 6   # each step's all-gathers alone
-    # the first all-gather makes the group's job; the next, its gather job, taking turns
-    assert [(body.get("gather"), body.get("turns_with")) for body in stub.posted] == [
-        (None, None), (True, 1)]
+    # the first all-gather makes the group's job; the next, its gather job, and the first
+    # reduce-scatter its scatter job, both taking turns with it
+    assert [(body.get("gather"), body.get("scatter"), body.get("turns_with"))
+            for body in stub.posted] == [(None, None, None), (True, None, 1), (None, True, 1)]
     assert stub.jobs == {}
 
 
@@ -156,9 +166,13 @@ def test_hsdp_over_the_backend_ends_bit_for_bit_as_over_gloo(stub):
         assert answer["error"] is None, answer.get("traceback")
         assert answer["fsdp_alike"] is True
     # the two shard groups' jobs and the two replica groups', and each shard group's
-    # gather job (its all-gathers), taking turns with that group's job
-    assert sorted(bool(body.get("gather")) for body in stub.posted) == [False] * 4 + [True] * 2
-    assert all(body["turns_with"] for body in stub.posted if body.get("gather"))
+    # gather job (its all-gathers) and scatter job (its reduce-scatters), taking turns
+    # with that group's job
+    kinds = [("gather" if body.get("gather") else "scatter" if body.get("scatter") else "job")
+             for body in stub.posted]
+    assert sorted(kinds) == ["gather"] * 2 + ["job"] * 4 + ["scatter"] * 2
+    assert all(body["turns_with"] for body in stub.posted if body.get("gather")
+               or body.get("scatter"))
     assert stub.jobs == {}
 
 

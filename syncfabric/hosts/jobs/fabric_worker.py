@@ -134,7 +134,8 @@ class FabricWorker:
                                lambda: self.sends.take_answers(self.ready))
         self.own = OwnShards(layout, name, self.path, self.rates, self._own_sum)
         self.own.register(self.selector)
-        self.rounds = OpenRounds(layout, ROUNDS_IN_FLIGHT, RESULTS_READY)   # in flight
+        self.rounds = OpenRounds(layout, ROUNDS_IN_FLIGHT, RESULTS_READY,   # in flight
+                                 layout.owed_to(name))
         for shard in layout.shards:   # a scatter job's sums stay in their shards' hosts
             if shard.host != name and not layout.scatter:
                 returned = ReturnedSums.heard_by(layout, shard, name, data_ip, self.rounds,

@@ -131,6 +131,16 @@ class JobLayout:
         ranges += [(leg.first, leg.last) for legs in self.legs.values() for leg in legs]
         return ranges + [f for a in self.aggregations for f in a.workers.values()]
 
+    def owed_to(self, worker):
+        """By fragment, whether `worker`'s result holds its sum: None for every one, a
+        scatter job's: its own shards' alone (their sums stay in their hosts)."""
+        if not self.scatter:
+            return None
+        owed = np.zeros(self.count, dtype=bool)
+        for shard in self.shards_of(worker):
+            owed[shard.first:shard.last] = True
+        return owed
+
     def shards_of(self, host):
         return [s for s in self.shards if s.host == host]
 

@@ -256,8 +256,9 @@ class ShardNode(SummingNode):
     their rate) as soon as it is complete, and answers repair requests (the sums asked
     for go back on the asker's tree). on_sum(round, index,
     values): a worker in this host takes its own shard's sums without the network.
-    A scatter job's shard returns nothing: once a round of it is whole, it tells the
-    other workers, which then know their parts of it arrived (confirm_whole)."""
+    A scatter job's shard returns nothing: it tells the other workers which fragments
+    of a round are whole, so that they know their parts arrived: all of them once the
+    round is (confirm_whole), and those a repair request asks for in its answer."""
 
     def __init__(self, layout, shard, sock, on_sum=None, path=None, share=WHOLE, rates=None):
         super().__init__(layout, sock, layout.shard_expected(shard), layout.shard_senders(shard),
@@ -295,10 +296,11 @@ class ShardNode(SummingNode):
 
     def confirm_whole(self, number):
         """Tell every other worker that said hello that round `number` of this scatter
-        shard is whole: {"job", "round", "shard", "missing": [], "complete": true}, as a
-        repair request's answer says it. One lost is asked for again (control)."""
+        shard is whole: {"job", "round", "shard", "missing": [], "whole": [[first,
+        last]]}, as a repair request's answer says it. One lost is asked for again."""
         packet = control_packet({"job": self.layout.id, "round": number,
-                                 "shard": self.shard.index, "missing": [], "complete": True})
+                                 "shard": self.shard.index, "missing": [],
+                                 "whole": [[self.shard.first, self.shard.last]]})
         for worker in self.layout.workers:
             address = self.greeted.get(self.layout.addresses[worker])
             if worker != self.shard.host and address is not None:
@@ -323,8 +325,8 @@ class ShardNode(SummingNode):
                    if int(sums.have[i]) != int(sums.expected[i])]
         answer = {"job": self.layout.id, "round": number, "shard": self.shard.index,
                   "missing": missing}
-        if self.layout.scatter:   # whether the round is whole: the asker's parts are in
-            answer["complete"] = self.summed.get(number) == self.to_sum
+        if self.layout.scatter:   # the fragments asked for that are whole: its parts are in
+            answer["whole"] = ranges(complete)
         self.sock.sendto(control_packet(answer), CONFIRM, address)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from syncfabric.hosts.datapath import datapath
 from syncfabric.hosts.packets.gradient_wire import FLOATS, HEADER, carries_fragment
-from syncfabric.hosts.packets.control_messages import control_packet
+from syncfabric.hosts.packets.control_messages import control_packet, needed_fragments
 from syncfabric.hosts.jobs.job_roles import missing_ranges
 from syncfabric.hosts.packets.wire import FRAME_OVERHEAD
 from syncfabric.hosts.transport.receivers import receiving_socket
@@ -19,10 +19,15 @@ class Round:
     """One allreduce in flight: the values contributed so far (in the caller's order, a
     block of per_fragment floats per fragment, layout.wire_of; the caller's own array when
     it gives the whole round at once: it leaves it alone until the Future ends), the
-    parts' Futures, and what came back of each shard (by fragment), and when."""
+    parts' Futures, and what came back of each shard (by fragment), and when. `owed`:
+    by fragment, whether the caller's result holds its sum (all, or a scatter job's
+    worker's own shards'): a part's Future ends once those are back; the round ends
+    once every fragment is (the others confirmed: confirm), and meanwhile this worker
+    may send its parts of them again."""
 
-    def __init__(self, number, layout, result=None, pieces=None):
+    def __init__(self, number, layout, result=None, pieces=None, owed=None):
         self.number, self.layout = number, layout
+        self.owed = owed   # None: every fragment
         self.values = None   # until the first contribution
         self.pieces = pieces   # gives the array for values given in pieces (default: new)
         # every float is placed before it is read: `result` (warm_arrays.RoundArrays')
@@ -92,16 +97,20 @@ class Round:
             self.have[index] = True
             self.placed(1)
 
-    def confirm(self, layout, shard, address):
-        """Shard `shard` of a scatter job, at `address`, says this round of it is whole:
-        its fragments count as back here (their sums stay in its host: this worker's
-        result holds only its own shards' sums). Nothing if no such shard is there."""
-        if 0 <= shard < len(layout.shards) and layout.shards[shard].address == address:
-            first, last = layout.shards[shard].first, layout.shards[shard].last
-            newly = int(np.count_nonzero(~self.have[first:last]))
-            self.have[first:last] = True
-            if newly:
-                self.placed(newly)
+    def confirm(self, shard, address, whole):
+        """Shard `shard` of a scatter job, at `address`, says the fragments `whole` names
+        ([[first, last exclusive], ...]) are whole in this round: they count as back here
+        (their sums stay in its host: this worker's result holds only its own shards'
+        sums). Nothing of what no such shard there holds."""
+        shards = self.layout.shards
+        if not 0 <= shard < len(shards) or shards[shard].address != address:
+            return
+        indices = np.array(needed_fragments(whole, shards[shard].first, shards[shard].last),
+                           dtype=np.int64)
+        newly = indices[~self.have[indices]]
+        self.have[newly] = True
+        if len(newly):
+            self.placed(len(newly))
 
     def placed(self, count):
         """`count` sums came back (place, or the data path placing a batch itself)."""
@@ -147,8 +156,13 @@ class Round:
         for part in list(self.parts):
             start, stop, _future = part
             blocks = slice(start // per_fragment, (stop - 1) // per_fragment + 1)
-            if self.returned == self.layout.count if stop - start == self.layout.floats \
-                    else self.have[self.layout.wire_of[blocks]].all():
+            if self.owed is not None:   # a scatter job's: only its own shards' sums
+                summed = (self.have | ~self.owed)[self.layout.wire_of[blocks]].all()
+            elif stop - start == self.layout.floats:
+                summed = self.returned == self.layout.count
+            else:
+                summed = self.have[self.layout.wire_of[blocks]].all()
+            if summed:
                 self.parts.remove(part)
                 done.append(part)
         return done
@@ -158,11 +172,11 @@ class OpenRounds(dict):
     """A worker's rounds in flight by number (a dict: ReturnedSums and the data paths
     look rounds up in it), each made with arrays used again (warm_arrays: `results_ready`
     of them made at once), and a gather job's next `ahead` rounds opened before the
-    worker gives them (open_after; its first ones at once)."""
+    worker gives them (open_after; its first ones at once). owed: Round's."""
 
-    def __init__(self, layout, ahead, results_ready):
+    def __init__(self, layout, ahead, results_ready, owed=None):
         super().__init__()
-        self.layout, self.ahead = layout, ahead
+        self.layout, self.ahead, self.owed = layout, ahead, owed
         self.results = RoundArrays(layout.count * layout.per_fragment,
                                    results_ready + ahead * layout.gather)
         self.pieces = RoundArrays(layout.floats)   # a round's values given in pieces
@@ -173,7 +187,7 @@ class OpenRounds(dict):
         current = self.get(number)
         if current is None:
             current = self[number] = Round(number, self.layout, self.results.take(),
-                                           self.pieces)
+                                           self.pieces, self.owed)
         return current
 
     def open_after(self, begun):

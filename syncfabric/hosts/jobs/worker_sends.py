@@ -132,8 +132,8 @@ class WorkerSends:
     def take_answers(self, ready):
         """The summing nodes' answers on the socket: a hello's answer adds its address to
         `ready`; a shard's answer to a repair request has what it misses of ours sent
-        again; a scatter shard's that its round is whole confirms this worker's parts of
-        it (Round.confirm)."""
+        again; a scatter shard's, which of its fragments are whole, confirms this worker's
+        parts of them (Round.confirm)."""
         while True:
             try:
                 packet, address = self.sock.recvfrom(65536)
@@ -148,8 +148,8 @@ class WorkerSends:
             current = self.rounds.get(number) if whole(number) else None
             if current is None or not whole(shard) or address[0] not in self.shard_addresses:
                 continue
-            if self.layout.scatter and answer.get("complete") is True:
-                current.confirm(self.layout, shard, address[0])
+            if self.layout.scatter:
+                current.confirm(shard, address[0], answer.get("whole"))
             missing = missing_pairs(answer.get("missing"), self.layout.count)
             current.replies[shard] = (time.monotonic(), missing)
             self.send_again(current, [index for index, mask in missing if mask & self.bit])
