@@ -25,7 +25,8 @@ each link and aggregator once for the pair: the larger of their loads, not the s
 
 import logging
 
-from syncfabric.decisions.multicast_trees import without_links
+from syncfabric.decisions.gradient_plan import PlacementError
+from syncfabric.decisions.multicast_trees import InfeasibleTree, without_links
 from syncfabric.decisions.round_planner import reaches
 from syncfabric.errors import Conflict, InvalidRequest
 from syncfabric.services.job_planning import planned_round
@@ -119,29 +120,40 @@ def book_turns(jobs, taker, own_loads=None):
 def turns_round(jobs, job):
     """The round of a new job that takes turns (None for any other job), under any policy
     and moving no other job: planned inside its partner's booking, or beside it where
-    that is shorter (module doc), and its credit booked, before its trees, which fit
-    only with it."""
+    that is shorter or nothing fits inside (module doc), and its credit booked, before
+    its trees, which fit only with it; PlacementError where it fits neither way."""
     partner = partner_of(jobs, job)
     if partner is None:
         return None
-    view, down = jobs.trees.book.view, jobs.fabric.down_links
+    view = jobs.trees.book.view
     partner_loads = job_loads(partner, jobs.trees, jobs.plans)
-    planned = planned_round(view, job.request, without_links(view, inside(view, partner_loads),
-                                                             down),
-                            jobs.metrics, jobs.offload)
-    if not reaches(planned, planned.bound_s):
-        wider = planned_round(view, job.request,
-                              without_links(view, beside(jobs.trees.book.reserved_mbps,
-                                                         partner_loads), down),
-                              jobs.metrics, jobs.offload)
-        if not reaches(planned, wider.predicted_s):
+    planned, error = planned_on(jobs, job, inside(view, partner_loads))
+    if planned is None or not reaches(planned, planned.bound_s):
+        wider, wider_error = planned_on(jobs, job, beside(jobs.trees.book.reserved_mbps,
+                                                          partner_loads))
+        if wider is not None and (planned is None or not reaches(planned, wider.predicted_s)):
             LOG.info("job %d: planned beside job %d's booking, not inside it: %.3f s a "
-                     "round, not %.3f", job.id, partner.id, wider.predicted_s,
-                     planned.predicted_s)
+                     "round, not %s", job.id, partner.id, wider.predicted_s,
+                     "%.3f" % planned.predicted_s if planned else "none (%s)" % error)
             planned = wider
+        if planned is None:
+            raise PlacementError("neither inside job %d's booking nor beside it: %s"
+                                 % (partner.id, wider_error))
     if jobs.jobs.get(job.id) is job:   # else it was released while planned: no credit left
         book_turns(jobs, job, part_loads(planned.gradients, planned.trees))
     return planned
+
+
+def planned_on(jobs, job, reserved_mbps):
+    """(the round of `job` planned on what reserved_mbps leaves free but the fabric's
+    down links, None) or (None, why nothing fits there)."""
+    view = jobs.trees.book.view
+    try:
+        return planned_round(view, job.request, without_links(view, reserved_mbps,
+                                                              jobs.fabric.down_links),
+                             jobs.metrics, jobs.offload), None
+    except (PlacementError, InfeasibleTree) as error:
+        return None, error
 
 
 def release_takers(jobs, job, now):

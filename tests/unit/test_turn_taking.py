@@ -214,6 +214,25 @@ def test_turns_asked_wrongly_are_refused_and_change_nothing(controller, body, st
     assert booked(controller) == held and len(controller.request("GET", "/jobs")[1]["jobs"]) == 1
 
 
+def test_takers_that_fit_nowhere_inside_their_partners_booking_are_planned_beside_it():
+    """Eight workers of 8x8 whose group job's shards are on two hosts of their own: its
+    booking holds no link between the workers' leaves, so nothing of a gather job's
+    trees or a scatter job's gradients fits inside it. Planned beside it, both are
+    admitted (before, the gather job's planning raised, and the scatter job got a 409)."""
+    controller = InProcessController(description(8, 8, 2, aggregator_bw=20))
+    try:
+        workers = ["h%d" % i for i in range(1, 9)]
+        group = created(controller, {"workers": workers, "model_bytes": 1_048_576,
+                                     "placement": "dedicated", "shards": 2})
+        for kind in ("gather", "scatter"):
+            taker = created(controller, {"workers": workers, "model_bytes": 1_073_760,
+                                         kind: True, "turns_with": group["id"]})
+            assert taker["turns_with"] == group["id"] and taker[kind] is True
+        assert within_capacity(controller)
+    finally:
+        controller.close()
+
+
 def test_a_partner_takes_one_taker_of_a_kind_and_a_taker_is_no_partner(controller):
     group = created(controller, GROUP_JOB)
     gather = created(controller, dict(GATHER_JOB, turns_with=group["id"]))
