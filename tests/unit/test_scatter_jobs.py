@@ -200,3 +200,17 @@ def test_a_round_counts_as_confirmed_only_what_that_shards_host_says_of_its_own(
     current.confirm(shard, address, whole)
     assert np.flatnonzero(current.have).tolist() == list(confirmed)
     assert current.returned == len(confirmed)
+
+
+def test_a_scatter_round_copies_a_whole_rounds_values_it_may_send_after_its_future():
+    """An all-reduce round reads a whole round's values where they are, until its
+    Future ends; a scatter round may send them again after it (until the other shards
+    confirm them), so it keeps a copy."""
+    layout = JobLayout(loopback_job(98, ["w1", "w2", "w3"], FLOATS * 4, 28700, scatter=True))
+    values = np.arange(FLOATS, dtype=np.float32)
+    current = Round(1, layout, owed=layout.owed_to("w1"))
+    current.contribute(0, values, None, list(range(layout.count)))
+    assert current.values is not values and np.array_equal(current.values, values)
+    plain = Round(1, layout)
+    plain.contribute(0, values, None, list(range(layout.count)))
+    assert plain.values is values

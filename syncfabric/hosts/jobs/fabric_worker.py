@@ -11,8 +11,9 @@ Each call takes the next floats of the job's rounds, a round (n / 4 floats) at a
 when its values are that long (every worker calls in the same order, as with any
 collective; docs/jobs.md, "The host side"). This worker's fragments go where the job
 says (its aggregator or the shard's host, paced at the planned rates); the sums come
-back on the shards' trees. A shard held in this worker's own host is summed here
-(job_roles.ShardNode). Repairs are asked of the shards (job_roles) for what was given,
+back on the shards' trees (a scatter job's stay in their shards' hosts: a call's
+result holds only this worker's own shards' sums, docs/jobs.md). A shard held in this
+worker's own host is summed here (job_roles.ShardNode). Repairs are asked of the shards (job_roles) for what was given,
 whole round or not; a round that makes no progress for ROUND_FAIL_S fails with an error
 naming the host at fault, and so do the rounds after it, unless all it waits for is a
 worker that has not joined it yet: a late rank, waited for as Gloo waits
@@ -173,7 +174,8 @@ class FabricWorker:
         share). The Future ends once the zeros are back too: the stats of a round the call
         ends are filed by then. As with any asynchronous collective, `values` must not
         change until the Future ends: the worker reads float32 values where they are, to
-        send them again."""
+        send them again (a scatter job's worker copies them: it may send its parts of the
+        other shards again after the Future ends, until their hosts confirm them)."""
         values = np.ascontiguousarray(values, dtype=np.float32).ravel()
         if not len(values):
             return finished(values)

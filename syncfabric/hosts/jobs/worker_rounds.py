@@ -55,7 +55,8 @@ class Round:
     def contribute(self, start, values, future, whole):
         """Take values[start:...] and its Future; `whole`: the blocks (RoundFilling.take)
         that it completes."""
-        if self.values is None and start == 0 and len(values) == self.layout.floats:
+        if self.values is None and start == 0 and len(values) == self.layout.floats \
+                and self.owed is None:   # a scatter job's round outlives its Futures
             self.values = values   # a whole round: read where it is, not copied
         else:
             if self.values is None:   # every float is given before its block is sent
