@@ -18,7 +18,8 @@ from syncfabric.hosts.jobs.warm_arrays import RoundArrays
 class Round:
     """One allreduce in flight: the values contributed so far (in the caller's order, a
     block of per_fragment floats per fragment, layout.wire_of; the caller's own array when
-    it gives the whole round at once: it leaves it alone until the Future ends), the
+    it gives the whole round at once, but a scatter job's: it leaves it alone until the
+    Future ends), the
     parts' Futures, and what came back of each shard (by fragment), and when. `owed`:
     by fragment, whether the caller's result holds its sum (all, or a scatter job's
     worker's own shards'): a part's Future ends once those are back; the round ends
