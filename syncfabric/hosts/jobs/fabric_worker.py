@@ -137,11 +137,9 @@ class FabricWorker:
         self.own.register(self.selector)
         self.rounds = OpenRounds(layout, ROUNDS_IN_FLIGHT, RESULTS_READY,   # in flight
                                  layout.owed_to(name))
-        for shard in layout.shards:   # a scatter job's sums stay in their shards' hosts
-            if shard.host != name and not layout.scatter:
-                returned = ReturnedSums.heard_by(layout, shard, name, data_ip, self.rounds,
-                                                 self.path)
-                self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
+        for returned in ReturnedSums.every_one_heard_by(layout, name, data_ip, self.rounds,
+                                                        self.path):
+            self.selector.register(returned.sock, selectors.EVENT_READ, returned.take)
         self.wakeup = Wakeup()   # a round submitted, or close() called
         self.selector.register(self.wakeup.sock, selectors.EVENT_READ, self.wakeup.clear)
         self.sends = WorkerSends(layout, name, self.sock, self.rounds, rate_fraction, self.path,

@@ -292,6 +292,16 @@ class ReturnedSums:
         return cls(layout, shard, receiving_socket(group, shard.port, [group], address),
                    rounds, path)
 
+    @classmethod
+    def every_one_heard_by(cls, layout, name, address, rounds, path):
+        """The sums that come back to worker `name` (heard_by), of every shard held in
+        another host: a shard in its own host is summed there, and a scatter job's sums
+        stay in their shards' hosts."""
+        if layout.scatter:
+            return []
+        return [cls.heard_by(layout, shard, name, address, rounds, path)
+                for shard in layout.shards if shard.host != name]
+
     def take(self):
         """Place the sums waiting on the socket, a batch at a time until one finds it
         empty."""
