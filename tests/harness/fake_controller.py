@@ -195,6 +195,25 @@ def restarted(saved, tables):
     return controller
 
 
+def job_across_a_restart(body):
+    """The report of a job made from `body` on a controller, before and after the next
+    controller takes it back (restarted()), each without expires_in_s (the lease runs on)."""
+    first = InProcessController(description())
+    try:
+        code, job = first.request("POST", "/jobs", body)
+        assert code == 201, job
+        before = first.request("GET", "/jobs/%d" % job["id"])[1]
+        saved, tables = first.services.store.saved, first.tables()
+    finally:
+        first.close()
+    again = restarted(saved, tables)
+    try:
+        after = again.request("GET", "/jobs/%d" % job["id"])[1]
+    finally:
+        again.close()
+    return [{k: v for k, v in report.items() if k != "expires_in_s"} for report in (before, after)]
+
+
 def connected(fabric):
     """A fixture's body: a controller on the description `fabric` with every switch
     connected, closed after the test."""

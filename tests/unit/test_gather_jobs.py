@@ -13,7 +13,7 @@ import pytest
 from syncfabric.decisions.gather_plan import plan_gather
 from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from tests.harness.fabrics import spine_leaf_view
-from tests.harness.fake_controller import InProcessController, description, restarted
+from tests.harness.fake_controller import job_across_a_restart
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 from tests.harness.loopback_jobs import loopback_job
 
@@ -52,22 +52,9 @@ def test_a_gather_job_has_a_shard_in_each_worker_and_no_gradients(controller):
 
 
 def test_a_gather_job_comes_back_as_it_was_after_a_controller_restart():
-    first = InProcessController(description())
-    try:
-        code, job = post(first, "/jobs", GATHER_JOB)
-        assert code == 201, job
-        before = first.request("GET", "/jobs/%d" % job["id"])[1]
-        saved, tables = first.services.store.saved, first.tables()
-    finally:
-        first.close()
-    again = restarted(saved, tables)
-    try:
-        after = again.request("GET", "/jobs/%d" % job["id"])[1]
-        assert {k: v for k, v in after.items() if k != "expires_in_s"} \
-            == {k: v for k, v in before.items() if k != "expires_in_s"}
-        assert after["gather"] is True and after["destinations"] == {w: [] for w in WORKERS}
-    finally:
-        again.close()
+    before, after = job_across_a_restart(GATHER_JOB)
+    assert after == before
+    assert after["gather"] is True and after["destinations"] == {w: [] for w in WORKERS}
 
 
 @pytest.mark.parametrize("body, message", [

@@ -15,7 +15,7 @@ from syncfabric.hosts.jobs.fabric_worker import FabricWorker
 from syncfabric.hosts.jobs.job_layout import JobError, JobLayout
 from syncfabric.hosts.jobs.worker_rounds import Round
 from tests.harness.fabrics import spine_leaf_view
-from tests.harness.fake_controller import InProcessController, description, restarted
+from tests.harness.fake_controller import job_across_a_restart
 from tests.harness.in_process import NOTHING_LISTED, empty, listed, post, release_key
 from tests.harness.loopback_jobs import loopback_job
 
@@ -59,22 +59,9 @@ def test_a_scatter_job_has_a_shard_in_each_worker_and_no_return_trees(controller
 
 
 def test_a_scatter_job_comes_back_as_it_was_after_a_controller_restart():
-    first = InProcessController(description())
-    try:
-        code, job = post(first, "/jobs", SCATTER_JOB)
-        assert code == 201, job
-        before = first.request("GET", "/jobs/%d" % job["id"])[1]
-        saved, tables = first.services.store.saved, first.tables()
-    finally:
-        first.close()
-    again = restarted(saved, tables)
-    try:
-        after = again.request("GET", "/jobs/%d" % job["id"])[1]
-        assert {k: v for k, v in after.items() if k != "expires_in_s"} \
-            == {k: v for k, v in before.items() if k != "expires_in_s"}
-        assert after["scatter"] is True
-    finally:
-        again.close()
+    before, after = job_across_a_restart(SCATTER_JOB)
+    assert after == before
+    assert after["scatter"] is True
 
 
 def test_a_group_job_takes_a_gather_job_and_a_scatter_job_one_of_each(controller):
